@@ -1,0 +1,148 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Token is a fencing token: every exclusive acquisition of a name returns a
+// token strictly greater than every token given before for that name, by
+// every process and machine that uses the same backend, across restarts of
+// the holders. A resource that remembers the highest token it has accepted
+// can refuse a stale holder whose lock was lost.
+//
+// Shared holds (read locks, semaphore permits) carry the token of the backend
+// where it has one, and 0 where it has none.
+type Token uint64
+
+// Mode is the mode a lock is held in.
+type Mode uint8
+
+const (
+	Exclusive Mode = iota // a write lock or a mutex
+	Shared                // a read lock
+)
+
+func (m Mode) String() string {
+	if m == Shared {
+		return "shared"
+	}
+	return "exclusive"
+}
+
+// Loss is a one-shot signal that a hold can no longer be trusted. A driver
+// creates one per hold that can be lost (a lease, a file that can be removed)
+// and fires it with the cause; the core hands it to callers through Hold.
+//
+// The zero Loss is not usable; use NewLoss. A nil *Loss never fires.
+type Loss struct {
+	once sync.Once
+	ch   chan struct{}
+	mu   sync.Mutex
+	err  error // guarded by mu; set once, before ch is closed
+}
+
+// NewLoss returns a Loss that has not fired.
+func NewLoss() *Loss { return &Loss{ch: make(chan struct{})} }
+
+// Fire marks the hold lost with cause (which is wrapped so that
+// errors.Is(err, ErrLost) holds). Only the first call has an effect.
+func (l *Loss) Fire(cause error) {
+	if l == nil {
+		return
+	}
+	l.once.Do(func() {
+		var err error
+		switch {
+		case cause == nil:
+			err = ErrLost
+		default:
+			err = fmt.Errorf("%w: %w", ErrLost, cause)
+		}
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		close(l.ch)
+	})
+}
+
+// Done returns a channel that is closed when the hold is lost. It returns nil
+// (a channel that never becomes ready) for a nil Loss.
+func (l *Loss) Done() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	return l.ch
+}
+
+// Err returns nil until the Loss fires, and then an error matching ErrLost
+// that wraps the cause.
+func (l *Loss) Err() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Hold describes one acquisition: its fencing token, whether the previous
+// holder died while holding, and the signal that fires if the hold is lost.
+// A Hold is a small value; copying it is cheap. Reentrant acquisitions by the
+// same owner return the Hold of the outermost acquisition.
+//
+// Holding is never certain for a lease-based backend: a process can pause
+// (GC, SIGSTOP, a slow disk) past its lease. Check Lost or Err before every
+// action that must not happen without the lock, and pass Token to the
+// resource, which should refuse tokens older than the newest it has seen.
+type Hold struct {
+	token     Token
+	mode      Mode
+	recovered bool
+	loss      *Loss
+}
+
+// NewHold is for drivers and the core; applications receive Holds from Lock.
+func NewHold(token Token, mode Mode, recovered bool, loss *Loss) Hold {
+	return Hold{token: token, mode: mode, recovered: recovered, loss: loss}
+}
+
+// Token returns the fencing token of the acquisition.
+func (h Hold) Token() Token { return h.token }
+
+// Mode reports whether the hold is exclusive or shared.
+func (h Hold) Mode() Mode { return h.mode }
+
+// Recovered reports that the previous holder died while holding the lock
+// (like EOWNERDEAD for a robust mutex): the state the lock protects may be
+// half-updated and may need repair before use.
+func (h Hold) Recovered() bool { return h.recovered }
+
+// Lost returns a channel that is closed if the hold is lost while held. For
+// holds that cannot be lost it returns nil, which never becomes ready. The
+// channel is not closed by a normal Unlock.
+func (h Hold) Lost() <-chan struct{} { return h.loss.Done() }
+
+// Err returns nil while the hold is trusted and an error matching ErrLost
+// once it is lost.
+func (h Hold) Err() error { return h.loss.Err() }
+
+// Context returns a context derived from parent that is cancelled, with the
+// loss as its cause (see context.Cause), when the hold is lost. Call the
+// returned cancel function after Unlock to release its resources.
+func (h Hold) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := func() { cancel(context.Canceled) }
+	if h.loss == nil {
+		return ctx, stop
+	}
+	go func() {
+		select {
+		case <-h.loss.Done():
+			cancel(h.loss.Err())
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, stop
+}

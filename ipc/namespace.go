@@ -1,0 +1,156 @@
+package ipc
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/batonlock/baton"
+)
+
+// maxEncodedName is the longest encoded name; it keeps every file name of a
+// namespace under the 255-byte limit of Linux file systems, with room for a
+// suffix.
+const maxEncodedName = 240
+
+// Namespace is a directory that holds one small file per named object. Two
+// processes that open the same directory share the objects. The zero value
+// is not usable; use OpenNamespace.
+type Namespace struct {
+	dir string
+}
+
+// DefaultDir returns the per-user default namespace directory:
+// $XDG_RUNTIME_DIR/baton when XDG_RUNTIME_DIR is set, else
+// /dev/shm/baton-UID.
+func DefaultDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "baton")
+	}
+	return filepath.Join("/dev/shm", "baton-"+strconv.Itoa(os.Getuid()))
+}
+
+// OpenNamespace opens (creating it with mode 0700 when missing) the
+// namespace directory dir; "" means DefaultDir(). The directory must be
+// absolute once cleaned.
+func OpenNamespace(dir string) (*Namespace, error) {
+	if dir == "" {
+		dir = DefaultDir()
+	}
+	if strings.IndexByte(dir, 0) >= 0 {
+		return nil, fmt.Errorf("%w: namespace directory has a NUL byte", baton.ErrInvalidArgument)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: namespace directory %q: %w", baton.ErrInvalidArgument, dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("ipc: namespace %s: %w", abs, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("ipc: namespace %s: %w", abs, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%w: namespace %s is not a directory", baton.ErrInvalidArgument, abs)
+	}
+	return &Namespace{dir: abs}, nil
+}
+
+// Dir returns the absolute path of the namespace directory.
+func (ns *Namespace) Dir() string { return ns.dir }
+
+// Path returns the file that stands for name among objects of kind (a short
+// lower-case word such as "flock" or "sem"): DIR/KIND/ENCODED. It validates
+// the name and has no side effect.
+func (ns *Namespace) Path(kind, name string) (string, error) {
+	enc, err := EncodeName(name)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(ns.dir, kind, enc), nil
+}
+
+// EnsureKind creates the directory of kind when missing.
+func (ns *Namespace) EnsureKind(kind string) error {
+	if err := os.Mkdir(filepath.Join(ns.dir, kind), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("ipc: namespace %s: %w", ns.dir, err)
+	}
+	return nil
+}
+
+// Names lists the names of kind that have a file in the namespace, in
+// directory order; files whose names do not decode are skipped.
+func (ns *Namespace) Names(kind string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(ns.dir, kind))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ipc: namespace %s: %w", ns.dir, err)
+	}
+	var names []string
+	for _, e := range ents {
+		if n, err := DecodeName(e.Name()); err == nil {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
+
+// EncodeName maps a valid baton name onto one file name, injectively: ASCII
+// letters, digits, '-' and '_' stand for themselves, '.' too except in the
+// first place, and every other byte is written %XX. It returns an error
+// matching baton.ErrInvalidName for an invalid name or one whose encoding
+// would be longer than 240 bytes.
+func EncodeName(name string) (string, error) {
+	if err := baton.ValidateName(name); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' && i > 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	if b.Len() > maxEncodedName {
+		return "", fmt.Errorf("%w: %d bytes once encoded as a file name, more than %d", baton.ErrInvalidName, b.Len(), maxEncodedName)
+	}
+	return b.String(), nil
+}
+
+// DecodeName inverts EncodeName.
+func DecodeName(enc string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(enc); i++ {
+		c := enc[i]
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+2 >= len(enc) {
+			return "", fmt.Errorf("%w: bad escape in %q", baton.ErrInvalidName, enc)
+		}
+		v, err := strconv.ParseUint(enc[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("%w: bad escape in %q", baton.ErrInvalidName, enc)
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	name := b.String()
+	if again, err := EncodeName(name); err != nil || again != enc {
+		return "", fmt.Errorf("%w: %q is not an encoded name", baton.ErrInvalidName, enc)
+	}
+	return name, nil
+}
