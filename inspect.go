@@ -1,0 +1,54 @@
+package baton
+
+import (
+	"context"
+	"time"
+)
+
+// Kind names a primitive in listings.
+type Kind string
+
+const (
+	KindMutex     Kind = "mutex"
+	KindRWMutex   Kind = "rwmutex"
+	KindSemaphore Kind = "semaphore"
+	KindCond      Kind = "cond"
+)
+
+// Holder describes one current holder of a named object, as far as the
+// backend knows it. Zero fields are unknown.
+type Holder struct {
+	PID   int           `json:"pid,omitempty"`
+	Host  string        `json:"host,omitempty"`
+	Since time.Time     `json:"since,omitzero"` // when the hold began
+	Token Token         `json:"token,omitempty"`
+	Mode  string        `json:"mode,omitempty"` // "exclusive" or "shared"
+	N     int64         `json:"n,omitempty"`    // permits, for semaphores
+	TTL   time.Duration `json:"ttl,omitempty"`  // lease time left, for lease backends
+}
+
+// Info describes one named object of a backend.
+type Info struct {
+	Name      string   `json:"name"`
+	Kind      Kind     `json:"kind"`
+	Backend   string   `json:"backend"`            // BackendDriver.Kind
+	Impl      string   `json:"impl,omitempty"`     // mechanism, e.g. "flock", "futex", "sysv"
+	Holders   []Holder `json:"holders"`            // empty when free
+	Waiters   int      `json:"waiters"`            // -1 when unknown
+	Capacity  int64    `json:"capacity,omitempty"` // semaphores
+	LastToken Token    `json:"last_token,omitempty"`
+	Detail    string   `json:"detail,omitempty"` // backend-specific, e.g. a System V id
+}
+
+// Inspector is implemented by backends (and backend drivers) that can report
+// on their named objects. The baton command's status, ls and rm use it.
+type Inspector interface {
+	// List returns every object the backend knows of.
+	List(ctx context.Context) ([]Info, error)
+	// Inspect returns the object of kind named name; an error matching
+	// fs.ErrNotExist when there is none.
+	Inspect(ctx context.Context, kind Kind, name string) (Info, error)
+	// Remove deletes the object of kind named name. Holders that still use
+	// it see their holds lost where the backend can tell them.
+	Remove(ctx context.Context, kind Kind, name string) error
+}
