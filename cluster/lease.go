@@ -1,0 +1,232 @@
+// Package cluster holds what the network backends of baton share: lease
+// options with their defaults and validation, and the lease keeper that
+// renews a hold in the background and announces its loss.
+//
+// A lease is trusted until its deadline: the local monotonic time at which the
+// request that last set the lease on the server was sent, plus the TTL, minus
+// a drift margin. The server starts its own TTL when it receives the request,
+// which is later, so the local deadline passes before the server can give the
+// lock to anyone else, as long as the two clocks advance at rates that
+// differ by less than the drift margin over one TTL.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+// Defaults of LeaseOptions.
+const (
+	DefaultTTL = 10 * time.Second
+	// DefaultRenewDivisor: the renewal period defaults to TTL/3, so that two
+	// renewals can fail before the lease is lost.
+	DefaultRenewDivisor = 3
+	// DefaultDriftFactor and DefaultDriftMin give the drift margin default:
+	// 1% of the TTL plus 2 ms (clock rate differences and scheduling delay).
+	DefaultDriftFactor = 0.01
+	DefaultDriftMin    = 2 * time.Millisecond
+)
+
+// LeaseOptions are the timing parameters of a lease. The zero value asks for
+// every default.
+type LeaseOptions struct {
+	// TTL is the lease time given to the server on every acquisition and
+	// renewal. Default DefaultTTL; at least 10 ms.
+	TTL time.Duration
+	// RenewEvery is the period of background renewal. Default TTL/3; must
+	// satisfy TTL >= 2*RenewEvery.
+	RenewEvery time.Duration
+	// Drift is subtracted from the local deadline. Default 1% of TTL + 2 ms;
+	// must be >= 0 and less than TTL - RenewEvery.
+	Drift time.Duration
+}
+
+// Normalize fills defaults and validates the combination. The error matches
+// baton.ErrInvalidArgument; o is unchanged on error.
+func (o *LeaseOptions) Normalize() error {
+	n := *o
+	if n.TTL == 0 {
+		n.TTL = DefaultTTL
+	}
+	if n.TTL < 10*time.Millisecond {
+		return fmt.Errorf("%w: lease TTL %v, must be >= 10ms", baton.ErrInvalidArgument, n.TTL)
+	}
+	if n.RenewEvery == 0 {
+		n.RenewEvery = n.TTL / DefaultRenewDivisor
+	}
+	if n.RenewEvery < 0 {
+		return fmt.Errorf("%w: renewal period %v, must be > 0", baton.ErrInvalidArgument, n.RenewEvery)
+	}
+	if n.TTL < 2*n.RenewEvery {
+		return fmt.Errorf("%w: lease TTL %v is shorter than twice the renewal period %v", baton.ErrInvalidArgument, n.TTL, n.RenewEvery)
+	}
+	if n.Drift == 0 {
+		n.Drift = DefaultDrift(n.TTL)
+	}
+	if n.Drift < 0 {
+		return fmt.Errorf("%w: drift margin %v, must be >= 0", baton.ErrInvalidArgument, n.Drift)
+	}
+	if n.Drift >= n.TTL-n.RenewEvery {
+		return fmt.Errorf("%w: drift margin %v leaves no time to renew a lease of %v every %v", baton.ErrInvalidArgument, n.Drift, n.TTL, n.RenewEvery)
+	}
+	*o = n
+	return nil
+}
+
+// DefaultDrift returns the default drift margin for a TTL.
+func DefaultDrift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*DefaultDriftFactor) + DefaultDriftMin
+}
+
+// Deadline returns the local time until which a lease set by a request sent
+// at sent can be trusted.
+func (o LeaseOptions) Deadline(sent time.Time) time.Time {
+	return sent.Add(o.TTL - o.Drift)
+}
+
+// RenewFunc renews a lease once. It returns the time at which it sent the
+// request that renewed the lease (a lower bound of the server's receipt), or
+// an error. An error matching baton.ErrLost says that the server no longer
+// holds the lease (it expired, or the key was removed): the keeper fires the
+// loss at once. Any other error is retried until the deadline.
+type RenewFunc func(ctx context.Context) (sent time.Time, err error)
+
+// Keeper renews one lease in the background and fires its Loss when the
+// lease can no longer be trusted. Create it with StartKeeper; the zero value
+// is not usable.
+type Keeper struct {
+	opts   LeaseOptions
+	renew  RenewFunc
+	loss   *baton.Loss
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	deadline time.Time // guarded by mu
+}
+
+// StartKeeper starts renewing a lease acquired by a request sent at sent.
+// opts must be normalized. The keeper fires loss (with the cause) when a
+// renewal fails and the deadline has passed, or when the server reports the
+// lease gone. log receives background failures; nil means slog.Default.
+func StartKeeper(sent time.Time, opts LeaseOptions, renew RenewFunc, loss *baton.Loss, log *slog.Logger) *Keeper {
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &Keeper{opts: opts, renew: renew, loss: loss, log: log, cancel: cancel,
+		done: make(chan struct{}), deadline: opts.Deadline(sent)}
+	go k.run(ctx)
+	return k
+}
+
+// Deadline returns the current local deadline of the lease.
+func (k *Keeper) Deadline() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.deadline
+}
+
+// Stop ends renewal and waits until the keeper's goroutine (and a renewal
+// in flight) has returned. It does not fire the loss. Stop is idempotent.
+func (k *Keeper) Stop() {
+	k.cancel()
+	<-k.done
+}
+
+type renewResult struct {
+	sent time.Time
+	err  error
+}
+
+func (k *Keeper) run(ctx context.Context) {
+	defer close(k.done)
+	next := time.NewTimer(k.opts.RenewEvery)
+	defer next.Stop()
+	k.mu.Lock()
+	expire := time.NewTimer(time.Until(k.deadline))
+	k.mu.Unlock()
+	defer expire.Stop()
+	var inflight chan renewResult
+	var lastErr error
+	for {
+		var tick <-chan time.Time
+		if inflight == nil {
+			tick = next.C
+		}
+		select {
+		case <-ctx.Done():
+			if inflight != nil {
+				<-inflight
+			}
+			return
+		case <-expire.C:
+			cause := lastErr
+			if cause == nil {
+				cause = errors.New("lease deadline passed before renewal succeeded")
+			} else {
+				cause = fmt.Errorf("lease deadline passed; last renewal error: %w", cause)
+			}
+			k.log.Warn("baton: lease lost", "err", cause)
+			k.loss.Fire(cause)
+			if inflight != nil {
+				// A renewal in flight may hang until its own deadline; its
+				// context ends with ours.
+				k.cancel()
+				<-inflight
+			}
+			return
+		case <-tick:
+			inflight = make(chan renewResult, 1)
+			k.mu.Lock()
+			dl := k.deadline
+			k.mu.Unlock()
+			rctx, rcancel := context.WithDeadline(ctx, dl)
+			ch := inflight
+			go func() {
+				defer rcancel()
+				sent, err := k.renew(rctx)
+				ch <- renewResult{sent, err}
+			}()
+		case r := <-inflight:
+			inflight = nil
+			if r.err == nil {
+				lastErr = nil
+				k.mu.Lock()
+				k.deadline = k.opts.Deadline(r.sent)
+				d := time.Until(k.deadline)
+				k.mu.Unlock()
+				expire.Reset(d)
+				next.Reset(k.opts.RenewEvery)
+				continue
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(r.err, baton.ErrLost) {
+				k.log.Warn("baton: lease lost", "err", r.err)
+				k.loss.Fire(r.err)
+				return
+			}
+			lastErr = r.err
+			k.log.Warn("baton: lease renewal failed; retrying", "err", r.err, "deadline_in", time.Until(k.Deadline()))
+			// Retry sooner than the period: the deadline is closer now.
+			next.Reset(retryDelay(k.opts.RenewEvery))
+		}
+	}
+}
+
+func retryDelay(period time.Duration) time.Duration {
+	d := period / 8
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	return d
+}

@@ -1,0 +1,102 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+// condDriver serves one Cond handle. A waiter is a registration (a ticket)
+// in a FIFO queue on the server, itself a lease refreshed every RenewEvery;
+// Signal removes the oldest registration and publishes to its owner.
+type condDriver struct {
+	d    *driver
+	name string
+	keys []string
+}
+
+var _ baton.CondDriver = (*condDriver)(nil)
+
+type ticket struct {
+	id   string
+	wake chan string
+}
+
+func (c *condDriver) Prepare(ctx context.Context) (any, error) {
+	if err := c.d.n.start(ctx); err != nil {
+		return nil, fmt.Errorf("redislock: cond %q: %w", c.name, err)
+	}
+	t := &ticket{id: newID()}
+	t.wake = c.d.n.register(t.id)
+	if err := scriptCondPrepare.Run(ctx, c.d.c, c.keys, t.id, c.d.ttlMS(), c.d.wake).Err(); err != nil {
+		c.d.n.unregister(t.id)
+		return nil, fmt.Errorf("redislock: cond %q: %w", c.name, err)
+	}
+	return t, nil
+}
+
+func (c *condDriver) Wait(ctx context.Context, tk any) error {
+	t, ok := tk.(*ticket)
+	if !ok || t == nil {
+		return fmt.Errorf("redislock: cond %q: foreign ticket: %w", c.name, baton.ErrInvalidArgument)
+	}
+	defer c.d.n.unregister(t.id)
+	for {
+		tm := time.NewTimer(c.d.o.lease.RenewEvery)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			c.withdraw(ctx, t.id)
+			return fmt.Errorf("redislock: cond %q: %w", c.name, ctx.Err())
+		case <-t.wake:
+			tm.Stop()
+			return nil
+		case <-tm.C:
+		}
+		// Keep the registration alive; a registration that is gone was
+		// signalled (its message may have been lost).
+		r, err := scriptCondPoll.Run(ctx, c.d.c, c.keys, t.id, c.d.ttlMS()).Int64()
+		if err == nil && r == 0 {
+			return nil
+		}
+		if err != nil && ctx.Err() == nil {
+			c.d.o.log.Warn("redislock: refreshing a cond registration failed", "name", c.name, "err", err)
+		}
+	}
+}
+
+func (c *condDriver) withdraw(ctx context.Context, id string) {
+	cctx, done := c.d.cleanupCtx(ctx)
+	defer done()
+	if err := scriptCondCancel.Run(cctx, c.d.c, c.keys, id, "1").Err(); err != nil {
+		c.d.o.log.Warn("redislock: withdrawing a cond registration failed; it expires with the TTL",
+			"name", c.name, "err", err)
+	}
+}
+
+func (c *condDriver) Cancel(tk any) {
+	t, ok := tk.(*ticket)
+	if !ok || t == nil {
+		return
+	}
+	c.d.n.unregister(t.id)
+	c.withdraw(context.Background(), t.id)
+}
+
+func (c *condDriver) Signal(ctx context.Context) error {
+	if err := scriptCondSignal.Run(ctx, c.d.c, c.keys, "1").Err(); err != nil {
+		return fmt.Errorf("redislock: cond %q: signal: %w", c.name, err)
+	}
+	return nil
+}
+
+func (c *condDriver) Broadcast(ctx context.Context) error {
+	if err := scriptCondSignal.Run(ctx, c.d.c, c.keys, "0").Err(); err != nil {
+		return fmt.Errorf("redislock: cond %q: broadcast: %w", c.name, err)
+	}
+	return nil
+}
+
+func (c *condDriver) Close() error { return nil }

@@ -1,0 +1,213 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster"
+	"github.com/redis/go-redis/v9"
+)
+
+var errClosed = fmt.Errorf("redislock: %w", baton.ErrClosed)
+
+// hold is the driver-private state of one grant (Grant.Data).
+type hold struct {
+	id     string
+	keeper *cluster.Keeper
+	loss   *baton.Loss
+}
+
+// lockDriver serves one Mutex or RWMutex handle. The core calls it one
+// operation at a time, so it has no mutex of its own.
+type lockDriver struct {
+	d    *driver
+	name string
+	keys []string
+	rw   bool
+}
+
+var _ baton.LockDriver = (*lockDriver)(nil)
+
+func modeArg(m baton.Mode) string {
+	if m == baton.Shared {
+		return "r"
+	}
+	return "w"
+}
+
+// pair reads a {flag, value} script reply.
+func pair(v any, err error) (bool, int64, error) {
+	if err != nil {
+		return false, 0, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return false, 0, fmt.Errorf("redislock: unexpected script reply %v", v)
+	}
+	f, _ := a[0].(int64)
+	t, _ := a[1].(int64)
+	return f == 1, t, nil
+}
+
+func (l *lockDriver) what() string {
+	if l.rw {
+		return "rwmutex"
+	}
+	return "mutex"
+}
+
+func (l *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	id := newID()
+	sent := time.Now()
+	ok, tok, err := pair(scriptLockAcquire.Run(ctx, l.d.c, l.keys, id, modeArg(mode), l.d.ttlMS(), l.d.meta, "").Result())
+	if err != nil {
+		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+	}
+	if !ok {
+		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, baton.ErrLocked)
+	}
+	return l.granted(id, tok, sent), nil
+}
+
+func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+	}
+	if err := l.d.n.start(ctx); err != nil {
+		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+	}
+	id := newID()
+	wake := l.d.n.register(id)
+	defer l.d.n.unregister(id)
+	args := []any{id, modeArg(mode), l.d.ttlMS(), l.d.meta, l.d.wake}
+	sent := time.Now()
+	ok, tok, err := pair(scriptLockAcquire.Run(ctx, l.d.c, l.keys, args...).Result())
+	for {
+		if err != nil {
+			l.cancel(ctx, id)
+			return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+		}
+		if ok {
+			return l.granted(id, tok, sent), nil
+		}
+		// Queued: wait for the handoff message; check in every RenewEvery
+		// to keep the queue entry alive (and to catch a lost message).
+		t := time.NewTimer(l.d.o.lease.RenewEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			l.cancel(ctx, id)
+			return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, ctx.Err())
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+		// The lease handed over started when the releaser's script ran,
+		// at an unknown time: poll renews it from now, giving a safe
+		// local deadline.
+		sent = time.Now()
+		ok, tok, err = pair(scriptLockPoll.Run(ctx, l.d.c, l.keys, args...).Result())
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+	}
+}
+
+// cancel withdraws a waiter, giving back the lock if it was handed over.
+func (l *lockDriver) cancel(ctx context.Context, id string) {
+	cctx, done := l.d.cleanupCtx(ctx)
+	defer done()
+	if err := scriptLockCancel.Run(cctx, l.d.c, l.keys, id).Err(); err != nil {
+		l.d.o.log.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
+			"name", l.name, "err", err)
+	}
+}
+
+func (l *lockDriver) granted(id string, tok int64, sent time.Time) baton.Grant {
+	loss := baton.NewLoss()
+	h := &hold{id: id, loss: loss}
+	h.keeper = cluster.StartKeeper(sent, l.d.o.lease, l.d.renewFunc(l.keys, id), loss, l.d.o.log.With("name", l.name))
+	return baton.Grant{Token: baton.Token(tok), Loss: loss, Data: h}
+}
+
+func (d *driver) renewFunc(keys []string, id string) cluster.RenewFunc {
+	ttl := d.ttlMS()
+	return func(ctx context.Context) (time.Time, error) {
+		sent := time.Now()
+		r, err := scriptRenew.Run(ctx, d.c, keys[:2], id, ttl).Int64()
+		if err != nil {
+			return sent, err
+		}
+		if r != 1 {
+			return sent, fmt.Errorf("redislock: the server no longer has the hold: %w", baton.ErrLost)
+		}
+		return sent, nil
+	}
+}
+
+func holdOf(g baton.Grant) (*hold, error) {
+	h, ok := g.Data.(*hold)
+	if !ok || h == nil {
+		return nil, fmt.Errorf("redislock: grant of another backend: %w", baton.ErrInvalidArgument)
+	}
+	return h, nil
+}
+
+// finish stops renewal and interprets a release script's reply.
+func finish(what, name string, h *hold, released int64, err error) error {
+	if err != nil {
+		if h.loss.Err() != nil {
+			return fmt.Errorf("redislock: %s %q: %w (release: %w)", what, name, h.loss.Err(), err)
+		}
+		return fmt.Errorf("redislock: %s %q: release: %w", what, name, err)
+	}
+	if released != 1 {
+		h.loss.Fire(errors.New("the server no longer had the hold at release"))
+		return fmt.Errorf("redislock: %s %q: %w", what, name, baton.ErrLost)
+	}
+	if e := h.loss.Err(); e != nil {
+		return fmt.Errorf("redislock: %s %q: %w", what, name, e)
+	}
+	return nil
+}
+
+func (l *lockDriver) Release(ctx context.Context, g baton.Grant) error {
+	h, err := holdOf(g)
+	if err != nil {
+		return err
+	}
+	h.keeper.Stop()
+	r, err := scriptLockRelease.Run(ctx, l.d.c, l.keys, h.id).Int64()
+	return finish(l.what(), l.name, h, r, err)
+}
+
+func (l *lockDriver) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	if !l.rw {
+		return baton.Grant{}, fmt.Errorf("redislock: mutex %q: downgrade: %w", l.name, baton.ErrUnsupported)
+	}
+	h, err := holdOf(g)
+	if err != nil {
+		return baton.Grant{}, err
+	}
+	if e := h.loss.Err(); e != nil {
+		return baton.Grant{}, fmt.Errorf("redislock: rwmutex %q: downgrade: %w", l.name, e)
+	}
+	ok, tok, err := pair(scriptLockDowngrade.Run(ctx, l.d.c, l.keys, h.id).Result())
+	if err != nil {
+		return baton.Grant{}, fmt.Errorf("redislock: rwmutex %q: downgrade: %w", l.name, err)
+	}
+	if !ok {
+		h.loss.Fire(errors.New("the server no longer had the hold at downgrade"))
+		return baton.Grant{}, fmt.Errorf("redislock: rwmutex %q: downgrade: %w", l.name, baton.ErrLost)
+	}
+	g.Token = baton.Token(tok)
+	return g, nil
+}
+
+func (l *lockDriver) Close() error { return nil }
+
+// isNil reports a nil reply.
+func isNil(err error) bool { return errors.Is(err, redis.Nil) }

@@ -1,0 +1,102 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifier receives the wake-up messages of one Backend on one Pub/Sub
+// connection and routes them to waiting handles by id. A message is
+// "id|token". The subscription starts with the first waiter.
+type notifier struct {
+	c       redis.UniversalClient
+	channel string
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	ps      *redis.PubSub          // guarded by mu; nil until started
+	waiters map[string]chan string // guarded by mu: id -> buffered(1) token
+	closed  bool                   // guarded by mu
+	done    chan struct{}          // closed when the reader goroutine ends
+}
+
+func newNotifier(c redis.UniversalClient, channel string, log *slog.Logger) *notifier {
+	return &notifier{c: c, channel: channel, log: log, waiters: make(map[string]chan string)}
+}
+
+// start subscribes once. It returns when the server confirmed the
+// subscription, so that a message published after start returned is
+// delivered.
+func (n *notifier) start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return errClosed
+	}
+	if n.ps != nil {
+		return nil
+	}
+	ps := n.c.Subscribe(ctx, n.channel)
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		return fmt.Errorf("redislock: subscribe to wake-up channel: %w", err)
+	}
+	n.ps = ps
+	n.done = make(chan struct{})
+	ch := ps.Channel()
+	go n.read(ch)
+	return nil
+}
+
+func (n *notifier) read(ch <-chan *redis.Message) {
+	defer close(n.done)
+	for m := range ch {
+		id, tok, ok := strings.Cut(m.Payload, "|")
+		if !ok {
+			continue
+		}
+		n.mu.Lock()
+		w := n.waiters[id]
+		n.mu.Unlock()
+		if w != nil {
+			select {
+			case w <- tok:
+			default:
+			}
+		}
+	}
+}
+
+// register returns the channel on which id's wake-up arrives.
+func (n *notifier) register(id string) chan string {
+	w := make(chan string, 1)
+	n.mu.Lock()
+	n.waiters[id] = w
+	n.mu.Unlock()
+	return w
+}
+
+func (n *notifier) unregister(id string) {
+	n.mu.Lock()
+	delete(n.waiters, id)
+	n.mu.Unlock()
+}
+
+func (n *notifier) close() error {
+	n.mu.Lock()
+	n.closed = true
+	ps, done := n.ps, n.done
+	n.ps = nil
+	n.mu.Unlock()
+	if ps == nil {
+		return nil
+	}
+	err := ps.Close()
+	<-done
+	return err
+}

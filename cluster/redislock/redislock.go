@@ -1,0 +1,370 @@
+// Package redislock is the Redis backend of baton: the same Mutex, RWMutex,
+// Semaphore and Cond as on one host, served by Redis through Lua scripts.
+//
+// New takes any redis.UniversalClient: a single node, a Sentinel failover
+// client or a Redis Cluster client. Every key of one name carries the same
+// hash tag, so every script runs on one Cluster slot. NewRedlock takes N
+// independent nodes and needs a majority of them (see NewRedlock for what
+// that mode does and does not guarantee). OpenURL builds either from a URL.
+//
+// # Holds and leases
+//
+// Every hold is a lease of Options TTL (default 10 s) that a goroutine renews
+// every RenewEvery (default TTL/3). If renewal fails until the local deadline
+// (send time of the last successful request + TTL - drift margin, on the
+// monotonic clock), the hold's Loss fires; it fires before the server lets
+// the lease expire. A process that dies stops renewing: its locks and
+// permits come back after at most the TTL. Unlock and the renewal goroutine
+// compare the hold's unique id on the server, so a lost hold never deletes
+// another holder's lock; Unlock of a lost hold returns baton.ErrLost.
+//
+// # Fairness and handoff
+//
+// Waiters queue on the server in FIFO order. A release hands the lock
+// directly to the head of the queue inside the release script and wakes that
+// waiter with a Pub/Sub message: a handoff takes one round trip, and no
+// waiter polls. Queue entries are leases too (refreshed by the waiting
+// client every RenewEvery), so a waiter that dies never blocks the queue for
+// longer than the TTL. A waiter whose context ends removes its entry. The
+// periodic refresh also catches a wake-up message lost when the Pub/Sub
+// connection broke. Readers and writers share one queue, which makes the
+// RWMutex writer-preferring: a reader arriving after a queued writer waits.
+//
+// # Fencing tokens
+//
+// Exclusive holds draw a token from a per-name counter in the acquire
+// script. A counter that does not exist starts at the server's clock in
+// microseconds, so tokens keep increasing across a restart of a server that
+// lost its data, unless that server's clock went back. Read holds carry the
+// current counter value; semaphore permits carry 0.
+//
+// # What failures leave behind
+//
+// Each name uses a handful of keys under the prefix (default "baton:"); they
+// expire one second after the last lease or queue entry ends, except the
+// token counter and a semaphore's capacity, which stay. A call that fails on
+// the network returns the error; a hold it may have taken expires with its
+// lease.
+//
+// Clients: a waiting handle uses no pooled connection (waiting is Pub/Sub on
+// one connection per Backend). Set ContextTimeoutEnabled on the client so
+// that a request to an unresponsive server ends with the caller's context;
+// OpenURL does.
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPrefix is the default key prefix.
+const DefaultPrefix = "baton:"
+
+// DefaultNodeTimeout is the default time a Redlock request waits for one node.
+const DefaultNodeTimeout = 50 * time.Millisecond
+
+// Option configures New, NewRedlock and OpenURL.
+type Option func(*options)
+
+type options struct {
+	lease       cluster.LeaseOptions
+	prefix      string
+	log         *slog.Logger
+	nodeTimeout time.Duration
+	prefixSet   bool
+}
+
+// WithTTL sets the lease TTL of every hold and queue entry. Default 10 s;
+// at least 10 ms, and at least twice the renewal period.
+func WithTTL(d time.Duration) Option { return func(o *options) { o.lease.TTL = d } }
+
+// WithRenewEvery sets the renewal period. Default TTL/3.
+func WithRenewEvery(d time.Duration) Option { return func(o *options) { o.lease.RenewEvery = d } }
+
+// WithDrift sets the drift margin subtracted from a lease's local deadline.
+// Default 1% of the TTL + 2 ms; less than TTL - RenewEvery.
+func WithDrift(d time.Duration) Option { return func(o *options) { o.lease.Drift = d } }
+
+// WithPrefix sets the key prefix. Default DefaultPrefix. It must not contain
+// '{' or '}' (it would break the hash tag), nor control characters, and is
+// at most 64 bytes.
+func WithPrefix(p string) Option {
+	return func(o *options) { o.prefix = p; o.prefixSet = true }
+}
+
+// WithLogger sets where background failures (renewal, wake-up connection)
+// are logged. Default slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithNodeTimeout sets how long a Redlock request waits for one node. Default
+// DefaultNodeTimeout; it must be positive and at most a tenth of the TTL, so
+// that a paused node cannot take the time of a lease.
+func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{prefix: DefaultPrefix}
+	for _, f := range opts {
+		if f == nil {
+			return o, fmt.Errorf("redislock: nil option: %w", baton.ErrInvalidArgument)
+		}
+		f(&o)
+	}
+	if err := o.lease.Normalize(); err != nil {
+		return o, fmt.Errorf("redislock: %w", err)
+	}
+	if o.prefixSet {
+		if len(o.prefix) > 64 || !utf8.ValidString(o.prefix) || strings.ContainsAny(o.prefix, "{}") {
+			return o, fmt.Errorf("redislock: key prefix %q: at most 64 bytes of UTF-8 without '{' or '}': %w", o.prefix, baton.ErrInvalidArgument)
+		}
+		for _, r := range o.prefix {
+			if r < 0x20 || r == 0x7f {
+				return o, fmt.Errorf("redislock: key prefix %q has a control character: %w", o.prefix, baton.ErrInvalidArgument)
+			}
+		}
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	if o.nodeTimeout == 0 {
+		o.nodeTimeout = min(DefaultNodeTimeout, o.lease.TTL/10)
+	}
+	if o.nodeTimeout < 0 || o.nodeTimeout > o.lease.TTL/10 {
+		return o, fmt.Errorf("redislock: node timeout %v, must be in (0, TTL/10 = %v]: %w", o.nodeTimeout, o.lease.TTL/10, baton.ErrInvalidArgument)
+	}
+	return o, nil
+}
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+func loadScript(prelude, name string) *redis.Script {
+	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(err)
+	}
+	if prelude != "" {
+		pre, err := scriptFS.ReadFile("scripts/" + prelude + ".lua")
+		if err != nil {
+			panic(err)
+		}
+		src = append(append(pre, '\n'), src...)
+	}
+	return redis.NewScript(string(src))
+}
+
+var (
+	scriptLockAcquire   = loadScript("lock_common", "lock_acquire")
+	scriptLockPoll      = loadScript("lock_common", "lock_poll")
+	scriptLockCancel    = loadScript("lock_common", "lock_cancel")
+	scriptLockRelease   = loadScript("lock_common", "lock_release")
+	scriptLockDowngrade = loadScript("lock_common", "lock_downgrade")
+	scriptRenew         = loadScript("", "renew")
+	scriptSemOpen       = loadScript("sem_common", "sem_open")
+	scriptSemAcquire    = loadScript("sem_common", "sem_acquire")
+	scriptSemPoll       = loadScript("sem_common", "sem_poll")
+	scriptSemCancel     = loadScript("sem_common", "sem_cancel")
+	scriptSemRelease    = loadScript("sem_common", "sem_release")
+	scriptCondPrepare   = loadScript("cond_common", "cond_prepare")
+	scriptCondPoll      = loadScript("cond_common", "cond_poll")
+	scriptCondCancel    = loadScript("cond_common", "cond_cancel")
+	scriptCondSignal    = loadScript("cond_common", "cond_signal")
+	scriptRLAcquire     = loadScript("", "rl_acquire")
+	scriptRLExtend      = loadScript("", "rl_extend")
+	scriptRLRaise       = loadScript("", "rl_raise")
+	scriptRLRelease     = loadScript("", "rl_release")
+)
+
+// escapeName maps a name injectively onto a string without '{' or '}', so
+// that it can sit inside a hash tag: '%' -> "%25", '{' -> "%7B", '}' -> "%7D".
+func escapeName(name string) string {
+	if !strings.ContainsAny(name, "%{}") {
+		return name
+	}
+	r := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+	return r.Replace(name)
+}
+
+func unescapeName(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	r := strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
+	return r.Replace(s)
+}
+
+// Key kinds: the part of a key between the prefix and the hash tag.
+const (
+	kmutex = "mutex"
+	krw    = "rwmutex"
+	ksem   = "sem"
+	kcond  = "cond"
+	kredl  = "redlock"
+)
+
+// keyBase returns prefix + kind + ":{" + escaped name + "}:".
+func keyBase(prefix, kind, name string) string {
+	return prefix + kind + ":{" + escapeName(name) + "}:"
+}
+
+func lockKeys(prefix, kind, name string) []string {
+	b := keyBase(prefix, kind, name)
+	return []string{b + "holders", b + "info", b + "queue", b + "qexp", b + "qdata", b + "counter", b + "seq"}
+}
+
+func semKeys(prefix, name string) []string {
+	b := keyBase(prefix, ksem, name)
+	return []string{b + "holders", b + "info", b + "queue", b + "qexp", b + "qdata", b + "capacity", b + "seq"}
+}
+
+func condKeys(prefix, name string) []string {
+	b := keyBase(prefix, kcond, name)
+	return []string{b + "queue", b + "qexp", b + "qdata", b + "seq"}
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+var metaOnce = sync.OnceValue(func() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r == '|' || r < 0x20 {
+			return '_'
+		}
+		return r
+	}, host)
+	return fmt.Sprintf("%d %s", os.Getpid(), host)
+})
+
+// New returns a Backend on one Redis deployment reached through client: a
+// single node (redis.Client), a Sentinel failover client, or a Redis Cluster
+// (redis.ClusterClient). The Backend does not close client.
+//
+// Failover of a replicated deployment (Sentinel, Cluster) replicates
+// asynchronously: a lock acknowledged by a primary that fails before
+// replicating it can be granted again by the promoted replica. Fencing
+// tokens let the protected resource refuse the older holder in that case.
+func New(client redis.UniversalClient, opts ...Option) (baton.Backend, error) {
+	d, err := newDriver(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	return baton.NewBackend(d), nil
+}
+
+type driver struct {
+	c    redis.UniversalClient
+	o    options
+	meta string
+	wake string // this backend's wake-up channel
+	n    *notifier
+
+	closeMu sync.Mutex
+	closers []io.Closer // guarded by closeMu: clients OpenURL created
+	closed  bool        // guarded by closeMu
+}
+
+func newDriver(client redis.UniversalClient, opts []Option) (*driver, error) {
+	if client == nil {
+		return nil, fmt.Errorf("redislock: nil client: %w", baton.ErrInvalidArgument)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	d := &driver{c: client, o: o, meta: metaOnce()}
+	d.wake = o.prefix + "wake:" + newID()
+	d.n = newNotifier(client, d.wake, o.log)
+	return d, nil
+}
+
+func (d *driver) Kind() string { return "redis" }
+
+func (d *driver) ValidateName(name string) error { return nil }
+
+func (d *driver) ttlMS() int64 { return d.o.lease.TTL.Milliseconds() }
+
+func (d *driver) checkOpen() error {
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
+	if d.closed {
+		return fmt.Errorf("redislock: %w", baton.ErrClosed)
+	}
+	return nil
+}
+
+func (d *driver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	return &lockDriver{d: d, name: name, keys: lockKeys(d.o.prefix, kmutex, name)}, nil
+}
+
+func (d *driver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	return &lockDriver{d: d, name: name, keys: lockKeys(d.o.prefix, krw, name), rw: true}, nil
+}
+
+func (d *driver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	s := &semDriver{d: d, name: name, keys: semKeys(d.o.prefix, name), capacity: permits}
+	r, err := scriptSemOpen.Run(ctx, d.c, s.keys, permits).Int64()
+	if err != nil {
+		return nil, fmt.Errorf("redislock: semaphore %q: %w", name, err)
+	}
+	if r < 0 {
+		return nil, fmt.Errorf("redislock: semaphore %q exists with another capacity than %d: %w", name, permits, baton.ErrMismatch)
+	}
+	return s, nil
+}
+
+func (d *driver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	return &condDriver{d: d, name: name, keys: condKeys(d.o.prefix, name)}, nil
+}
+
+func (d *driver) Close() error {
+	d.closeMu.Lock()
+	if d.closed {
+		d.closeMu.Unlock()
+		return nil
+	}
+	d.closed = true
+	closers := d.closers
+	d.closeMu.Unlock()
+	err := d.n.close()
+	for _, c := range closers {
+		if e := c.Close(); e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// cleanupCtx gives a request that undoes a step (withdraw a queue entry) a
+// short time of its own, after the caller's context ended.
+func (d *driver) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), min(d.o.lease.TTL/4, 500*time.Millisecond))
+}

@@ -1,0 +1,18 @@
+-- lock_acquire: take the lock in a mode now, or join the FIFO queue.
+-- KEYS: as in lock_common.lua
+-- ARGV[1] hold id (unique per acquisition), ARGV[2] mode "w" or "r",
+-- ARGV[3] lease TTL ms, ARGV[4] meta "pid host",
+-- ARGV[5] wake channel; "" means do not queue (try-lock)
+-- Returns {1, token} when held, {0, 0} otherwise.
+local id, mode, ttl, meta, ch = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+prune_holders()
+handoff()
+local m = holders_mode()
+if redis.call('ZCARD', KEYS[3]) == 0 and (m == nil or (m == 'r' and mode == 'r')) then
+  local tok = grant(id, mode, ttl, meta)
+  tidy()
+  return {1, tok}
+end
+if ch ~= '' then enqueue(id, mode, ttl, ch, meta) end
+tidy()
+return {0, 0}

@@ -1,0 +1,116 @@
+-- Prelude of every lock script (lock_*.lua). Keys of one name share one
+-- Cluster hash tag.
+-- KEYS[1] holders  zset    hold id -> lease expiry (server ms)
+-- KEYS[2] info     hash    hold id -> "mode|token|since ms|meta"; "!m" -> mode of the holders ("w" or "r")
+-- KEYS[3] queue    zset    waiter id -> arrival sequence (FIFO order)
+-- KEYS[4] qexp     zset    waiter id -> expiry of the waiter entry (server ms)
+-- KEYS[5] qdata    hash    waiter id -> "mode|ttl ms|wake channel|meta"
+-- KEYS[6] counter  string  fencing token counter (never expires)
+-- KEYS[7] seq      string  waiter sequence
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function fmt(n) return string.format('%d', n) end
+
+local function prune_holders()
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+  for _, id in ipairs(dead) do
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+  end
+end
+
+local function remove_waiter(id)
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('HDEL', KEYS[5], id)
+end
+
+local function prune_queue()
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
+  for _, id in ipairs(dead) do remove_waiter(id) end
+end
+
+-- A missing counter (new name, or a server restarted without persistence)
+-- starts at the server clock in microseconds, so that tokens keep growing
+-- across such a restart unless the server clock goes back.
+local function next_token(incr)
+  if redis.call('EXISTS', KEYS[6]) == 0 then
+    redis.call('SET', KEYS[6], fmt(tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  if incr then return redis.call('INCR', KEYS[6]) end
+  return tonumber(redis.call('GET', KEYS[6]))
+end
+
+local function holders_mode()
+  if redis.call('ZCARD', KEYS[1]) == 0 then return nil end
+  return redis.call('HGET', KEYS[2], '!m')
+end
+
+local function grant(id, mode, ttl, meta)
+  local tok = next_token(mode == 'w')
+  redis.call('ZADD', KEYS[1], now + ttl, id)
+  redis.call('HSET', KEYS[2], id, mode .. '|' .. fmt(tok) .. '|' .. fmt(now) .. '|' .. meta, '!m', mode)
+  return tok
+end
+
+local function enqueue(id, mode, ttl, ch, meta)
+  local seq = redis.call('INCR', KEYS[7])
+  redis.call('ZADD', KEYS[3], seq, id)
+  redis.call('ZADD', KEYS[4], now + ttl, id)
+  redis.call('HSET', KEYS[5], id, mode .. '|' .. fmt(ttl) .. '|' .. ch .. '|' .. meta)
+end
+
+-- Hands the lock to the waiters at the head of the queue that fit: one
+-- writer, or a run of readers. Each is made a holder here and woken by a
+-- message on its channel, so a release is one round trip.
+local function handoff()
+  prune_queue()
+  local m = holders_mode()
+  while m ~= 'w' do
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if not head then break end
+    local d = redis.call('HGET', KEYS[5], head)
+    if not d then
+      remove_waiter(head)
+    else
+      local mode, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+      if mode == 'w' and m ~= nil then break end
+      local tok = grant(head, mode, tonumber(ttl), meta)
+      remove_waiter(head)
+      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
+      m = mode
+    end
+  end
+end
+
+local function last_score(key)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then return tonumber(last[2]) end
+  return nil
+end
+
+-- Lets the keys of a name vanish after the last lease or waiter entry ends.
+local function tidy()
+  local h = last_score(KEYS[1])
+  if h then
+    redis.call('PEXPIRE', KEYS[1], h - now + 1000)
+    redis.call('PEXPIRE', KEYS[2], h - now + 1000)
+  else
+    redis.call('DEL', KEYS[1], KEYS[2])
+  end
+  local q = last_score(KEYS[4])
+  if q then
+    for i = 3, 5 do redis.call('PEXPIRE', KEYS[i], q - now + 1000) end
+    redis.call('PEXPIRE', KEYS[7], q - now + 1000)
+  else
+    redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[7])
+  end
+end
+
+local function hold_token(id)
+  local info = redis.call('HGET', KEYS[2], id)
+  if not info then return 0 end
+  local _, tok = string.match(info, '^([^|]*)|([^|]*)|')
+  return tonumber(tok)
+end

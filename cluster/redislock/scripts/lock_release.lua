@@ -1,0 +1,16 @@
+-- lock_release: compare-and-delete of one hold, then handoff to the head of
+-- the queue.
+-- KEYS: as in lock_common.lua
+-- ARGV[1] hold id
+-- Returns 1 when the hold was released, 0 when it was not held (lost).
+local id = ARGV[1]
+prune_holders()
+if not redis.call('ZSCORE', KEYS[1], id) then
+  tidy()
+  return 0
+end
+redis.call('ZREM', KEYS[1], id)
+redis.call('HDEL', KEYS[2], id)
+handoff()
+tidy()
+return 1

@@ -1,0 +1,11 @@
+-- rl_extend: extend this node's lease of one hold, and raise the token
+-- counter to at least the hold's token.
+-- KEYS[1] lock key, KEYS[2] token counter
+-- ARGV[1] hold id, ARGV[2] lease TTL ms, ARGV[3] token of the hold
+-- Returns 1 when extended, 0 when this node no longer has the hold.
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '|' then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+if c < tonumber(ARGV[3]) then redis.call('SET', KEYS[2], ARGV[3]) end
+return 1

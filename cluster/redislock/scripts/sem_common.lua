@@ -1,0 +1,112 @@
+-- Prelude of every semaphore script (sem_*.lua). Keys of one name share one
+-- Cluster hash tag.
+-- KEYS[1] holders  zset    hold id -> lease expiry (server ms)
+-- KEYS[2] info     hash    hold id -> "n|since ms|meta"
+-- KEYS[3] queue    zset    waiter id -> arrival sequence (FIFO order)
+-- KEYS[4] qexp     zset    waiter id -> expiry of the waiter entry (server ms)
+-- KEYS[5] qdata    hash    waiter id -> "n|ttl ms|wake channel|meta"
+-- KEYS[6] capacity string  number of permits (never expires)
+-- KEYS[7] seq      string  waiter sequence
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function fmt(n) return string.format('%d', n) end
+
+local function prune_holders()
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+  for _, id in ipairs(dead) do
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+  end
+end
+
+local function remove_waiter(id)
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('HDEL', KEYS[5], id)
+end
+
+local function prune_queue()
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
+  for _, id in ipairs(dead) do remove_waiter(id) end
+end
+
+-- Returns the capacity, setting it when the semaphore is new, or nil when
+-- another capacity is stored.
+local function capacity(want)
+  local c = redis.call('GET', KEYS[6])
+  if not c then
+    redis.call('SET', KEYS[6], fmt(want))
+    return want
+  end
+  if tonumber(c) ~= want then return nil end
+  return want
+end
+
+local function used()
+  local sum = 0
+  for _, v in ipairs(redis.call('HVALS', KEYS[2])) do
+    sum = sum + tonumber(string.match(v, '^([^|]*)|'))
+  end
+  return sum
+end
+
+local function grant(id, n, ttl, meta)
+  redis.call('ZADD', KEYS[1], now + ttl, id)
+  redis.call('HSET', KEYS[2], id, fmt(n) .. '|' .. fmt(now) .. '|' .. meta)
+end
+
+local function enqueue(id, n, ttl, ch, meta)
+  local seq = redis.call('INCR', KEYS[7])
+  redis.call('ZADD', KEYS[3], seq, id)
+  redis.call('ZADD', KEYS[4], now + ttl, id)
+  redis.call('HSET', KEYS[5], id, fmt(n) .. '|' .. fmt(ttl) .. '|' .. ch .. '|' .. meta)
+end
+
+-- Grants waiters from the head of the queue while their requests fit. The
+-- order is strict: a large request at the head is not overtaken by small
+-- ones behind it.
+local function handoff(cap)
+  prune_queue()
+  local u = used()
+  while true do
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if not head then break end
+    local d = redis.call('HGET', KEYS[5], head)
+    if not d then
+      remove_waiter(head)
+    else
+      local n, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+      n = tonumber(n)
+      if u + n > cap then break end
+      grant(head, n, tonumber(ttl), meta)
+      remove_waiter(head)
+      redis.call('PUBLISH', ch, head .. '|0')
+      u = u + n
+    end
+  end
+  return u
+end
+
+local function last_score(key)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then return tonumber(last[2]) end
+  return nil
+end
+
+local function tidy()
+  local h = last_score(KEYS[1])
+  if h then
+    redis.call('PEXPIRE', KEYS[1], h - now + 1000)
+    redis.call('PEXPIRE', KEYS[2], h - now + 1000)
+  else
+    redis.call('DEL', KEYS[1], KEYS[2])
+  end
+  local q = last_score(KEYS[4])
+  if q then
+    for i = 3, 5 do redis.call('PEXPIRE', KEYS[i], q - now + 1000) end
+    redis.call('PEXPIRE', KEYS[7], q - now + 1000)
+  else
+    redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[7])
+  end
+end

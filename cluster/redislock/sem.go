@@ -1,0 +1,127 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster"
+)
+
+// semDriver serves one Semaphore handle. Every grant is a lease-bound entry
+// of its own on the server, so Release may run concurrently with Acquire.
+type semDriver struct {
+	d        *driver
+	name     string
+	keys     []string
+	capacity int64
+}
+
+var _ baton.SemaphoreDriver = (*semDriver)(nil)
+
+func (s *semDriver) Capacity() int64 { return s.capacity }
+func (s *semDriver) Close() error    { return nil }
+
+func (s *semDriver) mismatch() error {
+	return fmt.Errorf("redislock: semaphore %q exists with another capacity than %d: %w", s.name, s.capacity, baton.ErrMismatch)
+}
+
+func (s *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error) {
+	id := newID()
+	sent := time.Now()
+	r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
+	switch {
+	case err != nil:
+		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+	case r < 0:
+		return baton.Grant{}, s.mismatch()
+	case r == 0:
+		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
+	}
+	return s.granted(id, n, sent), nil
+}
+
+func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+	}
+	if err := s.d.n.start(ctx); err != nil {
+		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+	}
+	id := newID()
+	wake := s.d.n.register(id)
+	defer s.d.n.unregister(id)
+	args := []any{id, n, s.d.ttlMS(), s.d.meta, s.d.wake, s.capacity}
+	sent := time.Now()
+	r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, args...).Int64()
+	for {
+		switch {
+		case err != nil:
+			s.cancel(ctx, id)
+			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		case r < 0:
+			s.cancel(ctx, id)
+			return baton.Grant{}, s.mismatch()
+		case r == 1:
+			return s.granted(id, n, sent), nil
+		}
+		t := time.NewTimer(s.d.o.lease.RenewEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			s.cancel(ctx, id)
+			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+		sent = time.Now()
+		r, err = scriptSemPoll.Run(ctx, s.d.c, s.keys, args...).Int64()
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+	}
+}
+
+func (s *semDriver) cancel(ctx context.Context, id string) {
+	cctx, done := s.d.cleanupCtx(ctx)
+	defer done()
+	if err := scriptSemCancel.Run(cctx, s.d.c, s.keys, id, s.capacity).Err(); err != nil {
+		s.d.o.log.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
+			"name", s.name, "err", err)
+	}
+}
+
+func (s *semDriver) granted(id string, n int64, sent time.Time) baton.Grant {
+	loss := baton.NewLoss()
+	h := &hold{id: id, loss: loss}
+	h.keeper = cluster.StartKeeper(sent, s.d.o.lease, s.d.renewFunc(s.keys, id), loss, s.d.o.log.With("name", s.name))
+	return baton.Grant{Loss: loss, N: n, Data: h}
+}
+
+func (s *semDriver) Release(ctx context.Context, g baton.Grant, n int64) error {
+	h, err := holdOf(g)
+	if err != nil {
+		return err
+	}
+	if n < g.N {
+		// Part of the grant stays held: keep renewing it.
+		if e := h.loss.Err(); e != nil {
+			return fmt.Errorf("redislock: semaphore %q: %w", s.name, e)
+		}
+		r, err := scriptSemRelease.Run(ctx, s.d.c, s.keys, h.id, n, s.capacity).Int64()
+		if err != nil {
+			return fmt.Errorf("redislock: semaphore %q: release: %w", s.name, err)
+		}
+		if r != 1 {
+			h.loss.Fire(errors.New("the server no longer had the permits at release"))
+			return fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLost)
+		}
+		return nil
+	}
+	h.keeper.Stop()
+	r, err := scriptSemRelease.Run(ctx, s.d.c, s.keys, h.id, n, s.capacity).Int64()
+	return finish("semaphore", s.name, h, r, err)
+}
