@@ -1,0 +1,105 @@
+package rwlock
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
+)
+
+// Backend is the backend name reported in baton.Info.
+const Backend = "local"
+
+// Inspect reports on the lock called name: who holds it (a writer, or the
+// number of readers; the kernel does not tell which processes), how many
+// processes wait, and the last fencing token. A name without a lock gives
+// an error matching fs.ErrNotExist.
+func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
+	if err := check(ns, name); err != nil {
+		return baton.Info{}, err
+	}
+	rec, err := ipc.Lookup(ns, ipc.KindSysvRW, name)
+	if err != nil {
+		return baton.Info{}, err
+	}
+	in := baton.Info{
+		Name:    rec.Name,
+		Kind:    baton.KindRWMutex,
+		Backend: Backend,
+		Impl:    "sysv",
+		Holders: []baton.Holder{},
+		Waiters: -1,
+		Detail:  fmt.Sprintf("semid %d key %#x", rec.ID, uint32(rec.Key)),
+	}
+	if !rec.Alive {
+		in.Detail += " (removed; the next open creates it again)"
+		return in, nil
+	}
+	set, err := ipc.OpenSemSetID(rec.ID)
+	if err != nil {
+		return in, err
+	}
+	var vals [nsems]int
+	waiters := 0
+	for i := range vals {
+		if vals[i], err = set.Value(i); err != nil {
+			return in, err
+		}
+		n, z, err := set.Waiting(i)
+		if err != nil {
+			return in, err
+		}
+		waiters += n + z
+	}
+	in.Waiters = waiters
+	if vals[semW] > 0 {
+		in.Holders = append(in.Holders, baton.Holder{Mode: baton.Exclusive.String()})
+	}
+	if vals[semR] > 0 {
+		in.Holders = append(in.Holders, baton.Holder{Mode: baton.Shared.String(), N: int64(vals[semR])})
+	}
+	in.Detail += fmt.Sprintf(" writers-waiting %d", vals[semWW])
+	if l, err := Open(ns, name); err == nil {
+		if t, err := l.Token(); err == nil {
+			in.LastToken = t
+		}
+		l.Close()
+	}
+	return in, nil
+}
+
+// List reports on every read-write lock of the namespace.
+func List(ns *ipc.Namespace) ([]baton.Info, error) {
+	if ns == nil {
+		return nil, fmt.Errorf("%w: nil namespace", baton.ErrInvalidArgument)
+	}
+	names, err := ns.Names(ipc.KindSysvRW)
+	if err != nil {
+		return nil, err
+	}
+	var out []baton.Info
+	for _, name := range names {
+		in, err := Inspect(ns, name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// Remove removes the lock called name: its System V set and its record.
+// Holders see their Release fail with baton.ErrLost; waiters move to the set
+// that the next Open creates. A name without a lock gives an error matching
+// fs.ErrNotExist.
+func Remove(ns *ipc.Namespace, name string) error {
+	if err := check(ns, name); err != nil {
+		return err
+	}
+	return ipc.Remove(ns, ipc.KindSysvRW, name)
+}

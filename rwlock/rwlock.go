@@ -1,0 +1,334 @@
+// Package rwlock is a named read-write lock shared by the processes of one
+// host, on one System V semaphore set per name.
+//
+// The set has three semaphores: W (1 while a writer holds), R (the number
+// of readers holding) and WW (the number of writers waiting). A reader takes
+// the lock in one semop that waits for WW = 0 and W = 0 and adds one to R; a
+// writer first adds one to WW and then, in one semop, waits for W = 0 and
+// R = 0, sets W and takes its one back from WW. So writers are preferred:
+// once a writer waits, new readers wait behind it, and a stream of readers
+// cannot starve a writer. Writers may starve readers.
+//
+// Every operation is made with SEM_UNDO, so the kernel reverses what a
+// process still holds or has registered when it ends, however it ends: a
+// SIGKILLed holder frees the lock, and a writer SIGKILLed while waiting
+// takes its one back from WW, so readers do not wait for a writer that
+// will never come. Downgrade (write to read) is one semop that clears W and
+// adds to R: no other writer can come in between.
+//
+// Writers get a fencing token from a counter kept in the name's record file
+// in the namespace, incremented while the write lock is held, so tokens are
+// strictly increasing across processes. Readers get the token 0.
+//
+// A Lock is a baton.LockDriver: applications normally use it through a
+// baton.Backend (package local), which adds the queueing of goroutines that
+// share a handle, owners and reentrancy.
+//
+// What failures leave behind: a failed or cancelled acquisition holds
+// nothing and is no longer registered as waiting. The set outlives every
+// process until Remove (or ipcrm); Remove while the lock is held makes the
+// holder's Release fail with baton.ErrLost, and the next Open creates a new,
+// free lock.
+package rwlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
+)
+
+// Semaphores of the set.
+const (
+	semW  = 0 // 1 while a writer holds
+	semR  = 1 // readers holding
+	semWW = 2 // writers waiting
+	nsems = 3
+)
+
+// Lock is one handle on a named read-write lock. The zero value is not
+// usable; use Open. The methods of baton.LockDriver may be called by one
+// goroutine at a time (the baton core does so), and the handle holds at most
+// one grant at a time.
+type Lock struct {
+	ns   *ipc.Namespace
+	name string
+
+	mu     sync.Mutex // guards cur, closed
+	cur    *incarnation
+	closed bool
+}
+
+// incarnation is one set the name has stood for, with the grants in it.
+// Grants point to these so that a release goes to the set it was taken in.
+type incarnation struct {
+	obj    *ipc.Object
+	set    *ipc.SemSet
+	excl   *held
+	shared *held
+}
+
+type held struct {
+	inc  *incarnation
+	mode baton.Mode
+}
+
+var _ baton.LockDriver = (*Lock)(nil)
+
+// Open opens the lock called name in ns, creating it, free, when it does not
+// exist. A bad name gives an error matching baton.ErrInvalidName and
+// creates nothing.
+func Open(ns *ipc.Namespace, name string) (*Lock, error) {
+	if err := check(ns, name); err != nil {
+		return nil, err
+	}
+	l := &Lock{ns: ns, name: name}
+	if err := l.open(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func check(ns *ipc.Namespace, name string) error {
+	if ns == nil {
+		return fmt.Errorf("%w: nil namespace", baton.ErrInvalidArgument)
+	}
+	_, err := ipc.EncodeName(name)
+	return err
+}
+
+// open resolves the name to its set; l.mu is held or l not shared yet.
+func (l *Lock) open() error {
+	obj, err := ipc.OpenSemObject(l.ns, ipc.KindSysvRW, l.name, nsems, 0, func(set *ipc.SemSet) error {
+		// A no-op semop sets sem_otime: the set is initialised (all
+		// zero: free, no writer waiting).
+		return set.TryOp([]ipc.SemOp{{Num: semW, Op: 0}})
+	})
+	if err != nil {
+		return fmt.Errorf("rwlock %q: %w", l.name, err)
+	}
+	inc := &incarnation{obj: obj, set: obj.Sem()}
+	inc.excl = &held{inc: inc, mode: baton.Exclusive}
+	inc.shared = &held{inc: inc, mode: baton.Shared}
+	if l.cur != nil {
+		l.cur.obj.Close()
+	}
+	l.cur = inc
+	return nil
+}
+
+func (l *Lock) current() (*incarnation, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, fmt.Errorf("rwlock %q: %w", l.name, baton.ErrClosed)
+	}
+	return l.cur, nil
+}
+
+func (l *Lock) reopen(old *incarnation) (*incarnation, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, fmt.Errorf("rwlock %q: %w", l.name, baton.ErrClosed)
+	}
+	if l.cur != old {
+		return l.cur, nil
+	}
+	if err := l.open(); err != nil {
+		return nil, err
+	}
+	return l.cur, nil
+}
+
+// Name returns the name the handle was opened with.
+func (l *Lock) Name() string { return l.name }
+
+// Acquire takes the lock in mode, waiting until it can or until ctx is done;
+// then it returns an error matching ctx.Err(), holds nothing and is no
+// longer counted as a waiting writer.
+func (l *Lock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	return l.acquire(ctx, mode, true)
+}
+
+// TryAcquire takes the lock in mode if it can at once, and otherwise returns
+// an error matching baton.ErrLocked. A reader fails too when a writer waits.
+func (l *Lock) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	return l.acquire(ctx, mode, false)
+}
+
+func (l *Lock) acquire(ctx context.Context, mode baton.Mode, wait bool) (baton.Grant, error) {
+	inc, err := l.current()
+	if err != nil {
+		return baton.Grant{}, err
+	}
+	for range 8 {
+		var g baton.Grant
+		if mode == baton.Shared {
+			g, err = l.rlock(ctx, inc, wait)
+		} else {
+			g, err = l.wlock(ctx, inc, wait)
+		}
+		if err == nil || !errors.Is(err, ipc.ErrRemoved) {
+			return g, err
+		}
+		if inc, err = l.reopen(inc); err != nil {
+			return baton.Grant{}, err
+		}
+	}
+	return baton.Grant{}, fmt.Errorf("rwlock %q: the set keeps being removed: %w", l.name, err)
+}
+
+func (l *Lock) rlock(ctx context.Context, inc *incarnation, wait bool) (baton.Grant, error) {
+	ops := [3]ipc.SemOp{
+		{Num: semWW, Op: 0},
+		{Num: semW, Op: 0},
+		{Num: semR, Op: 1, Flags: ipc.SemUndo},
+	}
+	err := inc.set.TryOp(ops[:])
+	if errors.Is(err, ipc.ErrWouldBlock) {
+		if !wait {
+			return baton.Grant{}, fmt.Errorf("rwlock %q: read: %w", l.name, baton.ErrLocked)
+		}
+		err = inc.set.Op(ctx, ops[:])
+	}
+	if err != nil {
+		return baton.Grant{}, l.wrap(err)
+	}
+	return baton.Grant{Data: inc.shared}, nil
+}
+
+func (l *Lock) wlock(ctx context.Context, inc *incarnation, wait bool) (baton.Grant, error) {
+	fast := [3]ipc.SemOp{
+		{Num: semW, Op: 0},
+		{Num: semR, Op: 0},
+		{Num: semW, Op: 1, Flags: ipc.SemUndo},
+	}
+	err := inc.set.TryOp(fast[:])
+	if errors.Is(err, ipc.ErrWouldBlock) {
+		if !wait {
+			return baton.Grant{}, fmt.Errorf("rwlock %q: write: %w", l.name, baton.ErrLocked)
+		}
+		err = l.wlockSlow(ctx, inc)
+	}
+	if err != nil {
+		return baton.Grant{}, l.wrap(err)
+	}
+	tok, err := inc.obj.NextCounter()
+	if err != nil {
+		l.unlock(inc, baton.Exclusive)
+		return baton.Grant{}, fmt.Errorf("rwlock %q: fencing token: %w", l.name, err)
+	}
+	return baton.Grant{Token: baton.Token(tok), Data: inc.excl}, nil
+}
+
+// wlockSlow registers as a waiting writer (which stops new readers), then
+// waits for the lock and leaves the register in the same semop that takes
+// it. The register is made with SEM_UNDO, so a writer killed while it waits
+// is taken out of it by the kernel.
+func (l *Lock) wlockSlow(ctx context.Context, inc *incarnation) error {
+	reg := [1]ipc.SemOp{{Num: semWW, Op: 1, Flags: ipc.SemUndo}}
+	if err := inc.set.TryOp(reg[:]); err != nil {
+		return err
+	}
+	take := [4]ipc.SemOp{
+		{Num: semW, Op: 0},
+		{Num: semR, Op: 0},
+		{Num: semW, Op: 1, Flags: ipc.SemUndo},
+		{Num: semWW, Op: -1, Flags: ipc.SemUndo},
+	}
+	err := inc.set.Op(ctx, take[:])
+	if err != nil {
+		unreg := [1]ipc.SemOp{{Num: semWW, Op: -1, Flags: ipc.SemUndo}}
+		_ = inc.set.TryOp(unreg[:]) // fails only if the set is gone
+	}
+	return err
+}
+
+func (l *Lock) wrap(err error) error {
+	return fmt.Errorf("rwlock %q: %w", l.name, err)
+}
+
+func (l *Lock) unlock(inc *incarnation, mode baton.Mode) error {
+	var ops [1]ipc.SemOp
+	if mode == baton.Shared {
+		ops[0] = ipc.SemOp{Num: semR, Op: -1, Flags: ipc.SemUndo}
+	} else {
+		ops[0] = ipc.SemOp{Num: semW, Op: -1, Flags: ipc.SemUndo}
+	}
+	if err := inc.set.TryOp(ops[:]); err != nil {
+		if errors.Is(err, ipc.ErrWouldBlock) {
+			// The value is already 0: someone reset the set.
+			return fmt.Errorf("rwlock %q: %w: the lock is not held in the set", l.name, baton.ErrLost)
+		}
+		return l.wrap(err)
+	}
+	return nil
+}
+
+func grantOf(g baton.Grant) (*held, error) {
+	h, ok := g.Data.(*held)
+	if !ok || h == nil {
+		return nil, fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
+	}
+	return h, nil
+}
+
+// Release releases grant g. If the set of g was removed meanwhile, it
+// returns an error matching baton.ErrLost.
+func (l *Lock) Release(ctx context.Context, g baton.Grant) error {
+	h, err := grantOf(g)
+	if err != nil {
+		return l.wrap(err)
+	}
+	return l.unlock(h.inc, h.mode)
+}
+
+// Downgrade turns the exclusive grant g into a shared one in one semop:
+// the write lock is never free in between. The shared grant keeps g's
+// token.
+func (l *Lock) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	h, err := grantOf(g)
+	if err != nil {
+		return baton.Grant{}, l.wrap(err)
+	}
+	if h.mode != baton.Exclusive {
+		return baton.Grant{}, fmt.Errorf("rwlock %q: downgrade of a read lock: %w", l.name, baton.ErrNotHeld)
+	}
+	ops := [2]ipc.SemOp{
+		{Num: semW, Op: -1, Flags: ipc.SemUndo},
+		{Num: semR, Op: 1, Flags: ipc.SemUndo},
+	}
+	if err := h.inc.set.TryOp(ops[:]); err != nil {
+		if errors.Is(err, ipc.ErrWouldBlock) {
+			return baton.Grant{}, fmt.Errorf("rwlock %q: %w: the write lock is not held in the set", l.name, baton.ErrLost)
+		}
+		return baton.Grant{}, l.wrap(err)
+	}
+	return baton.Grant{Token: g.Token, Data: h.inc.shared}, nil
+}
+
+// Token returns the last fencing token given to a writer.
+func (l *Lock) Token() (baton.Token, error) {
+	inc, err := l.current()
+	if err != nil {
+		return 0, err
+	}
+	v, err := inc.obj.Counter()
+	return baton.Token(v), err
+}
+
+// Close closes the handle. A grant still held stays held until released or
+// until the process ends.
+func (l *Lock) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	return l.cur.obj.Close()
+}
