@@ -1,0 +1,466 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// readBatch is how long a Shared grant keeps admitting new local readers.
+// Local readers share one grant of the backend; if they could join it
+// forever, a steady stream of them would keep the grant alive and starve
+// writers in other processes. After readBatch new readers queue until the
+// grant drains and is taken again, behind any writer the backend has queued.
+const readBatch = 5 * time.Millisecond
+
+// waiter is a goroutine queued on a handle.
+type waiter struct {
+	mode  Mode
+	owner Owner
+	ch    chan struct{} // buffered(1): a nudge to re-check the state
+}
+
+// lockHandle is the core of Mutex and RWMutex handles: it queues the
+// goroutines that share the handle in FIFO order, keeps owners and hold
+// counts, and drives one LockDriver with at most one grant at a time.
+type lockHandle struct {
+	b    *coreBackend
+	name string
+	kind Kind
+	d    LockDriver
+
+	mu sync.Mutex
+	// All below guarded by mu.
+	closed    bool
+	busy      bool               // a driver call is in progress
+	idle      *sync.Cond         // signalled when busy becomes false
+	cancelAcq context.CancelFunc // cancels the Acquire in progress, for Close
+	held      bool               // a grant is held (writer || readers > 0)
+	grant     Grant
+	writer    bool  // the grant is Exclusive and held locally
+	wOwner    Owner // owner of the write hold (0: anonymous)
+	wCount    int   // write hold count (reentrancy)
+	readers   int   // local read holds, owned and anonymous
+	anon      int   // anonymous read holds (part of readers)
+	rOwners   map[Owner]int
+	batchEnd  time.Time // Shared grant admits new readers until then
+	q         []*waiter // FIFO of goroutines waiting for their turn
+}
+
+func newLockHandle(b *coreBackend, kind Kind, name string, d LockDriver) *lockHandle {
+	h := &lockHandle{b: b, name: name, kind: kind, d: d}
+	h.idle = sync.NewCond(&h.mu)
+	return h
+}
+
+func (h *lockHandle) errf(format string, args ...any) error {
+	return fmt.Errorf("baton: %s %q: "+format, append([]any{h.kind, h.name}, args...)...)
+}
+
+func (h *lockHandle) hold() Hold {
+	m := Exclusive
+	if !h.writer {
+		m = Shared
+	}
+	return NewHold(h.grant.Token, m, h.grant.Recovered, h.grant.Loss)
+}
+
+// kick nudges the head of the queue to re-check the state. Readers that
+// join pass the nudge on, so consecutive readers at the head all join.
+func (h *lockHandle) kick() {
+	if len(h.q) > 0 {
+		select {
+		case h.q[0].ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *lockHandle) remove(w *waiter) {
+	for i, x := range h.q {
+		if x == w {
+			h.q = append(h.q[:i], h.q[i+1:]...)
+			if i == 0 {
+				h.kick()
+			}
+			return
+		}
+	}
+}
+
+// canJoin reports whether a new reader may share the current grant.
+func (h *lockHandle) canJoin() bool {
+	return h.held && !h.writer && !h.busy && time.Now().Before(h.batchEnd)
+}
+
+// canAcquire reports whether a goroutine may call the driver for a grant.
+func (h *lockHandle) canAcquire() bool { return !h.held && !h.busy }
+
+func (h *lockHandle) addReader(owner Owner) {
+	h.readers++
+	if owner == 0 {
+		h.anon++
+		return
+	}
+	if h.rOwners == nil {
+		h.rOwners = make(map[Owner]int)
+	}
+	h.rOwners[owner]++
+}
+
+func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error) {
+	if ctx == nil {
+		return Hold{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	owner := OwnerOf(ctx)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return Hold{}, h.errf("%w", ErrClosed)
+	}
+	if owner != 0 {
+		switch {
+		case h.writer && h.wOwner == owner:
+			if mode == Exclusive {
+				h.wCount++
+			} else {
+				h.addReader(owner)
+			}
+			hd := h.hold()
+			h.mu.Unlock()
+			return hd, nil
+		case h.rOwners[owner] > 0 && mode == Exclusive:
+			h.mu.Unlock()
+			return Hold{}, h.errf("%w: the owner holds a read lock", ErrUpgrade)
+		case h.rOwners[owner] > 0:
+			// A reader that already holds joins even behind a waiting writer:
+			// waiting would deadlock the owner with itself.
+			h.addReader(owner)
+			hd := h.hold()
+			h.mu.Unlock()
+			return hd, nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		h.mu.Unlock()
+		return Hold{}, h.errf("%w", err)
+	}
+	if len(h.q) == 0 {
+		if mode == Shared && h.canJoin() {
+			h.addReader(owner)
+			hd := h.hold()
+			h.mu.Unlock()
+			return hd, nil
+		}
+		if h.canAcquire() {
+			return h.acquire(ctx, mode, owner, try, nil)
+		}
+	}
+	if try {
+		h.mu.Unlock()
+		return Hold{}, h.errf("%w", ErrLocked)
+	}
+	w := &waiter{mode: mode, owner: owner, ch: make(chan struct{}, 1)}
+	h.q = append(h.q, w)
+	for {
+		if h.closed {
+			h.remove(w)
+			h.mu.Unlock()
+			return Hold{}, h.errf("%w", ErrClosed)
+		}
+		if h.q[0] == w {
+			if mode == Shared && h.canJoin() {
+				h.remove(w) // nudges the next, who may join too
+				h.addReader(owner)
+				hd := h.hold()
+				h.mu.Unlock()
+				return hd, nil
+			}
+			if h.canAcquire() {
+				return h.acquire(ctx, mode, owner, false, w)
+			}
+		}
+		h.mu.Unlock()
+		select {
+		case <-w.ch:
+			h.mu.Lock()
+		case <-ctx.Done():
+			h.mu.Lock()
+			h.remove(w)
+			h.mu.Unlock()
+			return Hold{}, h.errf("%w", ctx.Err())
+		}
+	}
+}
+
+// acquire calls the driver for a grant. It is entered with h.mu held and the
+// handle idle, and returns with h.mu released.
+func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bool, w *waiter) (Hold, error) {
+	if w != nil {
+		h.q = h.q[1:] // w is the head; others stay queued behind busy
+	}
+	h.busy = true
+	var (
+		g   Grant
+		err error
+	)
+	if try {
+		h.mu.Unlock()
+		g, err = h.d.TryAcquire(ctx, mode)
+	} else {
+		actx, cancel := context.WithCancel(ctx)
+		h.cancelAcq = cancel
+		h.mu.Unlock()
+		g, err = h.d.Acquire(actx, mode)
+		cancel()
+	}
+	h.mu.Lock()
+	h.busy = false
+	h.cancelAcq = nil
+	h.idle.Broadcast()
+	if err == nil && h.closed {
+		h.mu.Unlock()
+		rerr := h.d.Release(context.WithoutCancel(ctx), g)
+		h.mu.Lock()
+		err = h.errf("%w", ErrClosed)
+		if rerr != nil {
+			err = h.errf("%w (releasing: %v)", ErrClosed, rerr)
+		}
+	}
+	if err != nil {
+		h.kick()
+		closed := h.closed
+		h.mu.Unlock()
+		if closed {
+			return Hold{}, h.errf("%w", ErrClosed)
+		}
+		return Hold{}, err
+	}
+	h.held = true
+	h.grant = g
+	if mode == Exclusive {
+		h.writer, h.wOwner, h.wCount = true, owner, 1
+	} else {
+		h.addReader(owner)
+		h.batchEnd = time.Now().Add(readBatch)
+		h.kick() // queued readers may share the grant
+	}
+	hd := h.hold()
+	h.mu.Unlock()
+	return hd, nil
+}
+
+// waitIdle waits until no driver call is in progress. h.mu is held.
+func (h *lockHandle) waitIdle() {
+	for h.busy {
+		h.idle.Wait()
+	}
+}
+
+// releaseGrant gives the grant back to the driver. It is entered with h.mu
+// held and the local holds already cleared, and returns with h.mu released.
+func (h *lockHandle) releaseGrant(ctx context.Context) error {
+	g := h.grant
+	h.held, h.grant, h.writer = false, Grant{}, false
+	h.busy = true
+	h.mu.Unlock()
+	err := h.d.Release(context.WithoutCancel(ctx), g)
+	h.mu.Lock()
+	h.busy = false
+	h.idle.Broadcast()
+	h.kick()
+	h.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("baton: %s %q: unlock: %w", h.kind, h.name, err)
+	}
+	return nil
+}
+
+func (h *lockHandle) unlock(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	owner := OwnerOf(ctx)
+	h.mu.Lock()
+	h.waitIdle()
+	if !h.writer || h.wOwner != owner {
+		closed := h.closed
+		h.mu.Unlock()
+		if closed {
+			return h.errf("%w", ErrClosed)
+		}
+		return h.errf("unlock: %w", ErrNotHeld)
+	}
+	h.wCount--
+	if h.wCount > 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	h.wOwner = 0
+	if h.readers > 0 {
+		// The owner still holds read locks taken under its write lock:
+		// keep them, atomically.
+		return h.downgradeLocked(ctx)
+	}
+	return h.releaseGrant(ctx)
+}
+
+// downgradeLocked turns the held Exclusive grant into a Shared one. Entered
+// with h.mu held, writer cleared of its owner; returns with h.mu released.
+func (h *lockHandle) downgradeLocked(ctx context.Context) error {
+	g := h.grant
+	h.busy = true
+	h.mu.Unlock()
+	ng, err := h.d.Downgrade(context.WithoutCancel(ctx), g)
+	h.mu.Lock()
+	h.busy = false
+	h.idle.Broadcast()
+	if err != nil {
+		// The hold cannot be kept in read mode: give it up entirely so
+		// that the handle stays consistent, and report why.
+		h.readers, h.anon, h.rOwners = 0, 0, nil
+		h.wCount = 0
+		rerr := h.releaseGrant(ctx)
+		if rerr != nil {
+			return fmt.Errorf("baton: %s %q: downgrade: %w (release: %v)", h.kind, h.name, err, rerr)
+		}
+		return fmt.Errorf("baton: %s %q: downgrade: %w", h.kind, h.name, err)
+	}
+	h.grant = ng
+	h.writer = false
+	h.batchEnd = time.Now().Add(readBatch)
+	h.kick()
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *lockHandle) downgrade(ctx context.Context) (Hold, error) {
+	if ctx == nil {
+		return Hold{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	owner := OwnerOf(ctx)
+	h.mu.Lock()
+	h.waitIdle()
+	if !h.writer || h.wOwner != owner {
+		h.mu.Unlock()
+		return Hold{}, h.errf("downgrade: %w", ErrNotHeld)
+	}
+	if h.wCount != 1 {
+		h.mu.Unlock()
+		return Hold{}, h.errf("%w: downgrade of a write lock held %d times", ErrInvalidArgument, h.wCount)
+	}
+	h.wCount = 0
+	h.wOwner = 0
+	h.addReader(owner)
+	if err := h.downgradeLocked(ctx); err != nil {
+		return Hold{}, err
+	}
+	h.mu.Lock()
+	hd := h.hold()
+	h.mu.Unlock()
+	return hd, nil
+}
+
+func (h *lockHandle) runlock(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	owner := OwnerOf(ctx)
+	h.mu.Lock()
+	h.waitIdle()
+	switch {
+	case owner == 0 && h.anon > 0:
+		h.anon--
+	case owner != 0 && h.rOwners[owner] > 0:
+		if h.rOwners[owner]--; h.rOwners[owner] == 0 {
+			delete(h.rOwners, owner)
+		}
+	default:
+		closed := h.closed
+		h.mu.Unlock()
+		if closed {
+			return h.errf("%w", ErrClosed)
+		}
+		return h.errf("runlock: %w", ErrNotHeld)
+	}
+	h.readers--
+	if h.readers > 0 || h.writer {
+		h.mu.Unlock()
+		return nil
+	}
+	return h.releaseGrant(ctx)
+}
+
+// holdCount reports how many write holds the owner in ctx has.
+func (h *lockHandle) holdCount(ctx context.Context) int {
+	owner := OwnerOf(ctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.writer && h.wOwner == owner {
+		return h.wCount
+	}
+	return 0
+}
+
+func (h *lockHandle) close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	if h.cancelAcq != nil {
+		h.cancelAcq()
+	}
+	for _, w := range h.q {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+	h.waitIdle()
+	var err error
+	if h.held {
+		h.readers, h.anon, h.rOwners, h.wCount, h.wOwner = 0, 0, nil, 0, 0
+		err = h.releaseGrant(context.Background())
+		h.mu.Lock()
+	}
+	h.mu.Unlock()
+	if cerr := h.d.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("baton: %s %q: close: %w", h.kind, h.name, cerr)
+	}
+	h.b.forget(h)
+	return err
+}
+
+// mutexHandle exposes the Mutex methods of a lockHandle only.
+type mutexHandle struct{ h *lockHandle }
+
+func (m mutexHandle) Lock(ctx context.Context) (Hold, error) { return m.h.lock(ctx, Exclusive, false) }
+func (m mutexHandle) TryLock(ctx context.Context) (Hold, error) {
+	return m.h.lock(ctx, Exclusive, true)
+}
+func (m mutexHandle) Unlock(ctx context.Context) error  { return m.h.unlock(ctx) }
+func (m mutexHandle) Name() string                      { return m.h.name }
+func (m mutexHandle) Close() error                      { return m.h.close() }
+func (m mutexHandle) holdCount(ctx context.Context) int { return m.h.holdCount(ctx) }
+
+// rwHandle exposes the RWMutex methods of a lockHandle.
+type rwHandle struct{ h *lockHandle }
+
+func (m rwHandle) Lock(ctx context.Context) (Hold, error)      { return m.h.lock(ctx, Exclusive, false) }
+func (m rwHandle) TryLock(ctx context.Context) (Hold, error)   { return m.h.lock(ctx, Exclusive, true) }
+func (m rwHandle) Unlock(ctx context.Context) error            { return m.h.unlock(ctx) }
+func (m rwHandle) RLock(ctx context.Context) (Hold, error)     { return m.h.lock(ctx, Shared, false) }
+func (m rwHandle) TryRLock(ctx context.Context) (Hold, error)  { return m.h.lock(ctx, Shared, true) }
+func (m rwHandle) RUnlock(ctx context.Context) error           { return m.h.runlock(ctx) }
+func (m rwHandle) Downgrade(ctx context.Context) (Hold, error) { return m.h.downgrade(ctx) }
+func (m rwHandle) Name() string                                { return m.h.name }
+func (m rwHandle) Close() error                                { return m.h.close() }
+func (m rwHandle) holdCount(ctx context.Context) int           { return m.h.holdCount(ctx) }
+
+var (
+	_ Mutex   = mutexHandle{}
+	_ RWMutex = rwHandle{}
+)

@@ -1,0 +1,35 @@
+// Package filelock provides baton lock drivers on flock(2): a Mutex over
+// one file and a writer-preferring RWMutex over a data file and a gate file.
+// The local backend serves them by name; OpenMutex and OpenRWMutex open them
+// over any path.
+//
+// The lock file stays open for the life of the handle (opened close-on-exec,
+// so a child process never inherits a lock), and its first page is mapped
+// shared: it holds a release generation that waiters sleep on with a futex
+// (so waiting costs no CPU and a release wakes them at once), the fencing
+// counter (incremented under the exclusive lock, so tokens survive restarts
+// of every process), and the identity of the last exclusive holder.
+//
+// A holder that dies without unlocking wakes nobody: the kernel drops its
+// flock when the process ends, and waiters notice at their next timed
+// backstop (10 ms). A cancelled waiter wakes itself at once.
+//
+// Traps handled:
+//   - A lock file removed or replaced while held: the lock taken is on an
+//     orphan inode. Acquisition checks the inode of the path after locking
+//     and retries on the new file; a hold whose file is removed or replaced
+//     later is reported lost (Hold.Lost fires within about 100 ms).
+//   - flock converts shared to exclusive (and back) by dropping the lock
+//     first, so a plain flock RWMutex cannot downgrade atomically. Every
+//     acquirer of the data file first holds the gate file, and a writer keeps
+//     the gate for its whole hold, so the conversion of a downgrade happens
+//     while nobody else can reach the data file.
+//   - Writer preference: readers take the gate only for an instant, and a
+//     writer that has the gate keeps new readers out while the readers
+//     already in drain.
+//
+// NFS: Linux emulates flock on NFS with byte-range locks held by the
+// client; the futex wake-up works only between processes of one machine,
+// so on NFS waiters of other machines rely on the timed backstop. Use a
+// local file system (the default namespace is on tmpfs).
+package filelock

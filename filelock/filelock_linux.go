@@ -1,0 +1,433 @@
+//go:build linux
+
+package filelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/batonlock/baton"
+)
+
+const (
+	pageSize = 4096
+	// backstop bounds a waiter's sleep: a holder that dies wakes nobody,
+	// and the kernel's release of its lock is noticed at the next retry.
+	backstop = 10 * time.Millisecond
+)
+
+// page is the layout of the first page of a lock file, mapped shared.
+type page struct {
+	gen     atomic.Uint32 // release generation: bumped after every unlock; futex word
+	waiters atomic.Uint32 // processes sleeping on gen (may overcount after a kill)
+	token   atomic.Uint64 // last fencing token given
+	pid     atomic.Int64  // pid of the exclusive holder, 0 when free
+	since   atomic.Int64  // when it took the lock, Unix ns
+}
+
+// lockFile is one open lock file and its mapped page.
+type lockFile struct {
+	path     string
+	fd       int
+	mem      []byte
+	pg       *page
+	dev, ino uint64
+}
+
+func openLockFile(path string) (*lockFile, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Size < pageSize {
+		// Growing to one page is idempotent, so concurrent openers agree.
+		if err := unix.Ftruncate(fd, pageSize); err != nil {
+			unix.Close(fd)
+			return nil, &os.PathError{Op: "truncate", Path: path, Err: err}
+		}
+	}
+	mem, err := unix.Mmap(fd, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	return &lockFile{
+		path: path, fd: fd, mem: mem,
+		pg:  (*page)(unsafe.Pointer(&mem[0])),
+		dev: uint64(st.Dev), ino: st.Ino,
+	}, nil
+}
+
+func (lf *lockFile) close() error {
+	err := unix.Munmap(lf.mem)
+	if cerr := unix.Close(lf.fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// current reports whether the path still names the open file.
+func (lf *lockFile) current() bool {
+	var st unix.Stat_t
+	if err := unix.Stat(lf.path, &st); err != nil {
+		return false
+	}
+	return uint64(st.Dev) == lf.dev && st.Ino == lf.ino
+}
+
+// reopen replaces the open file by what the path names now.
+func (lf *lockFile) reopen() error {
+	nf, err := openLockFile(lf.path)
+	if err != nil {
+		return err
+	}
+	_ = lf.close()
+	*lf = *nf
+	return nil
+}
+
+// released wakes the waiters of the page after an unlock.
+func released(pg *page) {
+	pg.gen.Add(1)
+	if pg.waiters.Load() > 0 {
+		futexWakeAll(&pg.gen)
+	}
+}
+
+// flockWait takes flock(how) on fd, sleeping on pg's release generation
+// between tries. With block false it makes one try.
+func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error {
+	var stop func() bool
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	for {
+		gen := pg.gen.Load()
+		err := unix.Flock(fd, how|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case !errors.Is(err, unix.EWOULDBLOCK):
+			return fmt.Errorf("filelock: flock: %w", err)
+		case !block:
+			return fmt.Errorf("filelock: %w", baton.ErrLocked)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("filelock: %w", err)
+		}
+		if stop == nil {
+			// Cancellation bumps the generation and wakes the sleepers,
+			// so this waiter returns at once (others retry and sleep again).
+			stop = context.AfterFunc(ctx, func() { released(pg) })
+		}
+		pg.waiters.Add(1)
+		futexSleep(&pg.gen, gen, backstop)
+		pg.waiters.Add(^uint32(0))
+	}
+}
+
+func unlock(fd int) error {
+	for {
+		err := unix.Flock(fd, unix.LOCK_UN)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// grantData is the driver-private part of a grant.
+type grantData struct {
+	loss  *baton.Loss
+	watch *watched
+	mode  baton.Mode
+}
+
+func newGrant(lf *lockFile, mode baton.Mode, token baton.Token) baton.Grant {
+	loss := baton.NewLoss()
+	gd := &grantData{loss: loss, mode: mode, watch: watchFile(lf.path, lf.dev, lf.ino, loss)}
+	return baton.Grant{Token: token, Loss: loss, Data: gd}
+}
+
+func endGrant(g baton.Grant) error {
+	gd, ok := g.Data.(*grantData)
+	if !ok {
+		return fmt.Errorf("filelock: release of a foreign grant: %w", baton.ErrNotHeld)
+	}
+	gd.watch.stop()
+	if err := gd.loss.Err(); err != nil {
+		return err
+	}
+	// A last look: the file may have gone since the watcher's last tick.
+	if !gd.watch.current() {
+		gd.loss.Fire(errFileGone)
+		return gd.loss.Err()
+	}
+	return nil
+}
+
+var errFileGone = errors.New("lock file removed or replaced while held")
+
+// Mutex is a flock(2) mutex over one file; it implements baton.LockDriver
+// (Exclusive mode only). The zero value is not usable; use OpenMutex.
+type Mutex struct {
+	mu     sync.Mutex // guards lf against Close; the core serializes the rest
+	lf     *lockFile
+	closed bool
+}
+
+// OpenMutex opens (creating it with mode 0600 when missing) the lock file at
+// path.
+func OpenMutex(path string) (*Mutex, error) {
+	lf, err := openLockFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("filelock: %w", err)
+	}
+	return &Mutex{lf: lf}, nil
+}
+
+func (m *Mutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	return m.acquire(ctx, mode, true)
+}
+
+func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	return m.acquire(ctx, mode, false)
+}
+
+func (m *Mutex) file() (*lockFile, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, fmt.Errorf("filelock: %w", baton.ErrClosed)
+	}
+	return m.lf, nil
+}
+
+func (m *Mutex) acquire(ctx context.Context, mode baton.Mode, block bool) (baton.Grant, error) {
+	if mode != baton.Exclusive {
+		return baton.Grant{}, fmt.Errorf("filelock: mutex in %s mode: %w", mode, baton.ErrUnsupported)
+	}
+	lf, err := m.file()
+	if err != nil {
+		return baton.Grant{}, err
+	}
+	for {
+		if err := flockWait(ctx, lf.fd, unix.LOCK_EX, lf.pg, block); err != nil {
+			return baton.Grant{}, err
+		}
+		if !lf.current() {
+			// Locked an orphan: the file was removed or replaced.
+			_ = unlock(lf.fd)
+			if err := lf.reopen(); err != nil {
+				return baton.Grant{}, fmt.Errorf("filelock: %w", err)
+			}
+			continue
+		}
+		tok := lf.pg.token.Add(1)
+		lf.pg.pid.Store(int64(os.Getpid()))
+		lf.pg.since.Store(time.Now().UnixNano())
+		return newGrant(lf, baton.Exclusive, baton.Token(tok)), nil
+	}
+}
+
+func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
+	lf := m.lf
+	lostErr := endGrant(g)
+	if lostErr == nil {
+		lf.pg.pid.Store(0)
+	}
+	if err := unlock(lf.fd); err != nil {
+		return fmt.Errorf("filelock: unlock: %w", err)
+	}
+	released(lf.pg)
+	if lostErr != nil {
+		return fmt.Errorf("filelock: %s: %w", lf.path, lostErr)
+	}
+	return nil
+}
+
+func (m *Mutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	return baton.Grant{}, fmt.Errorf("filelock: mutex downgrade: %w", baton.ErrUnsupported)
+}
+
+// Close closes the lock file; a hold still held is released by the kernel.
+func (m *Mutex) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	return m.lf.close()
+}
+
+// RWMutex is a writer-preferring reader/writer lock on flock(2) over a data
+// file and a gate file; it implements baton.LockDriver with an atomic
+// Downgrade. The zero value is not usable; use OpenRWMutex.
+//
+// Protocol: every acquirer first takes the gate exclusively. A reader then
+// takes the data file shared and lets the gate go at once; a writer takes
+// the data file exclusively and keeps the gate until it unlocks. A writer
+// holding the gate thus keeps new readers out while the readers already in
+// drain, and no one can reach the data file while a writer converts its
+// lock to shared.
+type RWMutex struct {
+	mu     sync.Mutex // guards data and gate against Close
+	data   *lockFile
+	gate   int
+	closed bool
+}
+
+// OpenRWMutex opens (creating them with mode 0600 when missing) the data
+// and gate files of a reader/writer lock.
+func OpenRWMutex(dataPath, gatePath string) (*RWMutex, error) {
+	data, err := openLockFile(dataPath)
+	if err != nil {
+		return nil, fmt.Errorf("filelock: %w", err)
+	}
+	gate, err := unix.Open(gatePath, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		_ = data.close()
+		return nil, fmt.Errorf("filelock: %w", &os.PathError{Op: "open", Path: gatePath, Err: err})
+	}
+	return &RWMutex{data: data, gate: gate}, nil
+}
+
+func (rw *RWMutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	return rw.acquire(ctx, mode, true)
+}
+
+func (rw *RWMutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	return rw.acquire(ctx, mode, false)
+}
+
+func (rw *RWMutex) acquire(ctx context.Context, mode baton.Mode, block bool) (baton.Grant, error) {
+	rw.mu.Lock()
+	closed := rw.closed
+	rw.mu.Unlock()
+	if closed {
+		return baton.Grant{}, fmt.Errorf("filelock: %w", baton.ErrClosed)
+	}
+	d := rw.data
+	for {
+		if err := flockWait(ctx, rw.gate, unix.LOCK_EX, d.pg, block); err != nil {
+			return baton.Grant{}, err
+		}
+		how := unix.LOCK_EX
+		if mode == baton.Shared {
+			how = unix.LOCK_SH
+		}
+		if err := flockWait(ctx, d.fd, how, d.pg, block); err != nil {
+			_ = unlock(rw.gate)
+			released(d.pg)
+			return baton.Grant{}, err
+		}
+		if !d.current() {
+			_ = unlock(d.fd)
+			_ = unlock(rw.gate)
+			released(d.pg)
+			if err := d.reopen(); err != nil {
+				return baton.Grant{}, fmt.Errorf("filelock: %w", err)
+			}
+			continue
+		}
+		if mode == baton.Shared {
+			_ = unlock(rw.gate)
+			released(d.pg)
+			return newGrant(d, baton.Shared, baton.Token(d.pg.token.Load())), nil
+		}
+		tok := d.pg.token.Add(1)
+		d.pg.pid.Store(int64(os.Getpid()))
+		d.pg.since.Store(time.Now().UnixNano())
+		return newGrant(d, baton.Exclusive, baton.Token(tok)), nil
+	}
+}
+
+func (rw *RWMutex) Release(ctx context.Context, g baton.Grant) error {
+	d := rw.data
+	gd, _ := g.Data.(*grantData)
+	lostErr := endGrant(g)
+	if gd != nil && gd.mode == baton.Exclusive && lostErr == nil {
+		d.pg.pid.Store(0)
+	}
+	if err := unlock(d.fd); err != nil {
+		return fmt.Errorf("filelock: unlock: %w", err)
+	}
+	if gd != nil && gd.mode == baton.Exclusive {
+		if err := unlock(rw.gate); err != nil {
+			return fmt.Errorf("filelock: unlock gate: %w", err)
+		}
+	}
+	released(d.pg)
+	if lostErr != nil {
+		return fmt.Errorf("filelock: %s: %w", d.path, lostErr)
+	}
+	return nil
+}
+
+// Downgrade converts the exclusive hold to shared while keeping the gate, so
+// that no writer can slip into the instant flock's conversion leaves open.
+func (rw *RWMutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	gd, ok := g.Data.(*grantData)
+	if !ok || gd.mode != baton.Exclusive {
+		return baton.Grant{}, fmt.Errorf("filelock: downgrade: %w", baton.ErrNotHeld)
+	}
+	if err := gd.loss.Err(); err != nil {
+		return baton.Grant{}, err
+	}
+	d := rw.data
+	d.pg.pid.Store(0)
+	for {
+		// Blocking on purpose: nobody else can hold or wait for the data
+		// file in the kernel while we keep the gate.
+		err := unix.Flock(d.fd, unix.LOCK_SH)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return baton.Grant{}, fmt.Errorf("filelock: downgrade: %w", err)
+		}
+	}
+	if err := unlock(rw.gate); err != nil {
+		return baton.Grant{}, fmt.Errorf("filelock: downgrade: unlock gate: %w", err)
+	}
+	released(d.pg)
+	gd.mode = baton.Shared
+	return baton.Grant{Token: g.Token, Loss: g.Loss, Data: gd}, nil
+}
+
+// Close closes both files; holds still held are released by the kernel.
+func (rw *RWMutex) Close() error {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if rw.closed {
+		return nil
+	}
+	rw.closed = true
+	err := rw.data.close()
+	if cerr := unix.Close(rw.gate); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+var (
+	_ baton.LockDriver = (*Mutex)(nil)
+	_ baton.LockDriver = (*RWMutex)(nil)
+)

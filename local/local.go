@@ -1,0 +1,141 @@
+// Package local is baton's same-host Backend: named primitives shared by
+// the processes of one machine through a namespace directory.
+//
+// The namespace directory defaults to $XDG_RUNTIME_DIR/baton, or
+// /dev/shm/baton-UID when XDG_RUNTIME_DIR is unset (both per user, on tmpfs).
+// Every name maps injectively onto one file under DIR/KIND/ (see
+// ipc.EncodeName); no name can reach outside the directory.
+//
+// Mechanisms, chosen per primitive by option:
+//
+//	Mutex      flock(2) on a file (MutexFlock)
+//	RWMutex    flock(2) on a data and a gate file (RWFlock)
+//
+// Holds of these are released by the kernel when their process ends.
+package local
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/filelock"
+	"github.com/batonlock/baton/ipc"
+)
+
+// MutexImpl selects the mechanism of Mutex handles.
+type MutexImpl string
+
+// RWImpl selects the mechanism of RWMutex handles.
+type RWImpl string
+
+const (
+	MutexFlock MutexImpl = "flock" // flock(2) on a file in the namespace
+	RWFlock    RWImpl    = "flock" // flock(2) on a data and a gate file
+)
+
+// Option configures Open.
+type Option func(*options) error
+
+type options struct {
+	mutex MutexImpl
+	rw    RWImpl
+}
+
+// WithMutex selects the Mutex mechanism. Default: MutexFlock.
+func WithMutex(impl MutexImpl) Option {
+	return func(o *options) error {
+		switch impl {
+		case MutexFlock:
+		default:
+			return fmt.Errorf("%w: local: unknown mutex mechanism %q", baton.ErrInvalidArgument, impl)
+		}
+		o.mutex = impl
+		return nil
+	}
+}
+
+// WithRWMutex selects the RWMutex mechanism. Default: RWFlock.
+func WithRWMutex(impl RWImpl) Option {
+	return func(o *options) error {
+		switch impl {
+		case RWFlock:
+		default:
+			return fmt.Errorf("%w: local: unknown rwmutex mechanism %q", baton.ErrInvalidArgument, impl)
+		}
+		o.rw = impl
+		return nil
+	}
+}
+
+// Open returns the same-host Backend over the namespace directory dir
+// ("" for the default), creating the directory (mode 0700) when missing.
+// Options are validated before anything is created.
+func Open(dir string, opts ...Option) (baton.Backend, error) {
+	o := options{mutex: MutexFlock, rw: RWFlock}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: local: nil option", baton.ErrInvalidArgument)
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	ns, err := ipc.OpenNamespace(dir)
+	if err != nil {
+		return nil, err
+	}
+	return baton.NewBackend(&driver{ns: ns, o: o}), nil
+}
+
+// Kind directories in the namespace.
+const (
+	kindFlock   = "flock"   // Mutex on flock
+	kindRWFlock = "rwflock" // RWMutex on flock (data file; gate beside it)
+	gateSuffix  = "%gate"   // never part of an encoded name ('%' is followed by hex there)
+)
+
+type driver struct {
+	ns *ipc.Namespace
+	o  options
+}
+
+func (d *driver) Kind() string { return "local" }
+
+func (d *driver) ValidateName(name string) error {
+	_, err := ipc.EncodeName(name)
+	return err
+}
+
+func (d *driver) path(kind, name string) (string, error) {
+	if err := d.ns.EnsureKind(kind); err != nil {
+		return "", err
+	}
+	return d.ns.Path(kind, name)
+}
+
+func (d *driver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	p, err := d.path(kindFlock, name)
+	if err != nil {
+		return nil, err
+	}
+	return filelock.OpenMutex(p)
+}
+
+func (d *driver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	p, err := d.path(kindRWFlock, name)
+	if err != nil {
+		return nil, err
+	}
+	return filelock.OpenRWMutex(p, p+gateSuffix)
+}
+
+func (d *driver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+	return nil, fmt.Errorf("local: semaphore: %w", baton.ErrUnsupported)
+}
+
+func (d *driver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+	return nil, fmt.Errorf("local: cond: %w", baton.ErrUnsupported)
+}
+
+func (d *driver) Close() error { return nil }

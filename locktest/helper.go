@@ -1,0 +1,337 @@
+package locktest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// proc is a helper process.
+type proc struct {
+	cmd    *exec.Cmd
+	stdout *bufio.Reader
+	stderr *bytes.Buffer
+}
+
+// spawn re-executes the test binary as a helper process in role.
+func spawn(t *testing.T, e *env, role string, a helperArgs) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		envHelper+"="+e.s.Name+"/"+role,
+		envCfg+"="+e.cfg,
+		envArgs+"="+encodeArgs(a))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start helper: %v", err)
+	}
+	p := &proc{cmd: cmd, stdout: bufio.NewReader(out), stderr: &stderr}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return p
+}
+
+// wait waits for the helper to exit and fails the test if it failed.
+func (p *proc) wait(t *testing.T) {
+	t.Helper()
+	_, _ = io.Copy(io.Discard, p.stdout)
+	if err := p.cmd.Wait(); err != nil {
+		t.Errorf("helper %v: %v\n%s", p.cmd.Env[len(p.cmd.Env)-3], err, p.stderr.String())
+	}
+}
+
+// expect reads a line from the helper and fails unless it starts with want.
+func (p *proc) expect(t *testing.T, want string, timeout time.Duration) string {
+	t.Helper()
+	type res struct {
+		line string
+		err  error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		l, err := p.stdout.ReadString('\n')
+		ch <- res{l, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil || !strings.HasPrefix(r.line, want) {
+			t.Fatalf("helper said %q (%v), want %q\n%s", r.line, r.err, want, p.stderr.String())
+		}
+		return strings.TrimSpace(r.line)
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		t.Fatalf("helper silent for %v, want %q\n%s", timeout, want, p.stderr.String())
+	}
+	return ""
+}
+
+func runHelper(role string, suites []Suite) int {
+	suiteName, role, _ := strings.Cut(role, "/")
+	var s *Suite
+	for i := range suites {
+		if suites[i].Name == suiteName {
+			s = &suites[i]
+		}
+	}
+	if s == nil {
+		fmt.Fprintf(os.Stderr, "locktest helper: no suite %q\n", suiteName)
+		return 2
+	}
+	var a helperArgs
+	if err := json.Unmarshal([]byte(os.Getenv(envArgs)), &a); err != nil {
+		fmt.Fprintf(os.Stderr, "locktest helper: args: %v\n", err)
+		return 2
+	}
+	b, err := s.Open(os.Getenv(envCfg))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "locktest helper: open: %v\n", err)
+		return 1
+	}
+	defer b.Close()
+	switch role {
+	case "locker":
+		err = helperLocker(b, a)
+	case "sem":
+		err = helperSem(b, a)
+	case "hold":
+		err = helperHold(b, a)
+	default:
+		err = fmt.Errorf("unknown role %q", role)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "locktest helper %s: %v\n", role, err)
+		return 1
+	}
+	return 0
+}
+
+// bump increments the counter file without atomicity: only mutual
+// exclusion keeps updates from being lost.
+func bump(f *os.File) error {
+	var buf [8]byte
+	if _, err := f.ReadAt(buf[:], 0); err != nil && err != io.EOF {
+		return err
+	}
+	binary.LittleEndian.PutUint64(buf[:], binary.LittleEndian.Uint64(buf[:])+1)
+	_, err := f.WriteAt(buf[:], 0)
+	return err
+}
+
+func readCounter(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	if len(b) < 8 {
+		return 0, nil
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+// helperLocker runs Handles × Goroutines workers that each lock
+// Iterations times, bumping the counter under write holds.
+func helperLocker(b baton.Backend, a helperArgs) error {
+	ctx := context.Background()
+	f, err := os.OpenFile(a.Counter, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var hist History
+	var wg sync.WaitGroup
+	errs := make(chan error, a.Handles*a.Goroutines)
+	for h := 0; h < a.Handles; h++ {
+		var (
+			m  baton.Mutex
+			rw baton.RWMutex
+		)
+		if a.ReadPercent > 0 {
+			rw, err = b.RWMutex(ctx, a.Name)
+			m = rw
+		} else {
+			m, err = b.Mutex(ctx, a.Name)
+		}
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		for g := 0; g < a.Goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				who := fmt.Sprintf("p%d/h%d/g%d", os.Getpid(), h, g)
+				for i := 0; i < a.Iterations; i++ {
+					read := a.ReadPercent > 0 && rand.IntN(100) < a.ReadPercent
+					var hd baton.Hold
+					var err error
+					if read {
+						hd, err = rw.RLock(ctx)
+					} else {
+						hd, err = m.Lock(ctx)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					start := Mono()
+					if !read {
+						if err := bump(f); err != nil {
+							errs <- err
+							return
+						}
+					}
+					end := Mono()
+					hist.Add(Rec{Start: start, End: end, Exclusive: !read, Token: uint64(hd.Token()), N: 1, Who: who})
+					if read {
+						err = rw.RUnlock(ctx)
+					} else {
+						err = m.Unlock(ctx)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	return writeHistory(a.History, &hist)
+}
+
+func writeHistory(path string, h *History) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := h.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// helperSem acquires random counts of permits.
+func helperSem(b baton.Backend, a helperArgs) error {
+	ctx := context.Background()
+	var hist History
+	var wg sync.WaitGroup
+	errs := make(chan error, a.Handles*a.Goroutines)
+	for h := 0; h < a.Handles; h++ {
+		s, err := b.Semaphore(ctx, a.Name, a.Capacity)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for g := 0; g < a.Goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				who := fmt.Sprintf("p%d/h%d/g%d", os.Getpid(), h, g)
+				for i := 0; i < a.Iterations; i++ {
+					n := 1 + rand.Int64N(a.MaxN)
+					hd, err := s.Acquire(ctx, n)
+					if err != nil {
+						errs <- err
+						return
+					}
+					start := Mono()
+					time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+					end := Mono()
+					hist.Add(Rec{Start: start, End: end, Token: uint64(hd.Token()), N: n, Who: who})
+					if err := s.Release(ctx, n); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	return writeHistory(a.History, &hist)
+}
+
+// helperHold takes a lock (Kind "mutex", "rw", "sem"), says "held TOKEN",
+// and keeps it until it is killed or HoldFor has passed.
+func helperHold(b baton.Backend, a helperArgs) error {
+	ctx := context.Background()
+	var tok baton.Token
+	switch a.Kind {
+	case "sem":
+		s, err := b.Semaphore(ctx, a.Name, a.Capacity)
+		if err != nil {
+			return err
+		}
+		h, err := s.Acquire(ctx, a.MaxN)
+		if err != nil {
+			return err
+		}
+		tok = h.Token()
+	case "rw":
+		rw, err := b.RWMutex(ctx, a.Name)
+		if err != nil {
+			return err
+		}
+		h, err := rw.Lock(ctx)
+		if err != nil {
+			return err
+		}
+		tok = h.Token()
+	default:
+		m, err := b.Mutex(ctx, a.Name)
+		if err != nil {
+			return err
+		}
+		h, err := m.Lock(ctx)
+		if err != nil {
+			return err
+		}
+		tok = h.Token()
+	}
+	fmt.Printf("held %d\n", tok)
+	hold := a.HoldFor
+	if hold == 0 {
+		hold = time.Hour
+	}
+	time.Sleep(hold)
+	return nil
+}

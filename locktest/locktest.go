@@ -1,0 +1,201 @@
+// Package locktest is the conformance suite that every baton backend runs:
+// mutual exclusion across processes (the test binary re-executes itself as
+// helper processes), a history checker for overlapping holds, token order and
+// permit counts, reentrancy and hold counts, cancellation, fencing, crash of a
+// holder, readers and writers, semaphores, condition variables, bad input, and
+// a leak check of goroutines and file descriptors.
+//
+// A backend's test package calls Main from TestMain and Run from a test:
+//
+//	var suite = locktest.Suite{Name: "file", Open: open, Caps: locktest.Caps{RWMutex: true}}
+//
+//	func TestMain(m *testing.M) { locktest.Main(m, suite) }
+//
+//	func TestConformance(t *testing.T) { locktest.Run(t, suite, t.TempDir()) }
+package locktest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+// Caps tells the suite what a backend can do and how fast.
+type Caps struct {
+	RWMutex, Semaphore, Cond bool
+	// CrossProcess runs the tests that re-execute the test binary.
+	CrossProcess bool
+	// KillBound: a holder SIGKILLed -> a waiter holds within this; 0 skips
+	// the test.
+	KillBound time.Duration
+	// Acquisitions is the total of the cross-process mutual-exclusion test
+	// (0: 20,000).
+	Acquisitions int
+	// Lease: holds can be lost by expiry (lease backends).
+	Lease bool
+	// CancelBound: a cancelled waiter returns within this (0: 50 ms).
+	CancelBound time.Duration
+}
+
+// Suite describes one backend to the conformance suite.
+type Suite struct {
+	// Name is unique among the suites of one test binary.
+	Name string
+	// Open opens the backend that cfg describes. It runs in the test process
+	// and in helper processes.
+	Open func(cfg string) (baton.Backend, error)
+	Caps Caps
+	// Objects, when set, lists the backend's objects (files, keys) for cfg;
+	// the bad-input tests check that refused calls create none.
+	Objects func(cfg string) ([]string, error)
+}
+
+const (
+	envHelper = "BATON_LOCKTEST_HELPER" // suite name + "/" + role
+	envCfg    = "BATON_LOCKTEST_CFG"
+	envArgs   = "BATON_LOCKTEST_ARGS" // JSON of helperArgs
+)
+
+// Main runs the tests of a package that uses the suite. In a helper process
+// (re-executed by the suite) it runs the helper's role and exits instead.
+// Around the tests it checks that goroutines and open file descriptors come
+// back to their number before the tests.
+func Main(m *testing.M, suites ...Suite) {
+	if role := os.Getenv(envHelper); role != "" {
+		os.Exit(runHelper(role, suites))
+	}
+	g0, fd0 := runtime.NumGoroutine(), openFDs()
+	code := m.Run()
+	if code == 0 {
+		if err := settle(g0, fd0, 5*time.Second); err != nil {
+			fmt.Fprintf(os.Stderr, "locktest: leak after the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// settle waits until the goroutine and fd counts are back to at most g0 and
+// fd0, and returns an error describing the excess if they are not by d.
+func settle(g0, fd0 int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		g, fd := runtime.NumGoroutine(), openFDs()
+		if g <= g0 && fd <= fd0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			return fmt.Errorf("%d goroutines (were %d), %d fds (were %d)\n%s", g, g0, fd, fd0, buf)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Run runs the whole conformance suite for s against the backend at cfg.
+func Run(t *testing.T, s Suite, cfg string) {
+	t.Helper()
+	if s.Caps.Acquisitions == 0 {
+		s.Caps.Acquisitions = 20000
+	}
+	if s.Caps.CancelBound == 0 {
+		s.Caps.CancelBound = 50 * time.Millisecond
+	}
+	e := &env{s: s, cfg: cfg}
+	tests := []struct {
+		name string
+		fn   func(*testing.T, *env)
+		need bool
+	}{
+		{"BadInput", testBadInput, true},
+		{"MutexBasics", testMutexBasics, true},
+		{"Reentrancy", testReentrancy, true},
+		{"SharedHandle", testSharedHandle, true},
+		{"Cancel", testCancel, true},
+		{"Fencing", testFencing, true},
+		{"Close", testClose, true},
+		{"RWBasics", testRWBasics, s.Caps.RWMutex},
+		{"RWWriterNotStarved", testRWWriterNotStarved, s.Caps.RWMutex},
+		{"SemBasics", testSemBasics, s.Caps.Semaphore},
+		{"CondBasics", testCondBasics, s.Caps.Cond},
+		{"CrossProcessMutex", testCrossProcessMutex, s.Caps.CrossProcess},
+		{"CrossProcessRW", testCrossProcessRW, s.Caps.CrossProcess && s.Caps.RWMutex},
+		{"CrossProcessSemaphore", testCrossProcessSem, s.Caps.CrossProcess && s.Caps.Semaphore},
+		{"KillHolder", testKillHolder, s.Caps.CrossProcess && s.Caps.KillBound > 0},
+	}
+	for _, tc := range tests {
+		if !tc.need {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			g0, fd0 := runtime.NumGoroutine(), openFDs()
+			// Registered first, so it runs after the test's own cleanups
+			// have closed what it opened.
+			t.Cleanup(func() {
+				if t.Failed() {
+					return
+				}
+				if err := settle(g0, fd0, 5*time.Second); err != nil {
+					t.Errorf("leak: %v", err)
+				}
+			})
+			tc.fn(t, e)
+		})
+	}
+}
+
+// env is what the tests share.
+type env struct {
+	s   Suite
+	cfg string
+	seq int
+}
+
+// open opens the backend and closes it when the test ends.
+func (e *env) open(t *testing.T) baton.Backend {
+	t.Helper()
+	b, err := e.s.Open(e.cfg)
+	if err != nil {
+		t.Fatalf("open backend: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close backend: %v", err)
+		}
+	})
+	return b
+}
+
+// name returns a name unused so far in this run.
+func (e *env) name(t *testing.T) string {
+	e.seq++
+	n := strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
+	return fmt.Sprintf("lt-%d-%d-%s", os.Getpid(), e.seq, n)
+}
+
+// helperArgs is what a helper process is told to do.
+type helperArgs struct {
+	Name        string
+	Handles     int // handles in the process
+	Goroutines  int // goroutines per handle
+	Iterations  int // acquisitions per goroutine
+	Counter     string
+	History     string
+	ReadPercent int   // RW: share of reads
+	Capacity    int64 // semaphore
+	MaxN        int64 // semaphore: largest request
+	Kind        string
+	HoldFor     time.Duration
+}
+
+func encodeArgs(a helperArgs) string {
+	b, _ := json.Marshal(a)
+	return string(b)
+}
