@@ -1,0 +1,90 @@
+package ipc
+
+// The futex mutex.
+//
+// A Mutex is a lock on a 32-bit futex word in a shared mapping of a file of
+// the namespace (kind directory "futex"). Locking an unheld mutex is one
+// compare-and-swap with no system call; a waiter sleeps in FUTEX_WAIT and an
+// unlock that saw waiters makes one FUTEX_WAKE.
+//
+// # Owner identity and death
+//
+// The futex word is the low half of a 64-bit state word. An acquisition is
+// one 64-bit compare-and-swap that writes, at the same instant, the lock bit
+// pattern (the owner's pid, 22 bits, which is every pid Linux can give) and,
+// in the high half, the low 32 bits of the owner's start time
+// (/proc/PID/stat field 22). There is no moment in which the lock is taken
+// but its owner unknown: a process killed right after the swap is recorded
+// as the owner.
+//
+// A waiter sleeps in slices of deadCheck; when a slice ends with the same
+// owner recorded as when it began, it checks that owner: the process must
+// exist, have the recorded start time and not be a zombie (kill(pid, 0)
+// succeeds on a zombie, which never runs again). A process that got the dead
+// owner's pid later has another start time, so PID reuse cannot keep a lock
+// held. The check uses a pidfd of the owner when the kernel has them (one
+// poll(2) per slice) and /proc/PID/stat otherwise. A waiter that finds the
+// owner dead takes the lock over with a compare-and-swap against the exact
+// state it inspected, and its grant reports Recovered: the protected state
+// may be half-updated.
+//
+// Why not the kernel's robust-futex list: it is kept per thread, and the
+// kernel releases a robust futex when the thread that holds it exits. A
+// goroutine is not a thread; a lock taken on one thread may be unlocked on
+// another, and Go threads come and go under the scheduler. Using the list
+// would mean pinning the goroutine to its thread from Lock to Unlock (and the
+// runtime kills pinned threads whose goroutine exits), and still mistaking
+// an exiting thread for a dead process. Process identity is what dies with
+// a process, so it is what the lock records. The cost is the slice: a waiter
+// notices a dead owner within about deadCheck of its death, not at once.
+//
+// # Fairness
+//
+// Unlocking is not a handoff by default: the unlocking process may take the
+// lock again before a woken waiter runs, which keeps throughput high. A
+// waiter that has waited more than starveAfter sets the starving bit; the
+// next unlock then hands the lock to the waiters (the handoff bit): no
+// process that has not slept on the lock may take it, and the first waiter
+// to run after its wake-up does. So a waiter is passed over for at most
+// about starveAfter plus one hold, as with sync.Mutex's starvation mode.
+//
+// # Fencing
+//
+// Beside the state word a 64-bit counter holds the last token given. The
+// holder increments it after each acquisition; it lives in the file and
+// keeps increasing across restarts of every process, until the file is
+// removed.
+//
+// # What failures leave behind
+//
+// A process that dies holding the lock leaves it held until a waiter (or a
+// TryAcquire) notices the death. A waiter killed while sleeping leaves
+// nothing held; the approximate waiter count shown by InspectMutex may stay
+// one too high. Removing the file (RemoveMutex) while the lock is held
+// leaves the holder with a mapping nobody else opens: new openers get a new
+// lock, so the old hold is not exclusive any more, and the holder is not
+// told.
+
+import "time"
+
+const (
+	mutexKind   = "futex"
+	mutexSize   = 64
+	mutexMagic  = 0x62746d31 // "btm1"
+	offMagic    = 0          // uint32
+	offState    = 8          // uint64; its low half is the futex word
+	offFence    = 16         // uint64: the last token given
+	offWaiters  = 24         // int32: handles in the slow path of Acquire (approximate)
+	pidBits     = 22
+	pidMask     = 1<<pidBits - 1
+	fWaiters    = 1 << 22 // a waiter may sleep in FUTEX_WAIT: unlock must wake one
+	fHandoff    = 1 << 23 // free, but only for a waiter that has slept
+	fStarving   = 1 << 24 // a waiter waited more than starveAfter: hand off at unlock
+	ownerMask   = 0xffffffff_00000000 | pidMask
+	lowHalf     = 0xffffffff
+	starveAfter = time.Millisecond
+	deadCheck   = time.Millisecond
+	maxSpin     = 64
+	maxTryAgain = 8
+	pidMaxLinux = 1 << pidBits
+)

@@ -1,0 +1,411 @@
+//go:build linux
+
+package ipc
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+)
+
+// Mutex is one handle on a futex mutex (see the package documentation of
+// the mechanism in mutex.go). It implements baton.LockDriver for exclusive
+// mode. As the driver contract allows, one handle runs at most one call at a
+// time and holds at most one grant; open several handles (or use the
+// baton core) for several goroutines.
+//
+// The zero value is not usable; use OpenMutex.
+type Mutex struct {
+	name  string
+	r     *Region
+	state *atomic.Uint64 // in r; low half is *word
+	word  *uint32        // the futex word
+	fence *uint64        // in r; written by the holder only
+	wait  *atomic.Int32  // in r
+	me    uint64         // this process's state pattern: tag<<32 | pid
+	self  Proc
+	// The fields below are used only by the call in progress (one at a time).
+	closed bool
+	watch  *ProcWatch // the owner last checked, nil if none
+	watchS uint64     // the owner pattern watch refers to
+}
+
+var _ baton.LockDriver = (*Mutex)(nil)
+
+// OpenMutex opens the futex mutex called name in ns, creating it unlocked
+// when it does not exist. The name is validated before anything is created.
+func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
+	if _, err := ns.Path(mutexKind, name); err != nil {
+		return nil, err
+	}
+	self, err := Self()
+	if err != nil {
+		return nil, err
+	}
+	if self.PID >= pidMaxLinux {
+		return nil, fmt.Errorf("ipc: futex mutex: pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
+	}
+	r, err := OpenRegion(ns, mutexKind, name, mutexSize)
+	if err != nil {
+		return nil, err
+	}
+	m := newMutexOn(r, name)
+	if err := m.checkMagic(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	m.self = self
+	m.me = uint64(self.Tag())<<32 | uint64(self.PID)
+	return m, nil
+}
+
+func newMutexOn(r *Region, name string) *Mutex {
+	base := unsafe.Pointer(&r.Bytes()[0])
+	m := &Mutex{
+		name:  name,
+		r:     r,
+		state: (*atomic.Uint64)(unsafe.Add(base, offState)),
+		fence: (*uint64)(unsafe.Add(base, offFence)),
+		wait:  (*atomic.Int32)(unsafe.Add(base, offWaiters)),
+	}
+	w := offState
+	if nativeBigEndian {
+		w += 4
+	}
+	m.word = (*uint32)(unsafe.Add(base, w))
+	return m
+}
+
+var nativeBigEndian = func() bool {
+	var x uint16 = 1
+	b := (*[2]byte)(unsafe.Pointer(&x))
+	return binary.BigEndian.Uint16(b[:]) == 1
+}()
+
+func (m *Mutex) checkMagic() error {
+	p := (*atomic.Uint32)(unsafe.Pointer(&m.r.Bytes()[offMagic]))
+	if p.CompareAndSwap(0, mutexMagic) {
+		return nil
+	}
+	if v := p.Load(); v != mutexMagic {
+		return fmt.Errorf("%w: %s is not a futex mutex (magic %#x)", baton.ErrMismatch, m.r.Path(), v)
+	}
+	return nil
+}
+
+func (m *Mutex) errf(format string, args ...any) error {
+	return fmt.Errorf("ipc: futex mutex %q: "+format, append([]any{m.name}, args...)...)
+}
+
+// Acquire takes the lock in Exclusive mode (Shared is refused with
+// ErrUnsupported), waiting until it is free or its owner is found dead, or
+// until ctx is done: then it returns an error matching ctx.Err() within
+// about a millisecond and holds nothing.
+func (m *Mutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	if err := m.check(mode); err != nil {
+		return baton.Grant{}, err
+	}
+	if m.state.CompareAndSwap(0, m.me) {
+		return m.granted(false), nil
+	}
+	return m.lockSlow(ctx)
+}
+
+// TryAcquire takes the lock if it is free, or if its owner is dead (the
+// grant then reports Recovered), and otherwise returns an error matching
+// baton.ErrLocked. A lock being handed to a waiter that has slept counts as
+// taken.
+func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	if err := m.check(mode); err != nil {
+		return baton.Grant{}, err
+	}
+	if m.state.CompareAndSwap(0, m.me) {
+		return m.granted(false), nil
+	}
+	for range maxTryAgain {
+		s := m.state.Load()
+		lo := uint32(s)
+		switch {
+		case lo&fHandoff != 0:
+			return baton.Grant{}, m.errf("%w", baton.ErrLocked)
+		case lo&pidMask == 0:
+			if m.state.CompareAndSwap(s, m.me|uint64(lo&fWaiters)) {
+				return m.granted(false), nil
+			}
+		case m.ownerDead(s):
+			if m.state.CompareAndSwap(s, m.me|fWaiters) {
+				return m.granted(true), nil
+			}
+		default:
+			return baton.Grant{}, m.errf("%w", baton.ErrLocked)
+		}
+	}
+	return baton.Grant{}, m.errf("%w", baton.ErrLocked)
+}
+
+func (m *Mutex) check(mode baton.Mode) error {
+	if m.closed {
+		return m.errf("%w", baton.ErrClosed)
+	}
+	if mode != baton.Exclusive {
+		return m.errf("%s mode: %w", mode, baton.ErrUnsupported)
+	}
+	return nil
+}
+
+// granted completes an acquisition: the holder alone writes the fence.
+func (m *Mutex) granted(recovered bool) baton.Grant {
+	t := atomic.LoadUint64(m.fence) + 1
+	*m.fence = t
+	return baton.Grant{Token: baton.Token(t), Recovered: recovered}
+}
+
+func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
+	m.wait.Add(1)
+	defer m.wait.Add(-1)
+	var (
+		start time.Time
+		slept bool
+		spins int
+		done  = ctx.Done()
+	)
+	for {
+		if done != nil {
+			select {
+			case <-done:
+				return baton.Grant{}, m.abandon(ctx, slept)
+			default:
+			}
+		}
+		s := m.state.Load()
+		lo := uint32(s)
+		switch {
+		case lo&(pidMask|fHandoff) == 0: // free
+			next := m.me | uint64(lo&fWaiters)
+			if slept {
+				next |= fWaiters // others may sleep too
+			}
+			if m.state.CompareAndSwap(s, next) {
+				return m.granted(false), nil
+			}
+			continue
+		case lo&fHandoff != 0:
+			if slept {
+				if m.state.CompareAndSwap(s, m.me|fWaiters) {
+					return m.granted(false), nil
+				}
+				continue
+			}
+		case spins < maxSpin && !slept:
+			// The holder may be about to unlock: a system call costs
+			// more than a short spin.
+			spins++
+			if spins%16 == 0 {
+				runtime.Gosched()
+			}
+			continue
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		want := lo | fWaiters
+		if lo&pidMask != 0 && time.Since(start) > starveAfter {
+			want |= fStarving
+		}
+		if want != lo {
+			ns := s&^lowHalf | uint64(want)
+			if !m.state.CompareAndSwap(s, ns) {
+				continue
+			}
+			s, lo = ns, want
+		}
+		timedOut, err := FutexWait(m.word, lo, deadCheck)
+		if err != nil {
+			m.abandon(ctx, slept)
+			return baton.Grant{}, m.errf("%w", err)
+		}
+		slept = true
+		if timedOut && lo&pidMask != 0 && m.state.Load() == s && m.ownerDead(s) {
+			if m.state.CompareAndSwap(s, m.me|fWaiters) {
+				return m.granted(true), nil
+			}
+		}
+	}
+}
+
+// abandon leaves the slow path without the lock. A waiter that has slept may
+// have consumed a wake-up or been the one a handoff was meant for: it opens
+// the handoff to anyone and passes the wake-up on.
+func (m *Mutex) abandon(ctx context.Context, slept bool) error {
+	if slept {
+		for {
+			s := m.state.Load()
+			if uint32(s)&fHandoff == 0 || m.state.CompareAndSwap(s, fWaiters) {
+				break
+			}
+		}
+		FutexWake(m.word, 1)
+	}
+	if err := ctx.Err(); err != nil {
+		return m.errf("%w", err)
+	}
+	return nil
+}
+
+// ownerDead reports whether the owner recorded in state s has died (see
+// ProcWatch.Dead). Errors reading /proc count as alive: taking a lock from a
+// live owner is worse than waiting.
+func (m *Mutex) ownerDead(s uint64) bool {
+	pid := int(uint32(s) & pidMask)
+	tag := uint32(s >> 32)
+	if pid == 0 {
+		return false
+	}
+	if pid == m.self.PID {
+		return tag != m.self.Tag() // a process that had our pid before us
+	}
+	owner := s & ownerMask
+	if m.watch != nil && m.watchS == owner {
+		dead, err := m.watch.Dead()
+		return err == nil && dead
+	}
+	m.unwatch()
+	w, dead, err := WatchProc(pid, tag)
+	if err != nil || dead {
+		return dead
+	}
+	m.watch, m.watchS = w, owner
+	return false
+}
+
+func (m *Mutex) unwatch() {
+	m.watch.Close()
+	m.watch, m.watchS = nil, 0
+}
+
+// Release unlocks the grant g. If the lock is no longer g's (another process
+// took it over, believing this one dead), it returns an error matching
+// baton.ErrLost and changes nothing.
+func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
+	if m.closed {
+		return m.errf("%w", baton.ErrClosed)
+	}
+	if atomic.LoadUint64(m.fence) != uint64(g.Token) {
+		return m.errf("token %d: %w", g.Token, baton.ErrLost)
+	}
+	if m.state.CompareAndSwap(m.me, 0) {
+		return nil
+	}
+	return m.unlockSlow(g)
+}
+
+func (m *Mutex) unlockSlow(g baton.Grant) error {
+	for {
+		s := m.state.Load()
+		lo := uint32(s)
+		if s&ownerMask != m.me {
+			return m.errf("token %d: %w", g.Token, baton.ErrLost)
+		}
+		var next uint64
+		if lo&fStarving != 0 {
+			next = fHandoff | fWaiters
+		}
+		if m.state.CompareAndSwap(s, next) {
+			if lo&fWaiters != 0 {
+				if _, err := FutexWake(m.word, 1); err != nil {
+					return m.errf("%w", err)
+				}
+			}
+			return nil
+		}
+	}
+}
+
+// Downgrade returns an error matching baton.ErrUnsupported: a mutex has no
+// shared mode.
+func (m *Mutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	return baton.Grant{}, m.errf("downgrade: %w", baton.ErrUnsupported)
+}
+
+// Close unmaps the lock. A grant still held stays held (a process that
+// exits releases nothing either: waiters recover it), so release first.
+func (m *Mutex) Close() error {
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	m.unwatch()
+	return m.r.Close()
+}
+
+// TryAcquireFast is the uncontended path of TryAcquire with no context and
+// no error value: it takes the lock when it is free and not being handed
+// to a waiter, and reports false otherwise (the caller then uses Acquire or
+// TryAcquire). It never makes a system call.
+func (m *Mutex) TryAcquireFast() (baton.Grant, bool) {
+	if !m.closed && m.state.CompareAndSwap(0, m.me) {
+		return m.granted(false), true
+	}
+	return baton.Grant{}, false
+}
+
+// ReleaseFast unlocks g when no waiter has to be woken and reports false,
+// changing nothing, in every other case (the caller then uses Release).
+func (m *Mutex) ReleaseFast(g baton.Grant) bool {
+	return !m.closed && atomic.LoadUint64(m.fence) == uint64(g.Token) && m.state.CompareAndSwap(m.me, 0)
+}
+
+// InspectMutex describes the futex mutex name without changing it: its
+// holder (pid and the last token given, which is the holder's), whether the
+// holder is dead (Detail "owner dead": the next waiter recovers it), and the
+// number of handles waiting, which is approximate (a waiter killed while
+// waiting is still counted). It returns an error matching fs.ErrNotExist
+// when there is no such mutex; it never creates one.
+func InspectMutex(ns *Namespace, name string) (baton.Info, error) {
+	if _, err := ns.Path(mutexKind, name); err != nil {
+		return baton.Info{}, err
+	}
+	r, err := OpenExistingRegion(ns, mutexKind, name, mutexSize)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return baton.Info{}, fmt.Errorf("ipc: futex mutex %q: %w", name, fs.ErrNotExist)
+		}
+		return baton.Info{}, err
+	}
+	defer r.Close()
+	m := newMutexOn(r, name)
+	if v := (*atomic.Uint32)(unsafe.Pointer(&r.Bytes()[offMagic])).Load(); v != mutexMagic && v != 0 {
+		return baton.Info{}, fmt.Errorf("%w: %s is not a futex mutex (magic %#x)", baton.ErrMismatch, r.Path(), v)
+	}
+	m.self, _ = Self()
+	s := m.state.Load()
+	last := atomic.LoadUint64(m.fence)
+	info := baton.Info{
+		Name:      name,
+		Kind:      baton.KindMutex,
+		Impl:      "futex",
+		Holders:   []baton.Holder{},
+		Waiters:   max(int(m.wait.Load()), 0),
+		LastToken: baton.Token(last),
+		Detail:    fmt.Sprintf("state %#016x", s),
+	}
+	lo := uint32(s)
+	if pid := int(lo & pidMask); pid != 0 {
+		info.Holders = append(info.Holders, baton.Holder{PID: pid, Token: baton.Token(last), Mode: "exclusive"})
+		if m.ownerDead(s) {
+			info.Detail += ", owner dead"
+		}
+		m.unwatch()
+	} else if lo&fHandoff != 0 {
+		info.Detail += ", being handed to a waiter"
+	}
+	return info, nil
+}

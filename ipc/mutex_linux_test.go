@@ -1,0 +1,499 @@
+//go:build linux
+
+package ipc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+	"golang.org/x/sys/unix"
+)
+
+// Helper processes: the test binary re-executes itself with these variables
+// set; init runs the role and exits before any test starts.
+const (
+	envRole = "BATON_IPC_TEST_ROLE"
+	envDir  = "BATON_IPC_TEST_DIR"
+	envName = "BATON_IPC_TEST_NAME"
+)
+
+func init() {
+	role := os.Getenv(envRole)
+	if role == "" {
+		return
+	}
+	err := runRole(role, os.Getenv(envDir), os.Getenv(envName))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func runRole(role, dir, name string) error {
+	ns, err := OpenNamespace(dir)
+	if err != nil {
+		return err
+	}
+	m, err := OpenMutex(ns, name)
+	if err != nil {
+		return err
+	}
+	switch role {
+	case "hold": // take the lock, say so, and hold it until killed
+		g, err := m.Acquire(context.Background(), baton.Exclusive)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("held %d\n", g.Token)
+		time.Sleep(time.Hour)
+	case "stress":
+		return stressLoop(ns, m)
+	case "contend":
+		return contendLoop(ns, m)
+	}
+	return fmt.Errorf("unknown role %q", role)
+}
+
+// check is the shared record that stress helpers keep inside the critical
+// section, in a region of its own.
+type check struct {
+	inside, lastToken, count, overlap, badToken, recovered, recoveredAt, stop, holdReq, holderPID atomic.Int64
+	target                                                                                        atomic.Int64
+}
+
+func openCheck(ns *Namespace, name string) (*check, *Region, error) {
+	r, err := OpenRegion(ns, "check", name, 4096)
+	if err != nil {
+		return nil, nil, err
+	}
+	return (*check)(unsafe.Pointer(&r.Bytes()[0])), r, nil
+}
+
+func monoNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+func stressLoop(ns *Namespace, m *Mutex) error {
+	c, _, err := openCheck(ns, os.Getenv(envName))
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for c.stop.Load() == 0 {
+		g, err := m.Acquire(ctx, baton.Exclusive)
+		if err != nil {
+			return err
+		}
+		if g.Recovered {
+			// The dead holder may have left its mark; repairing the
+			// protected state is what Recovered is for.
+			c.inside.Store(0)
+			c.recoveredAt.Store(monoNow())
+			c.recovered.Add(1)
+		}
+		if c.inside.Add(1) != 1 {
+			c.overlap.Add(1)
+		}
+		if int64(g.Token) <= c.lastToken.Load() {
+			c.badToken.Add(1)
+		}
+		c.lastToken.Store(int64(g.Token))
+		c.count.Add(1)
+		if c.holdReq.CompareAndSwap(1, 0) {
+			// Asked to hold long enough to be killed holding.
+			c.holderPID.Store(int64(os.Getpid()))
+			time.Sleep(10 * time.Second)
+		}
+		c.inside.Add(-1)
+		if err := m.Release(ctx, g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func contendLoop(ns *Namespace, m *Mutex) error {
+	c, _, err := openCheck(ns, os.Getenv(envName))
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for c.stop.Load() == 0 {
+		g, err := m.Acquire(ctx, baton.Exclusive)
+		if err != nil {
+			return err
+		}
+		c.count.Add(1)
+		if err := m.Release(ctx, g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func helper(t testing.TB, role, dir, name string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envRole+"="+role, envDir+"="+dir, envName+"="+name)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+func testNS(t testing.TB) *Namespace {
+	t.Helper()
+	ns, err := OpenNamespace(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func openM(t testing.TB, ns *Namespace, name string) *Mutex {
+	t.Helper()
+	m, err := OpenMutex(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func TestMutexBasics(t *testing.T) {
+	ns := testNS(t)
+	ctx := context.Background()
+	if _, err := OpenMutex(ns, "../x"); !errors.Is(err, baton.ErrInvalidName) {
+		t.Fatalf("bad name: %v", err)
+	}
+	a, b := openM(t, ns, "m"), openM(t, ns, "m")
+	if _, err := a.Acquire(ctx, baton.Shared); !errors.Is(err, baton.ErrUnsupported) {
+		t.Fatalf("shared mode: %v", err)
+	}
+	g1, err := a.Acquire(ctx, baton.Exclusive)
+	if err != nil || g1.Token != 1 || g1.Recovered {
+		t.Fatalf("first acquire: %+v %v", g1, err)
+	}
+	if _, err := b.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+		t.Fatalf("TryAcquire of a held lock: %v", err)
+	}
+	if _, err := a.Downgrade(ctx, g1); !errors.Is(err, baton.ErrUnsupported) {
+		t.Fatalf("Downgrade: %v", err)
+	}
+	info, err := InspectMutex(ns, "m")
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].PID != os.Getpid() || info.LastToken != 1 {
+		t.Fatalf("InspectMutex: %+v %v", info, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	t0 := time.Now()
+	_, err = b.Acquire(cctx, baton.Exclusive)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 20*time.Millisecond+50*time.Millisecond {
+		t.Fatalf("cancelled Acquire: %v after %v", err, time.Since(t0))
+	}
+	got := make(chan baton.Grant)
+	go func() {
+		g, err := b.Acquire(ctx, baton.Exclusive)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- g
+	}()
+	time.Sleep(5 * time.Millisecond)
+	if err := a.Release(ctx, g1); err != nil {
+		t.Fatal(err)
+	}
+	g2 := <-got
+	if g2.Token != 2 {
+		t.Fatalf("second token %d", g2.Token)
+	}
+	// A grant that is not the current one is lost, and releasing it
+	// changes nothing.
+	if err := a.Release(ctx, g1); !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("release of a stale grant: %v", err)
+	}
+	if _, err := a.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+		t.Fatal("stale release unlocked the holder's lock")
+	}
+	if err := b.Release(ctx, g2); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := a.TryAcquireFast(); !ok || g.Token != 3 {
+		t.Fatalf("TryAcquireFast: %+v %v", g, ok)
+	} else if !a.ReleaseFast(g) {
+		t.Fatal("ReleaseFast failed")
+	}
+	names, err := ListMutexes(ns)
+	if err != nil || len(names) != 1 || names[0].Name != "m" || len(names[0].Holders) != 0 {
+		t.Fatalf("ListMutexes: %+v %v", names, err)
+	}
+	a.Close()
+	if _, err := a.Acquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrClosed) {
+		t.Fatalf("closed: %v", err)
+	}
+	if err := RemoveMutex(ns, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := InspectMutex(ns, "m"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("inspect removed: %v", err)
+	}
+}
+
+// TestMutexTokensPersist: the fencing counter lives in the file.
+func TestMutexTokensPersist(t *testing.T) {
+	ns := testNS(t)
+	ctx := context.Background()
+	m := openM(t, ns, "p")
+	for range 3 {
+		g, _ := m.Acquire(ctx, baton.Exclusive)
+		m.Release(ctx, g)
+	}
+	m.Close()
+	m = openM(t, ns, "p")
+	g, err := m.Acquire(ctx, baton.Exclusive)
+	if err != nil || g.Token != 4 {
+		t.Fatalf("token after reopening: %d %v", g.Token, err)
+	}
+	m.Release(ctx, g)
+}
+
+// TestMutexGoroutines: handles in one process exclude each other.
+func TestMutexGoroutines(t *testing.T) {
+	ns := testNS(t)
+	ctx := context.Background()
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	var last atomic.Uint64
+	for range 4 {
+		m := openM(t, ns, "g")
+		wg.Go(func() {
+			for range 2000 {
+				g, err := m.Acquire(ctx, baton.Exclusive)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if inside.Add(1) != 1 {
+					t.Error("overlap")
+				}
+				if uint64(g.Token) <= last.Load() {
+					t.Error("token not increasing")
+				}
+				last.Store(uint64(g.Token))
+				inside.Add(-1)
+				if err := m.Release(ctx, g); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// forge writes an owner pattern into the lock word as if pid with tag held it.
+func forge(m *Mutex, pid int, tag uint32) {
+	m.state.Store(uint64(tag)<<32 | uint64(pid))
+}
+
+// TestMutexPIDReuse: a live process whose pid matches the recorded owner
+// but whose start time does not is not taken for the owner.
+func TestMutexPIDReuse(t *testing.T) {
+	ns := testNS(t)
+	ctx := context.Background()
+	m := openM(t, ns, "reuse")
+	self, _ := Self()
+	for _, tc := range []struct {
+		what string
+		pid  int
+		tag  uint32
+	}{
+		{"our pid, earlier start", self.PID, self.Tag() - 7},
+		{"init's pid, other start", 1, 0xdeadbeef},
+		{"no such pid", pidMaxLinux - 1, 1},
+	} {
+		forge(m, tc.pid, tc.tag)
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		g, err := m.Acquire(cctx, baton.Exclusive)
+		cancel()
+		if err != nil || !g.Recovered {
+			t.Fatalf("%s: Acquire = %+v, %v; want a recovered grant", tc.what, g, err)
+		}
+		m.Release(ctx, g)
+	}
+	// The real owner (alive, right start time) keeps the lock.
+	p1, _, ok, _ := LookupProc(1)
+	if !ok {
+		t.Skip("no pid 1")
+	}
+	forge(m, 1, p1.Tag())
+	if _, err := m.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+		t.Fatalf("live owner: TryAcquire = %v", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := m.Acquire(cctx, baton.Exclusive); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("live owner: Acquire = %v", err)
+	}
+	m.state.Store(0)
+}
+
+// TestMutexKilledHolder: a holder killed while holding is recovered, also
+// while it stays a zombie (not reaped).
+func TestMutexKilledHolder(t *testing.T) {
+	for _, reap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reaped=%v", reap), func(t *testing.T) {
+			ns := testNS(t)
+			cmd := helper(t, "hold", ns.Dir(), "k")
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer cmd.Process.Kill()
+			buf := make([]byte, 64)
+			if n, err := out.Read(buf); err != nil || n == 0 {
+				t.Fatalf("helper: %v", err)
+			}
+			m := openM(t, ns, "k")
+			ctx := context.Background()
+			if _, err := m.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+				t.Fatalf("held by a live helper: %v", err)
+			}
+			cmd.Process.Kill()
+			if reap {
+				cmd.Wait()
+			} else {
+				// Let it become a zombie before anyone looks.
+				for {
+					if _, st, ok, _ := LookupProc(cmd.Process.Pid); ok && st == 'Z' {
+						break
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			g, err := m.Acquire(cctx, baton.Exclusive)
+			if err != nil || !g.Recovered || g.Token != 2 {
+				t.Fatalf("Acquire after the holder died: %+v %v", g, err)
+			}
+			m.Release(ctx, g)
+		})
+	}
+}
+
+// TestMutexStress: 10^6 acquisitions by 4 processes while holders are
+// killed, half of them left unreaped (zombies) until the end.
+func TestMutexStress(t *testing.T) {
+	total, wantKills := int64(1_000_000), 30
+	if testing.Short() {
+		total, wantKills = 100_000, 10
+	}
+	ns := testNS(t)
+	c, r, err := openCheck(ns, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+
+	var procs []*exec.Cmd
+	var zombies []*exec.Cmd
+	defer func() {
+		c.stop.Store(1)
+		for _, p := range append(procs, zombies...) {
+			p.Process.Kill()
+			p.Wait()
+		}
+	}()
+	start := func() {
+		cmd := helper(t, "stress", ns.Dir(), "s")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, cmd)
+	}
+	for range 4 {
+		start()
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var lat []time.Duration
+	kills := 0
+	for c.count.Load() < total || len(lat) < wantKills {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d acquisitions and %d kills before the deadline", c.count.Load(), len(lat))
+		}
+		time.Sleep(5 * time.Millisecond)
+		// Ask a holder to stay in the critical section, then kill it.
+		c.holderPID.Store(0)
+		c.holdReq.Store(1)
+		var pid int64
+		for wait := time.Now(); time.Since(wait) < 2*time.Second; {
+			if pid = c.holderPID.Load(); pid != 0 {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		if pid == 0 {
+			c.holdReq.Store(0)
+			continue
+		}
+		i := slices.IndexFunc(procs, func(p *exec.Cmd) bool { return p.Process.Pid == int(pid) })
+		if i < 0 {
+			t.Fatalf("holder pid %d is no helper", pid)
+		}
+		rec := c.recovered.Load()
+		t0 := monoNow()
+		syscall.Kill(int(pid), syscall.SIGKILL)
+		kills++
+		p := procs[i]
+		procs = slices.Delete(procs, i, i+1)
+		if kills%2 == 0 {
+			zombies = append(zombies, p)
+		} else {
+			p.Wait()
+		}
+		// Sometimes kill a random other helper too (a waiter, most likely).
+		if rand.IntN(4) == 0 && len(procs) > 0 {
+			j := rand.IntN(len(procs))
+			procs[j].Process.Kill()
+			procs[j].Wait()
+			procs = slices.Delete(procs, j, j+1)
+			start()
+		}
+		start()
+		for c.recovered.Load() == rec {
+			if time.Now().After(deadline) {
+				t.Fatal("killed holder never recovered")
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		lat = append(lat, time.Duration(c.recoveredAt.Load()-t0))
+	}
+	c.stop.Store(1)
+	for _, p := range procs {
+		if err := p.Wait(); err != nil {
+			t.Errorf("helper: %v", err)
+		}
+	}
+	procs = nil
+	if o, b := c.overlap.Load(), c.badToken.Load(); o != 0 || b != 0 {
+		t.Fatalf("%d overlapping holds, %d tokens not increasing", o, b)
+	}
+	slices.Sort(lat)
+	t.Logf("%d acquisitions, %d kills, %d recoveries, %d zombies; kill->hold p50 %v max %v",
+		c.count.Load(), kills, c.recovered.Load(), len(zombies), lat[len(lat)/2], lat[len(lat)-1])
+}

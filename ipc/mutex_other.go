@@ -1,0 +1,55 @@
+//go:build !linux
+
+package ipc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/batonlock/baton"
+)
+
+// Mutex is the futex mutex; on this system it cannot be opened.
+type Mutex struct{}
+
+var _ baton.LockDriver = (*Mutex)(nil)
+
+var errNoFutex = fmt.Errorf("ipc: futex mutex: %w", errors.ErrUnsupported)
+
+// OpenMutex validates name and returns an error matching
+// errors.ErrUnsupported on this system.
+func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
+	if _, err := ns.Path(mutexKind, name); err != nil {
+		return nil, err
+	}
+	return nil, errNoFutex
+}
+
+func (m *Mutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	return baton.Grant{}, errNoFutex
+}
+
+func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	return baton.Grant{}, errNoFutex
+}
+
+func (m *Mutex) Release(ctx context.Context, g baton.Grant) error { return errNoFutex }
+
+func (m *Mutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	return baton.Grant{}, errNoFutex
+}
+
+func (m *Mutex) Close() error { return nil }
+
+// TryAcquireFast reports false on this system.
+func (m *Mutex) TryAcquireFast() (baton.Grant, bool) { return baton.Grant{}, false }
+
+// ReleaseFast reports false on this system.
+func (m *Mutex) ReleaseFast(g baton.Grant) bool { return false }
+
+// InspectMutex returns an error matching errors.ErrUnsupported on this
+// system.
+func InspectMutex(ns *Namespace, name string) (baton.Info, error) {
+	return baton.Info{}, errNoFutex
+}

@@ -1,0 +1,24 @@
+//go:build !linux
+
+package ipc
+
+import (
+	"errors"
+	"fmt"
+)
+
+var errNoProc = fmt.Errorf("ipc: process identity: %w", errors.ErrUnsupported)
+
+// Self returns an error matching errors.ErrUnsupported on this system.
+func Self() (Proc, error) { return Proc{}, errNoProc }
+
+// LookupProc returns an error matching errors.ErrUnsupported on this system.
+func LookupProc(pid int) (p Proc, state byte, ok bool, err error) {
+	return Proc{}, 0, false, errNoProc
+}
+
+// Alive returns an error matching errors.ErrUnsupported on this system.
+func (p Proc) Alive() (bool, error) { return false, errNoProc }
+
+// AliveTag returns an error matching errors.ErrUnsupported on this system.
+func AliveTag(pid int, tag uint32) (bool, error) { return false, errNoProc }
