@@ -1,0 +1,40 @@
+# baton — make test runs everything CI runs; make demo runs the same-host demo.
+
+GO      ?= go
+PKGS    ?= ./...
+# Test timeout per package; the whole suite runs in a few minutes.
+TIMEOUT ?= 15m
+
+.PHONY: test vet deps demo bench bench-full build clean
+
+test: deps vet
+	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(PKGS)
+
+vet:
+	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$fmt" ]; then echo "gofmt needed:"; echo "$$fmt"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# The Redis tests need redis-server and redis-cli; install them when missing.
+deps:
+	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
+	  echo "installing redis-server"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; \
+	fi
+	@redis-server --version
+
+build:
+	$(GO) build $(PKGS)
+
+demo:
+	$(GO) run ./examples/workers -n 4 -rounds 5
+
+bench:
+	cd bench && $(GO) run . -quick
+
+bench-full:
+	cd bench && $(GO) run . -full
+
+clean:
+	$(GO) clean -testcache
