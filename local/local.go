@@ -8,10 +8,16 @@
 //
 // Mechanisms, chosen per primitive by option:
 //
-//	Mutex      flock(2) on a file (MutexFlock)
-//	RWMutex    flock(2) on a data and a gate file (RWFlock)
+//	Mutex      a futex word in shared memory with owner-death recovery
+//	           (MutexFutex), or flock(2) on a file (MutexFlock)
+//	RWMutex    a System V semaphore set (RWSysV), or flock(2) on a data
+//	           and a gate file (RWFlock)
+//	Semaphore  a System V semaphore with SEM_UNDO
+//	Cond       a futex sequence word in shared memory
 //
-// Holds of these are released by the kernel when their process ends.
+// Holds are given back when their process dies: by the kernel for flock and
+// System V (SEM_UNDO), by the next waiter's owner-liveness check for the
+// futex mutex.
 package local
 
 import (
@@ -21,6 +27,8 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/filelock"
 	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/rwlock"
+	"github.com/batonlock/baton/semaphore"
 )
 
 // MutexImpl selects the mechanism of Mutex handles.
@@ -30,7 +38,9 @@ type MutexImpl string
 type RWImpl string
 
 const (
+	MutexFutex MutexImpl = "futex" // futex word in shared memory, owner-death recovery
 	MutexFlock MutexImpl = "flock" // flock(2) on a file in the namespace
+	RWSysV     RWImpl    = "sysv"  // System V semaphore set, SEM_UNDO
 	RWFlock    RWImpl    = "flock" // flock(2) on a data and a gate file
 )
 
@@ -46,7 +56,7 @@ type options struct {
 func WithMutex(impl MutexImpl) Option {
 	return func(o *options) error {
 		switch impl {
-		case MutexFlock:
+		case MutexFlock, MutexFutex:
 		default:
 			return fmt.Errorf("%w: local: unknown mutex mechanism %q", baton.ErrInvalidArgument, impl)
 		}
@@ -59,7 +69,7 @@ func WithMutex(impl MutexImpl) Option {
 func WithRWMutex(impl RWImpl) Option {
 	return func(o *options) error {
 		switch impl {
-		case RWFlock:
+		case RWFlock, RWSysV:
 		default:
 			return fmt.Errorf("%w: local: unknown rwmutex mechanism %q", baton.ErrInvalidArgument, impl)
 		}
@@ -115,6 +125,9 @@ func (d *driver) path(kind, name string) (string, error) {
 }
 
 func (d *driver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	if d.o.mutex == MutexFutex {
+		return ipc.OpenMutex(d.ns, name)
+	}
 	p, err := d.path(kindFlock, name)
 	if err != nil {
 		return nil, err
@@ -123,6 +136,9 @@ func (d *driver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, 
 }
 
 func (d *driver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	if d.o.rw == RWSysV {
+		return rwlock.Open(d.ns, name)
+	}
 	p, err := d.path(kindRWFlock, name)
 	if err != nil {
 		return nil, err
@@ -131,7 +147,7 @@ func (d *driver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver
 }
 
 func (d *driver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
-	return nil, fmt.Errorf("local: semaphore: %w", baton.ErrUnsupported)
+	return semaphore.Open(d.ns, name, permits)
 }
 
 func (d *driver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {

@@ -35,6 +35,22 @@ var flockSuite = locktest.Suite{
 	},
 }
 
-func TestMain(m *testing.M) { locktest.Main(m, flockSuite) }
+func TestMain(m *testing.M) { locktest.Main(m, flockSuite, sysvSuite) }
 
 func TestFlockConformance(t *testing.T) { locktest.Run(t, flockSuite, t.TempDir()) }
+
+var sysvSuite = locktest.Suite{
+	Name: "local-sysv",
+	Open: func(dir string) (baton.Backend, error) {
+		return local.Open(dir, local.WithMutex(local.MutexFlock), local.WithRWMutex(local.RWSysV))
+	},
+	Objects: objects,
+	Caps: locktest.Caps{
+		RWMutex:      true,
+		Semaphore:    true,
+		CrossProcess: true,
+		KillBound:    100 * time.Millisecond,
+	},
+}
+
+func TestSysVConformance(t *testing.T) { locktest.Run(t, sysvSuite, t.TempDir()) }
