@@ -1,0 +1,248 @@
+package etcdlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/batonlock/baton"
+)
+
+// Key layout, under the prefix P (default "baton/"), with <n> the name with
+// '%' and '/' percent-encoded so that one name's directory never contains
+// another name's keys:
+//
+//	P mutex/<n>/q/<id>        one per acquisition, value: holder
+//	P rwmutex/<n>/q/<id>      one per acquisition, value: holder with mode
+//	P rwmutex/<n>/w/<id>      writers only, same create revision as q/<id>
+//	P semaphore/<n>           capacity, no lease
+//	P semaphore/<n>/q/<id>    one per acquisition, value: holder with permits
+//	P cond/<n>/q/<id>         one per registered waiter
+//
+// <id> is the session's lease id and a sequence number, unique per key.
+
+// backend is the BackendDriver; baton.NewBackend wraps it.
+type backend struct {
+	c      *clientv3.Client
+	own    bool // c was dialled by OpenURL and is closed with the backend
+	o      options
+	host   string
+	pid    int
+	bg     sync.WaitGroup // background cleanups
+	bgStop context.CancelFunc
+	bgCtx  context.Context
+
+	slot    chan struct{}           // one goroutine at a time opens a session
+	cur     atomic.Pointer[session] // the current session, nil before the first
+	closed  atomic.Bool
+	closeMu sync.Mutex // serialises Close
+}
+
+// New returns a Backend on an etcd client. The client stays the caller's:
+// closing the Backend revokes its lease but does not close the client. No
+// request is made until the first acquisition.
+func New(client *clientv3.Client, opts ...Option) (baton.Backend, error) {
+	if client == nil {
+		return nil, invalid("nil client")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return baton.NewBackend(newBackend(client, false, o)), nil
+}
+
+func newBackend(c *clientv3.Client, own bool, o options) *backend {
+	host, _ := os.Hostname()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &backend{
+		c: c, own: own, o: o, host: host, pid: os.Getpid(),
+		bgCtx: ctx, bgStop: cancel,
+		slot: make(chan struct{}, 1),
+	}
+}
+
+func (b *backend) Kind() string { return "etcd" }
+
+// ValidateName has nothing to add: encoded names are short enough for etcd.
+func (b *backend) ValidateName(string) error { return nil }
+
+// session returns the current session, opening a new one when there is none
+// or the last one ended.
+func (b *backend) session(ctx context.Context) (*session, error) {
+	if s := b.cur.Load(); s != nil && s.ended() == nil {
+		return s, nil
+	}
+	if b.closed.Load() {
+		return nil, fmt.Errorf("etcdlock: %w", baton.ErrClosed)
+	}
+	select {
+	case b.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("etcdlock: open session: %w", ctx.Err())
+	}
+	defer func() { <-b.slot }()
+	if b.closed.Load() {
+		return nil, fmt.Errorf("etcdlock: %w", baton.ErrClosed)
+	}
+	if s := b.cur.Load(); s != nil && s.ended() == nil {
+		return s, nil
+	}
+	s, err := newSession(ctx, b.c, &b.o)
+	if err != nil {
+		return nil, err
+	}
+	b.cur.Store(s)
+	return s, nil
+}
+
+func (b *backend) Close() error {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if b.closed.Swap(true) {
+		return nil
+	}
+	b.slot <- struct{}{} // wait for a session being opened; none opens from now on
+	<-b.slot
+	var errs []error
+	if s := b.cur.Load(); s != nil {
+		errs = append(errs, s.close(context.Background()))
+	}
+	b.bgStop()
+	b.bg.Wait()
+	if b.own {
+		errs = append(errs, b.c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// rctx bounds one request by the request timeout.
+func (b *backend) rctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.o.requestTimeout)
+}
+
+// dir returns the directory of a name of a kind, ending in '/'.
+func (b *backend) dir(kind baton.Kind, name string) string {
+	return b.o.prefix + string(kind) + "/" + encodeName(name) + "/"
+}
+
+var nameEncoder = strings.NewReplacer("%", "%25", "/", "%2F")
+var nameDecoder = strings.NewReplacer("%25", "%", "%2F", "/")
+
+func encodeName(name string) string { return nameEncoder.Replace(name) }
+func decodeName(enc string) string  { return nameDecoder.Replace(enc) }
+
+// holder is the value of an acquisition's key.
+type holder struct {
+	PID   int       `json:"pid,omitempty"`
+	Host  string    `json:"host,omitempty"`
+	Since time.Time `json:"since"`
+	Mode  string    `json:"mode,omitempty"`
+	N     int64     `json:"n,omitempty"`
+}
+
+func (b *backend) holderValue(mode string, n int64) string {
+	v, _ := json.Marshal(holder{PID: b.pid, Host: b.host, Since: time.Now().UTC(), Mode: mode, N: n})
+	return string(v)
+}
+
+func parseHolder(v []byte) holder {
+	var h holder
+	_ = json.Unmarshal(v, &h)
+	return h
+}
+
+// cleanup deletes keys an acquisition may have written and no longer wants.
+// It tries once, briefly, so that a cancelled call returns promptly; if that
+// fails it goes on in the background until it succeeds or the session ends
+// (then the lease takes the keys with it).
+func (b *backend) cleanup(s *session, keys ...string) {
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+	}
+	try := func(ctx context.Context, d time.Duration) bool {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		_, err := b.c.Txn(ctx).Then(ops...).Commit()
+		return err == nil
+	}
+	if try(b.bgCtx, min(b.o.requestTimeout, 500*time.Millisecond)) {
+		return
+	}
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+			select {
+			case <-s.done:
+				return
+			case <-b.bgCtx.Done():
+				return
+			case <-time.After(wait):
+			}
+			if try(b.bgCtx, b.o.requestTimeout) {
+				return
+			}
+		}
+	}()
+}
+
+// ctxErr returns an error matching ctx.Err() when ctx is done, else err.
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	return err
+}
+
+// transient reports whether a failed request may succeed if tried again: the
+// cluster has no leader for a moment, a member is unreachable, or the request
+// timed out.
+func transient(err error) bool {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		switch ee.Code() {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+			return true
+		}
+		return false
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}
+
+// backoff waits before a retry; it returns an error when ctx is done or the
+// session ended first.
+func backoff(ctx context.Context, s *session, attempt int) error {
+	d := min(time.Duration(attempt+1)*25*time.Millisecond, 500*time.Millisecond)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return s.lostErr()
+	}
+}
+
+var (
+	_ baton.BackendDriver = (*backend)(nil)
+	_ baton.Inspector     = (*backend)(nil)
+)

@@ -1,0 +1,85 @@
+package etcdlock
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/locktest"
+)
+
+// The suites' cfg is an etcd:// URL with a key prefix of its own.
+
+func openSuite(cfg string) (baton.Backend, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return OpenURL(ctx, cfg, WithTTL(2*time.Second))
+}
+
+// suiteObjects lists the keys under the URL's prefix.
+func suiteObjects(cfg string) ([]string, error) {
+	t, err := parseURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: t.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return keys(ctx, c, t.prefix)
+}
+
+var caps = locktest.Caps{
+	RWMutex: true, Semaphore: true, Cond: true,
+	CrossProcess: true,
+	KillBound:    6 * time.Second, // TTL 2 s, granted up to the server's minimum
+	Acquisitions: 2000,
+	Lease:        true,
+}
+
+var (
+	suite1 = locktest.Suite{Name: "etcd1", Open: openSuite, Caps: caps, Objects: suiteObjects}
+	suite3 = locktest.Suite{Name: "etcd3", Open: openSuite, Caps: caps, Objects: suiteObjects}
+)
+
+func TestMain(m *testing.M) { locktest.Main(m, suite1, suite3) }
+
+func TestConformanceOneMember(t *testing.T) {
+	c := startCluster(t, 1)
+	locktest.Run(t, suite1, c.url("lt1"))
+	checkEmpty(t, c, "lt1/")
+}
+
+func TestConformanceThreeMembers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-member cluster in -short")
+	}
+	c := startCluster(t, 3)
+	locktest.Run(t, suite3, c.url("lt3"))
+	checkEmpty(t, c, "lt3/")
+}
+
+// checkEmpty checks that no lock key is left under prefix (semaphore
+// capacity keys stay by design).
+func checkEmpty(t *testing.T, c *cluster, prefix string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ks, err := keys(ctx, c.client(t), prefix)
+	if err != nil {
+		t.Fatalf("keys: %v", err)
+	}
+	for _, k := range ks {
+		if strings.Contains(k, "/q/") || strings.Contains(k, "/w/") {
+			t.Errorf("key left behind: %s", k)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+// Package etcdlock is the etcd backend of baton: named mutexes, reader/writer
+// locks, counting semaphores and condition variables kept in an etcd cluster,
+// through the shared core (baton.NewBackend).
+//
+// # Model
+//
+// A Backend is bound to one etcd lease at a time, its session, kept alive in
+// the background. Every acquisition writes its own key, bound to that lease,
+// under a per-name directory; the order of the keys' create revisions is the
+// order in which the waiters are served (FIFO, fair). The fencing token of a
+// hold is its key's create revision, which etcd makes strictly increasing
+// across the whole cluster.
+//
+//   - Mutex: the oldest key holds. A waiter watches only the key just before
+//     its own (no herd) and, when that key changes, reads again.
+//   - RWMutex: a reader holds when no writer key is older than its own; a
+//     writer holds when no key at all is older. Downgrade rewrites the
+//     writer's key in place, in one transaction, so it keeps its place in the
+//     order and no later writer can slip in.
+//   - Semaphore: the capacity is recorded in a key without lease when the
+//     name is first created; every later opener must ask for the same
+//     capacity (baton.ErrMismatch otherwise). A request holds when the
+//     permits of all keys up to and including its own fit in the capacity:
+//     strict FIFO, so a large request is not starved by small ones. Waiters
+//     watch the name's directory and keep the sum from the events, without
+//     reading again.
+//   - Cond: a waiter registers a key and watches it; Signal deletes the
+//     oldest registered key, Broadcast all of them.
+//
+// Two handles of one Backend share its session but never a key: each
+// acquisition has its own, so they exclude each other like two processes.
+//
+// # Leases and loss
+//
+// The lease is renewed every renewal period (default a third of the TTL).
+// A hold's baton.Loss fires when the lease is known to be gone (revoked or
+// expired) or when it has not been renewed in time: the deadline is counted
+// from when the last successful renewal was sent, less a drift margin, so it
+// passes before the server can expire the lease and give the lock to someone
+// else. A waiter whose lease ends while it is queued returns an error
+// matching baton.ErrLost. After a loss the Backend takes a new lease for the
+// next acquisition.
+//
+// # Failures
+//
+// A failed or cancelled acquisition deletes the key it may have written before
+// it returns; when etcd cannot be reached it keeps trying in the background
+// until the key is gone or the lease ends, and the key never outlives the
+// lease. Unlock deletes the hold's key only if it is still the same key
+// (compared by create revision), so it never releases another holder's
+// lock; when the key is already gone it returns an error matching
+// baton.ErrLost. Semaphore capacity keys stay until removed (Inspector's
+// Remove, or `baton rm`).
+//
+// A program that imports this package links the etcd client only, not the
+// server.
+package etcdlock

@@ -1,0 +1,275 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/batonlock/baton"
+)
+
+// lockDriver is one handle's connection to a Mutex or RWMutex name. The core
+// calls it one operation at a time and gives it at most one grant at a
+// time; it keeps no state between calls besides what the grant carries.
+type lockDriver struct {
+	b    *backend
+	kind baton.Kind
+	name string
+	dir  string // the name's directory, ending in '/'
+	rw   bool
+}
+
+// lockGrant is the driver's state of one hold.
+type lockGrant struct {
+	s    *session
+	q    string // the acquisition's key in the queue
+	w    string // its writer marker, "" for mutexes and readers
+	rev  int64  // the create revision of q (and w): order and token
+	loss *baton.Loss
+}
+
+func (b *backend) OpenMutex(_ context.Context, name string) (baton.LockDriver, error) {
+	return &lockDriver{b: b, kind: baton.KindMutex, name: name, dir: b.dir(baton.KindMutex, name)}, nil
+}
+
+func (b *backend) OpenRWMutex(_ context.Context, name string) (baton.LockDriver, error) {
+	return &lockDriver{b: b, kind: baton.KindRWMutex, name: name, dir: b.dir(baton.KindRWMutex, name), rw: true}, nil
+}
+
+func (d *lockDriver) errf(format string, args ...any) error {
+	return fmt.Errorf("etcdlock: %s %q: "+format, append([]any{d.kind, d.name}, args...)...)
+}
+
+// blockers is the directory whose older keys a request of mode waits for:
+// every key for a writer, writer markers for a reader.
+func (d *lockDriver) blockers(mode baton.Mode) string {
+	if mode == baton.Shared {
+		return d.dir + "w/"
+	}
+	return d.dir + "q/"
+}
+
+// puts returns the keys and the writes of a new acquisition.
+func (d *lockDriver) puts(s *session, mode baton.Mode) (q, w string, ops []clientv3.Op) {
+	id := s.newID()
+	q = d.dir + "q/" + id
+	ops = []clientv3.Op{clientv3.OpPut(q, d.b.holderValue(mode.String(), 0), clientv3.WithLease(s.id))}
+	if d.rw && mode == baton.Exclusive {
+		w = d.dir + "w/" + id
+		ops = append(ops, clientv3.OpPut(w, "", clientv3.WithLease(s.id)))
+	}
+	return q, w, ops
+}
+
+func keysOf(q, w string) []string {
+	if w == "" {
+		return []string{q}
+	}
+	return []string{q, w}
+}
+
+func (d *lockDriver) grant(s *session, q, w string, rev int64, mode baton.Mode) baton.Grant {
+	loss := baton.NewLoss()
+	s.track(loss)
+	return baton.Grant{
+		Token: baton.Token(rev),
+		Loss:  loss,
+		Data:  &lockGrant{s: s, q: q, w: w, rev: rev, loss: loss},
+	}
+}
+
+// Acquire enqueues a key and waits until no key that blocks it is older.
+func (d *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := d.b.session(ctx)
+		if err != nil {
+			return baton.Grant{}, d.errf("lock: %w", err)
+		}
+		q, w, ops := d.puts(s, mode)
+		// The newest key in the blockers' directory is the caller's own
+		// (writers) or older than it (readers): the two newest tell who
+		// comes just before.
+		get := clientv3.OpGet(d.blockers(mode), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))
+		rctx, cancel := d.b.rctx(ctx)
+		resp, err := d.b.c.Txn(rctx).Then(append(ops, get)...).Commit()
+		cancel()
+		if err != nil {
+			// The write may have happened: take it back.
+			d.b.cleanup(s, keysOf(q, w)...)
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
+			} else if ctx.Err() != nil || !transient(err) {
+				return baton.Grant{}, d.errf("lock: %w", ctxErr(ctx, err))
+			}
+			if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
+				return baton.Grant{}, d.errf("lock: %w", ctx.Err())
+			}
+			continue
+		}
+		rev := resp.Header.Revision
+		pred := before(resp.Responses[len(ops)].GetResponseRange().Kvs, rev)
+		if err := d.wait(ctx, s, q, rev, mode, pred, rev); err != nil {
+			d.b.cleanup(s, keysOf(q, w)...)
+			return baton.Grant{}, d.errf("lock: %w", err)
+		}
+		return d.grant(s, q, w, rev, mode), nil
+	}
+}
+
+// before returns the first of kvs (sorted newest first) older than rev.
+func before(kvs []*mvccpb.KeyValue, rev int64) *mvccpb.KeyValue {
+	for _, kv := range kvs {
+		if kv.CreateRevision < rev {
+			return kv
+		}
+	}
+	return nil
+}
+
+// wait waits until no key that blocks the acquisition (key q, create
+// revision rev) is left; pred is the newest such key, read at revision
+// read. Each round watches only pred, so a release wakes one waiter.
+func (d *lockDriver) wait(ctx context.Context, s *session, q string, rev int64, mode baton.Mode, pred *mvccpb.KeyValue, read int64) error {
+	get := clientv3.OpGet(d.blockers(mode), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(rev-1),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	mine := clientv3.Compare(clientv3.CreateRevision(q), "=", rev)
+	for attempt := 0; pred != nil; {
+		err := d.b.waitChange(ctx, s, string(pred.Key), pred.CreateRevision, read)
+		switch {
+		case errors.Is(err, errWatch):
+			if err := backoff(ctx, s, attempt); err != nil {
+				return err
+			}
+			attempt++
+		case err != nil:
+			return err
+		}
+		rctx, cancel := d.b.rctx(ctx)
+		resp, err := d.b.c.Txn(rctx).If(mine).Then(get).Commit()
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !transient(err) {
+				return err
+			}
+			if err := backoff(ctx, s, attempt); err != nil {
+				return err
+			}
+			attempt++
+			continue
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%w: the waiter's key is gone (lease expired or key removed)", baton.ErrLost)
+		}
+		read = resp.Header.Revision
+		pred = before(resp.Responses[0].GetResponseRange().Kvs, rev)
+	}
+	// The key was there when last read (or written); refuse a grant on a
+	// session known to be gone.
+	return s.lostErr()
+}
+
+// TryAcquire writes the key only if no key blocks it, in one transaction.
+func (d *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := d.b.session(ctx)
+		if err != nil {
+			return baton.Grant{}, d.errf("trylock: %w", err)
+		}
+		q, w, ops := d.puts(s, mode)
+		free := clientv3.Compare(clientv3.CreateRevision(d.blockers(mode)), "=", 0).WithPrefix()
+		rctx, cancel := d.b.rctx(ctx)
+		resp, err := d.b.c.Txn(rctx).If(free).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			d.b.cleanup(s, keysOf(q, w)...)
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
+				continue
+			}
+			return baton.Grant{}, d.errf("trylock: %w", ctxErr(ctx, err))
+		}
+		if !resp.Succeeded {
+			return baton.Grant{}, d.errf("%w", baton.ErrLocked)
+		}
+		return d.grant(s, q, w, resp.Header.Revision, mode), nil
+	}
+}
+
+// Release deletes the hold's keys if they are still the ones it wrote.
+func (d *lockDriver) Release(ctx context.Context, g baton.Grant) error {
+	lg, ok := g.Data.(*lockGrant)
+	if !ok {
+		return d.errf("unlock: %w: foreign grant", baton.ErrInvalidArgument)
+	}
+	lg.s.untrack(lg.loss)
+	keys := keysOf(lg.q, lg.w)
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+	}
+	rctx, cancel := d.b.rctx(ctx)
+	resp, err := d.b.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(lg.q), "=", lg.rev)).Then(ops...).Commit()
+	cancel()
+	switch {
+	case err != nil:
+		// The keys are this hold's own: deleting them later cannot
+		// touch anyone else's.
+		d.b.cleanup(lg.s, keys...)
+		if lerr := lg.loss.Err(); lerr != nil {
+			return d.errf("unlock: %w", lerr)
+		}
+		return d.errf("unlock: %w", err)
+	case !resp.Succeeded:
+		lg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
+		return d.errf("unlock: %w", lg.loss.Err())
+	}
+	if lerr := lg.loss.Err(); lerr != nil {
+		return d.errf("unlock: %w", lerr)
+	}
+	return nil
+}
+
+// Downgrade rewrites the writer's key as a reader's and deletes its writer
+// marker in one transaction. The key keeps its create revision, so later
+// writers still wait for it, and readers waiting for the marker go ahead.
+func (d *lockDriver) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	if !d.rw {
+		return baton.Grant{}, d.errf("downgrade: %w", baton.ErrUnsupported)
+	}
+	lg, ok := g.Data.(*lockGrant)
+	if !ok || lg.w == "" {
+		return baton.Grant{}, d.errf("downgrade: %w: not a write grant", baton.ErrInvalidArgument)
+	}
+	if lerr := lg.loss.Err(); lerr != nil {
+		return baton.Grant{}, d.errf("downgrade: %w", lerr)
+	}
+	rctx, cancel := d.b.rctx(ctx)
+	resp, err := d.b.c.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(lg.q), "=", lg.rev)).
+		Then(clientv3.OpPut(lg.q, d.b.holderValue(baton.Shared.String(), 0), clientv3.WithLease(lg.s.id)), clientv3.OpDelete(lg.w)).
+		Commit()
+	cancel()
+	switch {
+	case err != nil:
+		return baton.Grant{}, d.errf("downgrade: %w", err)
+	case !resp.Succeeded:
+		lg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
+		return baton.Grant{}, d.errf("downgrade: %w", lg.loss.Err())
+	}
+	ng := *lg
+	ng.w = ""
+	g.Data = &ng
+	return g, nil
+}
+
+func (d *lockDriver) Close() error { return nil }
+
+var _ baton.LockDriver = (*lockDriver)(nil)

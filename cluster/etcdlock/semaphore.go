@@ -1,0 +1,312 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/batonlock/baton"
+)
+
+// semDriver is one handle's connection to a Semaphore name.
+type semDriver struct {
+	b        *backend
+	name     string
+	meta     string // the capacity key
+	queue    string // directory of the acquisitions' keys, ending in '/'
+	capacity int64
+}
+
+// semGrant is the driver's state of one acquisition.
+type semGrant struct {
+	s    *session
+	key  string
+	rev  int64
+	loss *baton.Loss
+}
+
+// OpenSemaphore records the capacity when the name is new and checks it
+// otherwise, in one transaction.
+func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+	dir := b.dir(baton.KindSemaphore, name)
+	d := &semDriver{b: b, name: name, meta: strings.TrimSuffix(dir, "/"), queue: dir + "q/", capacity: permits}
+	rctx, cancel := b.rctx(ctx)
+	defer cancel()
+	resp, err := b.c.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(d.meta), "=", 0)).
+		Then(clientv3.OpPut(d.meta, strconv.FormatInt(permits, 10))).
+		Else(clientv3.OpGet(d.meta)).
+		Commit()
+	if err != nil {
+		return nil, d.errf("open: %w", ctxErr(ctx, err))
+	}
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return nil, d.errf("open: capacity key vanished")
+		}
+		have, perr := strconv.ParseInt(string(kvs[0].Value), 10, 64)
+		if perr != nil || have != permits {
+			return nil, d.errf("%w: capacity %q recorded, %d asked", baton.ErrMismatch, kvs[0].Value, permits)
+		}
+	}
+	return d, nil
+}
+
+func (d *semDriver) errf(format string, args ...any) error {
+	return fmt.Errorf("etcdlock: semaphore %q: "+format, append([]any{d.name}, args...)...)
+}
+
+func (d *semDriver) Capacity() int64 { return d.capacity }
+
+// weight is the number of permits a key stands for. A value that cannot be
+// read counts as the whole capacity, so that it can never let too many in.
+func (d *semDriver) weight(v []byte) int64 {
+	if n := parseHolder(v).N; n > 0 {
+		return n
+	}
+	return d.capacity
+}
+
+func (d *semDriver) enqueue(ctx context.Context, s *session, n int64) (key string, rev int64, older map[string]int64, err error) {
+	key = d.queue + s.newID()
+	rctx, cancel := d.b.rctx(ctx)
+	defer cancel()
+	resp, err := d.b.c.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(d.meta), ">", 0)).
+		Then(clientv3.OpPut(key, d.b.holderValue("", n), clientv3.WithLease(s.id)), clientv3.OpGet(d.queue, clientv3.WithPrefix())).
+		Commit()
+	if err != nil {
+		d.b.cleanup(s, key)
+		return "", 0, nil, err
+	}
+	if !resp.Succeeded {
+		return "", 0, nil, fmt.Errorf("%w: the semaphore was removed", baton.ErrLost)
+	}
+	rev = resp.Header.Revision
+	return key, rev, d.older(resp.Responses[1].GetResponseRange().Kvs, rev), nil
+}
+
+// older maps the keys older than rev to their weights.
+func (d *semDriver) older(kvs []*mvccpb.KeyValue, rev int64) map[string]int64 {
+	m := make(map[string]int64, len(kvs))
+	for _, kv := range kvs {
+		if kv.CreateRevision < rev {
+			m[string(kv.Key)] = d.weight(kv.Value)
+		}
+	}
+	return m
+}
+
+func sum(m map[string]int64) int64 {
+	var t int64
+	for _, w := range m {
+		t += w
+	}
+	return t
+}
+
+func (d *semDriver) grant(s *session, key string, rev, n int64) baton.Grant {
+	loss := baton.NewLoss()
+	s.track(loss)
+	return baton.Grant{Token: baton.Token(rev), Loss: loss, N: n, Data: &semGrant{s: s, key: key, rev: rev, loss: loss}}
+}
+
+// Acquire enqueues a key for n permits and waits until the permits of all
+// keys up to its own fit in the capacity.
+func (d *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := d.b.session(ctx)
+		if err != nil {
+			return baton.Grant{}, d.errf("acquire: %w", err)
+		}
+		key, rev, older, err := d.enqueue(ctx, s, n)
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
+			} else if ctx.Err() != nil || !transient(err) {
+				return baton.Grant{}, d.errf("acquire: %w", ctxErr(ctx, err))
+			}
+			if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
+				return baton.Grant{}, d.errf("acquire: %w", ctx.Err())
+			}
+			continue
+		}
+		if err := d.wait(ctx, s, key, rev, n, older, rev); err != nil {
+			d.b.cleanup(s, key)
+			return baton.Grant{}, d.errf("acquire: %w", err)
+		}
+		return d.grant(s, key, rev, n), nil
+	}
+}
+
+// wait keeps the permits of the keys older than the caller's from the
+// events of a watch on the directory, and returns when they leave room for
+// n. Only deletions and rewrites of older keys change the sum; newer keys
+// never count.
+func (d *semDriver) wait(ctx context.Context, s *session, key string, rev, n int64, older map[string]int64, read int64) error {
+	mine := clientv3.Compare(clientv3.CreateRevision(key), "=", rev)
+	get := clientv3.OpGet(d.queue, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(rev-1))
+	for attempt := 0; ; attempt++ {
+		if sum(older)+n <= d.capacity {
+			return s.lostErr()
+		}
+		err := d.watch(ctx, s, key, rev, n, older, &read)
+		if err == nil {
+			return s.lostErr()
+		}
+		if !errors.Is(err, errWatch) && !transient(err) {
+			return err
+		}
+		if err := backoff(ctx, s, attempt); err != nil {
+			return err
+		}
+		// Read the state again before the next watch.
+		rctx, cancel := d.b.rctx(ctx)
+		resp, rerr := d.b.c.Txn(rctx).If(mine).Then(get).Commit()
+		cancel()
+		if rerr != nil {
+			continue
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%w: the waiter's key is gone (lease expired or key removed)", baton.ErrLost)
+		}
+		older = d.older(resp.Responses[0].GetResponseRange().Kvs, rev)
+		read = resp.Header.Revision
+	}
+}
+
+// watch follows the directory from the current revision until the older
+// keys leave room for n (nil), or fails. See waitChange for why it does
+// not start at *read+1.
+func (d *semDriver) watch(ctx context.Context, s *session, key string, rev, n int64, older map[string]int64, read *int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := d.b.c.Watch(wctx, d.queue, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return s.lostErr()
+		case wr, ok := <-wch:
+			if !ok {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				return errWatch
+			}
+			if wr.Err() != nil || wr.Canceled {
+				return errWatch
+			}
+			if wr.Created {
+				if wr.Header.Revision <= *read {
+					continue
+				}
+				rctx, rcancel := d.b.rctx(ctx)
+				resp, err := d.b.c.Txn(rctx).
+					If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+					Then(clientv3.OpGet(d.queue, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(rev-1))).
+					Commit()
+				rcancel()
+				if err != nil {
+					return err
+				}
+				if !resp.Succeeded {
+					return fmt.Errorf("%w: the waiter's key is gone (lease expired or key removed)", baton.ErrLost)
+				}
+				clear(older)
+				for k, w := range d.older(resp.Responses[0].GetResponseRange().Kvs, rev) {
+					older[k] = w
+				}
+				*read = resp.Header.Revision
+			}
+			for _, ev := range wr.Events {
+				if ev.Kv.ModRevision <= *read {
+					continue
+				}
+				k := string(ev.Kv.Key)
+				switch {
+				case k == key && ev.Type == mvccpb.DELETE:
+					return fmt.Errorf("%w: the waiter's key is gone (lease expired or key removed)", baton.ErrLost)
+				case ev.Type == mvccpb.DELETE:
+					delete(older, k)
+				default:
+					if _, ok := older[k]; ok {
+						older[k] = d.weight(ev.Kv.Value)
+					}
+				}
+				*read = ev.Kv.ModRevision
+			}
+			if sum(older)+n <= d.capacity {
+				return nil
+			}
+		}
+	}
+}
+
+// TryAcquire enqueues a key and keeps it only if it fits at once.
+func (d *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := d.b.session(ctx)
+		if err != nil {
+			return baton.Grant{}, d.errf("tryacquire: %w", err)
+		}
+		key, rev, older, err := d.enqueue(ctx, s, n)
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
+				continue
+			}
+			return baton.Grant{}, d.errf("tryacquire: %w", ctxErr(ctx, err))
+		}
+		if sum(older)+n > d.capacity {
+			d.b.cleanup(s, key)
+			return baton.Grant{}, d.errf("%w", baton.ErrLocked)
+		}
+		return d.grant(s, key, rev, n), nil
+	}
+}
+
+// Release gives back n permits of g: it deletes the key when n is all of
+// them, and otherwise rewrites it with the rest, keeping its place.
+func (d *semDriver) Release(ctx context.Context, g baton.Grant, n int64) error {
+	sg, ok := g.Data.(*semGrant)
+	if !ok {
+		return d.errf("release: %w: foreign grant", baton.ErrInvalidArgument)
+	}
+	op := clientv3.OpDelete(sg.key)
+	if n < g.N {
+		op = clientv3.OpPut(sg.key, d.b.holderValue("", g.N-n), clientv3.WithLease(sg.s.id))
+	} else {
+		sg.s.untrack(sg.loss)
+	}
+	rctx, cancel := d.b.rctx(ctx)
+	resp, err := d.b.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(sg.key), "=", sg.rev)).Then(op).Commit()
+	cancel()
+	switch {
+	case err != nil:
+		if n >= g.N {
+			d.b.cleanup(sg.s, sg.key)
+		}
+		return d.errf("release: %w", err)
+	case !resp.Succeeded:
+		sg.s.untrack(sg.loss)
+		sg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
+		return d.errf("release: %w", sg.loss.Err())
+	}
+	if lerr := sg.loss.Err(); lerr != nil {
+		return d.errf("release: %w", lerr)
+	}
+	return nil
+}
+
+func (d *semDriver) Close() error { return nil }
+
+var _ baton.SemaphoreDriver = (*semDriver)(nil)

@@ -1,0 +1,182 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/batonlock/baton"
+)
+
+// session is one lease and the loop that keeps it alive. Every key an
+// acquisition writes is bound to the lease, so that it goes away with the
+// process that wrote it. A session that ended (lease lost, or closed) stays
+// ended; the backend opens a new one for later acquisitions.
+type session struct {
+	c    *clientv3.Client
+	o    *options
+	id   clientv3.LeaseID
+	hexd string // the lease id in hex, the first part of every key id
+
+	seq  atomic.Uint64 // numbers the keys of this session
+	stop context.CancelFunc
+	done chan struct{} // closed when the session ends
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	err    error                    // guarded by mu; why the session ended
+	losses map[*baton.Loss]struct{} // guarded by mu; holds to tell when it ends
+}
+
+// newSession grants a lease and starts renewing it.
+func newSession(ctx context.Context, c *clientv3.Client, o *options) (*session, error) {
+	sent := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
+	resp, err := c.Grant(rctx, int64(o.ttl/time.Second))
+	cancel()
+	if err != nil {
+		return nil, ctxErr(ctx, fmt.Errorf("etcdlock: grant lease: %w", err))
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	s := &session{
+		c:      c,
+		o:      o,
+		id:     resp.ID,
+		hexd:   strconv.FormatInt(int64(resp.ID), 16),
+		stop:   stop,
+		done:   make(chan struct{}),
+		losses: make(map[*baton.Loss]struct{}),
+	}
+	s.wg.Add(1)
+	go s.keepAlive(lctx, s.deadline(sent, resp.TTL))
+	return s, nil
+}
+
+// deadline is when a lease renewed by a request sent at sent, for ttl
+// seconds, can no longer be trusted. The server counts the TTL from when it
+// received the request, which is later than sent.
+func (s *session) deadline(sent time.Time, ttl int64) time.Time {
+	return sent.Add(time.Duration(ttl)*time.Second - s.o.drift)
+}
+
+// keepAlive renews the lease every renewal period, and ends the session when
+// the lease is gone or its deadline passes without a renewal.
+func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
+	defer s.wg.Done()
+	wait := s.o.renewal
+	t := time.NewTimer(min(wait, time.Until(deadline)))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			s.end(fmt.Errorf("etcdlock: lease %x not renewed before its deadline", int64(s.id)))
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, min(deadline.Sub(now), s.o.requestTimeout))
+		resp, err := s.c.KeepAliveOnce(rctx, s.id)
+		cancel()
+		switch {
+		case err == nil:
+			deadline = s.deadline(now, resp.TTL)
+			wait = s.o.renewal
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			s.end(fmt.Errorf("etcdlock: lease %x expired or revoked", int64(s.id)))
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			// Try again soon; the deadline check above ends the session
+			// if no renewal gets through in time.
+			wait = max(s.o.renewal/8, 50*time.Millisecond)
+		}
+		t.Reset(max(0, min(wait, time.Until(deadline))))
+	}
+}
+
+// end marks the session ended with cause and fires the loss of every hold.
+func (s *session) end(cause error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = cause
+	losses := s.losses
+	s.losses = nil
+	close(s.done)
+	s.mu.Unlock()
+	for l := range losses {
+		l.Fire(cause)
+	}
+	s.stop()
+}
+
+// ended returns why the session ended, or nil while it is alive.
+func (s *session) ended() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// lostErr is the error a caller gets when the session ended under it.
+func (s *session) lostErr() error {
+	err := s.ended()
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", baton.ErrLost, err)
+}
+
+// track registers a hold's loss; it fires at once if the session has ended.
+func (s *session) track(l *baton.Loss) {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		l.Fire(err)
+		return
+	}
+	s.losses[l] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *session) untrack(l *baton.Loss) {
+	s.mu.Lock()
+	delete(s.losses, l)
+	s.mu.Unlock()
+}
+
+// newID returns a key id unique among all sessions: the lease id and a
+// sequence number.
+func (s *session) newID() string {
+	return s.hexd + "-" + strconv.FormatUint(s.seq.Add(1), 16)
+}
+
+// close ends the session and revokes its lease, which deletes every key
+// bound to it.
+func (s *session) close(ctx context.Context) error {
+	alive := s.ended() == nil
+	s.end(fmt.Errorf("etcdlock: %w", baton.ErrClosed))
+	s.wg.Wait()
+	if !alive {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.o.requestTimeout)
+	defer cancel()
+	if _, err := s.c.Revoke(rctx, s.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("etcdlock: revoke lease %x: %w", int64(s.id), err)
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package etcdlock
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/batonlock/baton"
+)
+
+const urlForms = "etcd://host:port[,host:port...][/prefix] or etcds://... for TLS, optionally with user:password@"
+
+// target is what an etcd URL says.
+type target struct {
+	endpoints []string
+	tls       bool
+	username  string
+	password  string
+	prefix    string // "" when the URL has no path
+}
+
+// parseURL reads etcd://[user[:password]@]host[:port][,host[:port]...][/prefix].
+// A host without a port gets 2379.
+func parseURL(raw string) (target, error) {
+	var t target
+	bad := func(format string, args ...any) (target, error) {
+		return target{}, invalid("URL %q: "+format+"; accepted forms: %s", append(append([]any{raw}, args...), urlForms)...)
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	switch {
+	case !ok:
+		return bad("no scheme")
+	case strings.EqualFold(scheme, "etcd"):
+	case strings.EqualFold(scheme, "etcds"):
+		t.tls = true
+	default:
+		return bad("scheme %q", scheme)
+	}
+	if strings.ContainsAny(rest, "?#") {
+		return bad("query or fragment")
+	}
+	hosts, path, _ := strings.Cut(rest, "/")
+	if at := strings.LastIndexByte(hosts, '@'); at >= 0 {
+		user, pass, hasPass := strings.Cut(hosts[:at], ":")
+		var err error
+		if t.username, err = url.PathUnescape(user); err != nil || t.username == "" {
+			return bad("user name")
+		}
+		if hasPass {
+			if t.password, err = url.PathUnescape(pass); err != nil {
+				return bad("password")
+			}
+		}
+		hosts = hosts[at+1:]
+	}
+	for h := range strings.SplitSeq(hosts, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			// No port: the whole item is the host.
+			host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), "2379"
+		}
+		if host == "" || strings.ContainsAny(host, "[]@/ \t\x00") {
+			return bad("host %q", h)
+		}
+		if strings.Contains(host, ":") && net.ParseIP(host) == nil {
+			return bad("host %q", h)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return bad("port %q", port)
+		}
+		t.endpoints = append(t.endpoints, net.JoinHostPort(host, port))
+	}
+	if path != "" {
+		p, err := url.PathUnescape(path)
+		if err != nil {
+			return bad("prefix %q", path)
+		}
+		if err := checkPrefix(p); err != nil {
+			return bad("prefix %q: %v", path, err)
+		}
+		t.prefix = normPrefix(p)
+	}
+	return t, nil
+}
+
+// OpenURL connects to the etcd cluster named by url and returns a Backend
+// that owns the client: Close revokes the lease and closes the client.
+//
+// Accepted forms:
+//
+//	etcd://host1:2379,host2:2379
+//	etcds://host:2379              TLS (WithTLS, default: system roots)
+//	etcd://user:password@host:2379 authentication
+//	etcd://host:2379/myapp         key prefix "myapp/" instead of "baton/"
+//
+// A host without a port gets 2379. Anything else is refused with an error
+// matching baton.ErrInvalidArgument before any connection is made. OpenURL
+// grants the session's lease before it returns, so that an unreachable
+// cluster fails here (bounded by ctx and the dial timeout).
+func OpenURL(ctx context.Context, rawURL string, opts ...Option) (baton.Backend, error) {
+	if ctx == nil {
+		return nil, invalid("nil context")
+	}
+	t, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if t.prefix != "" {
+		if o.prefixSet && o.prefix != t.prefix {
+			return nil, invalid("URL prefix %q and WithPrefix %q differ", t.prefix, o.prefix)
+		}
+		o.prefix = t.prefix
+	}
+	cfg := clientv3.Config{
+		Endpoints:   t.endpoints,
+		DialTimeout: o.dialTimeout,
+		Username:    t.username,
+		Password:    t.password,
+		Logger:      zap.NewNop(),
+		Context:     context.WithoutCancel(ctx),
+	}
+	switch {
+	case t.tls && o.tls != nil:
+		cfg.TLS = o.tls
+	case t.tls:
+		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	case o.tls != nil:
+		return nil, invalid("WithTLS given with an etcd:// URL; use etcds://")
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: connect %v: %w", t.endpoints, err)
+	}
+	b := newBackend(c, true, o)
+	dctx, cancel := context.WithTimeout(ctx, o.dialTimeout)
+	defer cancel()
+	if _, err := b.session(dctx); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("etcdlock: %v: %w", t.endpoints, ctxErr(ctx, err))
+	}
+	return baton.NewBackend(b), nil
+}

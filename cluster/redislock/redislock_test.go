@@ -1,0 +1,147 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/locktest"
+)
+
+func openCfg(cfg string) (baton.Backend, error) { return OpenURL(context.Background(), cfg) }
+
+var (
+	suiteSingle = locktest.Suite{Name: "redis", Open: openCfg, Caps: locktest.Caps{
+		RWMutex: true, Semaphore: true, Cond: true, CrossProcess: true,
+		KillBound: 6 * time.Second, Acquisitions: 3000, Lease: true}}
+	suiteCluster = locktest.Suite{Name: "redis-cluster", Open: openCfg, Caps: locktest.Caps{
+		RWMutex: true, Semaphore: true, Cond: true, CrossProcess: true,
+		KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}}
+	suiteRedlock = locktest.Suite{Name: "redlock", Open: openCfg, Caps: locktest.Caps{
+		CrossProcess: true, KillBound: 6 * time.Second, Acquisitions: 1000, Lease: true}}
+)
+
+func TestMain(m *testing.M) { locktest.Main(m, suiteSingle, suiteCluster, suiteRedlock) }
+
+// Leases of 2 s keep the kill test short and survive a loaded -race run.
+const testQuery = "ttl=2s"
+
+func TestConformanceSingle(t *testing.T) {
+	s := startRedis(t)
+	locktest.Run(t, suiteSingle, s.url(testQuery))
+}
+
+func TestConformanceCluster(t *testing.T) {
+	ss := startCluster(t, 3)
+	locktest.Run(t, suiteCluster, clusterURL(ss, testQuery))
+}
+
+func TestConformanceRedlock(t *testing.T) {
+	var ss []*server
+	for range 5 {
+		ss = append(ss, startRedis(t))
+	}
+	locktest.Run(t, suiteRedlock, redlockURL(ss, testQuery))
+}
+
+func TestEscapeInjective(t *testing.T) {
+	names := []string{"a", "{a}", "%7Ba%7D", "%", "%25", "a}b", "a{b", "{", "}", "x/y", "%7B"}
+	seen := map[string]string{}
+	for _, n := range names {
+		k := keyBase("p:", kmutex, n)
+		if prev, ok := seen[k]; ok {
+			t.Fatalf("names %q and %q map to one key %q", prev, n, k)
+		}
+		seen[k] = n
+		if got := unescapeName(escapeName(n)); got != n {
+			t.Fatalf("unescape(escape(%q)) = %q", n, got)
+		}
+		// The hash tag is the whole escaped name: exactly one '{' and one '}'.
+		if c := countRune(k, '{') + countRune(k, '}'); c != 2 {
+			t.Fatalf("key %q of %q has %d braces", k, n, c)
+		}
+	}
+}
+
+func FuzzEscape(f *testing.F) {
+	for _, s := range []string{"a", "{}", "%7B", "%%"} {
+		f.Add(s, s+"x")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if a != b && escapeName(a) == escapeName(b) {
+			t.Fatalf("%q and %q escape alike", a, b)
+		}
+		if unescapeName(escapeName(a)) != a {
+			t.Fatalf("round trip of %q", a)
+		}
+	})
+}
+
+func countRune(s string, r rune) int {
+	n := 0
+	for _, c := range s {
+		if c == r {
+			n++
+		}
+	}
+	return n
+}
+
+func TestOptionsValidation(t *testing.T) {
+	bad := [][]Option{
+		{WithTTL(time.Second), WithRenewEvery(600 * time.Millisecond)},
+		{WithTTL(-time.Second)},
+		{WithTTL(time.Millisecond)},
+		{WithPrefix("a{b")},
+		{WithPrefix("a}")},
+		{WithDrift(-1)},
+		{WithTTL(time.Second), WithDrift(900 * time.Millisecond)},
+		{WithTTL(time.Second), WithNodeTimeout(200 * time.Millisecond)},
+		{nil},
+	}
+	for i, opts := range bad {
+		if _, err := buildOptions(opts); !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("case %d: err %v, want ErrInvalidArgument", i, err)
+		}
+	}
+	o, err := buildOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.lease.TTL != 10*time.Second || o.lease.RenewEvery != 10*time.Second/3 || o.prefix != DefaultPrefix ||
+		o.lease.Drift != 102*time.Millisecond || o.nodeTimeout != DefaultNodeTimeout {
+		t.Fatalf("defaults: %+v", o)
+	}
+}
+
+func TestOpenURLRefuses(t *testing.T) {
+	for _, u := range []string{
+		"http://127.0.0.1:1", "etcd://x", "redlock://127.0.0.1:1,127.0.0.1:2", "redis+cluster://a:1,,b:2",
+		"redis://127.0.0.1:1?ttl=banana", "redis://127.0.0.1:1?ttl=1s&renew_every=900ms", "::", "redis://127.0.0.1:1?prefix=%7B",
+	} {
+		b, err := OpenURL(context.Background(), u)
+		if !errors.Is(err, baton.ErrInvalidArgument) {
+			if b != nil {
+				b.Close()
+			}
+			t.Errorf("OpenURL(%q): err %v, want ErrInvalidArgument", u, err)
+		}
+	}
+	_, err := OpenURL(context.Background(), "memcached://x")
+	if err == nil || !contains(err.Error(), "redis+cluster://") || !contains(err.Error(), "redlock://") {
+		t.Fatalf("error does not name the accepted forms: %v", err)
+	}
+}
+
+func contains(s, sub string) bool { return len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0) }
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,471 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster"
+	"github.com/redis/go-redis/v9"
+)
+
+// NewRedlock returns a Backend whose Mutex is held on a majority of N
+// independent Redis nodes (the Redlock algorithm). The Backend does not close
+// the clients. RWMutex, Semaphore and Cond return an error matching
+// baton.ErrUnsupported in this mode.
+//
+// Lock sends the acquisition to every node at once; it holds when a majority
+// (N/2+1) agreed before the validity time ran out (TTL - elapsed - drift),
+// and otherwise releases on every node and waits: for a release message from
+// any node, or until the leases it found would expire. It returns as soon as
+// a majority answered, so a paused or dead node costs no latency; each node
+// gets at most the node timeout (default 50 ms, at most TTL/10) per request.
+// Renewal needs a majority too. Each node draws a token from its own counter;
+// the hold's token is the maximum of the majority's, and the lower counters of
+// the majority are raised to it, so any later majority, which shares a node
+// with this one, draws a greater token.
+//
+// What Redlock does not guarantee: a node restarted without persistence (or
+// with a lost fsync) forgets the leases it held, and a second client can then
+// win a majority while the first still holds; a node whose clock jumps
+// forward expires leases early, with the same effect; an unbounded pause of
+// the holder (GC, SIGSTOP) outlives its lease whatever the algorithm. Use
+// an odd number of nodes with persistence (appendfsync always) or a restart
+// delay of one TTL. Fencing tokens are what makes these cases safe for a
+// resource that remembers the highest token it accepted: the second holder's
+// token is higher, and the stale holder's writes are refused.
+func NewRedlock(clients []redis.UniversalClient, opts ...Option) (baton.Backend, error) {
+	d, err := newRedlockDriver(clients, opts)
+	if err != nil {
+		return nil, err
+	}
+	return baton.NewBackend(d), nil
+}
+
+type rlDriver struct {
+	nodes   []redis.UniversalClient
+	o       options
+	meta    string
+	quorum  int
+	relChan string // channel on which every node announces releases
+
+	bg sync.WaitGroup // requests still out on slow nodes
+
+	mu      sync.Mutex
+	subs    []*redis.PubSub                       // guarded by mu; nil until the first wait
+	waiters map[string]map[chan struct{}]struct{} // guarded by mu: lock key -> waiting handles
+	readers sync.WaitGroup
+	closers []io.Closer // guarded by mu
+	closed  bool        // guarded by mu
+}
+
+func newRedlockDriver(clients []redis.UniversalClient, opts []Option) (*rlDriver, error) {
+	if len(clients) < 3 {
+		return nil, fmt.Errorf("redislock: redlock needs at least 3 nodes, got %d: %w", len(clients), baton.ErrInvalidArgument)
+	}
+	for i, c := range clients {
+		if c == nil {
+			return nil, fmt.Errorf("redislock: redlock node %d is nil: %w", i, baton.ErrInvalidArgument)
+		}
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &rlDriver{
+		nodes: slices.Clone(clients), o: o, meta: metaOnce(), quorum: len(clients)/2 + 1,
+		relChan: o.prefix + "redlock:released", waiters: make(map[string]map[chan struct{}]struct{}),
+	}, nil
+}
+
+func (r *rlDriver) Kind() string                   { return "redlock" }
+func (r *rlDriver) ValidateName(name string) error { return nil }
+
+func (r *rlDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, errClosed
+	}
+	b := keyBase(r.o.prefix, kredl, name)
+	return &rlLock{r: r, name: name, keys: []string{b + "lock", b + "counter"}}, nil
+}
+
+func (r *rlDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	return nil, fmt.Errorf("redislock: redlock rwmutex: %w", baton.ErrUnsupported)
+}
+
+func (r *rlDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+	return nil, fmt.Errorf("redislock: redlock semaphore: %w", baton.ErrUnsupported)
+}
+
+func (r *rlDriver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+	return nil, fmt.Errorf("redislock: redlock cond: %w", baton.ErrUnsupported)
+}
+
+func (r *rlDriver) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	subs, closers := r.subs, r.closers
+	r.subs = nil
+	r.mu.Unlock()
+	for _, ps := range subs {
+		_ = ps.Close()
+	}
+	r.readers.Wait()
+	r.bg.Wait()
+	var err error
+	for _, c := range closers {
+		if e := c.Close(); e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// listen subscribes to the release channel of every node, once. A node that
+// is down is subscribed when it comes back (go-redis reconnects); waiting
+// does not depend on it, since a waiter also wakes when the leases it saw
+// expire.
+func (r *rlDriver) listen(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errClosed
+	}
+	if r.subs != nil {
+		return nil
+	}
+	for _, n := range r.nodes {
+		ps := n.Subscribe(ctx, r.relChan)
+		r.subs = append(r.subs, ps)
+		ch := ps.Channel()
+		r.readers.Add(1)
+		go func() {
+			defer r.readers.Done()
+			for m := range ch {
+				r.mu.Lock()
+				for w := range r.waiters[m.Payload] {
+					select {
+					case w <- struct{}{}:
+					default:
+					}
+				}
+				r.mu.Unlock()
+			}
+		}()
+	}
+	return nil
+}
+
+func (r *rlDriver) register(key string) chan struct{} {
+	w := make(chan struct{}, 1)
+	r.mu.Lock()
+	m := r.waiters[key]
+	if m == nil {
+		m = make(map[chan struct{}]struct{})
+		r.waiters[key] = m
+	}
+	m[w] = struct{}{}
+	r.mu.Unlock()
+	return w
+}
+
+func (r *rlDriver) unregister(key string, w chan struct{}) {
+	r.mu.Lock()
+	delete(r.waiters[key], w)
+	if len(r.waiters[key]) == 0 {
+		delete(r.waiters, key)
+	}
+	r.mu.Unlock()
+}
+
+// nodeReply is one node's answer to a request.
+type nodeReply struct {
+	node int
+	v    any
+	err  error
+}
+
+// fanout sends one request to every node in parallel and delivers replies on
+// the returned channel (buffered for all). Each request has the node
+// timeout; requests still running when the caller stops reading finish in
+// the background (tracked by r.bg).
+func (r *rlDriver) fanout(ctx context.Context, do func(ctx context.Context, i int, c redis.UniversalClient) (any, error)) <-chan nodeReply {
+	out := make(chan nodeReply, len(r.nodes))
+	base := context.WithoutCancel(ctx)
+	for i, c := range r.nodes {
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			nctx, cancel := context.WithTimeout(base, r.o.nodeTimeout)
+			defer cancel()
+			v, err := do(nctx, i, c)
+			out <- nodeReply{i, v, err}
+		}()
+	}
+	return out
+}
+
+// rlHold is the driver-private state of one Redlock grant.
+type rlHold struct {
+	hold
+	token    int64
+	released atomic.Bool // set before the release is sent
+}
+
+// rlLock serves one Mutex handle in Redlock mode.
+type rlLock struct {
+	r    *rlDriver
+	name string
+	keys []string // lock key, counter key
+}
+
+var _ baton.LockDriver = (*rlLock)(nil)
+
+// attempt tries once to take the lock on a majority. On failure it has sent
+// the release to every node and reports how long to wait before the next
+// attempt.
+func (l *rlLock) attempt(ctx context.Context) (g baton.Grant, ok bool, wait time.Duration, err error) {
+	r := l.r
+	h := &rlHold{hold: hold{id: newID()}}
+	ttl := r.o.lease.TTL.Milliseconds()
+	sent := time.Now()
+	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
+		ok, v, err := pair(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta).Result())
+		if err == nil && ok && h.released.Load() {
+			// Taken after this attempt gave up: give it back.
+			_ = scriptRLRelease.Run(ctx, c, l.keys[:1], h.id, r.relChan).Err()
+		}
+		return [2]int64{b2i(ok), v}, err
+	})
+	var got []int // nodes that granted
+	toks := make([]int64, len(r.nodes))
+	var pttls []int64 // lease time left on nodes held by another
+	var lastErr error
+	fails := 0
+	for range r.nodes {
+		rep := <-replies
+		switch {
+		case rep.err != nil:
+			lastErr = rep.err
+			fails++
+		case rep.v.([2]int64)[0] == 1:
+			got = append(got, rep.node)
+			toks[rep.node] = rep.v.([2]int64)[1]
+		default:
+			pttls = append(pttls, rep.v.([2]int64)[1])
+			fails++
+		}
+		// Stop reading at a majority, or once a majority is out of reach.
+		if len(got) >= r.quorum || fails > len(r.nodes)-r.quorum {
+			break
+		}
+	}
+	validity := r.o.lease.TTL - time.Since(sent) - r.o.lease.Drift
+	if len(got) >= r.quorum && validity > 0 {
+		tok := int64(0)
+		for _, i := range got {
+			tok = max(tok, toks[i])
+		}
+		if err := l.raise(ctx, got, toks, tok); err == nil {
+			h.token = tok
+			h.loss = baton.NewLoss()
+			h.keeper = cluster.StartKeeper(sent, r.o.lease, l.renewFunc(h), h.loss, r.o.log.With("name", l.name))
+			return baton.Grant{Token: baton.Token(tok), Loss: h.loss, Data: h}, true, 0, nil
+		} else {
+			lastErr = err
+		}
+	}
+	l.releaseAll(ctx, h)
+	pttls = slices.DeleteFunc(pttls, func(v int64) bool { return v <= 0 })
+	if len(pttls) == 0 {
+		// Split vote or unreachable nodes: back off briefly, at random.
+		return baton.Grant{}, false, time.Duration(1+rand.IntN(10)) * time.Millisecond, lastErr
+	}
+	slices.Sort(pttls)
+	return baton.Grant{}, false, time.Duration(pttls[0])*time.Millisecond + time.Duration(rand.IntN(3000))*time.Microsecond, nil
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// raise lifts the counters of the majority's nodes that drew a lower token
+// than tok, until a majority of nodes has a counter >= tok.
+func (l *rlLock) raise(ctx context.Context, got []int, toks []int64, tok int64) error {
+	r := l.r
+	have := 0
+	var low []int
+	for _, i := range got {
+		if toks[i] == tok {
+			have++
+		} else {
+			low = append(low, i)
+		}
+	}
+	if have >= r.quorum {
+		return nil
+	}
+	out := make(chan error, len(low))
+	for _, i := range low {
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.nodeTimeout)
+			defer cancel()
+			out <- scriptRLRaise.Run(nctx, r.nodes[i], l.keys[1:], tok).Err()
+		}()
+	}
+	var lastErr error
+	for range low {
+		if err := <-out; err != nil {
+			lastErr = err
+		} else if have++; have >= r.quorum {
+			return nil
+		}
+	}
+	return fmt.Errorf("redislock: redlock %q: raising token counters: %w", l.name, lastErr)
+}
+
+// releaseAll sends the release to every node and returns once a majority
+// answered; the rest finish in the background. It returns how many nodes
+// deleted the hold.
+func (l *rlLock) releaseAll(ctx context.Context, h *rlHold) int {
+	r := l.r
+	h.released.Store(true)
+	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
+		return scriptRLRelease.Run(ctx, c, l.keys[:1], h.id, r.relChan).Int64()
+	})
+	n, answered := 0, 0
+	for range r.nodes {
+		rep := <-replies
+		if rep.err == nil {
+			answered++
+			if rep.v.(int64) == 1 {
+				n++
+			}
+		}
+		if answered >= r.quorum {
+			break
+		}
+	}
+	return n
+}
+
+func (l *rlLock) renewFunc(h *rlHold) cluster.RenewFunc {
+	r := l.r
+	ttl := r.o.lease.TTL.Milliseconds()
+	return func(ctx context.Context) (time.Time, error) {
+		sent := time.Now()
+		replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
+			return scriptRLExtend.Run(ctx, c, l.keys, h.id, ttl, h.token).Int64()
+		})
+		ok, gone := 0, 0
+		var lastErr error
+		for range r.nodes {
+			var rep nodeReply
+			select {
+			case rep = <-replies:
+			case <-ctx.Done():
+				return sent, ctx.Err()
+			}
+			switch {
+			case rep.err != nil:
+				lastErr = rep.err
+			case rep.v.(int64) == 1:
+				ok++
+			default:
+				gone++
+			}
+			if ok >= r.quorum {
+				return sent, nil
+			}
+			if gone > len(r.nodes)-r.quorum {
+				return sent, fmt.Errorf("redislock: redlock %q: a majority of nodes no longer has the hold: %w", l.name, baton.ErrLost)
+			}
+		}
+		if lastErr == nil {
+			lastErr = errors.New("no majority")
+		}
+		return sent, fmt.Errorf("redislock: redlock %q: extend: %w", l.name, lastErr)
+	}
+}
+
+func (l *rlLock) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	g, ok, _, err := l.attempt(ctx)
+	if ok {
+		return g, nil
+	}
+	if err != nil {
+		return baton.Grant{}, fmt.Errorf("redislock: redlock %q: no majority: %w", l.name, err)
+	}
+	return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, baton.ErrLocked)
+}
+
+func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	if err := l.r.listen(ctx); err != nil {
+		return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
+	}
+	w := l.r.register(l.keys[0])
+	defer l.r.unregister(l.keys[0], w)
+	for {
+		if err := ctx.Err(); err != nil {
+			return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
+		}
+		g, ok, wait, err := l.attempt(ctx)
+		if ok {
+			return g, nil
+		}
+		if err != nil {
+			l.r.o.log.Debug("redislock: redlock attempt failed", "name", l.name, "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
+		case <-w:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (l *rlLock) Release(ctx context.Context, g baton.Grant) error {
+	h, ok := g.Data.(*rlHold)
+	if !ok || h == nil {
+		return fmt.Errorf("redislock: grant of another backend: %w", baton.ErrInvalidArgument)
+	}
+	h.keeper.Stop()
+	deadline := h.keeper.Deadline()
+	l.releaseAll(ctx, h)
+	if time.Now().After(deadline) {
+		h.loss.Fire(errors.New("lease deadline passed before release"))
+	}
+	if e := h.loss.Err(); e != nil {
+		return fmt.Errorf("redislock: redlock %q: %w", l.name, e)
+	}
+	return nil
+}
+
+func (l *rlLock) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+	return baton.Grant{}, fmt.Errorf("redislock: redlock %q: downgrade: %w", l.name, baton.ErrUnsupported)
+}
+
+func (l *rlLock) Close() error { return nil }
