@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/ipc"
@@ -57,9 +58,9 @@ type Lock struct {
 	ns   *ipc.Namespace
 	name string
 
-	mu     sync.Mutex // guards cur, closed
-	cur    *incarnation
-	closed bool
+	mu     sync.Mutex                  // serialises open, reopen and Close
+	cur    atomic.Pointer[incarnation] // the set in use; replaced under mu
+	closed atomic.Bool                 // set under mu
 }
 
 // incarnation is one set the name has stood for, with the grants in it.
@@ -113,35 +114,32 @@ func (l *Lock) open() error {
 	inc := &incarnation{obj: obj, set: obj.Sem()}
 	inc.excl = &held{inc: inc, mode: baton.Exclusive}
 	inc.shared = &held{inc: inc, mode: baton.Shared}
-	if l.cur != nil {
-		l.cur.obj.Close()
+	if old := l.cur.Swap(inc); old != nil {
+		old.obj.Close()
 	}
-	l.cur = inc
 	return nil
 }
 
 func (l *Lock) current() (*incarnation, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
+	if l.closed.Load() {
 		return nil, fmt.Errorf("rwlock %q: %w", l.name, baton.ErrClosed)
 	}
-	return l.cur, nil
+	return l.cur.Load(), nil
 }
 
 func (l *Lock) reopen(old *incarnation) (*incarnation, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	if l.closed.Load() {
 		return nil, fmt.Errorf("rwlock %q: %w", l.name, baton.ErrClosed)
 	}
-	if l.cur != old {
-		return l.cur, nil
+	if cur := l.cur.Load(); cur != old {
+		return cur, nil
 	}
 	if err := l.open(); err != nil {
 		return nil, err
 	}
-	return l.cur, nil
+	return l.cur.Load(), nil
 }
 
 // Name returns the name the handle was opened with.
@@ -326,9 +324,9 @@ func (l *Lock) Token() (baton.Token, error) {
 func (l *Lock) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	if l.closed.Load() {
 		return nil
 	}
-	l.closed = true
-	return l.cur.obj.Close()
+	l.closed.Store(true)
+	return l.cur.Load().obj.Close()
 }

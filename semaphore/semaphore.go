@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/ipc"
@@ -39,10 +40,10 @@ type Sem struct {
 	name     string
 	capacity int64
 
-	mu     sync.Mutex  // guards obj, closed
-	obj    *ipc.Object // the record and set currently in use
-	set    *ipc.SemSet // obj's set
-	closed bool
+	mu     sync.Mutex                 // serialises open, reopen and Close
+	obj    *ipc.Object                // the record in use; guarded by mu
+	set    atomic.Pointer[ipc.SemSet] // obj's set; replaced under mu
+	closed atomic.Bool                // set under mu
 }
 
 var _ baton.SemaphoreDriver = (*Sem)(nil)
@@ -91,18 +92,17 @@ func (s *Sem) open() error {
 	if s.obj != nil {
 		s.obj.Close()
 	}
-	s.obj, s.set = obj, obj.Sem()
+	s.obj = obj
+	s.set.Store(obj.Sem())
 	return nil
 }
 
 // current returns the set in use, or ErrClosed.
 func (s *Sem) current() (*ipc.SemSet, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil, fmt.Errorf("semaphore %q: %w", s.name, baton.ErrClosed)
 	}
-	return s.set, nil
+	return s.set.Load(), nil
 }
 
 // reopen replaces set, found removed, by the set the name now stands for
@@ -110,16 +110,16 @@ func (s *Sem) current() (*ipc.SemSet, error) {
 func (s *Sem) reopen(set *ipc.SemSet) (*ipc.SemSet, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil, fmt.Errorf("semaphore %q: %w", s.name, baton.ErrClosed)
 	}
-	if s.set != set {
-		return s.set, nil
+	if cur := s.set.Load(); cur != set {
+		return cur, nil
 	}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	return s.set, nil
+	return s.set.Load(), nil
 }
 
 // Capacity returns the number of permits of the semaphore.
@@ -209,9 +209,9 @@ func (s *Sem) Available() (int64, error) {
 func (s *Sem) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil
 	}
-	s.closed = true
+	s.closed.Store(true)
 	return s.obj.Close()
 }
