@@ -134,8 +134,13 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, e
 		s := m.state.Load()
 		lo := uint32(s)
 		switch {
-		case lo&fHandoff != 0:
+		case lo&fHandoff != 0 && m.wait.Load() > 0:
 			return baton.Grant{}, m.errf("%w", baton.ErrLocked)
+		case lo&fHandoff != 0:
+			// Nobody waits any more: the handoff is void.
+			if m.state.CompareAndSwap(s, m.me|fWaiters) {
+				return m.granted(false), nil
+			}
 		case lo&pidMask == 0:
 			if m.state.CompareAndSwap(s, m.me|uint64(lo&fWaiters)) {
 				return m.granted(false), nil
@@ -198,7 +203,7 @@ func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
 			}
 			continue
 		case lo&fHandoff != 0:
-			if slept {
+			if slept || m.wait.Load() == 1 {
 				if m.state.CompareAndSwap(s, m.me|fWaiters) {
 					return m.granted(false), nil
 				}
@@ -245,13 +250,24 @@ func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
 // have consumed a wake-up or been the one a handoff was meant for: it opens
 // the handoff to anyone and passes the wake-up on.
 func (m *Mutex) abandon(ctx context.Context, slept bool) error {
-	if slept {
-		for {
-			s := m.state.Load()
-			if uint32(s)&fHandoff == 0 || m.state.CompareAndSwap(s, fWaiters) {
-				break
-			}
+	alone := m.wait.Load() == 1
+	for {
+		s := m.state.Load()
+		lo := uint32(s)
+		var next uint64
+		switch {
+		case lo&fHandoff != 0 && slept:
+			next = fWaiters // a handoff this waiter may have been meant for
+		case lo&fStarving != 0 && alone:
+			next = s &^ fStarving // no starving waiter is left
+		default:
+			next = s
 		}
+		if next == s || m.state.CompareAndSwap(s, next) {
+			break
+		}
+	}
+	if slept {
 		FutexWake(m.word, 1)
 	}
 	if err := ctx.Err(); err != nil {

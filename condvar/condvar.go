@@ -1,0 +1,72 @@
+// Package condvar is a condition variable for processes of one host: a
+// table of waiter slots in a shared mapping of a file of an ipc.Namespace,
+// each slot a futex word of its own.
+//
+// A Cond implements baton.CondDriver; baton.NewBackend (through the local
+// backend) turns it into a baton.Cond that works with any baton lock.
+//
+// # Guarantees
+//
+//   - No lost wake-up: Prepare claims a slot marked waiting before it
+//     returns; a Signal or Broadcast that starts after Prepare returned sees
+//     the slot and wakes it (FUTEX_WAIT compares the slot word, so a signal
+//     that lands between the check and the sleep is not missed).
+//   - Signal with no waiter is one atomic load: no system call.
+//   - Exactly one per Signal: Signal moves one slot from waiting to
+//     signalled with a compare-and-swap and wakes that slot's futex only.
+//     Each Signal is consumed by exactly one waiter that was registered
+//     when the Signal chose it, in order of registration (the oldest
+//     waiter first, as far as concurrent registrations are ordered). A
+//     waiter whose context ends after it was signalled passes the signal
+//     on to the next waiter; one whose context ends before withdraws its
+//     slot, which no later Signal can choose.
+//   - Broadcast signals every slot waiting when it scans.
+//   - A Wait returns nil only after a Signal or Broadcast chose its slot; the
+//     wake-ups of a baton.Cond are spurious only in the sense of sync.Cond
+//     (the condition may be false again by the time the lock is re-taken).
+//
+// # Failures
+//
+// A waiter that is SIGKILLed while waiting leaves its slot waiting. Signal
+// checks the owner of the slot it chooses when that owner is another
+// process (through /proc, see ipc.ProcWatch: gone, zombie, exiting or a
+// reused pid count as dead), frees a dead owner's slot and chooses the next:
+// a dead waiter never absorbs a Signal. A waiter killed after a Signal chose
+// it and before it returned takes that signal with it, like a process
+// killed just after Wait returned; Signal notices such slots and passes
+// their signal on when it finds no live waiting slot but a slot count above
+// zero. Broadcast marks dead waiters' slots signalled; they are freed by
+// later sweeps.
+//
+// There are Slots slots per name. Prepare returns an error when all are in
+// use by live waiters.
+//
+// The zero Cond is not usable; use Open.
+package condvar
+
+import "github.com/batonlock/baton"
+
+// Slots is the number of waiters one name can have at a time.
+const Slots = 256
+
+const (
+	kind     = "cond"
+	hdrSize  = 64
+	slotSize = 16
+	fileSize = hdrSize + Slots*slotSize
+	magic    = 0x62746376 // "btcv"
+
+	offMagic = 0 // uint32
+	offNWait = 4 // int32: slots in use (waiting or signalled)
+	offOrder = 8 // uint64: registration counter
+
+	// A slot is a uint64 state word and a uint64 registration order. The
+	// low half of the state word is the slot's futex word: owner pid (22
+	// bits) and the two status bits; the high half is the owner's start
+	// time tag (ipc.Proc.Tag). 0 is a free slot.
+	pidMask    = 1<<22 - 1
+	sWaiting   = 1 << 22
+	sSignalled = 1 << 23
+)
+
+var _ baton.CondDriver = (*Cond)(nil)

@@ -1,0 +1,423 @@
+//go:build linux
+
+package condvar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/locktest"
+)
+
+// futexDriver serves the futex mutex of ipc and this package's Cond over a
+// namespace directory (cfg); it has no RWMutex or Semaphore.
+type futexDriver struct{ ns *ipc.Namespace }
+
+func (d futexDriver) Kind() string                   { return "futex" }
+func (d futexDriver) ValidateName(name string) error { _, err := ipc.EncodeName(name); return err }
+func (d futexDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	return ipc.OpenMutex(d.ns, name)
+}
+func (d futexDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	return nil, baton.ErrUnsupported
+}
+func (d futexDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+	return nil, baton.ErrUnsupported
+}
+func (d futexDriver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+	return Open(d.ns, name)
+}
+func (d futexDriver) Close() error { return nil }
+
+func openBackend(cfg string) (baton.Backend, error) {
+	ns, err := ipc.OpenNamespace(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return baton.NewBackend(futexDriver{ns}), nil
+}
+
+var suite = locktest.Suite{
+	Name: "futex",
+	Open: openBackend,
+	Caps: locktest.Caps{
+		Cond:         true,
+		CrossProcess: true,
+		KillBound:    time.Second,
+	},
+	Objects: func(cfg string) ([]string, error) {
+		var out []string
+		for _, k := range []string{"futex", kind} {
+			ents, err := os.ReadDir(cfg + "/" + k)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range ents {
+				out = append(out, k+"/"+e.Name())
+			}
+		}
+		return out, nil
+	},
+}
+
+const (
+	envRole = "BATON_CONDVAR_TEST_ROLE"
+	envDir  = "BATON_CONDVAR_TEST_DIR"
+	envN    = "BATON_CONDVAR_TEST_N"
+)
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(envRole); role != "" {
+		n, _ := strconv.Atoi(os.Getenv(envN))
+		if err := runRole(role, os.Getenv(envDir), n); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	locktest.Main(m, suite)
+}
+
+func TestLocktest(t *testing.T) {
+	locktest.Run(t, suite, t.TempDir())
+}
+
+// queue is the state the producer/consumer test shares, guarded by the
+// futex mutex "q".
+type queue struct {
+	items, produced, consumed, bad atomic.Int64
+}
+
+func openQueue(ns *ipc.Namespace) (*queue, *ipc.Region, error) {
+	r, err := ipc.OpenRegion(ns, "queue", "q", 64)
+	if err != nil {
+		return nil, nil, err
+	}
+	return (*queue)(unsafe.Pointer(&r.Bytes()[0])), r, nil
+}
+
+// runRole: "produce" n items (waiting while the queue holds 8) or "consume"
+// n items (waiting while it is empty), with one Cond for each condition.
+func runRole(role, dir string, n int) error {
+	b, err := openBackend(dir)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	ctx := context.Background()
+	m, err := b.Mutex(ctx, "q")
+	if err != nil {
+		return err
+	}
+	notEmpty, err := b.Cond(ctx, "notempty")
+	if err != nil {
+		return err
+	}
+	notFull, err := b.Cond(ctx, "notfull")
+	if err != nil {
+		return err
+	}
+	ns, _ := ipc.OpenNamespace(dir)
+	q, r, err := openQueue(ns)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for range n {
+		if _, err := m.Lock(ctx); err != nil {
+			return err
+		}
+		if role == "produce" {
+			for q.items.Load() >= 8 {
+				if err := notFull.Wait(ctx, m); err != nil {
+					return err
+				}
+			}
+			q.items.Add(1)
+			q.produced.Add(1)
+			err = notEmpty.Signal(ctx)
+		} else {
+			for q.items.Load() == 0 {
+				if err := notEmpty.Wait(ctx, m); err != nil {
+					return err
+				}
+			}
+			if q.items.Add(-1) < 0 {
+				q.bad.Add(1) // took an item that was not there
+			}
+			q.consumed.Add(1)
+			err = notFull.Signal(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		if err := m.Unlock(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func helper(t testing.TB, role, dir string, n int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envRole+"="+role, envDir+"="+dir, envN+"="+strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+// TestProducerConsumer: 2 producer and 2 consumer processes hand over
+// 100,000 items through a queue of 8; a lost wake-up would hang them.
+func TestProducerConsumer(t *testing.T) {
+	const total = 100_000
+	dir := t.TempDir()
+	var cmds []*exec.Cmd
+	for range 2 {
+		cmds = append(cmds, helper(t, "produce", dir, total/2), helper(t, "consume", dir, total/2))
+	}
+	done := make(chan error, len(cmds))
+	for _, c := range cmds {
+		go func() { done <- c.Wait() }()
+	}
+	timeout := time.After(25 * time.Second)
+	for range cmds {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("helper: %v", err)
+			}
+		case <-timeout:
+			t.Fatal("producers and consumers hung: lost wake-up")
+		}
+	}
+	ns, _ := ipc.OpenNamespace(dir)
+	q, r, err := openQueue(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if q.produced.Load() != total || q.consumed.Load() != total || q.items.Load() != 0 || q.bad.Load() != 0 {
+		t.Fatalf("produced %d consumed %d left %d bad %d", q.produced.Load(), q.consumed.Load(), q.items.Load(), q.bad.Load())
+	}
+	for _, name := range []string{"notempty", "notfull"} {
+		if info, err := Inspect(ns, name); err != nil || info.Waiters != 0 {
+			t.Fatalf("Inspect(%s) = %+v, %v; want no waiters left", name, info, err)
+		}
+	}
+}
+
+func openCond(t testing.TB, ns *ipc.Namespace, name string) *Cond {
+	t.Helper()
+	c, err := Open(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestSignalExactlyOne: each Signal completes exactly one Wait, oldest
+// registration first; Broadcast completes all.
+func TestSignalExactlyOne(t *testing.T) {
+	ns, _ := ipc.OpenNamespace(t.TempDir())
+	c := openCond(t, ns, "c")
+	ctx := context.Background()
+	if err := c.Signal(ctx); err != nil { // nobody waits: a no-op
+		t.Fatal(err)
+	}
+	const n = 5
+	tickets := make([]any, n)
+	woke := make(chan int, n)
+	for i := range n {
+		tk, err := c.Prepare(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets[i] = tk
+		go func() {
+			if err := c.Wait(ctx, tk); err != nil {
+				t.Error(err)
+			}
+			woke <- i
+		}()
+	}
+	for want := range 3 {
+		if err := c.Signal(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-woke:
+			if got != want {
+				t.Fatalf("Signal %d woke waiter %d", want, got)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Signal woke nobody")
+		}
+		select {
+		case got := <-woke:
+			t.Fatalf("one Signal woke a second waiter %d", got)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := c.Broadcast(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range n - 3 {
+		select {
+		case <-woke:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Broadcast left a waiter asleep")
+		}
+	}
+	if c.nwait.Load() != 0 {
+		t.Fatalf("%d slots in use after every waiter returned", c.nwait.Load())
+	}
+}
+
+// TestCancelPassesSignalOn: a waiter whose context ends returns promptly and
+// holds no slot; a signal it had received goes to the next waiter.
+func TestCancelPassesSignalOn(t *testing.T) {
+	ns, _ := ipc.OpenNamespace(t.TempDir())
+	c := openCond(t, ns, "c")
+	ctx := context.Background()
+	tk, _ := c.Prepare(ctx)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	if err := c.Wait(cctx, tk); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled Wait = %v", err)
+	}
+	if d := time.Since(t0); d > 60*time.Millisecond {
+		t.Fatalf("cancelled Wait returned after %v", d)
+	}
+	if c.nwait.Load() != 0 {
+		t.Fatal("cancelled waiter kept its slot")
+	}
+	// Signalled, then cancelled before it looked: the signal moves on.
+	tk1, _ := c.Prepare(ctx)
+	tk2, _ := c.Prepare(ctx)
+	c.Signal(ctx) // chooses tk1, the oldest
+	c.Cancel(tk1)
+	done := make(chan error, 1)
+	go func() { done <- c.Wait(ctx, tk2) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the signal of a cancelled waiter was lost")
+	}
+	// Cancel before waiting withdraws.
+	tk3, _ := c.Prepare(ctx)
+	c.Cancel(tk3)
+	if c.nwait.Load() != 0 {
+		t.Fatal("Cancel kept the slot")
+	}
+}
+
+// TestDeadWaiter: a waiter SIGKILLed while registered does not absorb a
+// Signal, whether it was reaped or is a zombie.
+func TestDeadWaiter(t *testing.T) {
+	for _, reap := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reaped=%v", reap), func(t *testing.T) {
+			dir := t.TempDir()
+			ns, _ := ipc.OpenNamespace(dir)
+			c := openCond(t, ns, "notempty")
+			cmd := helper(t, "consume", dir, 1) // waits on notempty
+			for c.nwait.Load() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+			if reap {
+				cmd.Wait()
+			} else {
+				for {
+					if _, st, ok, _ := ipc.LookupProc(cmd.Process.Pid); !ok || st == 'Z' {
+						break
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+			ctx := context.Background()
+			tk, err := c.Prepare(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Signal(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := c.Wait(wctx, tk); err != nil {
+				t.Fatalf("live waiter after a dead one: %v (the dead one took the signal)", err)
+			}
+			if c.nwait.Load() != 0 {
+				t.Fatalf("%d slots left", c.nwait.Load())
+			}
+		})
+	}
+}
+
+func TestCloseWakesWaiters(t *testing.T) {
+	ns, _ := ipc.OpenNamespace(t.TempDir())
+	c, err := Open(ns, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 3 {
+		tk, _ := c.Prepare(ctx)
+		wg.Go(func() {
+			if err := c.Wait(ctx, tk); !errors.Is(err, baton.ErrClosed) {
+				t.Errorf("Wait on a closed handle = %v", err)
+			}
+		})
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := c.Signal(ctx); !errors.Is(err, baton.ErrClosed) {
+		t.Fatalf("Signal after Close = %v", err)
+	}
+	if _, err := Open(ns, "../c"); !errors.Is(err, baton.ErrInvalidName) {
+		t.Fatalf("bad name: %v", err)
+	}
+	if infos, err := List(ns); err != nil || len(infos) != 1 || infos[0].Waiters != 0 {
+		t.Fatalf("List = %+v, %v", infos, err)
+	}
+	if err := Remove(ns, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Inspect(ns, "c"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Inspect after Remove = %v", err)
+	}
+}
