@@ -136,8 +136,13 @@ func parseStat(b []byte) (state byte, start uint64, err error) {
 // milliseconds more.
 const pfExiting = 0x4
 
+// sigkillBit is SIGKILL in the pending-signal bitmap of /proc/PID/stat
+// (field 31). A pending SIGKILL cannot be caught, blocked or survived: the
+// process is dead from the moment kill(2) returns, even before it runs.
+const sigkillBit = 1 << (9 - 1)
+
 // parseStatFlags is parseStat that also returns the kernel flags word
-// (field 9).
+// (field 9), with pfExiting also set when SIGKILL is pending (field 31).
 func parseStatFlags(b []byte) (state byte, flags uint64, start uint64, err error) {
 	end := -1
 	for i := len(b) - 1; i >= 0; i-- {
@@ -151,25 +156,37 @@ func parseStatFlags(b []byte) (state byte, flags uint64, start uint64, err error
 	}
 	rest := b[end+2:]
 	state = rest[0]
-	// rest holds fields 3, 4, ...: flags (field 9) is the 7th of rest and
-	// starttime (field 22) the 20th.
-	field := 1
-	i := 0
+	// rest holds fields 3, 4, ...: flags (field 9) is the 7th of rest,
+	// starttime (field 22) the 20th and the pending signals (field 31) the
+	// 29th.
 	bad := fmt.Errorf("ipc: malformed /proc stat line %q", b)
-	for ; i < len(rest) && field < 20; i++ {
-		if rest[i] == ' ' {
-			field++
-			if field == 7 {
-				if flags, err = leadingUint(rest[i+1:]); err != nil {
-					return 0, 0, 0, bad
-				}
+	field := 1
+	seen := 0
+	for i := 0; i < len(rest) && field < 29; i++ {
+		if rest[i] != ' ' {
+			continue
+		}
+		field++
+		var v uint64
+		switch field {
+		case 7, 20, 29:
+			if v, err = leadingUint(rest[i+1:]); err != nil {
+				return 0, 0, 0, bad
+			}
+			seen++
+		}
+		switch field {
+		case 7:
+			flags |= v
+		case 20:
+			start = v
+		case 29:
+			if v&sigkillBit != 0 {
+				flags |= pfExiting
 			}
 		}
 	}
-	if field != 20 {
-		return 0, 0, 0, bad
-	}
-	if start, err = leadingUint(rest[i:]); err != nil {
+	if seen < 2 || field < 20 {
 		return 0, 0, 0, bad
 	}
 	return state, flags, start, nil
