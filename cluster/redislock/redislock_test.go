@@ -20,7 +20,7 @@ var (
 		RWMutex: true, Semaphore: true, Cond: true, CrossProcess: true,
 		KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}}
 	suiteRedlock = locktest.Suite{Name: "redlock", Open: openCfg, Caps: locktest.Caps{
-		CrossProcess: true, KillBound: 6 * time.Second, Acquisitions: 1000, Lease: true}}
+		CrossProcess: true, KillBound: 6 * time.Second, Acquisitions: 200, Lease: true}}
 )
 
 func TestMain(m *testing.M) { locktest.Main(m, suiteSingle, suiteCluster, suiteRedlock) }

@@ -424,7 +424,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, err
 	}
 	w := l.r.register(l.keys[0])
 	defer l.r.unregister(l.keys[0], w)
-	for {
+	for failed := 0; ; failed++ {
 		if err := ctx.Err(); err != nil {
 			return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
 		}
@@ -441,6 +441,16 @@ func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, err
 			t.Stop()
 			return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
 		case <-w:
+			// Every waiter hears the release at once; spread their attempts
+			// so that they do not split the vote again and again.
+			t.Stop()
+			t.Reset(time.Duration(rand.Int64N(int64(min(time.Millisecond<<min(failed, 4), 16*time.Millisecond)))))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
+			case <-t.C:
+			}
 		case <-t.C:
 		}
 		t.Stop()

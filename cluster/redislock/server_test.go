@@ -181,3 +181,10 @@ func redlockURL(ss []*server, query string) string {
 	}
 	return u
 }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(ctx context.Context, format string, v ...any) {}
+
+// go-redis logs every failed dial; the fault tests cause many on purpose.
+func init() { redis.SetLogger(quietLogger{}) }

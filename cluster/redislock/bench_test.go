@@ -1,0 +1,182 @@
+package redislock
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/redis/go-redis/v9"
+)
+
+// The raw floor: SET NX PX, then compare-and-delete in one EVAL.
+var rawUnlock = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+func BenchmarkRawFloor(b *testing.B) {
+	s := startRedis(b)
+	c := s.client()
+	ctx := context.Background()
+	for b.Loop() {
+		v := newID()
+		ok, err := c.SetNX(ctx, "raw", v, 10*time.Second).Result()
+		if err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		if err := rawUnlock.Run(ctx, c, []string{"raw"}, v).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchBackend(b *testing.B, url string) baton.Backend {
+	bk, err := OpenURL(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bk.Close() })
+	return bk
+}
+
+func lockUnlockLoop(b *testing.B, m baton.Mutex) []time.Duration {
+	ctx := context.Background()
+	var lat []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat
+}
+
+func reportP50(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+func BenchmarkUncontended(b *testing.B) {
+	s := startRedis(b)
+	bk := benchBackend(b, s.url(""))
+	m, err := bk.Mutex(context.Background(), "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	reportP50(b, lockUnlockLoop(b, m))
+}
+
+// BenchmarkContended16: 16 goroutines, each with its own handle (as 16
+// processes would), on one name. Reports acquisitions/s and the worst wait.
+func BenchmarkContended16(b *testing.B) {
+	s := startRedis(b)
+	bk := benchBackend(b, s.url(""))
+	ctx := context.Background()
+	var mu sync.Mutex
+	var worst time.Duration
+	start := time.Now()
+	var wg sync.WaitGroup
+	per := b.N/16 + 1
+	for range 16 {
+		m, err := bk.Mutex(ctx, "contended")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				t0 := time.Now()
+				if _, err := m.Lock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				w := time.Since(t0)
+				if err := m.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				worst = max(worst, w)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.ReportMetric(float64(per*16)/el.Seconds(), "acq/s")
+	b.ReportMetric(float64(worst.Milliseconds()), "worst-wait-ms")
+}
+
+// BenchmarkHandoff: a holder in one client unlocks; a waiter queued in
+// another client holds. Reports the median time from Unlock to held.
+func BenchmarkHandoff(b *testing.B) {
+	s := startRedis(b)
+	ctx := context.Background()
+	m1, _ := benchBackend(b, s.url("")).Mutex(ctx, "handoff")
+	m2, _ := benchBackend(b, s.url("")).Mutex(ctx, "handoff")
+	c := s.client()
+	keys := lockKeys(DefaultPrefix, kmutex, "handoff")
+	var lat []time.Duration
+	for b.Loop() {
+		if _, err := m1.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			if _, err := m2.Lock(ctx); err != nil {
+				b.Error(err)
+			}
+			got <- time.Now()
+		}()
+		for {
+			if n, _ := c.ZCard(ctx, keys[2]).Result(); n == 1 {
+				break
+			}
+		}
+		t0 := time.Now()
+		if err := m1.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, (<-got).Sub(t0))
+		if err := m2.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "handoff-p50-µs")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "handoff-max-µs")
+}
+
+func BenchmarkRedlock3(b *testing.B) {
+	for _, mode := range []string{"healthy", "paused", "killed"} {
+		b.Run(mode, func(b *testing.B) {
+			ss := []*server{startRedis(b), startRedis(b), startRedis(b)}
+			bk := benchBackend(b, redlockURL(ss, ""))
+			m, err := bk.Mutex(context.Background(), "rl")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			switch mode {
+			case "paused":
+				ss[2].signal(syscall.SIGSTOP)
+				defer ss[2].signal(syscall.SIGCONT)
+			case "killed":
+				ss[2].kill()
+			}
+			reportP50(b, lockUnlockLoop(b, m))
+		})
+	}
+}
