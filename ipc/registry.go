@@ -35,6 +35,8 @@ type Record struct {
 	Param int64  `json:"param"`
 	// Alive is set by listings: the object exists and matches the record.
 	Alive bool `json:"-"`
+	// Counter is set by listings: the counter of the record file.
+	Counter uint64 `json:"-"`
 }
 
 const recordHeader = 8

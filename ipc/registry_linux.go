@@ -271,7 +271,7 @@ func openObject(ns *Namespace, kind, name string, nsems int, param int64, cl sys
 }
 
 // Lookup returns the record of kind/name without creating anything; Alive
-// tells whether its object still exists. A name without a record gives an
+// tells whether its object still exists, Counter is the record's counter. A name without a record gives an
 // error matching fs.ErrNotExist.
 func Lookup(ns *Namespace, kind, name string) (Record, error) {
 	cl, err := classOf(kind)
@@ -284,13 +284,14 @@ func Lookup(ns *Namespace, kind, name string) (Record, error) {
 	}
 	defer f.Close()
 	defer unlockRecord(f)
-	rec, _, ok, err := readRecord(f)
+	rec, counter, ok, err := readRecord(f)
 	if err != nil {
 		return Record{}, fmt.Errorf("ipc: record of %q: %w", name, err)
 	}
 	if !ok || rec.Name != name || rec.Kind != kind {
 		return Record{}, fmt.Errorf("ipc: %s %q has no valid record: %w", kind, name, fs.ErrNotExist)
 	}
+	rec.Counter = counter
 	state, err := cl.check(rec)
 	if err != nil {
 		return Record{}, err
