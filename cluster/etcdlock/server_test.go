@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -107,7 +108,47 @@ func startCluster(t testing.TB, n int) *cluster {
 			t.Fatalf("etcd member %s not ready", m.cfg.Name)
 		}
 	}
+	c.warmUp(t)
 	return c
+}
+
+// warmUp exercises the members once and waits until their goroutines
+// settle, so that the leak checks of the tests that follow do not count the
+// servers' own background work as a leak.
+func (c *cluster) warmUp(t testing.TB) {
+	t.Helper()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := cl.Grant(ctx, 2)
+	if err == nil {
+		_, err = cl.Put(ctx, "warm-up", "x", clientv3.WithLease(l.ID))
+	}
+	if err == nil {
+		wctx, wcancel := context.WithCancel(ctx)
+		cl.Watch(wctx, "warm-up")
+		_, err = cl.KeepAliveOnce(ctx, l.ID)
+		wcancel()
+	}
+	if err == nil {
+		_, err = cl.Revoke(ctx, l.ID)
+	}
+	cl.Close()
+	if err != nil {
+		t.Fatalf("warm up: %v", err)
+	}
+	last, stable := runtime.NumGoroutine(), time.Now()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		if g := runtime.NumGoroutine(); g != last {
+			last, stable = g, time.Now()
+		} else if time.Since(stable) > 500*time.Millisecond {
+			return
+		}
+	}
 }
 
 func (c *cluster) stop() {

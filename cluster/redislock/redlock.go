@@ -148,14 +148,26 @@ func (r *rlDriver) listen(ctx context.Context) error {
 	if r.subs != nil {
 		return nil
 	}
+	r.subs = []*redis.PubSub{}
 	for _, n := range r.nodes {
-		ps := n.Subscribe(ctx, r.relChan)
-		r.subs = append(r.subs, ps)
-		ch := ps.Channel()
+		// Subscribing to a paused node blocks; do it aside so that no
+		// Lock waits for it. The channel is recorded even when the first
+		// attempt fails, and go-redis subscribes again on reconnection.
 		r.readers.Add(1)
 		go func() {
 			defer r.readers.Done()
-			for m := range ch {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ps := n.Subscribe(sctx, r.relChan)
+			cancel()
+			r.mu.Lock()
+			if r.closed {
+				r.mu.Unlock()
+				_ = ps.Close()
+				return
+			}
+			r.subs = append(r.subs, ps)
+			r.mu.Unlock()
+			for m := range ps.Channel() {
 				r.mu.Lock()
 				for w := range r.waiters[m.Payload] {
 					select {
