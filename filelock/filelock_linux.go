@@ -79,13 +79,16 @@ func (lf *lockFile) close() error {
 	return err
 }
 
-// current reports whether the path still names the open file.
+// current reports whether the open file is still linked into the file
+// system: removing the path, or renaming another file over it, drops the
+// link count of the open file to 0. fstat needs no path walk, so this
+// check costs less than comparing inodes through stat(path).
 func (lf *lockFile) current() bool {
 	var st unix.Stat_t
-	if err := unix.Stat(lf.path, &st); err != nil {
+	if err := unix.Fstat(lf.fd, &st); err != nil {
 		return false
 	}
-	return uint64(st.Dev) == lf.dev && st.Ino == lf.ino
+	return st.Nlink > 0
 }
 
 // reopen replaces the open file by what the path names now.
@@ -154,6 +157,7 @@ func unlock(fd int) error {
 
 // grantData is the driver-private part of a grant.
 type grantData struct {
+	lf    *lockFile
 	loss  *baton.Loss
 	watch *watched
 	mode  baton.Mode
@@ -161,7 +165,7 @@ type grantData struct {
 
 func newGrant(lf *lockFile, mode baton.Mode, token baton.Token) baton.Grant {
 	loss := baton.NewLoss()
-	gd := &grantData{loss: loss, mode: mode, watch: watchFile(lf.path, lf.dev, lf.ino, loss)}
+	gd := &grantData{loss: loss, mode: mode, lf: lf, watch: watchFile(lf.path, lf.dev, lf.ino, loss)}
 	return baton.Grant{Token: token, Loss: loss, Data: gd}
 }
 
@@ -175,7 +179,7 @@ func endGrant(g baton.Grant) error {
 		return err
 	}
 	// A last look: the file may have gone since the watcher's last tick.
-	if !gd.watch.current() {
+	if !gd.lf.current() {
 		gd.loss.Fire(errFileGone)
 		return gd.loss.Err()
 	}
@@ -261,6 +265,9 @@ func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
 	}
 	return nil
 }
+
+// TryFirst tells the core that TryAcquire is a local syscall.
+func (m *Mutex) TryFirst() bool { return true }
 
 func (m *Mutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
 	return baton.Grant{}, fmt.Errorf("filelock: mutex downgrade: %w", baton.ErrUnsupported)
@@ -380,6 +387,9 @@ func (rw *RWMutex) Release(ctx context.Context, g baton.Grant) error {
 	}
 	return nil
 }
+
+// TryFirst tells the core that TryAcquire is a local syscall.
+func (rw *RWMutex) TryFirst() bool { return true }
 
 // Downgrade converts the exclusive hold to shared while keeping the gate, so
 // that no writer can slip into the instant flock's conversion leaves open.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/filelock"
+	"github.com/batonlock/baton/condvar"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/semaphore"
@@ -52,7 +53,7 @@ type options struct {
 	rw    RWImpl
 }
 
-// WithMutex selects the Mutex mechanism. Default: MutexFlock.
+// WithMutex selects the Mutex mechanism. Default: MutexFutex.
 func WithMutex(impl MutexImpl) Option {
 	return func(o *options) error {
 		switch impl {
@@ -65,7 +66,7 @@ func WithMutex(impl MutexImpl) Option {
 	}
 }
 
-// WithRWMutex selects the RWMutex mechanism. Default: RWFlock.
+// WithRWMutex selects the RWMutex mechanism. Default: RWSysV.
 func WithRWMutex(impl RWImpl) Option {
 	return func(o *options) error {
 		switch impl {
@@ -82,7 +83,7 @@ func WithRWMutex(impl RWImpl) Option {
 // ("" for the default), creating the directory (mode 0700) when missing.
 // Options are validated before anything is created.
 func Open(dir string, opts ...Option) (baton.Backend, error) {
-	o := options{mutex: MutexFlock, rw: RWFlock}
+	o := options{mutex: MutexFutex, rw: RWSysV}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: local: nil option", baton.ErrInvalidArgument)
@@ -151,7 +152,7 @@ func (d *driver) OpenSemaphore(ctx context.Context, name string, permits int64) 
 }
 
 func (d *driver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
-	return nil, fmt.Errorf("local: cond: %w", baton.ErrUnsupported)
+	return condvar.Open(d.ns, name)
 }
 
 func (d *driver) Close() error { return nil }

@@ -1,12 +1,16 @@
 package local_test
 
 import (
+	"context"
+	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/local"
 	"github.com/batonlock/baton/locktest"
 )
@@ -24,33 +28,137 @@ func objects(dir string) ([]string, error) {
 	return out, err
 }
 
-var flockSuite = locktest.Suite{
-	Name:    "local-flock",
-	Open:    func(dir string) (baton.Backend, error) { return local.Open(dir) },
-	Objects: objects,
-	Caps: locktest.Caps{
-		RWMutex:      true,
-		CrossProcess: true,
-		KillBound:    100 * time.Millisecond,
-	},
+var caps = locktest.Caps{
+	RWMutex:      true,
+	Semaphore:    true,
+	Cond:         true,
+	CrossProcess: true,
+	KillBound:    100 * time.Millisecond,
 }
 
-func TestMain(m *testing.M) { locktest.Main(m, flockSuite, sysvSuite) }
+var (
+	defaultSuite = locktest.Suite{
+		Name:    "local",
+		Open:    func(dir string) (baton.Backend, error) { return local.Open(dir) },
+		Objects: objects,
+		Caps:    caps,
+	}
+	flockSuite = locktest.Suite{
+		Name: "local-flock",
+		Open: func(dir string) (baton.Backend, error) {
+			return local.Open(dir, local.WithMutex(local.MutexFlock), local.WithRWMutex(local.RWFlock))
+		},
+		Objects: objects,
+		Caps:    caps,
+	}
+)
 
-func TestFlockConformance(t *testing.T) { locktest.Run(t, flockSuite, t.TempDir()) }
+func TestMain(m *testing.M) { locktest.Main(m, defaultSuite, flockSuite) }
 
-var sysvSuite = locktest.Suite{
-	Name: "local-sysv",
-	Open: func(dir string) (baton.Backend, error) {
-		return local.Open(dir, local.WithMutex(local.MutexFlock), local.WithRWMutex(local.RWSysV))
-	},
-	Objects: objects,
-	Caps: locktest.Caps{
-		RWMutex:      true,
-		Semaphore:    true,
-		CrossProcess: true,
-		KillBound:    100 * time.Millisecond,
-	},
+// namespace returns a fresh namespace directory whose System V objects are
+// removed when the test ends (the kernel keeps them after the files go).
+func namespace(t *testing.T) string {
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		ns, err := ipc.OpenNamespace(dir)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := ipc.RemoveAll(ns); err != nil {
+			t.Errorf("remove System V objects: %v", err)
+		}
+	})
+	return dir
 }
 
-func TestSysVConformance(t *testing.T) { locktest.Run(t, sysvSuite, t.TempDir()) }
+func TestDefaultConformance(t *testing.T) { locktest.Run(t, defaultSuite, namespace(t)) }
+
+func TestFlockConformance(t *testing.T) { locktest.Run(t, flockSuite, namespace(t)) }
+
+func TestOptions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ns")
+	for _, opt := range []local.Option{nil, local.WithMutex("spin"), local.WithRWMutex("")} {
+		if _, err := local.Open(dir, opt); !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("bad option accepted: %v", err)
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused Open created the namespace directory: %v", err)
+	}
+}
+
+func TestInspector(t *testing.T) {
+	ctx := context.Background()
+	for _, s := range []locktest.Suite{defaultSuite, flockSuite} {
+		t.Run(s.Name, func(t *testing.T) {
+			b, err := s.Open(namespace(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			in, ok := b.(baton.Inspector)
+			if !ok {
+				t.Fatal("local backend does not implement baton.Inspector")
+			}
+			m, err := b.Mutex(ctx, "jobs/a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := m.Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sem, err := b.Semaphore(ctx, "gpu", 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sem.Acquire(ctx, 3); err != nil {
+				t.Fatal(err)
+			}
+			info, err := in.Inspect(ctx, baton.KindMutex, "jobs/a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(info.Holders) != 1 || info.Holders[0].PID != os.Getpid() || info.LastToken != h.Token() || info.Backend != "local" {
+				t.Errorf("Inspect mutex = %+v, want one holder pid %d, last token %d", info, os.Getpid(), h.Token())
+			}
+			sinfo, err := in.Inspect(ctx, baton.KindSemaphore, "gpu")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sinfo.Capacity != 4 {
+				t.Errorf("Inspect semaphore = %+v, want capacity 4", sinfo)
+			}
+			all, err := in.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[baton.Kind]bool{}
+			for _, i := range all {
+				seen[i.Kind] = true
+			}
+			if !seen[baton.KindMutex] || !seen[baton.KindSemaphore] {
+				t.Errorf("List = %+v, want the mutex and the semaphore", all)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := sem.Release(ctx, 3); err != nil {
+				t.Fatal(err)
+			}
+			if err := in.Remove(ctx, baton.KindSemaphore, "gpu"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := in.Inspect(ctx, baton.KindSemaphore, "gpu"); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("Inspect after Remove: %v", err)
+			}
+			if err := in.Remove(ctx, baton.KindSemaphore, "gpu"); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("second Remove: %v", err)
+			}
+			if _, err := in.Inspect(ctx, baton.KindMutex, "../x"); !errors.Is(err, baton.ErrInvalidName) {
+				t.Errorf("Inspect with a bad name: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,149 @@
+package local_test
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gofrs/flock"
+	"golang.org/x/sys/unix"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/local"
+)
+
+func openMutex(b *testing.B, opts ...local.Option) baton.Mutex {
+	be, err := local.Open(b.TempDir(), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { be.Close() })
+	m, err := be.Mutex(context.Background(), "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+func BenchmarkUncontended(b *testing.B) {
+	ctx := context.Background()
+	b.Run("sync.Mutex", func(b *testing.B) {
+		var mu sync.Mutex
+		for b.Loop() {
+			mu.Lock()
+			mu.Unlock()
+		}
+	})
+	b.Run("raw-flock", func(b *testing.B) {
+		fd, err := unix.Open(filepath.Join(b.TempDir(), "f"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer unix.Close(fd)
+		for b.Loop() {
+			_ = unix.Flock(fd, unix.LOCK_EX)
+			_ = unix.Flock(fd, unix.LOCK_UN)
+		}
+	})
+	b.Run("gofrs-flock", func(b *testing.B) {
+		fl := flock.New(filepath.Join(b.TempDir(), "f"))
+		for b.Loop() {
+			if err := fl.Lock(); err != nil {
+				b.Fatal(err)
+			}
+			_ = fl.Unlock()
+		}
+	})
+	for _, impl := range []local.MutexImpl{local.MutexFlock, local.MutexFutex} {
+		b.Run("baton-"+string(impl), func(b *testing.B) {
+			m := openMutex(b, local.WithMutex(impl))
+			for b.Loop() {
+				if _, err := m.Lock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHandoff measures the time from Unlock by a holder to Lock
+// returning in a waiter on another handle (another file description: the
+// same kernel path as between processes). Reports the median.
+func BenchmarkHandoff(b *testing.B) {
+	ctx := context.Background()
+	for _, impl := range []local.MutexImpl{local.MutexFlock, local.MutexFutex} {
+		b.Run("baton-"+string(impl), func(b *testing.B) {
+			be, err := local.Open(b.TempDir(), local.WithMutex(impl))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			h1, _ := be.Mutex(ctx, "handoff")
+			h2, _ := be.Mutex(ctx, "handoff")
+			var lat []time.Duration
+			for b.Loop() {
+				if _, err := h1.Lock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				got := make(chan time.Time)
+				go func() {
+					if _, err := h2.Lock(ctx); err != nil {
+						b.Error(err)
+					}
+					got <- time.Now()
+				}()
+				time.Sleep(200 * time.Microsecond) // let the waiter sleep
+				t0 := time.Now()
+				_ = h1.Unlock(ctx)
+				lat = append(lat, (<-got).Sub(t0))
+				_ = h2.Unlock(ctx)
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "µs-median")
+			b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "µs-max")
+		})
+	}
+}
+
+// BenchmarkCancel measures the time from cancelling a blocked Lock to its
+// return.
+func BenchmarkCancel(b *testing.B) {
+	ctx := context.Background()
+	for _, impl := range []local.MutexImpl{local.MutexFlock, local.MutexFutex} {
+		b.Run("baton-"+string(impl), func(b *testing.B) {
+			be, err := local.Open(b.TempDir(), local.WithMutex(impl))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			h1, _ := be.Mutex(ctx, "cancel")
+			h2, _ := be.Mutex(ctx, "cancel")
+			if _, err := h1.Lock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer h1.Unlock(ctx)
+			var lat []time.Duration
+			for b.Loop() {
+				cctx, cancel := context.WithCancel(ctx)
+				got := make(chan time.Time)
+				go func() {
+					_, _ = h2.Lock(cctx)
+					got <- time.Now()
+				}()
+				time.Sleep(300 * time.Microsecond)
+				t0 := time.Now()
+				cancel()
+				lat = append(lat, (<-got).Sub(t0))
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "µs-median")
+			b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "µs-max")
+		})
+	}
+}

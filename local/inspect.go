@@ -1,0 +1,166 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/condvar"
+	"github.com/batonlock/baton/filelock"
+	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/rwlock"
+	"github.com/batonlock/baton/semaphore"
+)
+
+// The driver implements baton.Inspector over every mechanism of the
+// namespace, whatever the options of this Backend: a namespace may hold
+// objects made by programs that chose other mechanisms.
+
+func (d *driver) flockInfo(kind baton.Kind, dirKind, name string) (baton.Info, error) {
+	p, err := d.ns.Path(dirKind, name)
+	if err != nil {
+		return baton.Info{}, err
+	}
+	st, err := filelock.Inspect(p)
+	if err != nil {
+		return baton.Info{}, err
+	}
+	return baton.Info{
+		Name: name, Kind: kind, Backend: d.Kind(), Impl: "flock",
+		Holders: st.Holders, Waiters: -1, LastToken: st.LastToken, Detail: p,
+	}, nil
+}
+
+func (d *driver) List(ctx context.Context) ([]baton.Info, error) {
+	var out []baton.Info
+	var errs []error
+	add := func(infos []baton.Info, err error) {
+		if err != nil && !errors.Is(err, baton.ErrUnsupported) {
+			errs = append(errs, err)
+		}
+		for _, in := range infos {
+			in.Backend = d.Kind()
+			out = append(out, in)
+		}
+	}
+	add(ipc.ListMutexes(d.ns))
+	add(rwlock.List(d.ns))
+	add(semaphore.List(d.ns))
+	add(condvar.List(d.ns))
+	for _, k := range []struct {
+		kind    baton.Kind
+		dirKind string
+	}{{baton.KindMutex, kindFlock}, {baton.KindRWMutex, kindRWFlock}} {
+		names, err := d.ns.Names(k.dirKind)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, n := range names {
+			in, err := d.flockInfo(k.kind, k.dirKind, n)
+			if err != nil {
+				if !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			out = append(out, in)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Inspect reports on the object of kind called name, trying the
+// mechanism this Backend uses first, then the other.
+func (d *driver) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
+	var tries []func() (baton.Info, error)
+	switch kind {
+	case baton.KindMutex:
+		futex := func() (baton.Info, error) { return ipc.InspectMutex(d.ns, name) }
+		flock := func() (baton.Info, error) { return d.flockInfo(kind, kindFlock, name) }
+		tries = []func() (baton.Info, error){futex, flock}
+		if d.o.mutex == MutexFlock {
+			tries = []func() (baton.Info, error){flock, futex}
+		}
+	case baton.KindRWMutex:
+		sysv := func() (baton.Info, error) { return rwlock.Inspect(d.ns, name) }
+		flock := func() (baton.Info, error) { return d.flockInfo(kind, kindRWFlock, name) }
+		tries = []func() (baton.Info, error){sysv, flock}
+		if d.o.rw == RWFlock {
+			tries = []func() (baton.Info, error){flock, sysv}
+		}
+	case baton.KindSemaphore:
+		tries = append(tries, func() (baton.Info, error) { return semaphore.Inspect(d.ns, name) })
+	case baton.KindCond:
+		tries = append(tries, func() (baton.Info, error) { return condvar.Inspect(d.ns, name) })
+	default:
+		return baton.Info{}, fmt.Errorf("%w: local: unknown kind %q", baton.ErrInvalidArgument, kind)
+	}
+	for _, try := range tries {
+		in, err := try()
+		if err == nil {
+			in.Backend = d.Kind()
+			return in, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return baton.Info{}, err
+		}
+	}
+	return baton.Info{}, fmt.Errorf("local: %s %q: %w", kind, name, fs.ErrNotExist)
+}
+
+// Remove deletes every object of kind called name, whatever its mechanism.
+// Holders of a removed flock or System V lock see their holds lost.
+func (d *driver) Remove(ctx context.Context, kind baton.Kind, name string) error {
+	var removes []func() error
+	rmFlock := func(dirKind string, extra ...string) func() error {
+		return func() error {
+			p, err := d.ns.Path(dirKind, name)
+			if err != nil {
+				return err
+			}
+			err = os.Remove(p)
+			for _, suffix := range extra {
+				if e := os.Remove(p + suffix); err != nil && e == nil {
+					err = nil
+				}
+			}
+			return err
+		}
+	}
+	switch kind {
+	case baton.KindMutex:
+		removes = append(removes, func() error { return ipc.RemoveMutex(d.ns, name) }, rmFlock(kindFlock))
+	case baton.KindRWMutex:
+		removes = append(removes, func() error { return rwlock.Remove(d.ns, name) }, rmFlock(kindRWFlock, gateSuffix))
+	case baton.KindSemaphore:
+		removes = append(removes, func() error { return semaphore.Remove(d.ns, name) })
+	case baton.KindCond:
+		removes = append(removes, func() error { return condvar.Remove(d.ns, name) })
+	default:
+		return fmt.Errorf("%w: local: unknown kind %q", baton.ErrInvalidArgument, kind)
+	}
+	found := false
+	var errs []error
+	for _, rm := range removes {
+		switch err := rm(); {
+		case err == nil:
+			found = true
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if !found {
+		return fmt.Errorf("local: %s %q: %w", kind, name, fs.ErrNotExist)
+	}
+	return nil
+}
+
+var _ baton.Inspector = (*driver)(nil)
