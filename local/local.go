@@ -25,8 +25,8 @@ import (
 	"fmt"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/filelock"
 	"github.com/batonlock/baton/condvar"
+	"github.com/batonlock/baton/filelock"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/semaphore"
