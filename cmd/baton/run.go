@@ -1,0 +1,539 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/spf13/cobra"
+)
+
+// runFlags are the flags of run and sem.
+type runFlags struct {
+	shared, exclusive, exclusiveE bool
+	nonblock                      bool
+	timeout                       durationFlag
+	conflict                      int
+	command                       string
+	close                         bool
+	ttl                           durationFlag
+	onLost                        string
+	grace                         durationFlag
+	verbose                       bool
+
+	jobs    int64 // sem: capacity
+	waitAll bool  // sem: wait until every slot is free, run nothing
+}
+
+const runLong = `Run CMD while holding the lock NAME, then release it.
+
+baton waits for the lock (or gives up at once with -n, or after -w), starts
+CMD with its arguments (no shell, unless -c), waits for it and exits with its
+status. Flags are read up to NAME; everything after NAME is the command, so
+"baton run NAME sh -c 'echo hi'" needs no "--".
+
+The lock is the read-write lock NAME of the backend: -x (the default) takes it
+exclusively, -s shared with other -s holders. Go programs share it through
+Backend.RWMutex(NAME).
+
+The lock is held by baton, not by CMD: CMD inherits no descriptor of it, so
+processes CMD leaves behind do not keep it (flock's -o is always in effect).
+CMD gets BATON_NAME, BATON_TOKEN (the fencing token of the hold) and
+BATON_BACKEND in its environment. Signals sent to baton (TERM, HUP, INT, QUIT,
+USR1, USR2) are passed on to CMD. If baton itself is killed, the kernel kills
+CMD (the lock is gone with baton). If the lock is lost while CMD runs, baton
+sends CMD SIGTERM, SIGKILL after --grace, and exits with 75.
+
+When the wait takes longer than 400 ms and standard error is a terminal,
+baton prints one line saying what it waits for and who holds it. Ctrl-C
+while waiting exits 130 holding nothing.
+
+` + exitCodesHelp
+
+func newRunCmd() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] NAME [--] CMD [ARGS...]",
+		Short: "Run a command while holding the lock NAME",
+		Long:  runLong,
+		Example: `  baton run backup -n -- /usr/local/bin/backup         # skip if the last one still runs
+  baton run -w 1.5 -E 75 cache make                      # wait 1.5 s at most; exit 75 if busy
+  baton run -s index ./reader                            # shared with other -s holders
+  baton run deploy -c 'git pull && make install'         # via $SHELL -c
+  baton run --backend redis://10.0.0.5:6379 --ttl 30s deploy ./deploy.sh`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: completeNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runUnder(cmd, f, args, false)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false)
+	fl.BoolVarP(&f.shared, "shared", "s", false, "take a shared lock (with other -s holders)")
+	fl.BoolVarP(&f.exclusive, "exclusive", "x", false, "take an exclusive lock (the default)")
+	fl.BoolVarP(&f.exclusiveE, "exclusive-e", "e", false, "same as -x")
+	_ = fl.MarkHidden("exclusive-e")
+	addCommonFlags(cmd, f)
+	return cmd
+}
+
+func newSemCmd() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "sem -j N [flags] NAME [--] CMD [ARGS...]",
+		Short: "Run a command holding one of N slots of the semaphore NAME",
+		Long: `Run CMD holding one slot of the counting semaphore NAME of N slots: at
+most N commands run at once under the same NAME, on every host that uses the
+backend. Every user of NAME must give the same N; a different N is refused
+(exit 64) while the semaphore exists.
+
+"baton sem -j N --wait NAME" runs nothing: it waits until all N slots are
+free at once, then exits 0.
+
+Waiting, signals, the environment of CMD and the loss of the slot work as for
+"baton run" (see "baton run --help").
+
+` + exitCodesHelp,
+		Example: `  baton sem -j 4 gpu -- python train.py --epoch 3
+  for f in *.flac; do baton sem -j 8 enc -- ffmpeg -i "$f" "${f%.flac}.mp3" & done; wait
+  baton sem -j 8 --wait enc`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: completeNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runUnder(cmd, f, args, true)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false)
+	fl.Int64VarP(&f.jobs, "jobs", "j", 0, "number of slots N (required)")
+	fl.BoolVar(&f.waitAll, "wait", false, "wait until every slot is free; run no command")
+	addCommonFlags(cmd, f)
+	return cmd
+}
+
+func addCommonFlags(cmd *cobra.Command, f *runFlags) {
+	fl := cmd.Flags()
+	fl.BoolVarP(&f.nonblock, "nonblock", "n", false, "fail at once (with the conflict code) if busy")
+	fl.VarP(&f.timeout, "timeout", "w", "give up after DUR (1.5 = seconds, or 500ms, 2m); 0 means -n")
+	fl.IntVarP(&f.conflict, "conflict-exit-code", "E", exitConflict, "exit code when busy with -n or after -w (0-255)")
+	fl.StringVarP(&f.command, "command", "c", "", "run STR with $SHELL -c (default: no shell)")
+	fl.BoolVarP(&f.close, "close", "o", false, "the command inherits no descriptor of the lock (always true; accepted for flock compatibility)")
+	fl.Var(&f.ttl, "ttl", "lease TTL on Redis and etcd (default: the backend's; ignored on local)")
+	fl.StringVar(&f.onLost, "on-lost", "term", "if the lock is lost: term (SIGTERM, SIGKILL after --grace), kill (SIGKILL), ignore")
+	fl.Var(&f.grace, "grace", "time between SIGTERM and SIGKILL on loss (default 5s)")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "report the wait time and the token on standard error")
+	_ = cmd.RegisterFlagCompletionFunc("on-lost", cobra.FixedCompletions([]string{"term", "kill", "ignore"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// request is a parsed, validated run or sem invocation.
+type request struct {
+	name     string
+	argv     []string // the command; argv[0] as given
+	path     string   // argv[0] resolved on PATH
+	shared   bool
+	sem      int64 // > 0: semaphore of this capacity
+	permits  int64 // permits to take of the semaphore
+	waitAll  bool
+	backend  string
+	timeout  time.Duration
+	nonblock bool
+	grace    time.Duration
+}
+
+// parseRequest validates everything before any side effect.
+func parseRequest(cmd *cobra.Command, f *runFlags, args []string, sem bool) (*request, error) {
+	if len(args) == 0 {
+		return nil, usageErrorf("missing NAME")
+	}
+	r := &request{name: args[0], shared: f.shared}
+	rest := args[1:]
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	} else if len(rest) == 2 && (rest[0] == "-c" || rest[0] == "--command") && f.command == "" {
+		// flock(1) order: NAME -c STR.
+		f.command, rest = rest[1], nil
+	}
+	if err := baton.ValidateName(r.name); err != nil {
+		return nil, usageErrorf("%s", strings.TrimPrefix(err.Error(), "baton: "))
+	}
+	if f.shared && (f.exclusive || f.exclusiveE) {
+		return nil, usageErrorf("-s and -x exclude each other")
+	}
+	if f.conflict < 0 || f.conflict > 255 {
+		return nil, usageErrorf("-E %d: the conflict exit code must be 0 to 255", f.conflict)
+	}
+	switch f.onLost {
+	case "term", "kill", "ignore":
+	default:
+		return nil, usageErrorf("--on-lost %q: want term, kill or ignore", f.onLost)
+	}
+	if f.ttl.set && f.ttl.d <= 0 {
+		return nil, usageErrorf("--ttl must be more than 0")
+	}
+	r.grace = 5 * time.Second
+	if f.grace.set {
+		r.grace = f.grace.d
+	}
+	r.nonblock = f.nonblock
+	if f.timeout.set {
+		if f.timeout.d == 0 {
+			r.nonblock = true
+		}
+		r.timeout = f.timeout.d
+	}
+	if sem {
+		if f.jobs <= 0 {
+			return nil, usageErrorf("-j N is required and must be at least 1")
+		}
+		r.sem, r.permits, r.waitAll = f.jobs, 1, f.waitAll
+		if f.waitAll {
+			r.permits = f.jobs
+		}
+	}
+	switch {
+	case r.waitAll && (f.command != "" || len(rest) > 0):
+		return nil, usageErrorf("--wait runs no command")
+	case r.waitAll:
+	case f.command != "" && len(rest) > 0:
+		return nil, usageErrorf("-c takes the whole command as one string; unexpected %q", rest[0])
+	case f.command != "":
+		sh := os.Getenv("SHELL")
+		if sh == "" {
+			sh = "/bin/sh"
+		}
+		r.argv = []string{sh, "-c", f.command}
+	case len(rest) == 0:
+		return nil, usageErrorf("missing command after NAME %q", r.name)
+	default:
+		r.argv = rest
+	}
+	r.backend = backendURL(cmd)
+	if _, err := checkBackendURL(r.backend); err != nil {
+		return nil, err
+	}
+	if r.argv != nil {
+		p, err := exec.LookPath(r.argv[0])
+		if err != nil {
+			return nil, exitWith(exitNoExec, fmt.Errorf("cannot execute %s: %v", r.argv[0], errors.Unwrap(err)))
+		}
+		r.path = p
+	}
+	return r, nil
+}
+
+// signalCause is the cancellation cause of a wait ended by a signal.
+type signalCause struct{ sig os.Signal }
+
+func (s signalCause) Error() string { return "interrupted by " + s.sig.String() }
+
+var errTimedOut = errors.New("timed out")
+
+// held is an acquired lock or semaphore slot.
+type held struct {
+	hold    baton.Hold
+	release func(context.Context) error
+	what    string // "exclusive lock", "shared lock", "slot", "all 4 slots"
+}
+
+func describe(r *request) string {
+	switch {
+	case r.waitAll:
+		return fmt.Sprintf("all %d slots of semaphore %q", r.sem, r.name)
+	case r.sem > 0:
+		return fmt.Sprintf("a slot of semaphore %q (%d slots)", r.name, r.sem)
+	case r.shared:
+		return fmt.Sprintf("the shared lock %q", r.name)
+	default:
+		return fmt.Sprintf("the exclusive lock %q", r.name)
+	}
+}
+
+// acquire takes what r asks for. On error it holds nothing.
+func acquire(ctx context.Context, b baton.Backend, r *request) (held, error) {
+	if r.sem > 0 {
+		s, err := b.Semaphore(ctx, r.name, r.sem)
+		if err != nil {
+			return held{}, err
+		}
+		var h baton.Hold
+		if r.nonblock {
+			h, err = s.TryAcquire(ctx, r.permits)
+		} else {
+			h, err = s.Acquire(ctx, r.permits)
+		}
+		if err != nil {
+			_ = s.Close()
+			return held{}, err
+		}
+		return held{hold: h, release: func(c context.Context) error {
+			err := s.Release(c, r.permits)
+			return errors.Join(err, s.Close())
+		}}, nil
+	}
+	m, err := b.RWMutex(ctx, r.name)
+	if err != nil {
+		return held{}, err
+	}
+	var h baton.Hold
+	switch {
+	case r.shared && r.nonblock:
+		h, err = m.TryRLock(ctx)
+	case r.shared:
+		h, err = m.RLock(ctx)
+	case r.nonblock:
+		h, err = m.TryLock(ctx)
+	default:
+		h, err = m.Lock(ctx)
+	}
+	if err != nil {
+		_ = m.Close()
+		return held{}, err
+	}
+	unlock := m.Unlock
+	if r.shared {
+		unlock = m.RUnlock
+	}
+	return held{hold: h, release: func(c context.Context) error {
+		err := unlock(c)
+		return errors.Join(err, m.Close())
+	}}, nil
+}
+
+// classify turns a backend error into an exit error.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, baton.ErrInvalidName), errors.Is(err, baton.ErrInvalidArgument), errors.Is(err, baton.ErrMismatch):
+		return exitWith(exitUsage, err)
+	default:
+		return exitWith(exitBackend, err)
+	}
+}
+
+// releaseTimeout bounds the release and the closing of the backend after the
+// command ended: an unreachable server must not keep baton alive (a lease
+// then expires by itself).
+const releaseTimeout = 5 * time.Second
+
+func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
+	r, err := parseRequest(cmd, f, args, sem)
+	if err != nil {
+		return err
+	}
+	sigc := make(chan os.Signal, 8)
+	signal.Notify(sigc, caughtSignals...)
+	defer signal.Stop(sigc)
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	start := time.Now()
+
+	// Open the backend and acquire in the background, so that a signal
+	// ends the wait (connecting to a cluster included).
+	type result struct {
+		b   baton.Backend
+		h   held
+		err error
+	}
+	resc := make(chan result, 1)
+	go func() {
+		b, err := openBackend(ctx, r.backend, backendOptions{ttl: f.ttl.d, verbose: f.verbose})
+		if err != nil {
+			resc <- result{err: err}
+			return
+		}
+		actx, acancel := ctx, context.CancelFunc(func() {})
+		if r.timeout > 0 {
+			actx, acancel = context.WithTimeoutCause(ctx, r.timeout, errTimedOut)
+		}
+		h, err := acquire(actx, b, r)
+		acancel()
+		resc <- result{b: b, h: h, err: err}
+	}()
+
+	var notice <-chan time.Time
+	if !r.nonblock && isTerminal(2) {
+		t := time.NewTimer(400 * time.Millisecond)
+		defer t.Stop()
+		notice = t.C
+	}
+	var res result
+	var sigExit int
+wait:
+	for {
+		select {
+		case s := <-sigc:
+			if sigExit == 0 {
+				sigExit = signalExit(s)
+			}
+			cancel(signalCause{s})
+		case <-notice:
+			printNotice(ctx, r)
+		case res = <-resc:
+			break wait
+		}
+	}
+	if res.b != nil {
+		defer closeBackend(res.b)
+	}
+	if sigExit != 0 {
+		// Interrupted: whatever the wait returned, hold nothing.
+		if res.err == nil {
+			rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
+			_ = res.h.release(rctx)
+			rcancel()
+		}
+		return exitWith(sigExit, nil)
+	}
+	if res.err != nil {
+		var ee *exitError
+		switch {
+		case errors.As(res.err, &ee):
+			return res.err
+		case errors.Is(res.err, baton.ErrLocked), errors.Is(res.err, context.DeadlineExceeded):
+			if f.verbose {
+				fmt.Fprintf(os.Stderr, "baton: %s is busy; gave up after %v\n", describe(r), time.Since(start).Round(time.Millisecond))
+			}
+			return exitWith(f.conflict, nil)
+		}
+		if r.sem > 0 && errors.Is(res.err, baton.ErrMismatch) {
+			return usageErrorf("semaphore %q exists with a number of slots other than -j %d", r.name, r.sem)
+		}
+		return classify(res.err)
+	}
+	h := res.h
+	if f.verbose {
+		fmt.Fprintf(os.Stderr, "baton: holding %s after %v (token %d)\n", describe(r), time.Since(start).Round(time.Millisecond), h.hold.Token())
+	}
+	if r.waitAll {
+		rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer rcancel()
+		if err := h.release(rctx); err != nil {
+			return classify(err)
+		}
+		return nil
+	}
+	return supervise(r, f, h, sigc)
+}
+
+func closeBackend(b baton.Backend) {
+	done := make(chan struct{})
+	go func() {
+		_ = b.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(releaseTimeout):
+	}
+}
+
+// supervise runs the command while h is held, passes signals on, stops the
+// command if the hold is lost, and releases h when the command has ended.
+func supervise(r *request, f *runFlags, h held, sigc <-chan os.Signal) error {
+	fg := inForeground()
+	group := !fg
+	c := &exec.Cmd{
+		Path:   r.path,
+		Args:   r.argv,
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		Env: append(os.Environ(),
+			"BATON_NAME="+r.name,
+			"BATON_TOKEN="+strconv.FormatUint(uint64(h.hold.Token()), 10),
+			"BATON_BACKEND="+childBackendURL(r.backend)),
+		SysProcAttr: sysProcAttr(group),
+	}
+	startc := make(chan error, 1)
+	waitc := make(chan error, 1)
+	go func() {
+		// The kernel's parent-death signal follows the thread that
+		// started the command: keep that thread until the command ends.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := c.Start(); err != nil {
+			startc <- err
+			return
+		}
+		startc <- nil
+		waitc <- c.Wait()
+	}()
+	release := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		return h.release(ctx)
+	}
+	if err := <-startc; err != nil {
+		_ = release()
+		return exitWith(exitNoExec, fmt.Errorf("cannot execute %s: %v", r.argv[0], err))
+	}
+
+	lostc := h.hold.Lost()
+	lost := false
+	var killc <-chan time.Time
+	var waitErr error
+run:
+	for {
+		select {
+		case s := <-sigc:
+			if fg && fromTerminal(s) {
+				continue // the terminal sent it to the command already
+			}
+			_ = signalChild(c.Process, s, group)
+		case <-lostc:
+			lostc, lost = nil, true
+			msg := fmt.Sprintf("baton: %s was lost: %v", describe(r), h.hold.Err())
+			switch f.onLost {
+			case "term":
+				fmt.Fprintf(os.Stderr, "%s; sending SIGTERM to the command (SIGKILL in %v)\n", msg, r.grace)
+				_ = signalChild(c.Process, sigTerm, group)
+				killc = time.After(r.grace)
+			case "kill":
+				fmt.Fprintf(os.Stderr, "%s; killing the command\n", msg)
+				_ = signalChild(c.Process, sigKill, group)
+			default:
+				fmt.Fprintf(os.Stderr, "%s; the command goes on (--on-lost=ignore)\n", msg)
+			}
+		case <-killc:
+			killc = nil
+			_ = signalChild(c.Process, sigKill, group)
+		case waitErr = <-waitc:
+			break run
+		}
+	}
+	status := 0
+	var xe *exec.ExitError
+	switch {
+	case waitErr == nil:
+	case errors.As(waitErr, &xe):
+		status = exitStatus(xe.ProcessState)
+	default:
+		_ = release()
+		return exitWith(exitBackend, fmt.Errorf("waiting for the command: %v", waitErr))
+	}
+	if err := release(); err != nil {
+		if errors.Is(err, baton.ErrLost) {
+			if !lost {
+				fmt.Fprintf(os.Stderr, "baton: %s was lost while the command ran: %v\n", describe(r), err)
+			}
+			lost = true
+		} else {
+			fmt.Fprintf(os.Stderr, "baton: releasing %s: %v\n", describe(r), err)
+		}
+	}
+	if lost {
+		return exitWith(exitLost, nil)
+	}
+	if status != 0 {
+		return exitWith(status, nil)
+	}
+	return nil
+}
