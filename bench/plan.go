@@ -1,0 +1,252 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonlock/baton/ipc"
+)
+
+// plannedTable is one table of the report and how to fill it.
+type plannedTable struct {
+	table    *table
+	subjects []*subject
+	run      func(ctx context.Context, s *subject) (sample, error)
+	done     func() // after the last repetition, when set
+}
+
+func (t *plannedTable) reps(cfg config) int { return cfg.reps }
+
+func removeHostObjects(dir string) error {
+	ns, err := ipc.OpenNamespace(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(ipc.RemoveAll(ns), removeRawSems(dir))
+}
+
+// displayName names a subject in a table of one primitive.
+func displayName(s *subject, prim string) string {
+	if s.id == "sync" {
+		switch prim {
+		case "rw":
+			return "sync.RWMutex"
+		case "sem":
+			return "buffered chan"
+		}
+	}
+	return s.name
+}
+
+func pick(subs []*subject, ok func(*subject) bool) []*subject {
+	var out []*subject
+	for _, s := range subs {
+		if ok(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func hasMutex(s *subject) bool { return s.mutex != nil }
+func hasRW(s *subject) bool    { return s.rw != nil }
+func hasSem(s *subject) bool   { return s.sem != nil }
+
+func newPlanned(id, section, title, metric, prim string, refs []string, subs []*subject, run func(ctx context.Context, s *subject) (sample, error)) *plannedTable {
+	t := &table{ID: id, Section: section, Title: title, Metric: metric, Refs: refs}
+	for _, s := range subs {
+		t.Rows = append(t.Rows, &row{Subject: displayName(s, prim), Baton: s.baton})
+	}
+	return &plannedTable{table: t, subjects: subs, run: run}
+}
+
+// openN opens n handles of one primitive on key.
+func openN(ctx context.Context, s *subject, prim, key string, n, permits int) ([]op, []op, error) {
+	var ops, writes []op
+	fail := func(err error) ([]op, []op, error) {
+		_ = closeAll(ops)
+		return nil, nil, err
+	}
+	for range n {
+		switch prim {
+		case "mutex":
+			h, err := s.mutex(ctx, key)
+			if err != nil {
+				return fail(err)
+			}
+			ops = append(ops, mutexOp(h))
+		case "rw":
+			h, err := s.rw(ctx, key)
+			if err != nil {
+				return fail(err)
+			}
+			ops = append(ops, readOp(h))
+			writes = append(writes, op{h.lock, h.unlock, func() error { return nil }})
+		case "sem":
+			h, err := s.sem(ctx, key, permits)
+			if err != nil {
+				return fail(err)
+			}
+			ops = append(ops, semOp(h))
+		}
+	}
+	return ops, writes, nil
+}
+
+func uncontendedRun(prim, key string, permits int, cfg config, extra func() time.Duration) func(context.Context, *subject) (sample, error) {
+	return func(ctx context.Context, s *subject) (sample, error) {
+		ops, _, err := openN(ctx, s, prim, key, 1, permits)
+		if err != nil {
+			return sample{}, err
+		}
+		defer closeAll(ops)
+		return uncontended(ctx, ops[0], cfg.dur, extra)
+	}
+}
+
+func contendedRun(prim, key string, g, permits, writeEvery int, cfg config, extra func() time.Duration) func(context.Context, *subject) (sample, error) {
+	return func(ctx context.Context, s *subject) (sample, error) {
+		ops, writes, err := openN(ctx, s, prim, key, g, permits)
+		if err != nil {
+			return sample{}, err
+		}
+		defer closeAll(ops)
+		if writeEvery == 0 {
+			writes = nil
+		}
+		return contended(ctx, ops, writes, writeEvery, cfg.dur, extra)
+	}
+}
+
+func handoffRun(key string, n int, settle time.Duration) func(context.Context, *subject) (sample, error) {
+	return func(ctx context.Context, s *subject) (sample, error) {
+		a, err := s.mutex(ctx, key)
+		if err != nil {
+			return sample{}, err
+		}
+		defer a.close()
+		b, err := s.mutex(ctx, key)
+		if err != nil {
+			return sample{}, err
+		}
+		defer b.close()
+		return handoff(ctx, a, b, n, settle)
+	}
+}
+
+// plan lists the tables of a pass in the order they run.
+func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]bool) []*plannedTable {
+	var ts []*plannedTable
+	host := he.subjects
+	if want["host"] {
+		const sec = "Same host"
+		mut := pick(host, hasMutex)
+		mrefs := []string{"sync.Mutex", "raw flock", "gofrs/flock"}
+		ts = append(ts, newPlanned("mutex-uncontended", sec, "Mutex, uncontended Lock+Unlock", "throughput", "mutex",
+			mrefs, mut, uncontendedRun("mutex", "uncontended", 0, cfg, nil)))
+		for _, g := range cfg.gs {
+			ts = append(ts, newPlanned(fmt.Sprintf("mutex-g%d", g), sec, fmt.Sprintf("Mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
+				mrefs, mut, contendedRun("mutex", fmt.Sprintf("g%d", g), g, 0, 0, cfg, nil)))
+		}
+		procs := pick(mut, func(s *subject) bool { return s.proc })
+		prefs := []string{"raw flock", "gofrs/flock", "raw semop"}
+		for _, p := range cfg.ps {
+			pp := &procPool{}
+			t := newPlanned(fmt.Sprintf("mutex-p%d", p), sec, fmt.Sprintf("Mutex, %d processes on one key", p), "throughput", "mutex",
+				prefs, procs, func(ctx context.Context, s *subject) (sample, error) {
+					return procContended(pp, s, dir, fmt.Sprintf("p%d", p), p, cfg.dur)
+				})
+			t.done = pp.close
+			ts = append(ts, t)
+		}
+		ts = append(ts, newPlanned("mutex-handoff", sec, "Mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
+			[]string{"sync.Mutex", "raw flock"}, mut, handoffRun("handoff", cfg.handoffs, time.Millisecond)))
+		ts = append(ts, newPlanned("mutex-kill", sec, "Holder SIGKILLed: kill to a waiter in another process holding", "latency", "mutex",
+			[]string{"raw flock", "raw semop"}, procs, func(ctx context.Context, s *subject) (sample, error) {
+				return killHandoff(ctx, s, dir, "kill", cfg.kills)
+			}))
+
+		rw := pick(host, hasRW)
+		rrefs := []string{"raw semop", "sync.RWMutex", "raw flock"}
+		ts = append(ts, newPlanned("rw-uncontended-read", sec, "RWMutex, uncontended RLock+RUnlock", "throughput", "rw",
+			rrefs, rw, uncontendedRun("rw", "uncontended", 0, cfg, nil)))
+		ts = append(ts, newPlanned("rw-read-heavy", sec, fmt.Sprintf("RWMutex, %d goroutines, 95%% reads", cfg.rwG), "throughput", "rw",
+			rrefs, rw, contendedRun("rw", "readheavy", cfg.rwG, 0, 20, cfg, nil)))
+
+		sem := pick(host, hasSem)
+		srefs := []string{"raw semop", "buffered chan"}
+		ts = append(ts, newPlanned("sem-uncontended", sec, "Semaphore, uncontended Acquire(1)+Release(1)", "throughput", "sem",
+			srefs, sem, uncontendedRun("sem", "uncontended", 4, cfg, nil)))
+		for _, n := range cfg.permits {
+			ts = append(ts, newPlanned(fmt.Sprintf("sem-n%d", n), sec, fmt.Sprintf("Semaphore, %d permits, %d contenders", n, 4*n), "throughput", "sem",
+				srefs, sem, contendedRun("sem", "contended", 4*n, n, 0, cfg, nil)))
+		}
+	}
+
+	var redisSubs, etcdSubs []*subject
+	for _, s := range ce.subjects {
+		switch s.kind {
+		case "redis":
+			redisSubs = append(redisSubs, s)
+		case "etcd":
+			etcdSubs = append(etcdSubs, s)
+		}
+	}
+	extra := ce.serverCPU
+	if want["redis"] && len(redisSubs) > 0 {
+		const sec = "Redis"
+		single := pick(redisSubs, func(s *subject) bool { return s.id != "redsync3" && s.id != "bredlock" })
+		refs := []string{"raw SET NX + EVAL", "redsync", "bsm/redislock"}
+		ts = append(ts, newPlanned("redis-uncontended", sec, "Redis mutex, uncontended Lock+Unlock", "throughput", "mutex",
+			refs, redisSubs, uncontendedRun("mutex", "uncontended", 0, cfg, extra)))
+		for _, g := range cfg.gs {
+			ts = append(ts, newPlanned(fmt.Sprintf("redis-g%d", g), sec, fmt.Sprintf("Redis mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
+				refs[1:], single, contendedRun("mutex", fmt.Sprintf("g%d", g), g, 0, 0, cfg, extra)))
+		}
+		ts = append(ts, newPlanned("redis-handoff", sec, "Redis mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
+			refs[1:], redisSubs, handoffRun("handoff", cfg.handoffs, 3*time.Millisecond)))
+	}
+	if want["etcd"] && len(etcdSubs) > 0 {
+		const sec = "etcd"
+		refs := []string{"etcd concurrency"}
+		ts = append(ts, newPlanned("etcd-uncontended", sec, "etcd mutex, uncontended Lock+Unlock", "throughput", "mutex",
+			refs, etcdSubs, uncontendedRun("mutex", "uncontended", 0, cfg, nil)))
+		for _, g := range cfg.gs {
+			ts = append(ts, newPlanned(fmt.Sprintf("etcd-g%d", g), sec, fmt.Sprintf("etcd mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
+				refs, etcdSubs, contendedRun("mutex", fmt.Sprintf("g%d", g), g, 0, 0, cfg, nil)))
+		}
+		ts = append(ts, newPlanned("etcd-handoff", sec, "etcd mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
+			refs, etcdSubs, handoffRun("handoff", cfg.handoffs, 15*time.Millisecond)))
+	}
+	if (want["redis"] || want["etcd"]) && len(ce.subjects) > 0 {
+		const sec = "Cluster semaphores and RW locks"
+		csem := pick(ce.subjects, hasSem)
+		if len(csem) > 0 {
+			n := cfg.permits[len(cfg.permits)-1]
+			ts = append(ts, newPlanned("cluster-sem", sec, fmt.Sprintf("Semaphore, %d permits, %d contenders", n, 4*n), "throughput", "sem",
+				nil, csem, contendedRun("sem", "contended", 4*n, n, 0, cfg, extra)))
+		}
+		crw := pick(ce.subjects, hasRW)
+		if len(crw) > 0 {
+			ts = append(ts, newPlanned("cluster-rw", sec, fmt.Sprintf("RWMutex, %d goroutines, 95%% reads", cfg.rwG), "throughput", "rw",
+				nil, crw, contendedRun("rw", "readheavy", cfg.rwG, 0, 20, cfg, extra)))
+		}
+	}
+	if want["memory"] {
+		const sec = "Memory"
+		all := pick(append(append([]*subject{}, host...), ce.subjects...), hasMutex)
+		ts = append(ts, newPlanned("mem-lock", sec, fmt.Sprintf("Go heap per lock (%d handles on distinct names)", cfg.memK), "memory", "mutex",
+			[]string{"gofrs/flock"}, all, func(ctx context.Context, s *subject) (sample, error) {
+				return memory(ctx, s.mutex, cfg.memK, true, s.id)
+			}))
+		ts = append(ts, newPlanned("mem-handle", sec, fmt.Sprintf("Go heap per handle (%d handles on one name)", cfg.memK), "memory", "mutex",
+			[]string{"gofrs/flock"}, all, func(ctx context.Context, s *subject) (sample, error) {
+				return memory(ctx, s.mutex, cfg.memK, false, s.id)
+			}))
+	}
+	return ts
+}
