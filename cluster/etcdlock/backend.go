@@ -166,8 +166,9 @@ func parseHolder(v []byte) holder {
 // cleanup deletes keys an acquisition may have written and no longer wants.
 // It tries once, briefly, so that a cancelled call returns promptly; if that
 // fails it goes on in the background until it succeeds or the session ends
-// (then the lease takes the keys with it).
-func (b *backend) cleanup(s *session, keys ...string) {
+// (then the lease takes the keys with it). It reports whether the keys are
+// gone when it returns.
+func (b *backend) cleanup(s *session, keys ...string) bool {
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
 		ops[i] = clientv3.OpDelete(k)
@@ -179,7 +180,7 @@ func (b *backend) cleanup(s *session, keys ...string) {
 		return err == nil
 	}
 	if try(b.bgCtx, min(b.o.requestTimeout, 500*time.Millisecond)) {
-		return
+		return true
 	}
 	b.bg.Add(1)
 	go func() {
@@ -197,6 +198,7 @@ func (b *backend) cleanup(s *session, keys ...string) {
 			}
 		}
 	}()
+	return false
 }
 
 // ctxErr returns an error matching ctx.Err() when ctx is done, else err.

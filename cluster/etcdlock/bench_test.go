@@ -81,7 +81,7 @@ func BenchmarkEtcd(b *testing.B) {
 	// 16 goroutines, each with its own handle (baton) or its own session
 	// (concurrency), take turns on one key.
 	const workers = 16
-	contended := func(b *testing.B, lock func(w int) (unlock func())) {
+	contended := func(b *testing.B, hold time.Duration, lock func(w int) (unlock func())) {
 		var (
 			inside, overlaps atomic.Int32
 			counts           [workers]int
@@ -100,6 +100,9 @@ func BenchmarkEtcd(b *testing.B) {
 						overlaps.Add(1)
 					}
 					counts[w]++
+					if hold > 0 {
+						time.Sleep(hold)
+					}
 					inside.Add(-1)
 					unlock()
 				}
@@ -121,7 +124,7 @@ func BenchmarkEtcd(b *testing.B) {
 			defer m.Close()
 			ms[i] = m
 		}
-		contended(b, func(w int) func() {
+		contended(b, 0, func(w int) func() {
 			if _, err := ms[w].Lock(ctx); err != nil {
 				b.Error(err)
 			}
@@ -138,7 +141,7 @@ func BenchmarkEtcd(b *testing.B) {
 		for i := range ms {
 			ms[i] = concurrency.NewMutex(session(b), n)
 		}
-		contended(b, func(w int) func() {
+		contended(b, 0, func(w int) func() {
 			if err := ms[w].Lock(ctx); err != nil {
 				b.Error(err)
 			}
@@ -163,11 +166,10 @@ func BenchmarkEtcd(b *testing.B) {
 			defer m.Close()
 			ms[i] = m
 		}
-		contended(b, func(w int) func() {
+		contended(b, 100*time.Microsecond, func(w int) func() {
 			if _, err := ms[w].Lock(ctx); err != nil {
 				b.Error(err)
 			}
-			time.Sleep(100 * time.Microsecond) // a short critical section
 			return func() { _ = ms[w].Unlock(ctx) }
 		})
 	})
@@ -178,11 +180,10 @@ func BenchmarkEtcd(b *testing.B) {
 		for i := range ms {
 			ms[i] = concurrency.NewMutex(s, n)
 		}
-		contended(b, func(w int) func() {
+		contended(b, 100*time.Microsecond, func(w int) func() {
 			if err := ms[w].Lock(ctx); err != nil {
 				b.Error(err)
 			}
-			time.Sleep(100 * time.Microsecond) // a short critical section
 			return func() { _ = ms[w].Unlock(ctx) }
 		})
 	})

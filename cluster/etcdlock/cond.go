@@ -17,11 +17,13 @@ type condDriver struct {
 	b     *backend
 	name  string
 	queue string // directory of the waiters' keys, ending in '/'
+	ids   ids
 }
 
 // condTicket is one registered waiter.
 type condTicket struct {
 	s   *session
+	id  string
 	key string
 	rev int64
 }
@@ -41,7 +43,8 @@ func (d *condDriver) Prepare(ctx context.Context) (any, error) {
 	if err != nil {
 		return nil, d.errf("wait: %w", err)
 	}
-	key := d.queue + s.newID()
+	id := d.ids.get(s)
+	key := d.queue + id
 	rctx, cancel := d.b.rctx(ctx)
 	resp, err := d.b.c.Put(rctx, key, d.b.holderValue("", 0), clientv3.WithLease(s.id))
 	cancel()
@@ -49,7 +52,7 @@ func (d *condDriver) Prepare(ctx context.Context) (any, error) {
 		d.b.cleanup(s, key)
 		return nil, d.errf("wait: %w", ctxErr(ctx, err))
 	}
-	return &condTicket{s: s, key: key, rev: resp.Header.Revision}, nil
+	return &condTicket{s: s, id: id, key: key, rev: resp.Header.Revision}, nil
 }
 
 // Wait returns when the ticket's key is deleted.
@@ -82,6 +85,8 @@ func (d *condDriver) Wait(ctx context.Context, ticket any) error {
 			continue
 		}
 		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != t.rev {
+			// Deleted by Signal or Broadcast.
+			d.ids.put(t.s, t.id)
 			return nil
 		}
 		read = resp.Header.Revision
@@ -97,10 +102,12 @@ func (d *condDriver) withdraw(t *condTicket) {
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.rev)).
 		Then(clientv3.OpDelete(t.key)).
 		Commit()
-	switch {
-	case err != nil:
+	if err != nil {
 		d.b.cleanup(t.s, t.key)
-	case !resp.Succeeded:
+		return
+	}
+	d.ids.put(t.s, t.id)
+	if !resp.Succeeded {
 		_ = d.Signal(ctx)
 	}
 }

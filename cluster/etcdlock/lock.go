@@ -21,11 +21,13 @@ type lockDriver struct {
 	name string
 	dir  string // the name's directory, ending in '/'
 	rw   bool
+	ids  ids
 }
 
 // lockGrant is the driver's state of one hold.
 type lockGrant struct {
 	s    *session
+	id   string // the key id
 	q    string // the acquisition's key in the queue
 	w    string // its writer marker, "" for mutexes and readers
 	rev  int64  // the create revision of q (and w): order and token
@@ -54,15 +56,23 @@ func (d *lockDriver) blockers(mode baton.Mode) string {
 }
 
 // puts returns the keys and the writes of a new acquisition.
-func (d *lockDriver) puts(s *session, mode baton.Mode) (q, w string, ops []clientv3.Op) {
-	id := s.newID()
+func (d *lockDriver) puts(s *session, mode baton.Mode) (id, q, w string, ops []clientv3.Op) {
+	id = d.ids.get(s)
 	q = d.dir + "q/" + id
 	ops = []clientv3.Op{clientv3.OpPut(q, d.b.holderValue(mode.String(), 0), clientv3.WithLease(s.id))}
 	if d.rw && mode == baton.Exclusive {
 		w = d.dir + "w/" + id
 		ops = append(ops, clientv3.OpPut(w, "", clientv3.WithLease(s.id)))
 	}
-	return q, w, ops
+	return id, q, w, ops
+}
+
+// drop deletes the keys of an acquisition that will not be used; the id
+// is reused only if they are gone for sure.
+func (d *lockDriver) drop(s *session, id, q, w string) {
+	if d.b.cleanup(s, keysOf(q, w)...) {
+		d.ids.put(s, id)
+	}
 }
 
 func keysOf(q, w string) []string {
@@ -72,13 +82,13 @@ func keysOf(q, w string) []string {
 	return []string{q, w}
 }
 
-func (d *lockDriver) grant(s *session, q, w string, rev int64, mode baton.Mode) baton.Grant {
+func (d *lockDriver) grant(s *session, id, q, w string, rev int64) baton.Grant {
 	loss := baton.NewLoss()
 	s.track(loss)
 	return baton.Grant{
 		Token: baton.Token(rev),
 		Loss:  loss,
-		Data:  &lockGrant{s: s, q: q, w: w, rev: rev, loss: loss},
+		Data:  &lockGrant{s: s, id: id, q: q, w: w, rev: rev, loss: loss},
 	}
 }
 
@@ -89,7 +99,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 		if err != nil {
 			return baton.Grant{}, d.errf("lock: %w", err)
 		}
-		q, w, ops := d.puts(s, mode)
+		id, q, w, ops := d.puts(s, mode)
 		// The newest key in the blockers' directory is the caller's own
 		// (writers) or older than it (readers): the two newest tell who
 		// comes just before.
@@ -114,10 +124,10 @@ func (d *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 		rev := resp.Header.Revision
 		pred := before(resp.Responses[len(ops)].GetResponseRange().Kvs, rev)
 		if err := d.wait(ctx, s, q, rev, mode, pred, rev); err != nil {
-			d.b.cleanup(s, keysOf(q, w)...)
+			d.drop(s, id, q, w)
 			return baton.Grant{}, d.errf("lock: %w", err)
 		}
-		return d.grant(s, q, w, rev, mode), nil
+		return d.grant(s, id, q, w, rev), nil
 	}
 }
 
@@ -183,7 +193,7 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Gra
 		if err != nil {
 			return baton.Grant{}, d.errf("trylock: %w", err)
 		}
-		q, w, ops := d.puts(s, mode)
+		id, q, w, ops := d.puts(s, mode)
 		free := clientv3.Compare(clientv3.CreateRevision(d.blockers(mode)), "=", 0).WithPrefix()
 		rctx, cancel := d.b.rctx(ctx)
 		resp, err := d.b.c.Txn(rctx).If(free).Then(ops...).Commit()
@@ -197,9 +207,10 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Gra
 			return baton.Grant{}, d.errf("trylock: %w", ctxErr(ctx, err))
 		}
 		if !resp.Succeeded {
+			d.ids.put(s, id) // nothing was written
 			return baton.Grant{}, d.errf("%w", baton.ErrLocked)
 		}
-		return d.grant(s, q, w, resp.Header.Revision, mode), nil
+		return d.grant(s, id, q, w, resp.Header.Revision), nil
 	}
 }
 
@@ -231,6 +242,7 @@ func (d *lockDriver) Release(ctx context.Context, g baton.Grant) error {
 		lg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
 		return d.errf("unlock: %w", lg.loss.Err())
 	}
+	d.ids.put(lg.s, lg.id)
 	if lerr := lg.loss.Err(); lerr != nil {
 		return d.errf("unlock: %w", lerr)
 	}

@@ -21,11 +21,13 @@ type semDriver struct {
 	meta     string // the capacity key
 	queue    string // directory of the acquisitions' keys, ending in '/'
 	capacity int64
+	ids      ids
 }
 
 // semGrant is the driver's state of one acquisition.
 type semGrant struct {
 	s    *session
+	id   string
 	key  string
 	rev  int64
 	loss *baton.Loss
@@ -74,8 +76,9 @@ func (d *semDriver) weight(v []byte) int64 {
 	return d.capacity
 }
 
-func (d *semDriver) enqueue(ctx context.Context, s *session, n int64) (key string, rev int64, older map[string]int64, err error) {
-	key = d.queue + s.newID()
+func (d *semDriver) enqueue(ctx context.Context, s *session, n int64) (id, key string, rev int64, older map[string]int64, err error) {
+	id = d.ids.get(s)
+	key = d.queue + id
 	rctx, cancel := d.b.rctx(ctx)
 	defer cancel()
 	resp, err := d.b.c.Txn(rctx).
@@ -84,13 +87,14 @@ func (d *semDriver) enqueue(ctx context.Context, s *session, n int64) (key strin
 		Commit()
 	if err != nil {
 		d.b.cleanup(s, key)
-		return "", 0, nil, err
+		return "", "", 0, nil, err
 	}
 	if !resp.Succeeded {
-		return "", 0, nil, fmt.Errorf("%w: the semaphore was removed", baton.ErrLost)
+		d.ids.put(s, id)
+		return "", "", 0, nil, fmt.Errorf("%w: the semaphore was removed", baton.ErrLost)
 	}
 	rev = resp.Header.Revision
-	return key, rev, d.older(resp.Responses[1].GetResponseRange().Kvs, rev), nil
+	return id, key, rev, d.older(resp.Responses[1].GetResponseRange().Kvs, rev), nil
 }
 
 // older maps the keys older than rev to their weights.
@@ -112,10 +116,17 @@ func sum(m map[string]int64) int64 {
 	return t
 }
 
-func (d *semDriver) grant(s *session, key string, rev, n int64) baton.Grant {
+// drop deletes the key of an acquisition that will not be used.
+func (d *semDriver) drop(s *session, id, key string) {
+	if d.b.cleanup(s, key) {
+		d.ids.put(s, id)
+	}
+}
+
+func (d *semDriver) grant(s *session, id, key string, rev, n int64) baton.Grant {
 	loss := baton.NewLoss()
 	s.track(loss)
-	return baton.Grant{Token: baton.Token(rev), Loss: loss, N: n, Data: &semGrant{s: s, key: key, rev: rev, loss: loss}}
+	return baton.Grant{Token: baton.Token(rev), Loss: loss, N: n, Data: &semGrant{s: s, id: id, key: key, rev: rev, loss: loss}}
 }
 
 // Acquire enqueues a key for n permits and waits until the permits of all
@@ -126,7 +137,7 @@ func (d *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 		if err != nil {
 			return baton.Grant{}, d.errf("acquire: %w", err)
 		}
-		key, rev, older, err := d.enqueue(ctx, s, n)
+		id, key, rev, older, err := d.enqueue(ctx, s, n)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
@@ -139,10 +150,10 @@ func (d *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 			continue
 		}
 		if err := d.wait(ctx, s, key, rev, n, older, rev); err != nil {
-			d.b.cleanup(s, key)
+			d.drop(s, id, key)
 			return baton.Grant{}, d.errf("acquire: %w", err)
 		}
-		return d.grant(s, key, rev, n), nil
+		return d.grant(s, id, key, rev, n), nil
 	}
 }
 
@@ -258,7 +269,7 @@ func (d *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error
 		if err != nil {
 			return baton.Grant{}, d.errf("tryacquire: %w", err)
 		}
-		key, rev, older, err := d.enqueue(ctx, s, n)
+		id, key, rev, older, err := d.enqueue(ctx, s, n)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
@@ -267,10 +278,10 @@ func (d *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error
 			return baton.Grant{}, d.errf("tryacquire: %w", ctxErr(ctx, err))
 		}
 		if sum(older)+n > d.capacity {
-			d.b.cleanup(s, key)
+			d.drop(s, id, key)
 			return baton.Grant{}, d.errf("%w", baton.ErrLocked)
 		}
-		return d.grant(s, key, rev, n), nil
+		return d.grant(s, id, key, rev, n), nil
 	}
 }
 
@@ -300,6 +311,9 @@ func (d *semDriver) Release(ctx context.Context, g baton.Grant, n int64) error {
 		sg.s.untrack(sg.loss)
 		sg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
 		return d.errf("release: %w", sg.loss.Err())
+	}
+	if n >= g.N {
+		d.ids.put(sg.s, sg.id)
 	}
 	if lerr := sg.loss.Err(); lerr != nil {
 		return d.errf("release: %w", lerr)

@@ -180,3 +180,38 @@ func (s *session) close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ids hands out the key ids of one driver. A deleted key leaves a tombstone
+// in etcd's index until the next compaction, and every read of a name's
+// directory walks over them: a fresh key per acquisition would make each
+// read slower with every acquisition. So a driver reuses the id of a key
+// that it knows is deleted (a clean release, a confirmed delete); an id
+// whose key may still exist, or may be deleted later in the background, is
+// never handed out again. Ids of live keys are never shared, so every
+// acquisition in flight has a key of its own.
+type ids struct {
+	mu   sync.Mutex
+	s    *session // guarded by mu; the session the free ids belong to
+	free []string // guarded by mu
+}
+
+func (p *ids) get(s *session) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.s == s && len(p.free) > 0 {
+		id := p.free[len(p.free)-1]
+		p.free = p.free[:len(p.free)-1]
+		return id
+	}
+	return s.newID()
+}
+
+// put returns the id of a key known to be deleted.
+func (p *ids) put(s *session, id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.s != s {
+		p.s, p.free = s, p.free[:0]
+	}
+	p.free = append(p.free, id)
+}
