@@ -2,8 +2,10 @@ package baton
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +32,16 @@ type lockHandle struct {
 	kind Kind
 	d    LockDriver
 
+	// The fast path (mutex drivers that implement FastLocker). A hold taken
+	// on it is recorded in fastOwner only, not in the fields under mu:
+	// fastOwner is 0, or owner<<1|1 for the owner of a fast hold, and
+	// whoever swaps it back to 0 releases fastGrant. fastGrant is written by
+	// the holder before it publishes fastOwner.
+	fast      FastLocker
+	fastOwner atomic.Uint64
+	fastGrant Grant
+	closedA   atomic.Bool // closed, readable without mu
+
 	mu sync.Mutex
 	// All below guarded by mu.
 	closed    bool
@@ -51,6 +63,9 @@ type lockHandle struct {
 func newLockHandle(b *coreBackend, kind Kind, name string, d LockDriver) *lockHandle {
 	h := &lockHandle{b: b, name: name, kind: kind, d: d}
 	h.idle = sync.NewCond(&h.mu)
+	if f, ok := d.(FastLocker); ok && kind == KindMutex {
+		h.fast = f
+	}
 	return h
 }
 
@@ -114,10 +129,23 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 		return Hold{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	owner := OwnerOf(ctx)
+	if h.fast != nil && !h.closedA.Load() && ctx.Err() == nil {
+		if g, ok := h.fast.TryAcquireFast(); ok {
+			if hd, ok := h.lockedFast(owner, g); ok {
+				return hd, nil
+			}
+		}
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return Hold{}, h.errf("%w", ErrClosed)
+	}
+	if fo := h.fastOwner.Load(); owner != 0 && fo == uint64(owner)<<1|1 && h.fastOwner.CompareAndSwap(fo, 0) {
+		// The owner locks again what it took on the fast path: move the
+		// hold into the regular bookkeeping, which counts reentrancy.
+		h.held, h.grant = true, h.fastGrant
+		h.writer, h.wOwner, h.wCount = true, owner, 1
 	}
 	if owner != 0 {
 		switch {
@@ -194,6 +222,51 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 	}
 }
 
+// lockedFast records a hold taken on the fast path. If the handle was
+// closed meanwhile the hold is given back (by this call or by close,
+// whichever clears fastOwner) and ok is false.
+func (h *lockHandle) lockedFast(owner Owner, g Grant) (Hold, bool) {
+	mine := uint64(owner)<<1 | 1
+	// The driver's word lives outside Go memory, where the race detector
+	// sees no synchronization. Every release writes fastOwner (fast unlock)
+	// or touches it (releaseGrant), and every acquisition loads it first, so
+	// each hold is ordered after the previous one in Go memory too.
+	h.fastOwner.Load()
+	h.fastGrant = g
+	h.fastOwner.Store(mine)
+	// close sets closedA before it looks at fastOwner; of the two loads one
+	// sees the other's store.
+	if h.closedA.Load() {
+		if h.fastOwner.CompareAndSwap(mine, 0) {
+			_ = h.d.Release(context.Background(), g)
+		}
+		return Hold{}, false
+	}
+	return NewHold(g.Token, Exclusive, g.Recovered, g.Loss), true
+}
+
+// unlockFast releases a hold of owner taken on the fast path, and reports
+// false if there is none.
+func (h *lockHandle) unlockFast(ctx context.Context, owner Owner) (bool, error) {
+	mine := uint64(owner)<<1 | 1
+	if h.fastOwner.Load() != mine {
+		return false, nil
+	}
+	// Read the grant before the CAS that gives the hold up, so that the
+	// next holder's write of fastGrant is ordered after this read.
+	g := h.fastGrant
+	if !h.fastOwner.CompareAndSwap(mine, 0) {
+		return false, nil
+	}
+	if h.fast.ReleaseFast(g) {
+		return true, nil
+	}
+	if err := h.d.Release(context.WithoutCancel(ctx), g); err != nil {
+		return true, fmt.Errorf("baton: %s %q: unlock: %w", h.kind, h.name, err)
+	}
+	return true, nil
+}
+
 // acquire calls the driver for a grant. It is entered with h.mu held and the
 // handle idle, and returns with h.mu released.
 func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bool, w *waiter) (Hold, error) {
@@ -201,19 +274,9 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 		h.q = h.q[1:] // w is the head; others stay queued behind busy
 	}
 	h.busy = true
-	var (
-		g   Grant
-		err error
-	)
-	if try {
-		h.mu.Unlock()
-		g, err = h.d.TryAcquire(ctx, mode)
-	} else {
-		actx, cancel := context.WithCancel(ctx)
-		h.cancelAcq = cancel
-		h.mu.Unlock()
-		g, err = h.d.Acquire(actx, mode)
-		cancel()
+	g, err := h.callDriver(ctx, mode, try)
+	if h.fast != nil {
+		h.fastOwner.Load() // see lockedFast
 	}
 	h.mu.Lock()
 	h.busy = false
@@ -251,6 +314,31 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 	return hd, nil
 }
 
+// callDriver runs the driver's acquisition. It is entered with h.mu held
+// and returns with h.mu released. Drivers whose TryAcquire is cheap are tried
+// first, so that an uncontended Lock does not pay for a cancellable wait.
+func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (Grant, error) {
+	tf, cheap := h.d.(TryFirst)
+	if try || cheap && tf.TryFirst() {
+		h.mu.Unlock()
+		g, err := h.d.TryAcquire(ctx, mode)
+		if try || !errors.Is(err, ErrLocked) {
+			return g, err
+		}
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return Grant{}, h.errf("%w", ErrClosed)
+		}
+	}
+	// Close cancels the wait through cancelAcq.
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h.cancelAcq = cancel
+	h.mu.Unlock()
+	return h.d.Acquire(actx, mode)
+}
+
 // waitIdle waits until no driver call is in progress. h.mu is held.
 func (h *lockHandle) waitIdle() {
 	for h.busy {
@@ -264,6 +352,9 @@ func (h *lockHandle) releaseGrant(ctx context.Context) error {
 	g := h.grant
 	h.held, h.grant, h.writer = false, Grant{}, false
 	h.busy = true
+	if h.fast != nil {
+		h.fastOwner.Add(0) // see lockedFast
+	}
 	h.mu.Unlock()
 	err := h.d.Release(context.WithoutCancel(ctx), g)
 	h.mu.Lock()
@@ -282,6 +373,11 @@ func (h *lockHandle) unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	owner := OwnerOf(ctx)
+	if h.fast != nil {
+		if done, err := h.unlockFast(ctx, owner); done {
+			return err
+		}
+	}
 	h.mu.Lock()
 	h.waitIdle()
 	if !h.writer || h.wOwner != owner {
@@ -395,6 +491,9 @@ func (h *lockHandle) runlock(ctx context.Context) error {
 // holdCount reports how many write holds the owner in ctx has.
 func (h *lockHandle) holdCount(ctx context.Context) int {
 	owner := OwnerOf(ctx)
+	if h.fast != nil && h.fastOwner.Load() == uint64(owner)<<1|1 {
+		return 1
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.writer && h.wOwner == owner {
@@ -410,6 +509,7 @@ func (h *lockHandle) close() error {
 		return nil
 	}
 	h.closed = true
+	h.closedA.Store(true)
 	if h.cancelAcq != nil {
 		h.cancelAcq()
 	}
@@ -421,6 +521,9 @@ func (h *lockHandle) close() error {
 	}
 	h.waitIdle()
 	var err error
+	if fo := h.fastOwner.Load(); fo != 0 && h.fastOwner.CompareAndSwap(fo, 0) {
+		err = h.d.Release(context.Background(), h.fastGrant)
+	}
 	if h.held {
 		h.readers, h.anon, h.rOwners, h.wCount, h.wOwner = 0, 0, nil, 0, 0
 		err = h.releaseGrant(context.Background())

@@ -92,3 +92,27 @@ type BackendDriver interface {
 	OpenCond(ctx context.Context, name string) (CondDriver, error)
 	Close() error
 }
+
+// TryFirst is implemented by lock and semaphore drivers whose TryAcquire
+// costs no more than the first step of Acquire (a local syscall or a memory
+// operation, not a network round trip) and returns true. The core then tries
+// first when the handle is idle, and sets up a cancellable wait only when
+// the lock is taken.
+type TryFirst interface {
+	TryFirst() bool
+}
+
+// FastLocker is implemented by mutex drivers whose uncontended acquisition
+// and release need no context, no error value and no system call (a CAS on
+// a word in shared memory). The core calls these without its handle lock,
+// possibly while another goroutine of the same handle is inside Acquire or
+// Release of the same driver, so they must be safe for that.
+type FastLocker interface {
+	// TryAcquireFast takes the lock in Exclusive mode if that needs no
+	// waiting and no system call, and reports false otherwise (the core then
+	// takes its regular path).
+	TryAcquireFast() (Grant, bool)
+	// ReleaseFast releases g if that needs no system call (no waiter to
+	// wake), and otherwise reports false and changes nothing.
+	ReleaseFast(g Grant) bool
+}

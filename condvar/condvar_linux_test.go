@@ -192,7 +192,9 @@ func helper(t testing.TB, role, dir string, n int) *exec.Cmd {
 }
 
 // TestProducerConsumer: 2 producer and 2 consumer processes hand over
-// 100,000 items through a queue of 8; a lost wake-up would hang them.
+// 100,000 items through a queue of 8; a lost wake-up would hang them. The
+// test fails when no item moves for 10 s (a hang), not on total time, which
+// depends on the machine's load.
 func TestProducerConsumer(t *testing.T) {
 	const total = 100_000
 	dir := t.TempDir()
@@ -204,15 +206,47 @@ func TestProducerConsumer(t *testing.T) {
 	for _, c := range cmds {
 		go func() { done <- c.Wait() }()
 	}
-	timeout := time.After(25 * time.Second)
-	for range cmds {
+	// Each helper is waited for by its goroutine only: on failure, kill
+	// them all and collect those waits.
+	fail := func(finished int, format string, args ...any) {
+		t.Helper()
+		for _, c := range cmds {
+			_ = c.Process.Kill()
+		}
+		for ; finished < len(cmds); finished++ {
+			<-done
+		}
+		t.Fatalf(format, args...)
+	}
+	var progress func() int64
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last, lastMove := int64(-1), time.Now()
+	for finished := 0; finished < len(cmds); {
 		select {
 		case err := <-done:
+			finished++
 			if err != nil {
-				t.Fatalf("helper: %v", err)
+				fail(finished, "helper: %v", err)
 			}
-		case <-timeout:
-			t.Fatal("producers and consumers hung: lost wake-up")
+		case <-tick.C:
+			if progress == nil {
+				ns, err := ipc.OpenNamespace(dir)
+				if err != nil {
+					continue
+				}
+				q, r, err := openQueue(ns)
+				if err != nil {
+					continue // not created yet
+				}
+				defer r.Close()
+				progress = func() int64 { return q.produced.Load() + q.consumed.Load() }
+			}
+			if p := progress(); p != last {
+				last, lastMove = p, time.Now()
+			} else if time.Since(lastMove) > 10*time.Second {
+				fail(finished, "producers and consumers hung at %d of %d moves: lost wake-up", p, 2*total)
+			}
 		}
 	}
 	ns, _ := ipc.OpenNamespace(dir)

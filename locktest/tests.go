@@ -730,8 +730,8 @@ func testKillHolder(t *testing.T, e *env) {
 	b := e.open(t)
 	m, err := b.Mutex(ctx, name)
 	ok(t, "Mutex", err)
-	var worst time.Duration
-	for round := 0; round < 3; round++ {
+	var took []time.Duration
+	for round := 0; round < 5; round++ {
 		p := spawn(t, e, "hold", helperArgs{Name: name, Kind: "mutex"})
 		p.expect(t, "held", 30*time.Second)
 		got := make(chan error, 1)
@@ -751,12 +751,14 @@ func testKillHolder(t *testing.T, e *env) {
 			t.Fatal("waiter never got the lock of a killed holder")
 		}
 		_ = p.cmd.Wait()
-		d := at.Sub(t0)
-		worst = max(worst, d)
+		took = append(took, at.Sub(t0))
 		ok(t, "Unlock", m.Unlock(ctx))
 	}
-	if worst > e.s.Caps.KillBound {
-		t.Errorf("holder SIGKILL -> waiter holds took %v, bound %v", worst, e.s.Caps.KillBound)
+	// The median, so that one scheduling stall of a loaded machine does not
+	// decide; the worst is logged.
+	slices.Sort(took)
+	if med := took[len(took)/2]; med > e.s.Caps.KillBound {
+		t.Errorf("holder SIGKILL -> waiter holds: median %v of %v, bound %v", med, took, e.s.Caps.KillBound)
 	}
-	t.Logf("holder SIGKILL -> waiter holds: worst of 3 %v", worst)
+	t.Logf("holder SIGKILL -> waiter holds: median %v, worst %v of %d", took[len(took)/2], took[len(took)-1], len(took))
 }
