@@ -52,21 +52,6 @@ var (
 
 func TestMain(m *testing.M) { locktest.Main(m, suite1, suite3) }
 
-func TestConformanceOneMember(t *testing.T) {
-	c := startCluster(t, 1)
-	locktest.Run(t, suite1, c.url("lt1"))
-	checkEmpty(t, c, "lt1/")
-}
-
-func TestConformanceThreeMembers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-member cluster in -short")
-	}
-	c := startCluster(t, 3)
-	locktest.Run(t, suite3, c.url("lt3"))
-	checkEmpty(t, c, "lt3/")
-}
-
 // checkEmpty checks that no lock key is left under prefix (semaphore
 // capacity keys stay by design).
 func checkEmpty(t *testing.T, c *cluster, prefix string) {

@@ -63,8 +63,16 @@ func parseURL(raw string) (target, error) {
 	for h := range strings.SplitSeq(hosts, ",") {
 		host, port, err := net.SplitHostPort(h)
 		if err != nil {
-			// No port: the whole item is the host.
-			host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), "2379"
+			// No port: a name, an IPv4 address or a bracketed IPv6 one.
+			switch {
+			case strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]"):
+				host = h[1 : len(h)-1]
+			case !strings.ContainsAny(h, ":[]"):
+				host = h
+			default:
+				return bad("host %q", h)
+			}
+			port = "2379"
 		}
 		if host == "" || strings.ContainsAny(host, "[]@/ \t\x00") {
 			return bad("host %q", h)

@@ -1,0 +1,146 @@
+package etcdlock
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+func TestParseURL(t *testing.T) {
+	good := []struct {
+		url    string
+		eps    []string
+		tls    bool
+		user   string
+		pass   string
+		prefix string
+	}{
+		{"etcd://127.0.0.1:2379", []string{"127.0.0.1:2379"}, false, "", "", ""},
+		{"etcd://h1:1,h2:2", []string{"h1:1", "h2:2"}, false, "", "", ""},
+		{"etcd://h1", []string{"h1:2379"}, false, "", "", ""},
+		{"ETCDS://[::1]:3000", []string{"[::1]:3000"}, true, "", "", ""},
+		{"etcd://[::1]", []string{"[::1]:2379"}, false, "", "", ""},
+		{"etcd://u:p%40ss@h:1/app", []string{"h:1"}, false, "u", "p@ss", "app/"},
+		{"etcd://h:1/a/b/", []string{"h:1"}, false, "", "", "a/b/"},
+	}
+	for _, g := range good {
+		got, err := parseURL(g.url)
+		if err != nil {
+			t.Errorf("parseURL(%q): %v", g.url, err)
+			continue
+		}
+		if !slices.Equal(got.endpoints, g.eps) || got.tls != g.tls || got.username != g.user || got.password != g.pass || got.prefix != g.prefix {
+			t.Errorf("parseURL(%q) = %+v", g.url, got)
+		}
+	}
+	bad := []string{
+		"", "127.0.0.1:2379", "redis://h:1", "http://h:1", "etcd://", "etcd://h:0", "etcd://h:65536",
+		"etcd://h:x", "etcd://h1,,h2", "etcd://h?x=1", "etcd://h#f", "etcd://@h", "etcd://a b:1",
+		"etcd://h:1/%zz", "etcd://[::1:2379",
+	}
+	for _, u := range bad {
+		_, err := parseURL(u)
+		if !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("parseURL(%q): %v, want ErrInvalidArgument", u, err)
+		} else if !strings.Contains(err.Error(), "etcd://host:port") {
+			t.Errorf("parseURL(%q): error does not name the accepted forms: %v", u, err)
+		}
+	}
+}
+
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"etcd://h:1,h2:2/p", "etcds://u:p@[::1]:5/x", "etcd://h", "x://"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := parseURL(s)
+		if err != nil {
+			if !errors.Is(err, baton.ErrInvalidArgument) {
+				t.Fatalf("parseURL(%q): %v does not match ErrInvalidArgument", s, err)
+			}
+			return
+		}
+		if len(got.endpoints) == 0 {
+			t.Fatalf("parseURL(%q): no endpoints", s)
+		}
+		for _, ep := range got.endpoints {
+			if _, _, err := net.SplitHostPort(ep); err != nil {
+				t.Fatalf("parseURL(%q): endpoint %q: %v", s, ep, err)
+			}
+		}
+		if got.prefix != "" && !strings.HasSuffix(got.prefix, "/") {
+			t.Fatalf("parseURL(%q): prefix %q", s, got.prefix)
+		}
+	})
+}
+
+func TestOptions(t *testing.T) {
+	o, err := buildOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ttl != DefaultTTL || o.renewal != DefaultTTL/3 || o.drift != DefaultTTL/10 ||
+		o.requestTimeout != DefaultRequestTimeout || o.dialTimeout != DefaultDialTimeout || o.prefix != DefaultPrefix {
+		t.Errorf("defaults %+v", o)
+	}
+	bad := [][]Option{
+		{WithTTL(0)}, {WithTTL(time.Second)}, {WithTTL(2500 * time.Millisecond)}, {WithTTL(2 * time.Hour)},
+		{WithRenewal(0)}, {WithRenewal(-time.Second)},
+		{WithTTL(4 * time.Second), WithRenewal(3 * time.Second)},
+		{WithTTL(4 * time.Second), WithRenewal(time.Second), WithDriftMargin(3500 * time.Millisecond)},
+		{WithDriftMargin(-1)}, {WithDialTimeout(0)}, {WithRequestTimeout(-1)},
+		{WithPrefix("")}, {WithPrefix("a\x00b")}, {WithPrefix(strings.Repeat("p", 300))}, {WithTLS(nil)}, {nil},
+	}
+	for i, opts := range bad {
+		if _, err := buildOptions(opts); !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("options %d: %v, want ErrInvalidArgument", i, err)
+		}
+	}
+	if _, err := New(nil); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("New(nil): %v", err)
+	}
+	ctx := context.Background()
+	// Refused before any connection: nothing listens on these.
+	if _, err := OpenURL(ctx, "etcd://127.0.0.1:1", WithTLS(&tls.Config{})); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("WithTLS with etcd://: %v", err)
+	}
+	if _, err := OpenURL(ctx, "etcd://127.0.0.1:1/a", WithPrefix("b")); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("two prefixes: %v", err)
+	}
+	if _, err := OpenURL(ctx, "mysql://127.0.0.1:1"); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("other scheme: %v", err)
+	}
+	// Nothing listens: OpenURL fails within the dial timeout.
+	start := time.Now()
+	if _, err := OpenURL(ctx, "etcd://127.0.0.1:1", WithDialTimeout(300*time.Millisecond)); err == nil {
+		t.Error("OpenURL of a closed port succeeded")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("OpenURL of a closed port took %v", d)
+	}
+}
+
+func TestNameEncoding(t *testing.T) {
+	names := []string{"a", "a/b", "a%2Fb", "a%b", "%", "/", "%25"}
+	seen := map[string]string{}
+	for _, n := range names {
+		e := encodeName(n)
+		if strings.Contains(e, "/") {
+			t.Errorf("encodeName(%q) = %q has a '/'", n, e)
+		}
+		if other, ok := seen[e]; ok {
+			t.Errorf("encodeName(%q) = encodeName(%q) = %q", n, other, e)
+		}
+		seen[e] = n
+		if d := decodeName(e); d != n {
+			t.Errorf("decodeName(encodeName(%q)) = %q", n, d)
+		}
+	}
+}
