@@ -157,7 +157,6 @@ func unlock(fd int) error {
 
 // grantData is the driver-private part of a grant.
 type grantData struct {
-	lf    *lockFile
 	loss  *baton.Loss
 	watch *watched
 	mode  baton.Mode
@@ -165,7 +164,7 @@ type grantData struct {
 
 func newGrant(lf *lockFile, mode baton.Mode, token baton.Token) baton.Grant {
 	loss := baton.NewLoss()
-	gd := &grantData{loss: loss, mode: mode, lf: lf, watch: watchFile(lf.path, lf.dev, lf.ino, loss)}
+	gd := &grantData{loss: loss, mode: mode, watch: watchFile(lf.path, lf.dev, lf.ino, loss)}
 	return baton.Grant{Token: token, Loss: loss, Data: gd}
 }
 
@@ -174,17 +173,14 @@ func endGrant(g baton.Grant) error {
 	if !ok {
 		return fmt.Errorf("filelock: release of a foreign grant: %w", baton.ErrNotHeld)
 	}
+	// The watcher checks held files; a removal in its last interval
+	// before the release is not reported (the hold is over either way).
 	gd.watch.stop()
-	if err := gd.loss.Err(); err != nil {
-		return err
-	}
-	// A last look: the file may have gone since the watcher's last tick.
-	if !gd.lf.current() {
-		gd.loss.Fire(errFileGone)
-		return gd.loss.Err()
-	}
-	return nil
+	return gd.loss.Err()
 }
+
+// pid is this process's id, recorded in the page of locks it holds.
+var pid = int64(os.Getpid())
 
 var errFileGone = errors.New("lock file removed or replaced while held")
 
@@ -244,7 +240,7 @@ func (m *Mutex) acquire(ctx context.Context, mode baton.Mode, block bool) (baton
 			continue
 		}
 		tok := lf.pg.token.Add(1)
-		lf.pg.pid.Store(int64(os.Getpid()))
+		lf.pg.pid.Store(pid)
 		lf.pg.since.Store(time.Now().UnixNano())
 		return newGrant(lf, baton.Exclusive, baton.Token(tok)), nil
 	}
@@ -360,7 +356,7 @@ func (rw *RWMutex) acquire(ctx context.Context, mode baton.Mode, block bool) (ba
 			return newGrant(d, baton.Shared, baton.Token(d.pg.token.Load())), nil
 		}
 		tok := d.pg.token.Add(1)
-		d.pg.pid.Store(int64(os.Getpid()))
+		d.pg.pid.Store(pid)
 		d.pg.since.Store(time.Now().UnixNano())
 		return newGrant(d, baton.Exclusive, baton.Token(tok)), nil
 	}

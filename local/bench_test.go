@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -15,8 +16,19 @@ import (
 	"github.com/batonlock/baton/local"
 )
 
+// shmDir returns a temporary directory on tmpfs, where the default
+// namespace lives, removed after the benchmark.
+func shmDir(b *testing.B) string {
+	dir, err := os.MkdirTemp("/dev/shm", "baton-bench")
+	if err != nil {
+		return b.TempDir()
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 func openMutex(b *testing.B, opts ...local.Option) baton.Mutex {
-	be, err := local.Open(b.TempDir(), opts...)
+	be, err := local.Open(shmDir(b), opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -38,7 +50,7 @@ func BenchmarkUncontended(b *testing.B) {
 		}
 	})
 	b.Run("raw-flock", func(b *testing.B) {
-		fd, err := unix.Open(filepath.Join(b.TempDir(), "f"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+		fd, err := unix.Open(filepath.Join(shmDir(b), "f"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -49,7 +61,7 @@ func BenchmarkUncontended(b *testing.B) {
 		}
 	})
 	b.Run("gofrs-flock", func(b *testing.B) {
-		fl := flock.New(filepath.Join(b.TempDir(), "f"))
+		fl := flock.New(filepath.Join(shmDir(b), "f"))
 		for b.Loop() {
 			if err := fl.Lock(); err != nil {
 				b.Fatal(err)
@@ -79,7 +91,7 @@ func BenchmarkHandoff(b *testing.B) {
 	ctx := context.Background()
 	for _, impl := range []local.MutexImpl{local.MutexFlock, local.MutexFutex} {
 		b.Run("baton-"+string(impl), func(b *testing.B) {
-			be, err := local.Open(b.TempDir(), local.WithMutex(impl))
+			be, err := local.Open(shmDir(b), local.WithMutex(impl))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -117,7 +129,7 @@ func BenchmarkCancel(b *testing.B) {
 	ctx := context.Background()
 	for _, impl := range []local.MutexImpl{local.MutexFlock, local.MutexFutex} {
 		b.Run("baton-"+string(impl), func(b *testing.B) {
-			be, err := local.Open(b.TempDir(), local.WithMutex(impl))
+			be, err := local.Open(shmDir(b), local.WithMutex(impl))
 			if err != nil {
 				b.Fatal(err)
 			}
