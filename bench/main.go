@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,7 +34,15 @@ func main() {
 	full := flag.Bool("full", false, "full pass (every workload, longer runs)")
 	out := flag.String("out", "", "directory for BENCH.md, results.json and charts/ (default: . for -full, out-quick for -quick)")
 	only := flag.String("only", "", "comma-separated sections to run: host, redis, etcd, memory (default all)")
+	report := flag.String("report", "", "render BENCH.md and charts/ again from this results.json into -out (default .), without measuring")
 	flag.Parse()
+	if *report != "" {
+		if err := rerender(*report, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *quick == *full {
 		fmt.Fprintln(os.Stderr, "bench: give exactly one of -quick or -full")
 		os.Exit(2)
@@ -63,6 +72,21 @@ func main() {
 	if err != nil {
 		os.Exit(1)
 	}
+}
+
+func rerender(path, out string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var res results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if out == "" {
+		out = "."
+	}
+	return writeOutputs(&res, out)
 }
 
 func sections(only string) map[string]bool {

@@ -200,7 +200,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 	if want["redis"] && len(redisSubs) > 0 {
 		const sec = "Redis"
 		single := pick(redisSubs, func(s *subject) bool { return s.id != "redsync3" && s.id != "bredlock" })
-		refs := []string{"raw SET NX + EVAL", "redsync", "bsm/redislock"}
+		refs := []string{"raw SET NX + EVAL", "redsync", "bsm/redislock", "baton redis"}
 		ts = append(ts, newPlanned("redis-uncontended", sec, "Redis mutex, uncontended Lock+Unlock", "throughput", "mutex",
 			refs, redisSubs, uncontendedRun("mutex", "uncontended", 0, cfg, extra)))
 		for _, g := range cfg.gs {

@@ -36,8 +36,8 @@ var quickConfig = config{
 }
 
 var fullConfig = config{
-	dur: time.Second, reps: 7, gs: []int{1, 4, 16}, ps: []int{2, 4},
-	permits: []int{1, 4, 16}, rwG: 16, handoffs: 100, kills: 10, memK: 1000, poll: 10 * time.Millisecond,
+	dur: time.Second, reps: 5, gs: []int{1, 4, 16}, ps: []int{2, 4},
+	permits: []int{1, 4, 16}, rwG: 16, handoffs: 50, kills: 10, memK: 500, poll: 10 * time.Millisecond,
 }
 
 // smokeConfig is the tiny pass of the package test.
