@@ -80,7 +80,7 @@ func inspector(ctx context.Context, cmd *cobra.Command) (baton.Backend, baton.In
 	}
 	in, ok := b.(baton.Inspector)
 	if !ok {
-		closeBackend(b)
+		closeBackend(b, releaseTimeout)
 		return nil, nil, raw, exitWith(exitBackend, fmt.Errorf("backend %s cannot list or remove its objects (status, ls and rm are not supported by it)", redact(raw)))
 	}
 	return b, in, raw, nil
@@ -144,7 +144,7 @@ how many wait. Exits 1 when the backend has no object of that name.
 			if err != nil {
 				return err
 			}
-			defer closeBackend(b)
+			defer closeBackend(b, releaseTimeout)
 			found, err := find(ctx, in, kinds, args[0])
 			if err != nil {
 				return err
@@ -186,7 +186,7 @@ func newLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer closeBackend(b)
+			defer closeBackend(b, releaseTimeout)
 			infos, err := in.List(ctx)
 			if err != nil {
 				return classify(err)
@@ -233,7 +233,7 @@ object of that name.`,
 			if err != nil {
 				return err
 			}
-			defer closeBackend(b)
+			defer closeBackend(b, releaseTimeout)
 			found, err := find(ctx, in, kinds, args[0])
 			if err != nil {
 				return err
@@ -373,7 +373,7 @@ func holdersOf(ctx context.Context, r *request) string {
 	if err != nil {
 		return ""
 	}
-	defer closeBackend(b)
+	defer closeBackend(b, releaseTimeout)
 	in, ok := b.(baton.Inspector)
 	if !ok {
 		return ""
@@ -412,7 +412,7 @@ func completeNames(cmd *cobra.Command, args []string, toComplete string) ([]cobr
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	defer closeBackend(b)
+	defer closeBackend(b, releaseTimeout)
 	infos, err := in.List(ctx)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp

@@ -322,6 +322,9 @@ func classify(err error) error {
 // then expires by itself).
 const releaseTimeout = 5 * time.Second
 
+// lostReleaseTimeout bounds the release of a hold known to be lost.
+const lostReleaseTimeout = time.Second
+
 func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 	r, err := parseRequest(cmd, f, args, sem)
 	if err != nil {
@@ -338,9 +341,10 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 	// Open the backend and acquire in the background, so that a signal
 	// ends the wait (connecting to a cluster included).
 	type result struct {
-		b   baton.Backend
-		h   held
-		err error
+		b        baton.Backend
+		h        held
+		err      error
+		timedOut bool // the wait ended by -w
 	}
 	resc := make(chan result, 1)
 	go func() {
@@ -354,8 +358,9 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 			actx, acancel = context.WithTimeoutCause(ctx, r.timeout, errTimedOut)
 		}
 		h, err := acquire(actx, b, r)
+		timedOut := err != nil && errors.Is(context.Cause(actx), errTimedOut)
 		acancel()
-		resc <- result{b: b, h: h, err: err}
+		resc <- result{b: b, h: h, err: err, timedOut: timedOut}
 	}()
 
 	var notice <-chan time.Time
@@ -380,15 +385,14 @@ wait:
 			break wait
 		}
 	}
+	closeBound := releaseTimeout
 	if res.b != nil {
-		defer closeBackend(res.b)
+		defer func() { closeBackend(res.b, closeBound) }()
 	}
 	if sigExit != 0 {
 		// Interrupted: whatever the wait returned, hold nothing.
 		if res.err == nil {
-			rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
-			_ = res.h.release(rctx)
-			rcancel()
+			_ = bounded(releaseTimeout, res.h.release)
 		}
 		return exitWith(sigExit, nil)
 	}
@@ -397,7 +401,7 @@ wait:
 		switch {
 		case errors.As(res.err, &ee):
 			return res.err
-		case errors.Is(res.err, baton.ErrLocked), errors.Is(res.err, context.DeadlineExceeded):
+		case errors.Is(res.err, baton.ErrLocked), res.timedOut:
 			if f.verbose {
 				fmt.Fprintf(os.Stderr, "baton: %s is busy; gave up after %v\n", describe(r), time.Since(start).Round(time.Millisecond))
 			}
@@ -413,31 +417,39 @@ wait:
 		fmt.Fprintf(os.Stderr, "baton: holding %s after %v (token %d)\n", describe(r), time.Since(start).Round(time.Millisecond), h.hold.Token())
 	}
 	if r.waitAll {
-		rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
-		defer rcancel()
-		if err := h.release(rctx); err != nil {
+		if err := bounded(releaseTimeout, h.release); err != nil {
 			return classify(err)
 		}
 		return nil
 	}
-	return supervise(r, f, h, sigc)
+	return supervise(r, f, h, sigc, &closeBound)
 }
 
-func closeBackend(b baton.Backend) {
-	done := make(chan struct{})
-	go func() {
-		_ = b.Close()
-		close(done)
-	}()
+// closeBackend closes b, waiting at most d: an unreachable server must not
+// keep baton alive.
+func closeBackend(b baton.Backend, d time.Duration) {
+	_ = bounded(d, func(context.Context) error { return b.Close() })
+}
+
+// bounded runs fn with a context of timeout d and returns its error, or
+// gives up on it after d (leaving it to finish in the background).
+func bounded(d time.Duration, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
 	select {
-	case <-done:
-	case <-time.After(releaseTimeout):
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
 // supervise runs the command while h is held, passes signals on, stops the
 // command if the hold is lost, and releases h when the command has ended.
-func supervise(r *request, f *runFlags, h held, sigc <-chan os.Signal) error {
+// closeBound is set to how long the backend may take to close afterwards.
+func supervise(r *request, f *runFlags, h held, sigc <-chan os.Signal, closeBound *time.Duration) error {
 	fg := inForeground()
 	group := !fg
 	c := &exec.Cmd{
@@ -466,10 +478,15 @@ func supervise(r *request, f *runFlags, h held, sigc <-chan os.Signal) error {
 		startc <- nil
 		waitc <- c.Wait()
 	}()
+	lost := false
 	release := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		defer cancel()
-		return h.release(ctx)
+		// Once the hold is known lost, a release only tidies up what
+		// the lease would expire anyway: do not wait long for it.
+		d := releaseTimeout
+		if lost {
+			d = lostReleaseTimeout
+		}
+		return bounded(d, h.release)
 	}
 	if err := <-startc; err != nil {
 		_ = release()
@@ -477,7 +494,6 @@ func supervise(r *request, f *runFlags, h held, sigc <-chan os.Signal) error {
 	}
 
 	lostc := h.hold.Lost()
-	lost := false
 	var killc <-chan time.Time
 	var waitErr error
 run:
@@ -490,6 +506,7 @@ run:
 			_ = signalChild(c.Process, s, group)
 		case <-lostc:
 			lostc, lost = nil, true
+			*closeBound = lostReleaseTimeout
 			msg := fmt.Sprintf("baton: %s was lost: %v", describe(r), h.hold.Err())
 			switch f.onLost {
 			case "term":
@@ -530,6 +547,7 @@ run:
 		}
 	}
 	if lost {
+		*closeBound = lostReleaseTimeout
 		return exitWith(exitLost, nil)
 	}
 	if status != 0 {
