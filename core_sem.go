@@ -2,6 +2,7 @@ package baton
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -101,16 +102,7 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 		g   Grant
 		err error
 	)
-	if try {
-		s.mu.Unlock()
-		g, err = s.d.TryAcquire(ctx, n)
-	} else {
-		actx, cancel := context.WithCancel(ctx)
-		s.cancelAcq = cancel
-		s.mu.Unlock()
-		g, err = s.d.Acquire(actx, n)
-		cancel()
-	}
+	g, err = s.callDriver(ctx, n, try)
 	s.mu.Lock()
 	s.busy, s.cancelAcq = false, nil
 	s.kick()
@@ -132,6 +124,31 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 	s.held += n
 	s.mu.Unlock()
 	return NewHold(g.Token, Shared, g.Recovered, g.Loss), nil
+}
+
+// callDriver runs the driver's acquisition. It is entered with s.mu held
+// and returns with s.mu released. Drivers whose TryAcquire is cheap are tried
+// first, so that an uncontended Acquire does not pay for a cancellable wait.
+func (s *semHandle) callDriver(ctx context.Context, n int64, try bool) (Grant, error) {
+	tf, cheap := s.d.(TryFirst)
+	if try || cheap && tf.TryFirst() {
+		s.mu.Unlock()
+		g, err := s.d.TryAcquire(ctx, n)
+		if try || !errors.Is(err, ErrLocked) {
+			return g, err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return Grant{}, s.errf("%w", ErrClosed)
+		}
+	}
+	// Close cancels the wait through cancelAcq.
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.cancelAcq = cancel
+	s.mu.Unlock()
+	return s.d.Acquire(actx, n)
 }
 
 func (s *semHandle) removeWaiter(w *waiter) {
@@ -168,7 +185,8 @@ func (s *semHandle) Release(ctx context.Context, n int64) error {
 		g Grant
 		k int64
 	}
-	var parts []part
+	var buf [1]part // the usual case: one grant, no allocation
+	parts := buf[:0]
 	for left := n; left > 0; {
 		i := len(s.grants) - 1
 		g := s.grants[i]

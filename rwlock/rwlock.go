@@ -152,6 +152,10 @@ func (l *Lock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error
 	return l.acquire(ctx, mode, true)
 }
 
+// TryFirst tells the core that TryAcquire is one non-blocking semop, cheap
+// enough to try before it sets up a cancellable wait.
+func (l *Lock) TryFirst() bool { return true }
+
 // TryAcquire takes the lock in mode if it can at once, and otherwise returns
 // an error matching baton.ErrLocked. A reader fails too when a writer waits.
 func (l *Lock) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {

@@ -140,6 +140,10 @@ func (s *Sem) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 	return s.acquire(ctx, n, true)
 }
 
+// TryFirst tells the core that TryAcquire is one non-blocking semop, cheap
+// enough to try before it sets up a cancellable wait.
+func (s *Sem) TryFirst() bool { return true }
+
 // TryAcquire takes n permits if they are free now, and otherwise returns an
 // error matching baton.ErrLocked.
 func (s *Sem) TryAcquire(ctx context.Context, n int64) (baton.Grant, error) {
