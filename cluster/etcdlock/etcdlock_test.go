@@ -439,7 +439,7 @@ func testNamesDisjoint(t *testing.T, c *cluster) {
 	}
 }
 
-// Stopping the leader while workers contend: no two holds overlap, tokens
+// Killing the leader while workers contend: no two holds overlap, tokens
 // only grow, and the workers go on with the new leader.
 func testStopLeader(t *testing.T, c *cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -499,10 +499,12 @@ func testStopLeader(t *testing.T, c *cluster) {
 		}()
 	}
 	time.Sleep(time.Second)
-	l := c.leader(t)
-	t.Logf("stopping leader m%d after %d acquisitions", l, len(order))
-	c.members[l].etcd.Close()
-	c.members[l].etcd = nil
+	l := c.leader(t, c.client(t))
+	mu.Lock()
+	n := len(order)
+	mu.Unlock()
+	t.Logf("killing leader m%d after %d acquisitions", l, n)
+	c.kill(l)
 	stopped.Store(true)
 	deadline := time.Now().Add(20 * time.Second)
 	for after.Load() < 50 && time.Now().Before(deadline) {

@@ -1,12 +1,15 @@
 package etcdlock
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
-	"runtime"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,17 +19,69 @@ import (
 	"go.uber.org/zap"
 )
 
-// cluster is a set of embedded etcd members on loopback, started by a test.
+// The members of a test cluster are embedded etcd servers, each in a
+// process of its own: the test binary re-executed with envMember set. This
+// keeps the servers' goroutines and descriptors out of the leak checks of
+// the tests, and lets a test kill a member as a machine would die.
+
+const envMember = "ETCDLOCK_TEST_MEMBER" // JSON of memberConfig
+
+type memberConfig struct {
+	Name, Dir, Peer, Client, Initial string
+}
+
+// runMember serves one member until its standard input closes (the test
+// ended or died), and reports "ready" on standard output.
+func runMember(js string) int {
+	var mc memberConfig
+	if err := json.Unmarshal([]byte(js), &mc); err != nil {
+		fmt.Fprintln(os.Stderr, "member config:", err)
+		return 2
+	}
+	peer, _ := url.Parse(mc.Peer)
+	client, _ := url.Parse(mc.Client)
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir = mc.Name, mc.Dir
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.ListenMetricsUrls = nil
+	cfg.InitialCluster = mc.Initial
+	cfg.InitialClusterToken = "etcdlock-test"
+	cfg.ClusterState = embed.ClusterStateFlagNew
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// Fast heartbeats and elections: loopback only, and the fault tests
+	// wait for a new leader. No fsync: the tests need no durability.
+	cfg.TickMs, cfg.ElectionMs = 20, 200
+	cfg.UnsafeNoFsync = true
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start etcd:", err)
+		return 1
+	}
+	defer e.Close()
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(60 * time.Second):
+		fmt.Fprintln(os.Stderr, "etcd not ready")
+		return 1
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// cluster is a set of member processes on loopback, started by a test.
 type cluster struct {
-	t       testing.TB
 	dir     string
 	members []*member
 }
 
 type member struct {
-	cfg  *embed.Config
-	etcd *embed.Etcd
-	url  string // client URL
+	name  string
+	url   string // client address
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
 }
 
 // freePort returns a loopback port that was free a moment ago.
@@ -40,8 +95,7 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// tempBase keeps member data in memory when it can: the tests need no
-// durability, and fsync on a shared disk would dominate their time.
+// tempBase keeps member data in memory when it can.
 func tempBase() string {
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		return "/dev/shm"
@@ -57,114 +111,101 @@ func startCluster(t testing.TB, n int) *cluster {
 	if err != nil {
 		t.Fatalf("temp dir: %v", err)
 	}
-	c := &cluster{t: t, dir: dir}
+	c := &cluster{dir: dir}
 	t.Cleanup(func() {
-		c.stop()
+		for i := range c.members {
+			c.stop(i)
+		}
 		os.RemoveAll(dir)
 	})
 	var initial []string
+	var cfgs []memberConfig
 	for i := range n {
-		peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-		client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-		cfg := embed.NewConfig()
-		cfg.Name = fmt.Sprintf("m%d", i)
-		cfg.Dir = fmt.Sprintf("%s/m%d", dir, i)
-		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-		cfg.ListenMetricsUrls = nil
-		cfg.InitialClusterToken = "etcdlock-test"
-		cfg.ClusterState = embed.ClusterStateFlagNew
-		cfg.LogLevel = "error"
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-		// Fast heartbeats and elections: loopback only, and the fault
-		// tests wait for a new leader.
-		cfg.TickMs, cfg.ElectionMs = 20, 200
-		cfg.UnsafeNoFsync = true
-		initial = append(initial, fmt.Sprintf("%s=%s", cfg.Name, peer.String()))
-		c.members = append(c.members, &member{cfg: cfg, url: client.Host})
+		mc := memberConfig{
+			Name:   fmt.Sprintf("m%d", i),
+			Dir:    fmt.Sprintf("%s/m%d", dir, i),
+			Peer:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+			Client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+		}
+		initial = append(initial, mc.Name+"="+mc.Peer)
+		cfgs = append(cfgs, mc)
 	}
-	for _, m := range c.members {
-		m.cfg.InitialCluster = strings.Join(initial, ",")
-	}
-	errc := make(chan error, n)
-	for _, m := range c.members {
+	ready := make(chan error, n)
+	for _, mc := range cfgs {
+		mc.Initial = strings.Join(initial, ",")
+		js, _ := json.Marshal(mc)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envMember+"="+string(js))
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start member: %v", err)
+		}
+		c.members = append(c.members, &member{name: mc.Name, url: strings.TrimPrefix(mc.Client, "http://"), cmd: cmd, stdin: stdin})
 		go func() {
-			e, err := embed.StartEtcd(m.cfg)
-			if err == nil {
-				m.etcd = e
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			if err == nil && strings.TrimSpace(line) != "ready" {
+				err = fmt.Errorf("member said %q", line)
 			}
-			errc <- err
+			ready <- err
+			_, _ = io.Copy(io.Discard, stdout)
 		}()
 	}
 	for range n {
-		if err := <-errc; err != nil {
-			t.Fatalf("start etcd: %v", err)
-		}
-	}
-	for _, m := range c.members {
 		select {
-		case <-m.etcd.Server.ReadyNotify():
-		case <-time.After(30 * time.Second):
-			t.Fatalf("etcd member %s not ready", m.cfg.Name)
+		case err := <-ready:
+			if err != nil {
+				t.Fatalf("member: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("members not ready")
 		}
 	}
-	c.warmUp(t)
 	return c
 }
 
-// warmUp exercises the members once and waits until their goroutines
-// settle, so that the leak checks of the tests that follow do not count the
-// servers' own background work as a leak.
-func (c *cluster) warmUp(t testing.TB) {
-	t.Helper()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatalf("client: %v", err)
+// stop ends member i: gracefully when asked through its standard input,
+// by SIGKILL if it does not go.
+func (c *cluster) stop(i int) {
+	m := c.members[i]
+	if m.cmd == nil {
+		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l, err := cl.Grant(ctx, 2)
-	if err == nil {
-		_, err = cl.Put(ctx, "warm-up", "x", clientv3.WithLease(l.ID))
+	m.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = m.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = m.cmd.Process.Kill()
+		<-done
 	}
-	if err == nil {
-		wctx, wcancel := context.WithCancel(ctx)
-		cl.Watch(wctx, "warm-up")
-		_, err = cl.KeepAliveOnce(ctx, l.ID)
-		wcancel()
-	}
-	if err == nil {
-		_, err = cl.Revoke(ctx, l.ID)
-	}
-	cl.Close()
-	if err != nil {
-		t.Fatalf("warm up: %v", err)
-	}
-	last, stable := runtime.NumGoroutine(), time.Now()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-		if g := runtime.NumGoroutine(); g != last {
-			last, stable = g, time.Now()
-		} else if time.Since(stable) > 500*time.Millisecond {
-			return
-		}
-	}
+	m.cmd = nil
 }
 
-func (c *cluster) stop() {
-	for _, m := range c.members {
-		if m.etcd != nil {
-			m.etcd.Close()
-			m.etcd = nil
-		}
+// kill ends member i by SIGKILL.
+func (c *cluster) kill(i int) {
+	m := c.members[i]
+	if m.cmd == nil {
+		return
 	}
+	_ = m.cmd.Process.Kill()
+	_ = m.cmd.Wait()
+	m.cmd = nil
 }
 
 // endpoints returns the client addresses of the running members.
 func (c *cluster) endpoints() []string {
 	var eps []string
 	for _, m := range c.members {
-		if m.etcd != nil {
+		if m.cmd != nil {
 			eps = append(eps, m.url)
 		}
 	}
@@ -196,12 +237,18 @@ func (c *cluster) client(t testing.TB) *clientv3.Client {
 }
 
 // leader returns the index of the member that leads.
-func (c *cluster) leader(t testing.TB) int {
+func (c *cluster) leader(t testing.TB, cl *clientv3.Client) int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		for i, m := range c.members {
-			if m.etcd != nil && m.etcd.Server.Leader() == m.etcd.Server.MemberID() {
+			if m.cmd == nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			st, err := cl.Status(ctx, m.url)
+			cancel()
+			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
 				return i
 			}
 		}
