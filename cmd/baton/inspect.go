@@ -327,7 +327,7 @@ func writeTable(w io.Writer, infos []baton.Info) {
 // exclusive, token 7, for 3s, lease 8s left".
 func holderText(h baton.Holder) string {
 	var parts []string
-	who := "unknown process"
+	who := "an unknown process"
 	if h.PID > 0 {
 		who = fmt.Sprintf("pid %d", h.PID)
 	}

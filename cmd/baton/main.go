@@ -119,7 +119,7 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
   etcd://h1:2379,h2:2379[/prefix]             etcd (etcds:// for TLS)
 
 ` + exitCodesHelp,
-		Example: `  baton run nightly-backup -n -- /usr/local/bin/backup
+		Example: `  baton run -n nightly-backup /usr/local/bin/backup
   baton run -w 30s build-cache make -j8
   baton sem -j 4 gpu -- python train.py
   BATON_BACKEND=redis://10.0.0.5:6379 baton run deploy ./deploy.sh
@@ -127,7 +127,7 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.PersistentFlags().String("backend", "", "backend URL (default $BATON_BACKEND, else local:)")
+	root.PersistentFlags().String("backend", "", "backend `URL` (default $BATON_BACKEND, else local:)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: err}
 	})

@@ -91,7 +91,14 @@ type result struct {
 // run runs baton to its end (at most a minute) and returns what it did.
 func run(t *testing.T, backend string, args ...string) result {
 	t.Helper()
+	return runEnv(t, nil, backend, args...)
+}
+
+// runEnv is run with extra environment variables.
+func runEnv(t *testing.T, env []string, backend string, args ...string) result {
+	t.Helper()
 	c := command(backend, args...)
+	c.Env = append(c.Env, env...)
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	start := time.Now()

@@ -48,8 +48,9 @@ The lock is held by baton, not by CMD: CMD inherits no descriptor of it, so
 processes CMD leaves behind do not keep it (flock's -o is always in effect).
 CMD gets BATON_NAME, BATON_TOKEN (the fencing token of the hold) and
 BATON_BACKEND in its environment. Signals sent to baton (TERM, HUP, INT, QUIT,
-USR1, USR2) are passed on to CMD. If baton itself is killed, the kernel kills
-CMD (the lock is gone with baton). If the lock is lost while CMD runs, baton
+USR1, USR2) are passed on to CMD (in the foreground of a terminal, Ctrl-C and
+Ctrl-\ reach CMD from the terminal itself and are not sent twice). If baton
+itself is killed, the kernel kills CMD (the lock is gone with baton). If the lock is lost while CMD runs, baton
 sends CMD SIGTERM, SIGKILL after --grace, and exits with 75.
 
 When the wait takes longer than 400 ms and standard error is a terminal,
@@ -64,10 +65,10 @@ func newRunCmd() *cobra.Command {
 		Use:   "run [flags] NAME [--] CMD [ARGS...]",
 		Short: "Run a command while holding the lock NAME",
 		Long:  runLong,
-		Example: `  baton run backup -n -- /usr/local/bin/backup         # skip if the last one still runs
-  baton run -w 1.5 -E 75 cache make                      # wait 1.5 s at most; exit 75 if busy
-  baton run -s index ./reader                            # shared with other -s holders
-  baton run deploy -c 'git pull && make install'         # via $SHELL -c
+		Example: `  baton run -n -E 0 backup /usr/local/bin/backup     # skip quietly if the last one still runs
+  baton run -w 1.5 cache make                          # wait 1.5 s at most, then exit 1
+  baton run -s index ./reader                          # shared with other -s holders
+  baton run deploy -c 'git pull && make install'       # via $SHELL -c (flock order)
   baton run --backend redis://10.0.0.5:6379 --ttl 30s deploy ./deploy.sh`,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: completeNames,
@@ -113,7 +114,7 @@ Waiting, signals, the environment of CMD and the loss of the slot work as for
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
-	fl.Int64VarP(&f.jobs, "jobs", "j", 0, "number of slots N (required)")
+	fl.Int64VarP(&f.jobs, "jobs", "j", 0, "number of slots `N` (required)")
 	fl.BoolVar(&f.waitAll, "wait", false, "wait until every slot is free; run no command")
 	addCommonFlags(cmd, f)
 	return cmd
@@ -122,13 +123,13 @@ Waiting, signals, the environment of CMD and the loss of the slot work as for
 func addCommonFlags(cmd *cobra.Command, f *runFlags) {
 	fl := cmd.Flags()
 	fl.BoolVarP(&f.nonblock, "nonblock", "n", false, "fail at once (with the conflict code) if busy")
-	fl.VarP(&f.timeout, "timeout", "w", "give up after DUR (1.5 = seconds, or 500ms, 2m); 0 means -n")
-	fl.IntVarP(&f.conflict, "conflict-exit-code", "E", exitConflict, "exit code when busy with -n or after -w (0-255)")
-	fl.StringVarP(&f.command, "command", "c", "", "run STR with $SHELL -c (default: no shell)")
+	fl.VarP(&f.timeout, "timeout", "w", "give up after `DUR` (1.5 = seconds, or 500ms, 2m); 0 means -n")
+	fl.IntVarP(&f.conflict, "conflict-exit-code", "E", exitConflict, "exit `code` when busy with -n or after -w (0-255)")
+	fl.StringVarP(&f.command, "command", "c", "", "run `STR` with $SHELL -c (default: exec CMD without a shell)")
 	fl.BoolVarP(&f.close, "close", "o", false, "the command inherits no descriptor of the lock (always true; accepted for flock compatibility)")
-	fl.Var(&f.ttl, "ttl", "lease TTL on Redis and etcd (default: the backend's; ignored on local)")
-	fl.StringVar(&f.onLost, "on-lost", "term", "if the lock is lost: term (SIGTERM, SIGKILL after --grace), kill (SIGKILL), ignore")
-	fl.Var(&f.grace, "grace", "time between SIGTERM and SIGKILL on loss (default 5s)")
+	fl.Var(&f.ttl, "ttl", "lease `TTL` on Redis and etcd (default: the backend's, 10s; ignored on local)")
+	fl.StringVar(&f.onLost, "on-lost", "term", "on loss of the lock: `term` (SIGTERM, SIGKILL after --grace), kill (SIGKILL), ignore")
+	fl.Var(&f.grace, "grace", "`time` between SIGTERM and SIGKILL on loss (default 5s)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "report the wait time and the token on standard error")
 	_ = cmd.RegisterFlagCompletionFunc("on-lost", cobra.FixedCompletions([]string{"term", "kill", "ignore"}, cobra.ShellCompDirectiveNoFileComp))
 }

@@ -46,15 +46,18 @@ func testCounter(t *testing.T, backend string) {
 }
 
 func TestCounterLocal(t *testing.T) {
+	t.Parallel()
 	testCounter(t, namespace(t))
 }
 
 func TestCounterRedis(t *testing.T) {
+	t.Parallel()
 	url, _ := startRedis(t)
 	testCounter(t, url)
 }
 
 func TestConflict(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	stop := holder(t, ns, "busy")
 
@@ -97,6 +100,7 @@ func TestConflict(t *testing.T) {
 }
 
 func TestShared(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	holder(t, ns, "rw", "-s")
 	if r := run(t, ns, "run", "-n", "-s", "rw", "true"); r.code != 0 {
@@ -108,6 +112,7 @@ func TestShared(t *testing.T) {
 }
 
 func TestExitStatus(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	for _, tc := range []struct {
 		script string
@@ -127,6 +132,7 @@ func TestExitStatus(t *testing.T) {
 }
 
 func TestEnvAndCommandFlag(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
@@ -154,8 +160,7 @@ func TestEnvAndCommandFlag(t *testing.T) {
 	check("exec without shell", run(t, ns, "run", "env/x", "--", "sh", "-c", script))
 
 	// -c goes through $SHELL.
-	t.Setenv("SHELL", "/bin/sh")
-	r := run(t, ns, "run", "-c", `echo "$0"`, "env/x")
+	r := runEnv(t, []string{"SHELL=/bin/sh"}, ns, "run", "-c", `echo "$0"`, "env/x")
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "/bin/sh" {
 		t.Errorf("-c ran %q (exit %d), want $SHELL=/bin/sh", r.stdout, r.code)
 	}
@@ -164,6 +169,7 @@ func TestEnvAndCommandFlag(t *testing.T) {
 // TestClose: the command holds no descriptor of the lock, and a process it
 // leaves behind does not keep the lock once baton has ended.
 func TestClose(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	dir := t.TempDir()
 	fds, bgpid := filepath.Join(dir, "fds"), filepath.Join(dir, "bgpid")
@@ -205,6 +211,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestSignalForwarded(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	dir := t.TempDir()
 	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
@@ -250,6 +257,7 @@ func exitCode(err error) int {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	for _, tc := range []struct {
 		name string
@@ -309,6 +317,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestCannotExec(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	r := run(t, ns, "run", "x", "/nonexistent/program")
 	if r.code != 69 {
@@ -329,6 +338,7 @@ func TestCannotExec(t *testing.T) {
 }
 
 func TestHelpAndCompletion(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	r := run(t, ns, "--help")
 	for _, want := range []string{"Exit codes", "64", "69", "70", "75", "130", "redis://", "etcd://", "local:"} {
