@@ -22,6 +22,9 @@ import (
 var batonBin string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(envEtcdMember); spec != "" {
+		os.Exit(runEtcdMember(spec))
+	}
 	dir, err := os.MkdirTemp("", "baton-cmd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
