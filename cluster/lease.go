@@ -100,31 +100,45 @@ type RenewFunc func(ctx context.Context) (sent time.Time, err error)
 // Keeper renews one lease in the background and fires its Loss when the
 // lease can no longer be trusted. Create it with StartKeeper; the zero value
 // is not usable.
+//
+// A keeper runs no goroutine between renewals: renewals and the expiry run
+// from timers, so that starting and stopping a keeper around a short hold
+// costs no scheduling.
 type Keeper struct {
-	opts   LeaseOptions
-	renew  RenewFunc
-	loss   *baton.Loss
-	log    *slog.Logger
-	cancel context.CancelFunc
-	done   chan struct{}
+	opts  LeaseOptions
+	renew RenewFunc
+	loss  *baton.Loss
+	log   *slog.Logger
 
 	mu       sync.Mutex
-	deadline time.Time // guarded by mu
+	deadline time.Time          // guarded by mu: local deadline of the lease
+	stopped  bool               // guarded by mu: Stop was called or the loss fired
+	next     *time.Timer        // guarded by mu: the next renewal
+	expire   *time.Timer        // guarded by mu: fires the loss at the deadline
+	inflight chan struct{}      // guarded by mu: closed when the renewal in flight returns; nil when none
+	cancel   context.CancelFunc // guarded by mu: ends the renewal in flight
+	lastErr  error              // guarded by mu: error of the last failed renewal
 }
 
 // StartKeeper starts renewing a lease acquired by a request sent at sent.
-// opts must be normalized. The keeper fires loss (with the cause) when a
-// renewal fails and the deadline has passed, or when the server reports the
-// lease gone. log receives background failures; nil means slog.Default.
+// opts must be normalized. The first renewal is due at sent + RenewEvery
+// (at once if that has passed). The keeper fires loss (with the cause) when
+// renewals fail until the deadline, or when the server reports the lease
+// gone. log receives background failures; nil means slog.Default.
 func StartKeeper(sent time.Time, opts LeaseOptions, renew RenewFunc, loss *baton.Loss, log *slog.Logger) *Keeper {
-	if log == nil {
-		log = slog.Default()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	k := &Keeper{opts: opts, renew: renew, loss: loss, log: log, cancel: cancel,
-		done: make(chan struct{}), deadline: opts.Deadline(sent)}
-	go k.run(ctx)
+	k := &Keeper{opts: opts, renew: renew, loss: loss, log: log, deadline: opts.Deadline(sent)}
+	k.mu.Lock()
+	k.next = time.AfterFunc(max(0, time.Until(sent.Add(opts.RenewEvery))), k.tick)
+	k.expire = time.AfterFunc(time.Until(k.deadline), k.expired)
+	k.mu.Unlock()
 	return k
+}
+
+func (k *Keeper) logger() *slog.Logger {
+	if k.log == nil {
+		return slog.Default()
+	}
+	return k.log
 }
 
 // Deadline returns the current local deadline of the lease.
@@ -134,92 +148,94 @@ func (k *Keeper) Deadline() time.Time {
 	return k.deadline
 }
 
-// Stop ends renewal and waits until the keeper's goroutine (and a renewal
-// in flight) has returned. It does not fire the loss. Stop is idempotent.
+// Stop ends renewal and waits until a renewal in flight has returned. It
+// does not fire the loss. Stop is idempotent.
 func (k *Keeper) Stop() {
-	k.cancel()
-	<-k.done
-}
-
-type renewResult struct {
-	sent time.Time
-	err  error
-}
-
-func (k *Keeper) run(ctx context.Context) {
-	defer close(k.done)
-	next := time.NewTimer(k.opts.RenewEvery)
-	defer next.Stop()
 	k.mu.Lock()
-	expire := time.NewTimer(time.Until(k.deadline))
+	k.stopped = true
+	k.next.Stop()
+	k.expire.Stop()
+	wait := k.inflight
+	if k.cancel != nil {
+		k.cancel()
+	}
 	k.mu.Unlock()
-	defer expire.Stop()
-	var inflight chan renewResult
-	var lastErr error
-	for {
-		var tick <-chan time.Time
-		if inflight == nil {
-			tick = next.C
+	if wait != nil {
+		<-wait
+	}
+}
+
+// expired fires the loss when the deadline has passed without a renewal.
+func (k *Keeper) expired() {
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return
+	}
+	if d := time.Until(k.deadline); d > 0 {
+		// A renewal moved the deadline after this timer was due.
+		k.expire.Reset(d)
+		k.mu.Unlock()
+		return
+	}
+	k.stopped = true
+	k.next.Stop()
+	if k.cancel != nil {
+		// A renewal in flight may hang until its own deadline; end it.
+		k.cancel()
+	}
+	cause := k.lastErr
+	k.mu.Unlock()
+	if cause == nil {
+		cause = errors.New("lease deadline passed before renewal succeeded")
+	} else {
+		cause = fmt.Errorf("lease deadline passed; last renewal error: %w", cause)
+	}
+	k.logger().Warn("baton: lease lost", "err", cause)
+	k.loss.Fire(cause)
+}
+
+// tick sends one renewal and schedules the next.
+func (k *Keeper) tick() {
+	k.mu.Lock()
+	if k.stopped || k.inflight != nil {
+		k.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), k.deadline)
+	done := make(chan struct{})
+	k.inflight, k.cancel = done, cancel
+	k.mu.Unlock()
+
+	sent, err := k.renew(ctx)
+	cancel()
+
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.inflight, k.cancel = nil, nil
+	close(done)
+	if k.stopped {
+		return
+	}
+	switch {
+	case err == nil:
+		k.lastErr = nil
+		if dl := k.opts.Deadline(sent); dl.After(k.deadline) {
+			k.deadline = dl
+			k.expire.Reset(time.Until(dl))
 		}
-		select {
-		case <-ctx.Done():
-			if inflight != nil {
-				<-inflight
-			}
-			return
-		case <-expire.C:
-			cause := lastErr
-			if cause == nil {
-				cause = errors.New("lease deadline passed before renewal succeeded")
-			} else {
-				cause = fmt.Errorf("lease deadline passed; last renewal error: %w", cause)
-			}
-			k.log.Warn("baton: lease lost", "err", cause)
-			k.loss.Fire(cause)
-			if inflight != nil {
-				// A renewal in flight may hang until its own deadline; its
-				// context ends with ours.
-				k.cancel()
-				<-inflight
-			}
-			return
-		case <-tick:
-			inflight = make(chan renewResult, 1)
-			k.mu.Lock()
-			dl := k.deadline
-			k.mu.Unlock()
-			rctx, rcancel := context.WithDeadline(ctx, dl)
-			ch := inflight
-			go func() {
-				defer rcancel()
-				sent, err := k.renew(rctx)
-				ch <- renewResult{sent, err}
-			}()
-		case r := <-inflight:
-			inflight = nil
-			if r.err == nil {
-				lastErr = nil
-				k.mu.Lock()
-				k.deadline = k.opts.Deadline(r.sent)
-				d := time.Until(k.deadline)
-				k.mu.Unlock()
-				expire.Reset(d)
-				next.Reset(k.opts.RenewEvery)
-				continue
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			if errors.Is(r.err, baton.ErrLost) {
-				k.log.Warn("baton: lease lost", "err", r.err)
-				k.loss.Fire(r.err)
-				return
-			}
-			lastErr = r.err
-			k.log.Warn("baton: lease renewal failed; retrying", "err", r.err, "deadline_in", time.Until(k.Deadline()))
-			// Retry sooner than the period: the deadline is closer now.
-			next.Reset(retryDelay(k.opts.RenewEvery))
-		}
+		k.next.Reset(k.opts.RenewEvery)
+	case errors.Is(err, baton.ErrLost):
+		k.stopped = true
+		k.next.Stop()
+		k.expire.Stop()
+		k.logger().Warn("baton: lease lost", "err", err)
+		k.loss.Fire(err)
+	default:
+		k.lastErr = err
+		k.logger().Warn("baton: lease renewal failed; retrying", "err", err, "deadline_in", time.Until(k.deadline))
+		// Retry sooner than the period: the deadline is closer now.
+		k.next.Reset(retryDelay(k.opts.RenewEvery))
 	}
 }
 

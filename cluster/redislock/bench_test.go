@@ -3,6 +3,8 @@ package redislock
 import (
 	"context"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,6 +21,7 @@ func BenchmarkRawFloor(b *testing.B) {
 	s := startRedis(b)
 	c := s.client()
 	ctx := context.Background()
+	defer serverCPU(b, c)()
 	for b.Loop() {
 		v := newID()
 		ok, err := c.SetNX(ctx, "raw", v, 10*time.Second).Result()
@@ -73,7 +76,34 @@ func BenchmarkUncontended(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
+	defer serverCPU(b, s.client())()
 	reportP50(b, lockUnlockLoop(b, m))
+}
+
+// serverCPU reports the CPU time the server spent per operation, from the
+// start of the benchmark loop to the call of the returned function.
+func serverCPU(b *testing.B, c *redis.Client) func() {
+	read := func() float64 {
+		info, err := c.Info(context.Background(), "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sum float64
+		for _, line := range strings.Split(info, "\r\n") {
+			k, v, _ := strings.Cut(line, ":")
+			if k == "used_cpu_sys" || k == "used_cpu_user" {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f
+			}
+		}
+		return sum
+	}
+	t0 := read()
+	return func() {
+		if b.N > 0 {
+			b.ReportMetric((read()-t0)*1e6/float64(b.N), "server-cpu-µs/op")
+		}
+	}
 }
 
 // BenchmarkContended16: 16 goroutines, each with its own handle (as 16

@@ -21,7 +21,7 @@ var _ baton.CondDriver = (*condDriver)(nil)
 
 type ticket struct {
 	id   string
-	wake chan string
+	wake chan int64
 }
 
 func (c *condDriver) Prepare(ctx context.Context) (any, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/batonlock/baton"
@@ -27,6 +28,7 @@ type lockDriver struct {
 	name string
 	keys []string
 	rw   bool
+	log  *slog.Logger // the backend's logger with the name
 }
 
 var _ baton.LockDriver = (*lockDriver)(nil)
@@ -101,13 +103,16 @@ func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 			t.Stop()
 			l.cancel(ctx, id)
 			return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, ctx.Err())
-		case <-wake:
+		case tok := <-wake:
+			t.Stop()
+			// The release script made us the holder with a lease that
+			// started when it ran, after the server answered our last
+			// request (which found us queued): that request's send time
+			// bounds the lease from below. The keeper renews at once if
+			// the lease is older than a renewal period.
+			return l.granted(id, tok, sent), nil
 		case <-t.C:
 		}
-		t.Stop()
-		// The lease handed over started when the releaser's script ran,
-		// at an unknown time: poll renews it from now, giving a safe
-		// local deadline.
 		sent = time.Now()
 		ok, tok, err = pair(scriptLockPoll.Run(ctx, l.d.c, l.keys, args...).Result())
 		if err != nil && ctx.Err() != nil {
@@ -129,7 +134,7 @@ func (l *lockDriver) cancel(ctx context.Context, id string) {
 func (l *lockDriver) granted(id string, tok int64, sent time.Time) baton.Grant {
 	loss := baton.NewLoss()
 	h := &hold{id: id, loss: loss}
-	h.keeper = cluster.StartKeeper(sent, l.d.o.lease, l.d.renewFunc(l.keys, id), loss, l.d.o.log.With("name", l.name))
+	h.keeper = cluster.StartKeeper(sent, l.d.o.lease, l.d.renewFunc(l.keys, id), loss, l.log)
 	return baton.Grant{Token: baton.Token(tok), Loss: loss, Data: h}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -19,14 +20,14 @@ type notifier struct {
 	log     *slog.Logger
 
 	mu      sync.Mutex
-	ps      *redis.PubSub          // guarded by mu; nil until started
-	waiters map[string]chan string // guarded by mu: id -> buffered(1) token
-	closed  bool                   // guarded by mu
-	done    chan struct{}          // closed when the reader goroutine ends
+	ps      *redis.PubSub         // guarded by mu; nil until started
+	waiters map[string]chan int64 // guarded by mu: id -> buffered(1) token
+	closed  bool                  // guarded by mu
+	done    chan struct{}         // closed when the reader goroutine ends
 }
 
 func newNotifier(c redis.UniversalClient, channel string, log *slog.Logger) *notifier {
-	return &notifier{c: c, channel: channel, log: log, waiters: make(map[string]chan string)}
+	return &notifier{c: c, channel: channel, log: log, waiters: make(map[string]chan int64)}
 }
 
 // start subscribes once. It returns when the server confirmed the
@@ -56,8 +57,9 @@ func (n *notifier) start(ctx context.Context) error {
 func (n *notifier) read(ch <-chan *redis.Message) {
 	defer close(n.done)
 	for m := range ch {
-		id, tok, ok := strings.Cut(m.Payload, "|")
-		if !ok {
+		id, t, ok := strings.Cut(m.Payload, "|")
+		tok, err := strconv.ParseInt(t, 10, 64)
+		if !ok || err != nil {
 			continue
 		}
 		n.mu.Lock()
@@ -73,8 +75,8 @@ func (n *notifier) read(ch <-chan *redis.Message) {
 }
 
 // register returns the channel on which id's wake-up arrives.
-func (n *notifier) register(id string) chan string {
-	w := make(chan string, 1)
+func (n *notifier) register(id string) chan int64 {
+	w := make(chan int64, 1)
 	n.mu.Lock()
 	n.waiters[id] = w
 	n.mu.Unlock()

@@ -5,7 +5,9 @@
 // client or a Redis Cluster client. Every key of one name carries the same
 // hash tag, so every script runs on one Cluster slot. NewRedlock takes N
 // independent nodes and needs a majority of them (see NewRedlock for what
-// that mode does and does not guarantee). OpenURL builds either from a URL.
+// that mode does and does not guarantee); it serves the Mutex only, and its
+// RWMutex, Semaphore and Cond return an error matching
+// baton.ErrUnsupported. OpenURL builds either from a URL.
 //
 // # Holds and leases
 //
@@ -45,6 +47,16 @@
 // token counter and a semaphore's capacity, which stay. A call that fails on
 // the network returns the error; a hold it may have taken expires with its
 // lease.
+//
+// # Inspection
+//
+// Both Backends implement baton.Inspector (for the baton command's status,
+// ls and rm). List scans the keys under the prefix, on every master of a
+// Redis Cluster; Inspect reads a name's holders (pid, host, start, token,
+// lease time left), live queue entries, capacity and last token in one
+// script; Remove deletes every key of a name, and its holders find their
+// hold lost at their next renewal. In Redlock mode every node is asked and
+// the majority's view is reported (see inspect_redlock.go).
 //
 // Clients: a waiting handle uses no pooled connection (waiting is Pub/Sub on
 // one connection per Backend). Set ContextTimeoutEnabled on the client so
@@ -186,6 +198,8 @@ var (
 	scriptRLExtend      = loadScript("", "rl_extend")
 	scriptRLRaise       = loadScript("", "rl_raise")
 	scriptRLRelease     = loadScript("", "rl_release")
+	scriptInspect       = loadScript("", "inspect")
+	scriptRLInspect     = loadScript("", "rl_inspect")
 )
 
 // escapeName maps a name injectively onto a string without '{' or '}', so
@@ -313,21 +327,21 @@ func (d *driver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, 
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: lockKeys(d.o.prefix, kmutex, name)}, nil
+	return &lockDriver{d: d, name: name, keys: lockKeys(d.o.prefix, kmutex, name), log: d.o.log.With("name", name)}, nil
 }
 
 func (d *driver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: lockKeys(d.o.prefix, krw, name), rw: true}, nil
+	return &lockDriver{d: d, name: name, keys: lockKeys(d.o.prefix, krw, name), rw: true, log: d.o.log.With("name", name)}, nil
 }
 
 func (d *driver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	s := &semDriver{d: d, name: name, keys: semKeys(d.o.prefix, name), capacity: permits}
+	s := &semDriver{d: d, name: name, keys: semKeys(d.o.prefix, name), capacity: permits, log: d.o.log.With("name", name)}
 	r, err := scriptSemOpen.Run(ctx, d.c, s.keys, permits).Int64()
 	if err != nil {
 		return nil, fmt.Errorf("redislock: semaphore %q: %w", name, err)

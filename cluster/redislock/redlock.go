@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -96,7 +97,7 @@ func (r *rlDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver
 		return nil, errClosed
 	}
 	b := keyBase(r.o.prefix, kredl, name)
-	return &rlLock{r: r, name: name, keys: []string{b + "lock", b + "counter"}}, nil
+	return &rlLock{r: r, name: name, keys: []string{b + "lock", b + "counter"}, log: r.o.log.With("name", name)}, nil
 }
 
 func (r *rlDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
@@ -242,7 +243,8 @@ type rlHold struct {
 type rlLock struct {
 	r    *rlDriver
 	name string
-	keys []string // lock key, counter key
+	keys []string     // lock key, counter key
+	log  *slog.Logger // the backend's logger with the name
 }
 
 var _ baton.LockDriver = (*rlLock)(nil)
@@ -295,7 +297,7 @@ func (l *rlLock) attempt(ctx context.Context) (g baton.Grant, ok bool, wait time
 		if err := l.raise(ctx, got, toks, tok); err == nil {
 			h.token = tok
 			h.loss = baton.NewLoss()
-			h.keeper = cluster.StartKeeper(sent, r.o.lease, l.renewFunc(h), h.loss, r.o.log.With("name", l.name))
+			h.keeper = cluster.StartKeeper(sent, r.o.lease, l.renewFunc(h), h.loss, l.log)
 			return baton.Grant{Token: baton.Token(tok), Loss: h.loss, Data: h}, true, 0, nil
 		} else {
 			lastErr = err

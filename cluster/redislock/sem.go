@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/batonlock/baton"
@@ -17,6 +18,7 @@ type semDriver struct {
 	name     string
 	keys     []string
 	capacity int64
+	log      *slog.Logger // the backend's logger with the name
 }
 
 var _ baton.SemaphoreDriver = (*semDriver)(nil)
@@ -74,9 +76,12 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 			s.cancel(ctx, id)
 			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
 		case <-wake:
+			// Handed over by a release (see lockDriver.Acquire for why
+			// sent bounds the lease).
+			t.Stop()
+			return s.granted(id, n, sent), nil
 		case <-t.C:
 		}
-		t.Stop()
 		sent = time.Now()
 		r, err = scriptSemPoll.Run(ctx, s.d.c, s.keys, args...).Int64()
 		if err != nil && ctx.Err() != nil {
@@ -97,7 +102,7 @@ func (s *semDriver) cancel(ctx context.Context, id string) {
 func (s *semDriver) granted(id string, n int64, sent time.Time) baton.Grant {
 	loss := baton.NewLoss()
 	h := &hold{id: id, loss: loss}
-	h.keeper = cluster.StartKeeper(sent, s.d.o.lease, s.d.renewFunc(s.keys, id), loss, s.d.o.log.With("name", s.name))
+	h.keeper = cluster.StartKeeper(sent, s.d.o.lease, s.d.renewFunc(s.keys, id), loss, s.log)
 	return baton.Grant{Loss: loss, N: n, Data: h}
 }
 

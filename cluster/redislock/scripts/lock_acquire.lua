@@ -5,6 +5,13 @@
 -- ARGV[5] wake channel; "" means do not queue (try-lock)
 -- Returns {1, token} when held, {0, 0} otherwise.
 local id, mode, ttl, meta, ch = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+-- Fast path: the name has no holder and no waiter.
+if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3]) == 0 then
+  local tok = grant(id, mode, ttl, meta)
+  redis.call('PEXPIRE', KEYS[1], ttl + 1000)
+  redis.call('PEXPIRE', KEYS[2], ttl + 1000)
+  return {1, tok}
+end
 prune_holders()
 handoff()
 local m = holders_mode()

@@ -35,11 +35,16 @@ end
 -- starts at the server clock in microseconds, so that tokens keep growing
 -- across such a restart unless the server clock goes back.
 local function next_token(incr)
-  if redis.call('EXISTS', KEYS[6]) == 0 then
-    redis.call('SET', KEYS[6], fmt(tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  if incr then
+    local n = redis.call('INCR', KEYS[6])
+    if n ~= 1 then return n end
+  else
+    local c = redis.call('GET', KEYS[6])
+    if c then return tonumber(c) end
   end
-  if incr then return redis.call('INCR', KEYS[6]) end
-  return tonumber(redis.call('GET', KEYS[6]))
+  local start = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('SET', KEYS[6], fmt(start))
+  return start
 end
 
 local function holders_mode()

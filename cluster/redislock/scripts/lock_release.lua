@@ -4,6 +4,12 @@
 -- ARGV[1] hold id
 -- Returns 1 when the hold was released, 0 when it was not held (lost).
 local id = ARGV[1]
+-- Fast path: the only holder, no waiter.
+local exp = redis.call('ZSCORE', KEYS[1], id)
+if exp and tonumber(exp) > now and redis.call('ZCARD', KEYS[1]) == 1 and redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return 1
+end
 prune_holders()
 if not redis.call('ZSCORE', KEYS[1], id) then
   tidy()

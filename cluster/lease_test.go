@@ -1,0 +1,168 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func testOpts(t *testing.T) LeaseOptions {
+	t.Helper()
+	o := LeaseOptions{TTL: 200 * time.Millisecond, RenewEvery: 40 * time.Millisecond, Drift: 10 * time.Millisecond}
+	if err := o.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestNormalize(t *testing.T) {
+	for _, o := range []LeaseOptions{
+		{TTL: time.Millisecond},
+		{TTL: time.Second, RenewEvery: 600 * time.Millisecond},
+		{TTL: time.Second, RenewEvery: -1},
+		{TTL: time.Second, Drift: -1},
+		{TTL: time.Second, RenewEvery: 400 * time.Millisecond, Drift: 600 * time.Millisecond},
+	} {
+		before := o
+		if err := o.Normalize(); !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("%+v: err %v, want ErrInvalidArgument", before, err)
+		}
+		if o != before {
+			t.Errorf("Normalize changed %+v on error to %+v", before, o)
+		}
+	}
+	var o LeaseOptions
+	if err := o.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if o.TTL != DefaultTTL || o.RenewEvery != DefaultTTL/DefaultRenewDivisor || o.Drift != DefaultDrift(DefaultTTL) {
+		t.Fatalf("defaults: %+v", o)
+	}
+}
+
+func TestKeeperRenews(t *testing.T) {
+	o := testOpts(t)
+	var n atomic.Int32
+	loss := baton.NewLoss()
+	k := StartKeeper(time.Now(), o, func(ctx context.Context) (time.Time, error) {
+		n.Add(1)
+		return time.Now(), nil
+	}, loss, quiet)
+	time.Sleep(3 * o.TTL)
+	k.Stop()
+	if loss.Err() != nil {
+		t.Fatalf("loss fired while renewals succeeded: %v", loss.Err())
+	}
+	if n.Load() < 3 {
+		t.Fatalf("%d renewals in 3 TTLs, want at least 3", n.Load())
+	}
+	if d := time.Until(k.Deadline()); d <= 0 {
+		t.Fatalf("deadline %v in the past after renewals", d)
+	}
+	got := n.Load()
+	time.Sleep(3 * o.RenewEvery)
+	if n.Load() != got {
+		t.Fatal("renewal after Stop")
+	}
+}
+
+func TestKeeperFiresAtDeadline(t *testing.T) {
+	o := testOpts(t)
+	loss := baton.NewLoss()
+	sent := time.Now()
+	k := StartKeeper(sent, o, func(ctx context.Context) (time.Time, error) {
+		return time.Now(), errors.New("connection refused")
+	}, loss, quiet)
+	defer k.Stop()
+	select {
+	case <-loss.Done():
+	case <-time.After(5 * o.TTL):
+		t.Fatal("loss did not fire after failing renewals")
+	}
+	if at := time.Now(); at.Before(o.Deadline(sent)) {
+		t.Fatalf("loss fired %v before the deadline", o.Deadline(sent).Sub(at))
+	}
+	if err := loss.Err(); !errors.Is(err, baton.ErrLost) || !contains(err.Error(), "connection refused") {
+		t.Fatalf("loss error %v, want ErrLost with the last renewal error", err)
+	}
+}
+
+func TestKeeperFiresOnLost(t *testing.T) {
+	o := testOpts(t)
+	loss := baton.NewLoss()
+	start := time.Now()
+	k := StartKeeper(start, o, func(ctx context.Context) (time.Time, error) {
+		return time.Now(), baton.ErrLost
+	}, loss, quiet)
+	defer k.Stop()
+	select {
+	case <-loss.Done():
+	case <-time.After(5 * o.TTL):
+		t.Fatal("loss did not fire")
+	}
+	if d := time.Since(start); d >= o.TTL-o.Drift {
+		t.Fatalf("loss fired after %v, want at the first renewal (%v)", d, o.RenewEvery)
+	}
+}
+
+func TestKeeperStopWaitsForRenewal(t *testing.T) {
+	o := testOpts(t)
+	started := make(chan struct{})
+	var returned atomic.Bool
+	k := StartKeeper(time.Now(), o, func(ctx context.Context) (time.Time, error) {
+		close(started)
+		<-ctx.Done()
+		time.Sleep(10 * time.Millisecond)
+		returned.Store(true)
+		return time.Now(), ctx.Err()
+	}, baton.NewLoss(), quiet)
+	<-started
+	k.Stop()
+	if !returned.Load() {
+		t.Fatal("Stop returned while a renewal was in flight")
+	}
+	k.Stop() // idempotent
+}
+
+func TestKeeperOldLeaseRenewsAtOnce(t *testing.T) {
+	o := LeaseOptions{TTL: 2 * time.Second, RenewEvery: 600 * time.Millisecond}
+	if err := o.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	renewed := make(chan time.Time, 1)
+	start := time.Now()
+	// A lease handed over a while ago: its first renewal is due at once.
+	k := StartKeeper(start.Add(-o.TTL/2), o, func(ctx context.Context) (time.Time, error) {
+		select {
+		case renewed <- time.Now():
+		default:
+		}
+		return time.Now(), nil
+	}, baton.NewLoss(), quiet)
+	defer k.Stop()
+	select {
+	case at := <-renewed:
+		if d := at.Sub(start); d > o.RenewEvery/2 {
+			t.Fatalf("first renewal of a lease older than the period after %v", d)
+		}
+	case <-time.After(o.TTL):
+		t.Fatal("no renewal")
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
