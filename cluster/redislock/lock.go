@@ -19,6 +19,7 @@ type hold struct {
 	id     string
 	keeper *cluster.Keeper
 	loss   *baton.Loss
+	excl   bool // an exclusive lock hold (not a read hold, not permits)
 }
 
 // lockDriver serves one Mutex or RWMutex handle. The core calls it one
@@ -71,7 +72,7 @@ func (l *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Gra
 	if !ok {
 		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, baton.ErrLocked)
 	}
-	return l.granted(id, tok, sent), nil
+	return l.granted(id, mode, tok, sent), nil
 }
 
 func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
@@ -93,7 +94,7 @@ func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 			return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 		}
 		if ok {
-			return l.granted(id, tok, sent), nil
+			return l.granted(id, mode, tok, sent), nil
 		}
 		// Queued: wait for the handoff message; check in every RenewEvery
 		// to keep the queue entry alive (and to catch a lost message).
@@ -110,7 +111,7 @@ func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 			// request (which found us queued): that request's send time
 			// bounds the lease from below. The keeper renews at once if
 			// the lease is older than a renewal period.
-			return l.granted(id, tok, sent), nil
+			return l.granted(id, mode, tok, sent), nil
 		case <-t.C:
 		}
 		sent = time.Now()
@@ -131,9 +132,9 @@ func (l *lockDriver) cancel(ctx context.Context, id string) {
 	}
 }
 
-func (l *lockDriver) granted(id string, tok int64, sent time.Time) baton.Grant {
+func (l *lockDriver) granted(id string, mode baton.Mode, tok int64, sent time.Time) baton.Grant {
 	loss := baton.NewLoss()
-	h := &hold{id: id, loss: loss}
+	h := &hold{id: id, loss: loss, excl: mode == baton.Exclusive}
 	h.keeper = cluster.StartKeeper(sent, l.d.o.lease, l.d.renewFunc(l.keys, id), loss, l.log)
 	return baton.Grant{Token: baton.Token(tok), Loss: loss, Data: h}
 }
@@ -185,7 +186,11 @@ func (l *lockDriver) Release(ctx context.Context, g baton.Grant) error {
 		return err
 	}
 	h.keeper.Stop()
-	r, err := scriptLockRelease.Run(ctx, l.d.c, l.keys, h.id).Int64()
+	excl := ""
+	if h.excl {
+		excl = "w"
+	}
+	r, err := scriptLockRelease.Run(ctx, l.d.c, l.keys, h.id, excl).Int64()
 	return finish(l.what(), l.name, h, r, err)
 }
 
@@ -208,6 +213,7 @@ func (l *lockDriver) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant,
 		h.loss.Fire(errors.New("the server no longer had the hold at downgrade"))
 		return baton.Grant{}, fmt.Errorf("redislock: rwmutex %q: downgrade: %w", l.name, baton.ErrLost)
 	}
+	h.excl = false
 	g.Token = baton.Token(tok)
 	return g, nil
 }

@@ -163,19 +163,32 @@ func buildOptions(opts []Option) (options, error) {
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
+// loadScript returns the script name, with the prelude's functions in front
+// of it. A prelude may end its head (code every script runs first) with a
+// line "-- @end head"; a script may mark with a line "-- @prelude" where the
+// rest of the prelude goes, so that a fast path before the mark does not
+// pay for defining the functions of the slow path.
 func loadScript(prelude, name string) *redis.Script {
 	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
 	if err != nil {
 		panic(err)
 	}
-	if prelude != "" {
-		pre, err := scriptFS.ReadFile("scripts/" + prelude + ".lua")
-		if err != nil {
-			panic(err)
-		}
-		src = append(append(pre, '\n'), src...)
+	if prelude == "" {
+		return redis.NewScript(string(src))
 	}
-	return redis.NewScript(string(src))
+	pre, err := scriptFS.ReadFile("scripts/" + prelude + ".lua")
+	if err != nil {
+		panic(err)
+	}
+	head, body, ok := strings.Cut(string(pre), "-- @end head\n")
+	if !ok {
+		head, body = "", head
+	}
+	before, after, ok := strings.Cut(string(src), "-- @prelude\n")
+	if !ok {
+		before, after = "", before
+	}
+	return redis.NewScript(head + before + body + after)
 }
 
 var (

@@ -9,6 +9,7 @@
 -- KEYS[7] seq      string  waiter sequence
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- @end head
 
 local function fmt(n) return string.format('%d', n) end
 
