@@ -407,22 +407,7 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 
 // List describes every condition variable of ns.
 func List(ns *ipc.Namespace) ([]baton.Info, error) {
-	names, err := ns.Names(kind)
-	if err != nil {
-		return nil, err
-	}
-	infos := make([]baton.Info, 0, len(names))
-	for _, n := range names {
-		info, err := Inspect(ns, n)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, info)
-	}
-	return infos, nil
+	return ipc.ListKind(ns, kind, Inspect)
 }
 
 // Remove removes the file of the condition variable name. Waiters that

@@ -1,9 +1,7 @@
 package ipc
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/batonlock/baton"
 )
@@ -11,22 +9,7 @@ import (
 // ListMutexes describes every futex mutex of ns (see InspectMutex). Mutexes
 // whose file vanishes while listing are skipped.
 func ListMutexes(ns *Namespace) ([]baton.Info, error) {
-	names, err := ns.Names(mutexKind)
-	if err != nil {
-		return nil, err
-	}
-	infos := make([]baton.Info, 0, len(names))
-	for _, n := range names {
-		info, err := InspectMutex(ns, n)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, info)
-	}
-	return infos, nil
+	return ListKind(ns, mutexKind, InspectMutex)
 }
 
 // RemoveMutex removes the file of the futex mutex name. A process that holds

@@ -154,3 +154,38 @@ func DecodeName(enc string) (string, error) {
 	}
 	return name, nil
 }
+
+// Check validates name for ns (a nil ns is an error matching
+// baton.ErrInvalidArgument); it has no side effect.
+func (ns *Namespace) Check(name string) error {
+	if ns == nil {
+		return fmt.Errorf("%w: nil namespace", baton.ErrInvalidArgument)
+	}
+	_, err := EncodeName(name)
+	return err
+}
+
+// ListKind describes every object of kind in ns with inspect, skipping the
+// names whose object vanishes while listing (inspect returns an error
+// matching fs.ErrNotExist).
+func ListKind(ns *Namespace, kind string, inspect func(*Namespace, string) (baton.Info, error)) ([]baton.Info, error) {
+	if ns == nil {
+		return nil, fmt.Errorf("%w: nil namespace", baton.ErrInvalidArgument)
+	}
+	names, err := ns.Names(kind)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]baton.Info, 0, len(names))
+	for _, n := range names {
+		info, err := inspect(ns, n)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return infos, err
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
+}

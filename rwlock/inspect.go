@@ -1,9 +1,7 @@
 package rwlock
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/ipc"
@@ -67,25 +65,7 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 
 // List reports on every read-write lock of the namespace.
 func List(ns *ipc.Namespace) ([]baton.Info, error) {
-	if ns == nil {
-		return nil, fmt.Errorf("%w: nil namespace", baton.ErrInvalidArgument)
-	}
-	names, err := ns.Names(ipc.KindSysvRW)
-	if err != nil {
-		return nil, err
-	}
-	var out []baton.Info
-	for _, name := range names {
-		in, err := Inspect(ns, name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, in)
-	}
-	return out, nil
+	return ipc.ListKind(ns, ipc.KindSysvRW, Inspect)
 }
 
 // Remove removes the lock called name: its System V set and its record.

@@ -93,13 +93,7 @@ func Open(ns *ipc.Namespace, name string) (*Lock, error) {
 	return l, nil
 }
 
-func check(ns *ipc.Namespace, name string) error {
-	if ns == nil {
-		return fmt.Errorf("%w: nil namespace", baton.ErrInvalidArgument)
-	}
-	_, err := ipc.EncodeName(name)
-	return err
-}
+func check(ns *ipc.Namespace, name string) error { return ns.Check(name) }
 
 // open resolves the name to its set; l.mu is held or l not shared yet.
 func (l *Lock) open() error {

@@ -1,9 +1,7 @@
 package semaphore
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/ipc"
@@ -66,25 +64,7 @@ func info(rec ipc.Record) (baton.Info, error) {
 
 // List reports on every semaphore of the namespace.
 func List(ns *ipc.Namespace) ([]baton.Info, error) {
-	if ns == nil {
-		return nil, fmt.Errorf("%w: nil namespace", baton.ErrInvalidArgument)
-	}
-	names, err := ns.Names(ipc.KindSysvSem)
-	if err != nil {
-		return nil, err
-	}
-	var out []baton.Info
-	for _, name := range names {
-		in, err := Inspect(ns, name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed meanwhile
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, in)
-	}
-	return out, nil
+	return ipc.ListKind(ns, ipc.KindSysvSem, Inspect)
 }
 
 // Remove removes the semaphore called name: its System V set and its record.

@@ -70,13 +70,7 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 	return s, nil
 }
 
-func check(ns *ipc.Namespace, name string) error {
-	if ns == nil {
-		return fmt.Errorf("%w: nil namespace", baton.ErrInvalidArgument)
-	}
-	_, err := ipc.EncodeName(name)
-	return err
-}
+func check(ns *ipc.Namespace, name string) error { return ns.Check(name) }
 
 // open resolves the name to its set, creating it if needed. s.mu is held or
 // s is not shared yet.
