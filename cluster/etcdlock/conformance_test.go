@@ -44,6 +44,11 @@ var caps = locktest.Caps{
 	KillBound:    6 * time.Second, // TTL 2 s, granted up to the server's minimum
 	Acquisitions: 2000,
 	Lease:        true,
+	// A cancelled waiter returns once the delete of its queue key has
+	// committed, so that nothing of it can be granted later: one consensus
+	// write, a few ms on an idle cluster, bounded by the driver's 500 ms
+	// cleanup timeout (after which the delete goes on in the background).
+	CancelBound: 500 * time.Millisecond,
 }
 
 // caps3 lowers the cross-process count for the 3-member cluster, where
