@@ -22,7 +22,9 @@ func BenchmarkRawFloor(b *testing.B) {
 	c := s.client()
 	ctx := context.Background()
 	defer serverCPU(b, c)()
+	var lat []time.Duration
 	for b.Loop() {
+		t0 := time.Now()
 		v := newID()
 		ok, err := c.SetNX(ctx, "raw", v, 10*time.Second).Result()
 		if err != nil || !ok {
@@ -31,7 +33,9 @@ func BenchmarkRawFloor(b *testing.B) {
 		if err := rawUnlock.Run(ctx, c, []string{"raw"}, v).Err(); err != nil {
 			b.Fatal(err)
 		}
+		lat = append(lat, time.Since(t0))
 	}
+	reportP50(b, lat)
 }
 
 func benchBackend(b *testing.B, url string) baton.Backend {

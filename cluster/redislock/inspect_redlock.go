@@ -88,7 +88,7 @@ func (r *rlDriver) checkKind(kind baton.Kind) error {
 		return err
 	}
 	if kind != baton.KindMutex {
-		return fmt.Errorf("redislock: redlock %s: %w", kind, baton.ErrUnsupported)
+		return errRedlockOnly(string(kind))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -284,7 +285,28 @@ func TestInspectRedlock(t *testing.T) {
 	if _, err := in.Inspect(ctx, baton.KindSemaphore, "rl"); !errors.Is(err, baton.ErrUnsupported) {
 		t.Fatalf("Inspect of a semaphore in Redlock mode: %v, want ErrUnsupported", err)
 	}
-	// One node down: the majority still answers.
+	// The primitives Redlock mode does not serve say so.
+	if _, err := b.RWMutex(ctx, "rw"); !errors.Is(err, baton.ErrUnsupported) || !strings.Contains(err.Error(), "Mutex only") {
+		t.Errorf("RWMutex in Redlock mode: %v, want ErrUnsupported naming the Mutex", err)
+	}
+	if _, err := b.Semaphore(ctx, "s", 2); !errors.Is(err, baton.ErrUnsupported) {
+		t.Errorf("Semaphore in Redlock mode: %v, want ErrUnsupported", err)
+	}
+	if _, err := b.Cond(ctx, "c"); !errors.Is(err, baton.ErrUnsupported) {
+		t.Errorf("Cond in Redlock mode: %v, want ErrUnsupported", err)
+	}
+	// Lock returned at a majority; wait until the third node has the hold
+	// too, then take one node down: the majority still answers.
+	key := keyBase(DefaultPrefix, kredl, "rl") + "lock"
+	for _, s := range ss {
+		c := s.client()
+		eventually(t, func() error {
+			if n, err := c.Exists(ctx, key).Result(); err != nil || n != 1 {
+				return fmt.Errorf("node %s: exists %d, %v", s.addr(), n, err)
+			}
+			return nil
+		})
+	}
 	ss[2].kill()
 	info, err := in.Inspect(ctx, baton.KindMutex, "rl")
 	if err != nil {

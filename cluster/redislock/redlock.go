@@ -101,15 +101,20 @@ func (r *rlDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver
 }
 
 func (r *rlDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
-	return nil, fmt.Errorf("redislock: redlock rwmutex: %w", baton.ErrUnsupported)
+	return nil, errRedlockOnly("rwmutex")
 }
 
 func (r *rlDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
-	return nil, fmt.Errorf("redislock: redlock semaphore: %w", baton.ErrUnsupported)
+	return nil, errRedlockOnly("semaphore")
 }
 
 func (r *rlDriver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
-	return nil, fmt.Errorf("redislock: redlock cond: %w", baton.ErrUnsupported)
+	return nil, errRedlockOnly("cond")
+}
+
+// errRedlockOnly is the error of the primitives Redlock mode does not serve.
+func errRedlockOnly(kind string) error {
+	return fmt.Errorf("redislock: redlock mode serves the Mutex only, not a %s (use New on one deployment for it): %w", kind, baton.ErrUnsupported)
 }
 
 func (r *rlDriver) Close() error {
