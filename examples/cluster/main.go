@@ -114,7 +114,7 @@ func serve(backend string) (string, func(), error) {
 		}
 		cfg := embed.NewConfig()
 		cfg.Dir = dir
-		cfg.LogLevel = "error"
+		cfg.LogLevel = "fatal" // start-up failures come back as errors; closing logs noise at "error"
 		clientURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cp))}
 		peerURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(pp))}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
