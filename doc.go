@@ -1,0 +1,67 @@
+// Package baton is the vocabulary of baton's locks: the Mutex, RWMutex,
+// Semaphore and Cond interfaces that every backend serves, the Hold an
+// acquisition returns, the sentinel errors, and the core that gives every
+// backend the same semantics.
+//
+// A Backend opens primitives by name. The same-host backend (package local)
+// needs no server; the cluster backends (cluster/redislock,
+// cluster/etcdlock) serve the same names to every machine. A program moves
+// from one to the other by changing the constructor:
+//
+//	b, err := local.Open("")                             // this machine
+//	b, err := redislock.OpenURL(ctx, "redis://host:6379") // a cluster
+//	m, err := b.Mutex(ctx, "cache/rebuild")
+//
+// # Holds
+//
+// Lock returns a Hold, a small value:
+//
+//	hold, err := m.Lock(ctx)
+//	if err != nil {
+//		return err // ctx ended (errors.Is(err, context.Canceled)), or the backend failed
+//	}
+//	defer m.Unlock(ctx)
+//	store.Put(key, value, hold.Token()) // the store refuses tokens older than the newest it saw
+//	select {
+//	case <-hold.Lost(): // renewal failed past the lease deadline, or the lock file went
+//		return hold.Err()
+//	default:
+//	}
+//
+// Token is a fencing token: strictly greater than every token given before
+// for the name, on every backend, across processes and restarts. Lost closes
+// when the hold can no longer be trusted, before the backend can give the
+// lock to someone else; it does not close on a normal Unlock. Context turns
+// the loss into a cancelled context for work done under the lock. Recovered
+// reports that the previous holder died while holding (the protected state
+// may need repair).
+//
+// # Semantics shared by every backend
+//
+//   - Every call that can wait takes a context; a cancelled wait returns an
+//     error matching ctx.Err() and holds nothing.
+//   - A handle is safe for concurrent use: goroutines sharing one handle
+//     exclude each other exactly as processes do, in FIFO order.
+//   - Reentrancy is by owner: with ctx = WithOwner(ctx), Lock by the owner
+//     that holds increments a hold count and each Lock needs its Unlock.
+//     Without an owner a second Lock waits, as with sync.Mutex.
+//   - Readers and writers: writers are preferred; an owner holding the write
+//     lock may take read locks, and keeps them, atomically, when it unlocks
+//     the write lock; an owner holding only read locks that asks for the
+//     write lock gets ErrUpgrade instead of deadlocking with itself.
+//   - Errors are the sentinels of this package (ErrNotHeld, ErrLost,
+//     ErrLocked, ErrClosed, ErrInvalidName, ErrInvalidArgument, ErrUpgrade,
+//     ErrMismatch, ErrUnsupported), wrapped with the backend's cause.
+//   - Bad input (names, counts, contexts) is refused before any side effect.
+//     Names are 1 to 200 bytes of UTF-8 without control characters, in
+//     '/'-separated segments that are neither empty, "." nor "..".
+//
+// # Writing a backend
+//
+// A backend implements BackendDriver and the per-handle LockDriver,
+// SemaphoreDriver and CondDriver (driver.go); NewBackend wraps it in the
+// core, which keeps the semantics above. Optional interfaces: Inspector
+// (listing, for the baton command), TryFirst and FastLocker (cheaper
+// uncontended paths). The conformance suite in package locktest checks a
+// backend against all of it.
+package baton
