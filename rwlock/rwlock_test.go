@@ -332,8 +332,9 @@ func TestReadersShareWritersExclude(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(in.Holders) != 1 || in.Holders[0].Mode != "exclusive" || in.LastToken != w.Token {
-		t.Fatalf("inspect: %+v (token %d)", in, w.Token)
+	if len(in.Holders) != 1 || in.Holders[0].Mode != "exclusive" || in.LastToken != w.Token ||
+		in.Holders[0].PID != os.Getpid() || in.Holders[0].Token != w.Token {
+		t.Fatalf("inspect: %+v (token %d, pid %d)", in, w.Token, os.Getpid())
 	}
 	if err := l.Release(ctx, w); err != nil {
 		t.Fatal(err)
