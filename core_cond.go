@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 )
 
 // condHandle is the core of a Cond handle.
@@ -13,8 +13,7 @@ type condHandle struct {
 	name string
 	d    CondDriver
 
-	mu     sync.Mutex
-	closed bool // guarded by mu
+	closed atomic.Bool
 }
 
 // counted is implemented by the core's lock handles, so that Wait can refuse
@@ -27,11 +26,7 @@ func (c *condHandle) errf(format string, args ...any) error {
 	return fmt.Errorf("baton: cond %q: "+format, append([]any{c.name}, args...)...)
 }
 
-func (c *condHandle) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+func (c *condHandle) isClosed() bool { return c.closed.Load() }
 
 // Wait releases l, waits for a Signal or Broadcast, and locks l again before
 // it returns, also when ctx ends first.
@@ -107,13 +102,9 @@ func (c *condHandle) Broadcast(ctx context.Context) error {
 func (c *condHandle) Name() string { return c.name }
 
 func (c *condHandle) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	c.closed = true
-	c.mu.Unlock()
 	err := c.d.Close()
 	c.b.forget(c)
 	if err != nil {
