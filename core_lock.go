@@ -45,8 +45,9 @@ type lockHandle struct {
 	mu sync.Mutex
 	// All below guarded by mu.
 	closed    bool
-	busy      bool               // a driver call is in progress
-	idle      *sync.Cond         // signalled when busy becomes false
+	acquiring bool               // a goroutine is in the driver's Acquire or TryAcquire
+	busy      bool               // the holder's Release or Downgrade is in the driver
+	idle      *sync.Cond         // signalled when acquiring or busy becomes false
 	cancelAcq context.CancelFunc // cancels the Acquire in progress, for Close
 	held      bool               // a grant is held (writer || readers > 0)
 	grant     Grant
@@ -106,11 +107,13 @@ func (h *lockHandle) remove(w *waiter) {
 
 // canJoin reports whether a new reader may share the current grant.
 func (h *lockHandle) canJoin() bool {
-	return h.held && !h.writer && !h.busy && time.Now().Before(h.batchEnd)
+	return h.held && !h.writer && !h.busy && !h.acquiring && time.Now().Before(h.batchEnd)
 }
 
 // canAcquire reports whether a goroutine may call the driver for a grant.
-func (h *lockHandle) canAcquire() bool { return !h.held && !h.busy }
+// (A fast hold is not in held: a goroutine that acquires then waits in the
+// driver, as another process would.)
+func (h *lockHandle) canAcquire() bool { return !h.held && !h.busy && !h.acquiring }
 
 func (h *lockHandle) addReader(owner Owner) {
 	h.readers++
@@ -271,15 +274,15 @@ func (h *lockHandle) unlockFast(ctx context.Context, owner Owner) (bool, error) 
 // handle idle, and returns with h.mu released.
 func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bool, w *waiter) (Hold, error) {
 	if w != nil {
-		h.q = h.q[1:] // w is the head; others stay queued behind busy
+		h.q = h.q[1:] // w is the head; others stay queued behind acquiring
 	}
-	h.busy = true
+	h.acquiring = true
 	g, err := h.callDriver(ctx, mode, try)
 	if h.fast != nil {
 		h.fastOwner.Load() // see lockedFast
 	}
 	h.mu.Lock()
-	h.busy = false
+	h.acquiring = false
 	h.cancelAcq = nil
 	h.idle.Broadcast()
 	if err == nil && h.closed {
@@ -339,9 +342,20 @@ func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (Grant
 	return h.d.Acquire(actx, mode)
 }
 
-// waitIdle waits until no driver call is in progress. h.mu is held.
+// waitIdle waits until no Release or Downgrade of the holder is in
+// progress. It does not wait for a goroutine inside Acquire: with a fast
+// hold, that goroutine may be waiting for the very hold being released.
+// h.mu is held.
 func (h *lockHandle) waitIdle() {
 	for h.busy {
+		h.idle.Wait()
+	}
+}
+
+// waitQuiet waits until no driver call at all is in progress (for Close,
+// which has cancelled any Acquire). h.mu is held.
+func (h *lockHandle) waitQuiet() {
+	for h.busy || h.acquiring {
 		h.idle.Wait()
 	}
 }
@@ -519,7 +533,7 @@ func (h *lockHandle) close() error {
 		default:
 		}
 	}
-	h.waitIdle()
+	h.waitQuiet()
 	var err error
 	if fo := h.fastOwner.Load(); fo != 0 && h.fastOwner.CompareAndSwap(fo, 0) {
 		err = h.d.Release(context.Background(), h.fastGrant)

@@ -106,7 +106,9 @@ type TryFirst interface {
 // and release need no context, no error value and no system call (a CAS on
 // a word in shared memory). The core calls these without its handle lock,
 // possibly while another goroutine of the same handle is inside Acquire or
-// Release of the same driver, so they must be safe for that.
+// Release of the same driver, so they must be safe for that. For the same
+// reason such a driver must accept a Release (of a fast hold the owner
+// locked again) while another goroutine of the handle is inside Acquire.
 type FastLocker interface {
 	// TryAcquireFast takes the lock in Exclusive mode if that needs no
 	// waiting and no system call, and reports false otherwise (the core then

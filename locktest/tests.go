@@ -158,6 +158,41 @@ func testReentrancy(t *testing.T, e *env) {
 	}
 	is(t, "Unlock past the hold count", m.Unlock(o1), baton.ErrNotHeld)
 
+	// The owner locks again while another goroutine of the same handle
+	// waits for the lock: the relock counts, the unlocks release, and the
+	// waiter gets the lock after the last one.
+	_, err = m.Lock(o1)
+	ok(t, "Lock o1", err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := m.Lock(ctx)
+		waited <- err
+	}()
+	time.Sleep(30 * time.Millisecond)
+	_, err = m.Lock(o1)
+	ok(t, "reentrant Lock with a goroutine waiting", err)
+	ok(t, "Unlock o1", m.Unlock(o1))
+	select {
+	case err := <-waited:
+		t.Fatalf("waiter got the lock while the owner still held it once: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- m.Unlock(o1) }()
+	select {
+	case err := <-unlocked:
+		ok(t, "last Unlock o1", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the owner's last Unlock hangs while another goroutine waits")
+	}
+	select {
+	case err := <-waited:
+		ok(t, "waiter after the owner's last Unlock", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter did not get the lock after the owner's last Unlock")
+	}
+	ok(t, "Unlock", m.Unlock(ctx))
+
 	// Without an owner a second Lock waits, like sync.Mutex.
 	_, err = m.Lock(ctx)
 	ok(t, "Lock", err)
