@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 )
-
-func runtimeYield() { runtime.Gosched() }
 
 // NewBackend wraps a BackendDriver in the core, which gives every backend the
 // same user-visible semantics: validation before any side effect, goroutines
@@ -117,6 +114,7 @@ func (b *coreBackend) Semaphore(ctx context.Context, name string, permits int64)
 		return nil, fmt.Errorf("baton: %s: open semaphore %q: %w", b.d.Kind(), name, err)
 	}
 	s := &semHandle{b: b, name: name, capacity: permits, d: d}
+	s.idle = sync.NewCond(&s.mu)
 	if err := b.register(s, s.Close); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,8 @@ type semHandle struct {
 	mu sync.Mutex
 	// All below guarded by mu.
 	closed    bool
-	busy      bool // an Acquire is in the driver
+	busy      bool       // an Acquire is in the driver
+	idle      *sync.Cond // on mu: signalled when busy becomes false
 	cancelAcq context.CancelFunc
 	q         []*waiter
 	grants    []Grant // held grants, newest last
@@ -105,6 +106,7 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 	g, err = s.callDriver(ctx, n, try)
 	s.mu.Lock()
 	s.busy, s.cancelAcq = false, nil
+	s.idle.Broadcast()
 	s.kick()
 	if err == nil && s.closed {
 		s.mu.Unlock()
@@ -232,11 +234,8 @@ func (s *semHandle) Close() error {
 		default:
 		}
 	}
-	for s.busy {
-		s.mu.Unlock()
-		// The Acquire in progress was cancelled and returns promptly.
-		runtimeYield()
-		s.mu.Lock()
+	for s.busy { // the Acquire in progress was cancelled and returns promptly
+		s.idle.Wait()
 	}
 	grants := s.grants
 	s.grants, s.held = nil, 0
