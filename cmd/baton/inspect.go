@@ -378,11 +378,16 @@ func holdersOf(ctx context.Context, r *request) string {
 	if !ok {
 		return ""
 	}
-	kind := baton.KindRWMutex
+	kinds := []baton.Kind{baton.KindRWMutex, baton.KindMutex}
 	if r.sem > 0 {
-		kind = baton.KindSemaphore
+		kinds = []baton.Kind{baton.KindSemaphore}
 	}
-	info, err := in.Inspect(ctx, kind, r.name)
+	var info baton.Info
+	for _, k := range kinds {
+		if info, err = in.Inspect(ctx, k, r.name); err == nil {
+			break
+		}
+	}
 	if err != nil || len(info.Holders) == 0 {
 		return ""
 	}

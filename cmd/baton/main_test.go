@@ -105,8 +105,11 @@ func runEnv(t *testing.T, env []string, backend string, args ...string) result {
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	start := time.Now()
+	// run may be called from goroutines other than the test's: it reports
+	// with Errorf and returns code -1 instead of stopping the test.
 	if err := c.Start(); err != nil {
-		t.Fatalf("start baton: %v", err)
+		t.Errorf("start baton: %v", err)
+		return result{code: -1}
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
@@ -116,17 +119,19 @@ func runEnv(t *testing.T, env []string, backend string, args ...string) result {
 	case <-time.After(time.Minute):
 		_ = c.Process.Kill()
 		<-done
-		t.Fatalf("baton %q did not end within a minute; stderr: %s", args, errb.String())
+		t.Errorf("baton %q did not end within a minute; stderr: %s", args, errb.String())
+		return result{code: -1, stdout: out.String(), stderr: errb.String()}
 	}
 	r := result{stdout: out.String(), stderr: errb.String(), elapsed: time.Since(start)}
 	if err != nil {
 		xe, ok := err.(*exec.ExitError)
 		if !ok {
-			t.Fatalf("baton %q: %v", args, err)
+			t.Errorf("baton %q: %v", args, err)
+			return result{code: -1}
 		}
 		r.code = xe.ExitCode()
 		if ws := xe.Sys().(syscall.WaitStatus); ws.Signaled() {
-			t.Fatalf("baton %q was killed by %v", args, ws.Signal())
+			t.Errorf("baton %q was killed by %v", args, ws.Signal())
 		}
 	}
 	return r
@@ -241,4 +246,16 @@ func startRedis(t *testing.T) (string, *os.Process) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return "redis://" + addr, c.Process
+}
+
+// startRedlock starts three independent redis-servers and returns the
+// redlock URL over them.
+func startRedlock(t *testing.T) string {
+	t.Helper()
+	var hosts []string
+	for range 3 {
+		u, _ := startRedis(t)
+		hosts = append(hosts, strings.TrimPrefix(u, "redis://"))
+	}
+	return "redlock://" + strings.Join(hosts, ",")
 }

@@ -42,7 +42,8 @@ status. Flags are read up to NAME; everything after NAME is the command, so
 
 The lock is the read-write lock NAME of the backend: -x (the default) takes it
 exclusively, -s shared with other -s holders. Go programs share it through
-Backend.RWMutex(NAME).
+Backend.RWMutex(NAME). On a backend without read-write locks (Redlock) -x
+takes the Mutex NAME and -s is refused.
 
 The lock is held by baton, not by CMD: CMD inherits no descriptor of it, so
 processes CMD leaves behind do not keep it (flock's -o is always in effect).
@@ -280,6 +281,11 @@ func acquire(ctx context.Context, b baton.Backend, r *request) (held, error) {
 		}}, nil
 	}
 	m, err := b.RWMutex(ctx, r.name)
+	if err != nil && !r.shared && errors.Is(err, baton.ErrUnsupported) {
+		// A backend without read-write locks (Redlock) serves -x with its
+		// Mutex; every baton on that backend does the same.
+		return lockMutex(ctx, b, r)
+	}
 	if err != nil {
 		return held{}, err
 	}
@@ -305,6 +311,27 @@ func acquire(ctx context.Context, b baton.Backend, r *request) (held, error) {
 	return held{hold: h, release: func(c context.Context) error {
 		err := unlock(c)
 		return errors.Join(err, m.Close())
+	}}, nil
+}
+
+// lockMutex takes the Mutex NAME, for backends without RWMutex.
+func lockMutex(ctx context.Context, b baton.Backend, r *request) (held, error) {
+	m, err := b.Mutex(ctx, r.name)
+	if err != nil {
+		return held{}, err
+	}
+	var h baton.Hold
+	if r.nonblock {
+		h, err = m.TryLock(ctx)
+	} else {
+		h, err = m.Lock(ctx)
+	}
+	if err != nil {
+		_ = m.Close()
+		return held{}, err
+	}
+	return held{hold: h, release: func(c context.Context) error {
+		return errors.Join(m.Unlock(c), m.Close())
 	}}, nil
 }
 

@@ -359,3 +359,51 @@ func TestHelpAndCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestBatonKilled: when baton dies (SIGKILL), its lock goes with it, and so
+// does the command, which the kernel kills.
+func TestBatonKilled(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	c := command(ns, "run", "doomed", "sh", "-c", `echo $$ > "$0.tmp"; mv "$0.tmp" "$0"; exec sleep 60`, pidFile)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, pidFile, 20*time.Second)
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if err := c.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command (pid %d) outlived baton by 10 s", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := run(t, ns, "run", "-n", "doomed", "true"); r.code != 0 {
+		t.Errorf("lock held after baton was killed: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// alive reports whether pid runs (a zombie is dead).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

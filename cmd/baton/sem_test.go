@@ -108,3 +108,18 @@ func TestSemRedis(t *testing.T) {
 	url, _ := startRedis(t)
 	testSem(t, url)
 }
+
+// TestCounterRedlock: Redlock has no read-write lock; -x takes its Mutex
+// and -s is refused.
+func TestCounterRedlock(t *testing.T) {
+	t.Parallel()
+	url := startRedlock(t)
+	testCounter(t, url)
+	if r := run(t, url, "run", "-s", "counter", "true"); r.code != 70 || !strings.Contains(r.stderr, "unsupported") {
+		t.Errorf("-s on Redlock: exit %d, stderr %q; want 70", r.code, r.stderr)
+	}
+	holder(t, url, "busy")
+	if r := run(t, url, "run", "-n", "busy", "true"); r.code != 1 {
+		t.Errorf("-n on Redlock against a held lock: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
