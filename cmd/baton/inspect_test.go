@@ -70,6 +70,9 @@ func TestStatusLsRm(t *testing.T) {
 		t.Errorf("ls text: exit %d, %q", r.code, r.stdout)
 	}
 
+	if r := run(t, ns, "__complete", "status", "jobs/"); r.code != 0 || !strings.Contains(r.stdout, "jobs/nightly\n") || strings.Contains(r.stdout, "gpu") {
+		t.Errorf("name completion of jobs/: exit %d, %q", r.code, r.stdout)
+	}
 	if r := run(t, ns, "status", "nothing/here"); r.code != 1 || !strings.Contains(r.stderr, "no object") {
 		t.Errorf("status of a missing name: exit %d, stderr %q", r.code, r.stderr)
 	}
