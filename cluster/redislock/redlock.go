@@ -315,8 +315,18 @@ func (l *rlLock) attempt(ctx context.Context) (g baton.Grant, ok bool, wait time
 		return baton.Grant{}, false, time.Duration(1+rand.IntN(10)) * time.Millisecond, lastErr
 	}
 	slices.Sort(pttls)
-	return baton.Grant{}, false, time.Duration(pttls[0])*time.Millisecond + time.Duration(rand.IntN(3000))*time.Microsecond, nil
+	// A release message normally ends the wait; the wait below only covers
+	// a message that was missed (published before this attempt's reply was
+	// read, or lost with a node's connection). Sleeping for the whole lease
+	// left would let every missed message cost up to a TTL, and with many
+	// contenders splitting the vote that added up to stalls of a minute.
+	wait = min(time.Duration(pttls[0])*time.Millisecond, maxRedlockWait)
+	return baton.Grant{}, false, wait + time.Duration(rand.IntN(3000))*time.Microsecond, nil
 }
+
+// maxRedlockWait bounds a waiter's sleep between attempts when no release
+// message arrives.
+const maxRedlockWait = 100 * time.Millisecond
 
 func b2i(b bool) int64 {
 	if b {
