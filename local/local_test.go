@@ -53,7 +53,12 @@ var (
 	}
 )
 
-func TestMain(m *testing.M) { locktest.Main(m, defaultSuite, flockSuite) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envHandoffDir) != "" {
+		os.Exit(handoffChild())
+	}
+	locktest.Main(m, defaultSuite, flockSuite)
+}
 
 // namespace returns a fresh namespace directory whose System V objects are
 // removed when the test ends (the kernel keeps them after the files go).
