@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -182,6 +183,13 @@ func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
 		spins int
 		done  = ctx.Done()
 	)
+	if done != nil {
+		// Cancellation wakes the sleepers on the word, so that this waiter
+		// returns at once rather than at the end of its sleep slice; the
+		// others find nothing changed and sleep again.
+		stop := context.AfterFunc(ctx, func() { FutexWake(m.word, math.MaxInt32) })
+		defer stop()
+	}
 	for {
 		if done != nil {
 			select {
