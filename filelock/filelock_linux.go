@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
 )
 
 const (
@@ -157,15 +158,22 @@ func unlock(fd int) error {
 
 // grantData is the driver-private part of a grant.
 type grantData struct {
-	loss  *baton.Loss
-	watch *watched
-	mode  baton.Mode
+	loss *baton.Loss
+	stop func() // ends the watch of the file
+	mode baton.Mode
 }
 
 func newGrant(lf *lockFile, mode baton.Mode, token baton.Token) baton.Grant {
 	loss := baton.NewLoss()
-	gd := &grantData{loss: loss, mode: mode, watch: watchFile(lf.path, lf.dev, lf.ino, loss)}
-	return baton.Grant{Token: token, Loss: loss, Data: gd}
+	path, dev, ino := lf.path, lf.dev, lf.ino
+	stop := ipc.WatchLoss(func() error {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
+			return errFileGone
+		}
+		return nil
+	}, loss)
+	return baton.Grant{Token: token, Loss: loss, Data: &grantData{loss: loss, mode: mode, stop: stop}}
 }
 
 func endGrant(g baton.Grant) error {
@@ -175,7 +183,7 @@ func endGrant(g baton.Grant) error {
 	}
 	// The watcher checks held files; a removal in its last interval
 	// before the release is not reported (the hold is over either way).
-	gd.watch.stop()
+	gd.stop()
 	return gd.loss.Err()
 }
 

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"golang.org/x/sys/unix"
 )
 
 // Mutex is one handle on a futex mutex (see the package documentation of
@@ -35,8 +36,12 @@ type Mutex struct {
 	self  Proc
 	// The fields below are used only by the call in progress (one at a time).
 	closed bool
-	watch  *ProcWatch // the owner last checked, nil if none
-	watchS uint64     // the owner pattern watch refers to
+	// The handle's loss: fired when its file is removed or replaced.
+	loss      *baton.Loss
+	gone      atomic.Bool // set before loss fires; read by the fast path
+	stopWatch func()
+	watch     *ProcWatch // the owner last checked, nil if none
+	watchS    uint64     // the owner pattern watch refers to
 }
 
 var _ baton.LockDriver = (*Mutex)(nil)
@@ -65,8 +70,29 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 	}
 	m.self = self
 	m.me = uint64(self.Tag())<<32 | uint64(self.PID)
+	// A handle whose file is removed or replaced (RemoveMutex, baton rm)
+	// keeps a mapping that no new opener shares: its holds are not
+	// exclusive any more, then or later. The watcher fires the handle's
+	// loss, which every grant of the handle carries.
+	var st unix.Stat_t
+	if err := unix.Stat(r.Path(), &st); err != nil {
+		r.Close()
+		return nil, m.errf("%w", err)
+	}
+	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
+	m.loss = baton.NewLoss()
+	m.stopWatch = WatchLoss(func() error {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
+			m.gone.Store(true)
+			return errMutexRemoved
+		}
+		return nil
+	}, m.loss)
 	return m, nil
 }
+
+var errMutexRemoved = errors.New("futex mutex file removed or replaced")
 
 func newMutexOn(r *Region, name string) *Mutex {
 	base := unsafe.Pointer(&r.Bytes()[0])
@@ -171,7 +197,7 @@ func (m *Mutex) check(mode baton.Mode) error {
 func (m *Mutex) granted(recovered bool) baton.Grant {
 	t := atomic.LoadUint64(m.fence) + 1
 	*m.fence = t
-	return baton.Grant{Token: baton.Token(t), Recovered: recovered}
+	return baton.Grant{Token: baton.Token(t), Recovered: recovered, Loss: m.loss}
 }
 
 func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
@@ -325,10 +351,15 @@ func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
 	if atomic.LoadUint64(m.fence) != uint64(g.Token) {
 		return m.errf("token %d: %w", g.Token, baton.ErrLost)
 	}
-	if m.state.CompareAndSwap(m.me, 0) {
-		return nil
+	var err error
+	if !m.state.CompareAndSwap(m.me, 0) {
+		err = m.unlockSlow(g)
 	}
-	return m.unlockSlow(g)
+	if err == nil && m.gone.Load() {
+		// Unlocked a word nobody else opens any more.
+		return m.errf("token %d: %w", g.Token, m.loss.Err())
+	}
+	return err
 }
 
 func (m *Mutex) unlockSlow(g baton.Grant) error {
@@ -367,6 +398,9 @@ func (m *Mutex) Close() error {
 	}
 	m.closed = true
 	m.unwatch()
+	if m.stopWatch != nil {
+		m.stopWatch()
+	}
 	return m.r.Close()
 }
 
@@ -384,7 +418,7 @@ func (m *Mutex) TryAcquireFast() (baton.Grant, bool) {
 // ReleaseFast unlocks g when no waiter has to be woken and reports false,
 // changing nothing, in every other case (the caller then uses Release).
 func (m *Mutex) ReleaseFast(g baton.Grant) bool {
-	return !m.closed && atomic.LoadUint64(m.fence) == uint64(g.Token) && m.state.CompareAndSwap(m.me, 0)
+	return !m.closed && !m.gone.Load() && atomic.LoadUint64(m.fence) == uint64(g.Token) && m.state.CompareAndSwap(m.me, 0)
 }
 
 // InspectMutex describes the futex mutex name without changing it: its

@@ -167,3 +167,59 @@ func TestInspector(t *testing.T) {
 		})
 	}
 }
+
+// Removing a held object (baton rm) fires the holder's Lost, and its Unlock
+// reports the loss: the next opener gets a new object, so the hold is not
+// exclusive any more.
+func TestRemoveFiresLost(t *testing.T) {
+	ctx := context.Background()
+	for _, s := range []locktest.Suite{defaultSuite, flockSuite} {
+		for _, kind := range []baton.Kind{baton.KindMutex, baton.KindRWMutex} {
+			t.Run(s.Name+"/"+string(kind), func(t *testing.T) {
+				b, err := s.Open(namespace(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				var m baton.Mutex
+				if kind == baton.KindMutex {
+					m, err = b.Mutex(ctx, "held")
+				} else {
+					m, err = b.RWMutex(ctx, "held")
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, err := m.Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.(baton.Inspector).Remove(ctx, kind, "held"); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-h.Lost():
+				case <-time.After(5 * time.Second):
+					t.Fatal("Lost did not fire after the held object was removed")
+				}
+				if !errors.Is(h.Err(), baton.ErrLost) {
+					t.Errorf("Err() = %v, want ErrLost", h.Err())
+				}
+				if err := m.Unlock(ctx); !errors.Is(err, baton.ErrLost) {
+					t.Errorf("Unlock after removal = %v, want ErrLost", err)
+				}
+				// A new handle gets a fresh object.
+				m2, err := b.Mutex(ctx, "held2")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := m2.TryLock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := m2.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}

@@ -70,7 +70,13 @@ type incarnation struct {
 	set    *ipc.SemSet
 	excl   *held
 	shared *held
+	// loss fires when this set is removed (baton rm, Remove) while the
+	// handle uses it; every grant on the set carries it.
+	loss *baton.Loss
+	stop func() // ends the watch of the set
 }
+
+var errSetRemoved = errors.New("System V set removed")
 
 type held struct {
 	inc  *incarnation
@@ -105,10 +111,20 @@ func (l *Lock) open() error {
 	if err != nil {
 		return fmt.Errorf("rwlock %q: %w", l.name, err)
 	}
-	inc := &incarnation{obj: obj, set: obj.Sem()}
+	inc := &incarnation{obj: obj, set: obj.Sem(), loss: baton.NewLoss()}
 	inc.excl = &held{inc: inc, mode: baton.Exclusive}
 	inc.shared = &held{inc: inc, mode: baton.Shared}
+	id, key := obj.ID, obj.Key
+	inc.stop = ipc.WatchLoss(func() error {
+		if st, err := ipc.StatSemSet(id); err != nil || st.Key != key {
+			return errSetRemoved
+		}
+		return nil
+	}, inc.loss)
 	if old := l.cur.Swap(inc); old != nil {
+		// Replaced because its set was removed: its holds are lost.
+		old.loss.Fire(errSetRemoved)
+		old.stop()
 		old.obj.Close()
 	}
 	return nil
@@ -194,7 +210,7 @@ func (l *Lock) rlock(ctx context.Context, inc *incarnation, wait bool) (baton.Gr
 	if err != nil {
 		return baton.Grant{}, l.wrap(err)
 	}
-	return baton.Grant{Data: inc.shared}, nil
+	return baton.Grant{Data: inc.shared, Loss: inc.loss}, nil
 }
 
 func (l *Lock) wlock(ctx context.Context, inc *incarnation, wait bool) (baton.Grant, error) {
@@ -218,7 +234,7 @@ func (l *Lock) wlock(ctx context.Context, inc *incarnation, wait bool) (baton.Gr
 		l.unlock(inc, baton.Exclusive)
 		return baton.Grant{}, fmt.Errorf("rwlock %q: fencing token: %w", l.name, err)
 	}
-	return baton.Grant{Token: baton.Token(tok), Data: inc.excl}, nil
+	return baton.Grant{Token: baton.Token(tok), Data: inc.excl, Loss: inc.loss}, nil
 }
 
 // wlockSlow registers as a waiting writer (which stops new readers), then
@@ -304,7 +320,7 @@ func (l *Lock) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error
 		}
 		return baton.Grant{}, l.wrap(err)
 	}
-	return baton.Grant{Token: g.Token, Data: h.inc.shared}, nil
+	return baton.Grant{Token: g.Token, Data: h.inc.shared, Loss: h.inc.loss}, nil
 }
 
 // Token returns the last fencing token given to a writer.
@@ -326,5 +342,7 @@ func (l *Lock) Close() error {
 		return nil
 	}
 	l.closed.Store(true)
-	return l.cur.Load().obj.Close()
+	inc := l.cur.Load()
+	inc.stop()
+	return inc.obj.Close()
 }
