@@ -100,6 +100,30 @@ func parseKind(s string) ([]baton.Kind, error) {
 }
 
 // find returns the objects named name among kinds.
+// withObjects validates kind and name, opens the backend's Inspector, finds
+// the objects called name (of kind, or of every kind) and calls fn with them.
+func withObjects(cmd *cobra.Command, kind, name string, fn func(ctx context.Context, in baton.Inspector, raw string, found []baton.Info) error) error {
+	kinds, err := parseKind(kind)
+	if err != nil {
+		return err
+	}
+	if err := baton.ValidateName(name); err != nil {
+		return usageErrorf("%s", strings.TrimPrefix(err.Error(), "baton: "))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
+	defer cancel()
+	b, in, raw, err := inspector(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer closeBackend(b, releaseTimeout)
+	found, err := find(ctx, in, kinds, name)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, in, raw, found)
+}
+
 func find(ctx context.Context, in baton.Inspector, kinds []baton.Kind, name string) ([]baton.Info, error) {
 	var found []baton.Info
 	for _, k := range kinds {
@@ -131,38 +155,22 @@ how many wait. Exits 1 when the backend has no object of that name.
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kinds, err := parseKind(kind)
-			if err != nil {
-				return err
-			}
-			if err := baton.ValidateName(args[0]); err != nil {
-				return usageErrorf("%s", strings.TrimPrefix(err.Error(), "baton: "))
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
-			defer cancel()
-			b, in, raw, err := inspector(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer closeBackend(b, releaseTimeout)
-			found, err := find(ctx, in, kinds, args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), raw, found); err != nil {
-					return err
+			return withObjects(cmd, kind, args[0], func(ctx context.Context, in baton.Inspector, raw string, found []baton.Info) error {
+				if asJSON {
+					if err := writeJSON(cmd.OutOrStdout(), raw, found); err != nil {
+						return err
+					}
+				} else {
+					writeText(cmd.OutOrStdout(), found)
 				}
-			} else {
-				writeText(cmd.OutOrStdout(), found)
-			}
-			if len(found) == 0 {
-				if !asJSON {
-					return exitWith(exitNotFound, fmt.Errorf("no object named %q on %s", args[0], redact(raw)))
+				if len(found) == 0 {
+					if !asJSON {
+						return exitWith(exitNotFound, fmt.Errorf("no object named %q on %s", args[0], redact(raw)))
+					}
+					return exitWith(exitNotFound, nil)
 				}
-				return exitWith(exitNotFound, nil)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (schema 1)")
@@ -220,33 +228,17 @@ object of that name.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kinds, err := parseKind(kind)
-			if err != nil {
-				return err
-			}
-			if err := baton.ValidateName(args[0]); err != nil {
-				return usageErrorf("%s", strings.TrimPrefix(err.Error(), "baton: "))
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
-			defer cancel()
-			b, in, raw, err := inspector(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer closeBackend(b, releaseTimeout)
-			found, err := find(ctx, in, kinds, args[0])
-			if err != nil {
-				return err
-			}
-			if len(found) == 0 {
-				return exitWith(exitNotFound, fmt.Errorf("no object named %q on %s", args[0], redact(raw)))
-			}
-			for _, info := range found {
-				if err := in.Remove(ctx, info.Kind, info.Name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return classify(err)
+			return withObjects(cmd, kind, args[0], func(ctx context.Context, in baton.Inspector, raw string, found []baton.Info) error {
+				if len(found) == 0 {
+					return exitWith(exitNotFound, fmt.Errorf("no object named %q on %s", args[0], redact(raw)))
 				}
-			}
-			return nil
+				for _, info := range found {
+					if err := in.Remove(ctx, info.Kind, info.Name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+						return classify(err)
+					}
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&kind, "kind", "", "only this kind: mutex, rwmutex, semaphore, cond")
