@@ -223,3 +223,42 @@ func TestRemoveFiresLost(t *testing.T) {
 		}
 	}
 }
+
+func TestRemoveSemaphoreFiresLost(t *testing.T) {
+	ctx := context.Background()
+	b, err := local.Open(namespace(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s, err := b.Semaphore(ctx, "gpu", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Acquire(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.(baton.Inspector).Remove(ctx, baton.KindSemaphore, "gpu"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost did not fire after the held semaphore was removed")
+	}
+	if err := s.Release(ctx, 2); !errors.Is(err, baton.ErrLost) {
+		t.Errorf("Release after removal = %v, want ErrLost", err)
+	}
+	// The handle moves to a new set with all permits.
+	h2, err := s.TryAcquire(ctx, 4)
+	if err != nil {
+		t.Fatalf("TryAcquire on the new set: %v", err)
+	}
+	if h2.Err() != nil {
+		t.Errorf("a hold on the new set is reported lost: %v", h2.Err())
+	}
+	if err := s.Release(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -43,7 +43,29 @@ type Sem struct {
 	mu     sync.Mutex                 // serialises open, reopen and Close
 	obj    *ipc.Object                // the record in use; guarded by mu
 	set    atomic.Pointer[ipc.SemSet] // obj's set; replaced under mu
+	cur    atomic.Pointer[watchedSet] // set with its loss; replaced under mu
+	stop   func()                     // ends the watch of cur; guarded by mu
 	closed atomic.Bool                // set under mu
+}
+
+// watchedSet is a set and the loss that fires when it is removed (baton rm,
+// Remove): every grant on the set carries it.
+type watchedSet struct {
+	set  *ipc.SemSet
+	loss *baton.Loss
+}
+
+var errSetRemoved = errors.New("System V set removed")
+
+// lossFor returns the loss of set, which the handle used for a grant; if the
+// handle has moved to another set meanwhile, set was removed.
+func (s *Sem) lossFor(set *ipc.SemSet) *baton.Loss {
+	if w := s.cur.Load(); w != nil && w.set == set {
+		return w.loss
+	}
+	l := baton.NewLoss()
+	l.Fire(errSetRemoved)
+	return l
 }
 
 var _ baton.SemaphoreDriver = (*Sem)(nil)
@@ -87,7 +109,22 @@ func (s *Sem) open() error {
 		s.obj.Close()
 	}
 	s.obj = obj
-	s.set.Store(obj.Sem())
+	set := obj.Sem()
+	w := &watchedSet{set: set, loss: baton.NewLoss()}
+	id, key := obj.ID, obj.Key
+	stop := ipc.WatchLoss(func() error {
+		if st, err := ipc.StatSemSet(id); err != nil || st.Key != key {
+			return errSetRemoved
+		}
+		return nil
+	}, w.loss)
+	if old := s.cur.Swap(w); old != nil {
+		// Replaced because its set was removed: its grants are lost.
+		old.loss.Fire(errSetRemoved)
+		s.stop()
+	}
+	s.stop = stop
+	s.set.Store(set)
 	return nil
 }
 
@@ -162,7 +199,7 @@ func (s *Sem) acquire(ctx context.Context, n int64, wait bool) (baton.Grant, err
 			err = set.Op(ctx, ops[:])
 		}
 		if err == nil {
-			return baton.Grant{N: n, Data: set}, nil
+			return baton.Grant{N: n, Data: set, Loss: s.lossFor(set)}, nil
 		}
 		if !errors.Is(err, ipc.ErrRemoved) {
 			return baton.Grant{}, fmt.Errorf("semaphore %q: %w", s.name, err)
@@ -211,5 +248,6 @@ func (s *Sem) Close() error {
 		return nil
 	}
 	s.closed.Store(true)
+	s.stop()
 	return s.obj.Close()
 }
