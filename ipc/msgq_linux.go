@@ -17,8 +17,6 @@ import (
 	"github.com/batonlock/baton"
 )
 
-const msgNOERROR = 0o10000
-
 // MsgQueue is a System V message queue opened by name in a namespace. Its
 // messages outlive the processes that sent them, until received or until
 // the queue is removed (RemoveMsgQueue, RemoveAll). The zero value is not

@@ -38,8 +38,6 @@ type options struct {
 	prefix         string
 	prefixSet      bool
 	tls            *tls.Config
-	username       string
-	password       string
 }
 
 func defaultOptions() options {

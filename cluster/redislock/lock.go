@@ -9,7 +9,6 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster"
-	"github.com/redis/go-redis/v9"
 )
 
 var errClosed = fmt.Errorf("redislock: %w", baton.ErrClosed)
@@ -219,6 +218,3 @@ func (l *lockDriver) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant,
 }
 
 func (l *lockDriver) Close() error { return nil }
-
-// isNil reports a nil reply.
-func isNil(err error) bool { return errors.Is(err, redis.Nil) }

@@ -242,7 +242,6 @@ var errTimedOut = errors.New("timed out")
 type held struct {
 	hold    baton.Hold
 	release func(context.Context) error
-	what    string // "exclusive lock", "shared lock", "slot", "all 4 slots"
 }
 
 func describe(r *request) string {
