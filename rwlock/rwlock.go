@@ -89,7 +89,7 @@ var _ baton.LockDriver = (*Lock)(nil)
 // exist. A bad name gives an error matching baton.ErrInvalidName and
 // creates nothing.
 func Open(ns *ipc.Namespace, name string) (*Lock, error) {
-	if err := check(ns, name); err != nil {
+	if err := ns.Check(name); err != nil {
 		return nil, err
 	}
 	l := &Lock{ns: ns, name: name}
@@ -99,7 +99,6 @@ func Open(ns *ipc.Namespace, name string) (*Lock, error) {
 	return l, nil
 }
 
-func check(ns *ipc.Namespace, name string) error { return ns.Check(name) }
 
 // open resolves the name to its set; l.mu is held or l not shared yet.
 func (l *Lock) open() error {

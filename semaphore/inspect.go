@@ -15,7 +15,7 @@ const Backend = "local"
 // which), and the number of waiting processes. A name without a semaphore
 // gives an error matching fs.ErrNotExist.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	if err := check(ns, name); err != nil {
+	if err := ns.Check(name); err != nil {
 		return baton.Info{}, err
 	}
 	rec, err := ipc.Lookup(ns, ipc.KindSysvSem, name)
@@ -72,7 +72,7 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // that the next Open creates. A name without a semaphore gives an error
 // matching fs.ErrNotExist.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := check(ns, name); err != nil {
+	if err := ns.Check(name); err != nil {
 		return err
 	}
 	return ipc.Remove(ns, ipc.KindSysvSem, name)

@@ -76,7 +76,7 @@ var _ baton.SemaphoreDriver = (*Sem)(nil)
 // nothing; an existing semaphore of another capacity gives an error matching
 // baton.ErrMismatch.
 func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
-	if err := check(ns, name); err != nil {
+	if err := ns.Check(name); err != nil {
 		return nil, err
 	}
 	if err := baton.ValidatePermits(permits, 0); err != nil {
@@ -92,7 +92,6 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 	return s, nil
 }
 
-func check(ns *ipc.Namespace, name string) error { return ns.Check(name) }
 
 // open resolves the name to its set, creating it if needed. s.mu is held or
 // s is not shared yet.
