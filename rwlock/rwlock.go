@@ -99,7 +99,6 @@ func Open(ns *ipc.Namespace, name string) (*Lock, error) {
 	return l, nil
 }
 
-
 // open resolves the name to its set; l.mu is held or l not shared yet.
 func (l *Lock) open() error {
 	obj, err := ipc.OpenSemObject(l.ns, ipc.KindSysvRW, l.name, nsems, 0, func(set *ipc.SemSet) error {

@@ -92,7 +92,6 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 	return s, nil
 }
 
-
 // open resolves the name to its set, creating it if needed. s.mu is held or
 // s is not shared yet.
 func (s *Sem) open() error {
