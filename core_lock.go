@@ -32,15 +32,13 @@ type lockHandle struct {
 	kind Kind
 	d    LockDriver
 
-	// The fast path (mutex drivers that implement FastLocker). A hold taken
-	// on it is recorded in fastOwner only, not in the fields under mu:
-	// fastOwner is 0, or owner<<1|1 for the owner of a fast hold, and
-	// whoever swaps it back to 0 releases fastGrant. fastGrant is written by
-	// the holder before it publishes fastOwner.
-	fast      FastLocker
-	fastOwner atomic.Uint64
-	fastGrant Grant
-	closedA   atomic.Bool // closed, readable without mu
+	// The word path (mutex drivers that implement WordLocker). A hold taken
+	// on the word is not in the fields under mu: the word says that this
+	// handle holds (State&Mask == Me), its Slot names the owner, and its
+	// Fence is the token. Holds from the driver set Slot to slotDriver.
+	word    *WordLock   // nil, or &wordv
+	wordv   WordLock    // a copy, one indirection less on the word path
+	closedA atomic.Bool // closed, readable without mu
 
 	mu sync.Mutex
 	// All below guarded by mu.
@@ -64,8 +62,9 @@ type lockHandle struct {
 func newLockHandle(b *coreBackend, kind Kind, name string, d LockDriver) *lockHandle {
 	h := &lockHandle{b: b, name: name, kind: kind, d: d}
 	h.idle = sync.NewCond(&h.mu)
-	if f, ok := d.(FastLocker); ok && kind == KindMutex {
-		h.fast = f
+	if wl, ok := d.(WordLocker); ok && kind == KindMutex {
+		h.wordv = *wl.WordLock()
+		h.word = &h.wordv
 	}
 	return h
 }
@@ -111,8 +110,8 @@ func (h *lockHandle) canJoin() bool {
 }
 
 // canAcquire reports whether a goroutine may call the driver for a grant.
-// (A fast hold is not in held: a goroutine that acquires then waits in the
-// driver, as another process would.)
+// (A hold on the word is not in held: a goroutine that acquires then waits
+// in the driver, as another process would.)
 func (h *lockHandle) canAcquire() bool { return !h.held && !h.busy && !h.acquiring }
 
 func (h *lockHandle) addReader(owner Owner) {
@@ -132,22 +131,16 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 		return Hold{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	owner := OwnerOf(ctx)
-	if h.fast != nil && !h.closedA.Load() && ctx.Err() == nil {
-		if g, ok := h.fast.TryAcquireFast(); ok {
-			if hd, ok := h.lockedFast(owner, g); ok {
-				return hd, nil
-			}
-		}
-	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return Hold{}, h.errf("%w", ErrClosed)
 	}
-	if fo := h.fastOwner.Load(); owner != 0 && fo == uint64(owner)<<1|1 && h.fastOwner.CompareAndSwap(fo, 0) {
-		// The owner locks again what it took on the fast path: move the
-		// hold into the regular bookkeeping, which counts reentrancy.
-		h.held, h.grant = true, h.fastGrant
+	if owner != 0 && h.wordHeldBy(owner) {
+		// The owner locks again what it took on the word: move the hold
+		// into the regular bookkeeping, which counts reentrancy.
+		*h.word.Slot = slotDriver
+		h.held, h.grant = true, h.wordGrant()
 		h.writer, h.wOwner, h.wCount = true, owner, 1
 	}
 	if owner != 0 {
@@ -225,49 +218,81 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 	}
 }
 
-// lockedFast records a hold taken on the fast path. If the handle was
-// closed meanwhile the hold is given back (by this call or by close,
-// whichever clears fastOwner) and ok is false.
-func (h *lockHandle) lockedFast(owner Owner, g Grant) (Hold, bool) {
-	mine := uint64(owner)<<1 | 1
-	// The driver's word lives outside Go memory, where the race detector
-	// sees no synchronization. Every release writes fastOwner (fast unlock)
-	// or touches it (releaseGrant), and every acquisition loads it first, so
-	// each hold is ordered after the previous one in Go memory too.
-	h.fastOwner.Load()
-	h.fastGrant = g
-	h.fastOwner.Store(mine)
-	// close sets closedA before it looks at fastOwner; of the two loads one
-	// sees the other's store.
-	if h.closedA.Load() {
-		if h.fastOwner.CompareAndSwap(mine, 0) {
-			_ = h.d.Release(context.Background(), g)
-		}
+// slotDriver in WordLock.Slot marks a hold that the driver gave (or that
+// the core moved into its regular bookkeeping): never an Owner, which
+// counts up from 1.
+const slotDriver = ^uint64(0)
+
+// lockWord takes the word of a WordLocker with one compare-and-swap when it
+// is free and nobody waits. When ok is false nothing is held and the caller
+// takes the regular path (which also reports a done ctx or a closed handle).
+// Lock inlines the same steps.
+func (h *lockHandle) lockWord(ctx context.Context) (hd Hold, ok bool) {
+	w := h.word
+	if ctx == nil || h.closedA.Load() || ctx.Err() != nil {
 		return Hold{}, false
 	}
-	return NewHold(g.Token, Exclusive, g.Recovered, g.Loss), true
+	owner := OwnerOf(ctx)
+	if !w.State.CompareAndSwap(0, w.Me) {
+		return Hold{}, false
+	}
+	t := atomic.LoadUint64(w.Fence) + 1
+	*w.Fence = t
+	*w.Slot = uint64(owner)
+	raceAcquire(w.Sync)
+	if h.closedA.Load() {
+		h.lockedClosed(ctx, owner)
+		return Hold{}, false
+	}
+	return Hold{token: Token(t), mode: Exclusive, loss: w.Loss}, true
 }
 
-// unlockFast releases a hold of owner taken on the fast path, and reports
-// false if there is none.
-func (h *lockHandle) unlockFast(ctx context.Context, owner Owner) (bool, error) {
-	mine := uint64(owner)<<1 | 1
-	if h.fastOwner.Load() != mine {
-		return false, nil
+// lockedClosed gives back a hold just taken on the word of a handle being
+// closed, unless Close did. (Close sets closedA and then looks at the word:
+// of its look and this Lock's check of closedA after its compare-and-swap,
+// at least one sees the other's write.)
+func (h *lockHandle) lockedClosed(ctx context.Context, owner Owner) {
+	h.mu.Lock()
+	if h.wordHeldBy(owner) {
+		_ = h.unlockWord(ctx)
 	}
-	// Read the grant before the CAS that gives the hold up, so that the
-	// next holder's write of fastGrant is ordered after this read.
-	g := h.fastGrant
-	if !h.fastOwner.CompareAndSwap(mine, 0) {
-		return false, nil
+	h.mu.Unlock()
+}
+
+// wordHeldBy reports whether owner holds the word through this handle
+// without the regular bookkeeping.
+func (h *lockHandle) wordHeldBy(owner Owner) bool {
+	w := h.word
+	return w != nil && w.State.Load()&w.Mask == w.Me && atomic.LoadUint64(w.Slot) == uint64(owner)
+}
+
+// wordGrant returns the grant of the hold on the word that the caller has.
+func (h *lockHandle) wordGrant() Grant {
+	return Grant{Token: Token(atomic.LoadUint64(h.word.Fence)), Loss: h.word.Loss}
+}
+
+// unlockWord gives back the hold on the word that the caller has: with one
+// compare-and-swap when nobody waits, through the driver otherwise. If the
+// handle is closed, Close may have given it back already: the error is
+// then ErrClosed.
+func (h *lockHandle) unlockWord(ctx context.Context) error {
+	w := h.word
+	raceRelease(w.Sync)
+	if !w.Gone.Load() && w.State.CompareAndSwap(w.Me, 0) {
+		return nil
 	}
-	if h.fast.ReleaseFast(g) {
-		return true, nil
+	return h.releaseWord(ctx)
+}
+
+// releaseWord is the driver's part of unlockWord.
+func (h *lockHandle) releaseWord(ctx context.Context) error {
+	if err := h.d.Release(context.WithoutCancel(ctx), h.wordGrant()); err != nil {
+		if h.closedA.Load() && errors.Is(err, ErrLost) {
+			return h.errf("%w", ErrClosed)
+		}
+		return fmt.Errorf("baton: %s %q: unlock: %w", h.kind, h.name, err)
 	}
-	if err := h.d.Release(context.WithoutCancel(ctx), g); err != nil {
-		return true, fmt.Errorf("baton: %s %q: unlock: %w", h.kind, h.name, err)
-	}
-	return true, nil
+	return nil
 }
 
 // acquire calls the driver for a grant. It is entered with h.mu held and the
@@ -278,8 +303,9 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 	}
 	h.acquiring = true
 	g, err := h.callDriver(ctx, mode, try)
-	if h.fast != nil {
-		h.fastOwner.Load() // see lockedFast
+	if h.word != nil && err == nil {
+		*h.word.Slot = slotDriver
+		raceAcquire(h.word.Sync)
 	}
 	h.mu.Lock()
 	h.acquiring = false
@@ -343,8 +369,8 @@ func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (Grant
 }
 
 // waitIdle waits until no Release or Downgrade of the holder is in
-// progress. It does not wait for a goroutine inside Acquire: with a fast
-// hold, that goroutine may be waiting for the very hold being released.
+// progress. It does not wait for a goroutine inside Acquire: with a hold on
+// the word, that goroutine may be waiting for the very hold being released.
 // h.mu is held.
 func (h *lockHandle) waitIdle() {
 	for h.busy {
@@ -366,8 +392,8 @@ func (h *lockHandle) releaseGrant(ctx context.Context) error {
 	g := h.grant
 	h.held, h.grant, h.writer = false, Grant{}, false
 	h.busy = true
-	if h.fast != nil {
-		h.fastOwner.Add(0) // see lockedFast
+	if h.word != nil {
+		raceRelease(h.word.Sync)
 	}
 	h.mu.Unlock()
 	err := h.d.Release(context.WithoutCancel(ctx), g)
@@ -387,10 +413,8 @@ func (h *lockHandle) unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	owner := OwnerOf(ctx)
-	if h.fast != nil {
-		if done, err := h.unlockFast(ctx, owner); done {
-			return err
-		}
+	if h.wordHeldBy(owner) {
+		return h.unlockWord(ctx)
 	}
 	h.mu.Lock()
 	h.waitIdle()
@@ -505,7 +529,7 @@ func (h *lockHandle) runlock(ctx context.Context) error {
 // holdCount reports how many write holds the owner in ctx has.
 func (h *lockHandle) holdCount(ctx context.Context) int {
 	owner := OwnerOf(ctx)
-	if h.fast != nil && h.fastOwner.Load() == uint64(owner)<<1|1 {
+	if h.wordHeldBy(owner) {
 		return 1
 	}
 	h.mu.Lock()
@@ -535,8 +559,14 @@ func (h *lockHandle) close() error {
 	}
 	h.waitQuiet()
 	var err error
-	if fo := h.fastOwner.Load(); fo != 0 && h.fastOwner.CompareAndSwap(fo, 0) {
-		err = h.d.Release(context.Background(), h.fastGrant)
+	if w := h.word; w != nil && w.State.Load()&w.Mask == w.Me && atomic.LoadUint64(w.Slot) != slotDriver {
+		// A hold of the handle on the word (or one being taken, whose Lock
+		// then finds it given back). Its owner's Unlock may be giving it
+		// back at this moment too: whichever comes second finds the word
+		// not the handle's any more, and Close does not mind.
+		if uerr := h.unlockWord(context.Background()); uerr != nil && !errors.Is(uerr, ErrLost) && !errors.Is(uerr, ErrClosed) {
+			err = uerr
+		}
 	}
 	if h.held {
 		h.readers, h.anon, h.rOwners, h.wCount, h.wOwner = 0, 0, nil, 0, 0
@@ -554,11 +584,47 @@ func (h *lockHandle) close() error {
 // mutexHandle exposes the Mutex methods of a lockHandle only.
 type mutexHandle struct{ h *lockHandle }
 
-func (m mutexHandle) Lock(ctx context.Context) (Hold, error) { return m.h.lock(ctx, Exclusive, false) }
+func (m mutexHandle) Lock(ctx context.Context) (Hold, error) {
+	// lockWord, inlined: an uncontended Lock is one call.
+	h := m.h
+	if w := h.word; w != nil && ctx != nil && !h.closedA.Load() && ctx.Err() == nil {
+		owner := OwnerOf(ctx)
+		if w.State.CompareAndSwap(0, w.Me) {
+			t := atomic.LoadUint64(w.Fence) + 1
+			*w.Fence = t
+			*w.Slot = uint64(owner)
+			raceAcquire(w.Sync)
+			if !h.closedA.Load() {
+				return Hold{token: Token(t), mode: Exclusive, loss: w.Loss}, nil
+			}
+			h.lockedClosed(ctx, owner)
+		}
+	}
+	return h.lock(ctx, Exclusive, false)
+}
+
 func (m mutexHandle) TryLock(ctx context.Context) (Hold, error) {
+	if m.h.word != nil {
+		if hd, ok := m.h.lockWord(ctx); ok {
+			return hd, nil
+		}
+	}
 	return m.h.lock(ctx, Exclusive, true)
 }
-func (m mutexHandle) Unlock(ctx context.Context) error  { return m.h.unlock(ctx) }
+
+func (m mutexHandle) Unlock(ctx context.Context) error {
+	// The word part of unlock, inlined.
+	h := m.h
+	if w := h.word; w != nil && ctx != nil && w.State.Load()&w.Mask == w.Me && atomic.LoadUint64(w.Slot) == uint64(OwnerOf(ctx)) {
+		raceRelease(w.Sync)
+		if !w.Gone.Load() && w.State.CompareAndSwap(w.Me, 0) {
+			return nil
+		}
+		return h.releaseWord(ctx)
+	}
+	return h.unlock(ctx)
+}
+
 func (m mutexHandle) Name() string                      { return m.h.name }
 func (m mutexHandle) Close() error                      { return m.h.close() }
 func (m mutexHandle) holdCount(ctx context.Context) int { return m.h.holdCount(ctx) }

@@ -61,7 +61,7 @@
 // A backend implements BackendDriver and the per-handle LockDriver,
 // SemaphoreDriver and CondDriver (driver.go); NewBackend wraps it in the
 // core, which keeps the semantics above. Optional interfaces: Inspector
-// (listing, for the baton command), TryFirst and FastLocker (cheaper
+// (listing, for the baton command), TryFirst and WordLocker (cheaper
 // uncontended paths). The conformance suite in package locktest checks a
 // backend against all of it.
 package baton

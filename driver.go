@@ -1,6 +1,9 @@
 package baton
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // The driver contract. A backend implements these small interfaces; the core
 // (NewBackend) turns them into the Mutex, RWMutex, Semaphore and Cond that
@@ -102,19 +105,46 @@ type TryFirst interface {
 	TryFirst() bool
 }
 
-// FastLocker is implemented by mutex drivers whose uncontended acquisition
-// and release need no context, no error value and no system call (a CAS on
-// a word in shared memory). The core calls these without its handle lock,
-// possibly while another goroutine of the same handle is inside Acquire or
-// Release of the same driver, so they must be safe for that. For the same
-// reason such a driver must accept a Release (of a fast hold the owner
-// locked again) while another goroutine of the handle is inside Acquire.
-type FastLocker interface {
-	// TryAcquireFast takes the lock in Exclusive mode if that needs no
-	// waiting and no system call, and reports false otherwise (the core then
-	// takes its regular path).
-	TryAcquireFast() (Grant, bool)
-	// ReleaseFast releases g if that needs no system call (no waiter to
-	// wake), and otherwise reports false and changes nothing.
-	ReleaseFast(g Grant) bool
+// WordLocker is implemented by mutex drivers whose lock is one 64-bit word in
+// memory shared by every process that uses it (a futex mutex). While nobody
+// waits, the core then takes and gives back the lock itself, with one
+// compare-and-swap each and no call into the driver; the driver's Acquire,
+// TryAcquire and Release serve every other case.
+type WordLocker interface {
+	// WordLock returns the description of the word. It is called once, when
+	// the handle is opened; the pointers must stay valid, and Release must
+	// keep working, until the driver is unreachable (after Close too: a
+	// goroutine may be taking the word while another closes the handle).
+	WordLock() *WordLock
+}
+
+// WordLock describes the shared word of a WordLocker. The core uses it thus:
+//
+//   - State 0 means free with no process waiting, and State&Mask == Me
+//     means held by this handle (Me differs between handles of one process,
+//     so that no handle can release another's hold). The core acquires with
+//     State.CompareAndSwap(0, Me) and releases with CompareAndSwap(Me, 0);
+//     when that fails (other bits set: waiters to wake, a handoff) it calls
+//     the driver's Release, which must accept a grant taken on the word.
+//   - Fence holds the last token given. Only the holder writes it: the core
+//     increments it after its own compare-and-swap, the driver after its
+//     own acquisitions.
+//   - Slot belongs to the core, which records there the owner of the
+//     handle's hold; only the holder writes it, and the driver never does.
+//   - Gone reports that the word is no longer shared (its file was removed):
+//     the core then leaves the release to the driver, which reports Loss.
+//   - Loss goes with every grant of the word.
+//   - Sync is ordinary memory, one per lock and process: the core's
+//     acquisitions and releases touch it in builds with the race detector,
+//     which does not see synchronization through memory outside the Go
+//     heap.
+type WordLock struct {
+	State *atomic.Uint64
+	Mask  uint64
+	Me    uint64
+	Fence *uint64
+	Slot  *uint64
+	Gone  *atomic.Bool
+	Loss  *Loss
+	Sync  *atomic.Uint64
 }

@@ -11,11 +11,12 @@ package ipc
 //
 // The futex word is the low half of a 64-bit state word. An acquisition is
 // one 64-bit compare-and-swap that writes, at the same instant, the lock bit
-// pattern (the owner's pid, 22 bits, which is every pid Linux can give) and,
-// in the high half, the low 32 bits of the owner's start time
-// (/proc/PID/stat field 22). There is no moment in which the lock is taken
-// but its owner unknown: a process killed right after the swap is recorded
-// as the owner.
+// pattern (the owner's pid, 22 bits, which is every pid Linux can give, and
+// 7 bits naming the handle within the process, so that one handle cannot
+// release another's hold) and, in the high half, the low 32 bits of the
+// owner's start time (/proc/PID/stat field 22). There is no moment in which
+// the lock is taken but its owner unknown: a process killed right after the
+// swap is recorded as the owner.
 //
 // A waiter sleeps in slices of deadCheck; when a slice ends with the same
 // owner recorded as when it began, it checks that owner: the process must
@@ -48,6 +49,14 @@ package ipc
 // to run after its wake-up does. So a waiter is passed over for at most
 // about starveAfter plus one hold, as with sync.Mutex's starvation mode.
 //
+// # Through the baton core
+//
+// The Mutex is a baton.WordLocker: while nobody waits, the core takes and
+// gives back the word itself (one compare-and-swap each, which is what makes
+// an uncontended Lock+Unlock cost about as much as sync.Mutex), and calls
+// Acquire and Release for everything else. The word keeps one more field for
+// the core, the owner of the hold within its handle.
+//
 // # Fencing
 //
 // Beside the state word a 64-bit counter holds the last token given. The
@@ -75,12 +84,15 @@ const (
 	offState    = 8          // uint64; its low half is the futex word
 	offFence    = 16         // uint64: the last token given
 	offWaiters  = 24         // int32: handles in the slow path of Acquire (approximate)
+	offSlot     = 32         // uint64: baton.WordLock.Slot, the owner of a hold within its handle
 	pidBits     = 22
 	pidMask     = 1<<pidBits - 1
 	fWaiters    = 1 << 22 // a waiter may sleep in FUTEX_WAIT: unlock must wake one
 	fHandoff    = 1 << 23 // free, but only for a waiter that has slept
 	fStarving   = 1 << 24 // a waiter waited more than starveAfter: hand off at unlock
-	ownerMask   = 0xffffffff_00000000 | pidMask
+	handleShift = 25      // bits 25..31: which handle of the owner process holds
+	handleMax   = 127
+	ownerMask   = 0xffffffff_00000000 | handleMax<<handleShift | pidMask
 	lowHalf     = 0xffffffff
 	starveAfter = time.Millisecond
 	deadCheck   = time.Millisecond

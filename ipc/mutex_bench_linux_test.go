@@ -35,17 +35,6 @@ func BenchmarkMutexUncontended(b *testing.B) {
 	}
 }
 
-// BenchmarkMutexFastPath: TryAcquireFast+ReleaseFast, no waiter.
-func BenchmarkMutexFastPath(b *testing.B) {
-	m := openM(b, testNS(b), "f")
-	for b.Loop() {
-		g, ok := m.TryAcquireFast()
-		if !ok || !m.ReleaseFast(g) {
-			b.Fatal("fast path failed without contention")
-		}
-	}
-}
-
 // BenchmarkMutexTwoProcesses: this process and a helper lock and unlock in
 // a loop; reports acquisitions per second by both and the longest wait of
 // this process.

@@ -32,7 +32,8 @@ type Mutex struct {
 	word  *uint32        // the futex word
 	fence *uint64        // in r; written by the holder only
 	wait  *atomic.Int32  // in r
-	me    uint64         // this process's state pattern: tag<<32 | pid
+	slot  *uint64        // in r; baton.WordLock.Slot
+	me    uint64         // this handle's state pattern: tag<<32 | handle<<handleShift | pid
 	self  Proc
 	// The fields below are used only by the call in progress (one at a time).
 	closed bool
@@ -42,9 +43,13 @@ type Mutex struct {
 	stopWatch func()
 	watch     *ProcWatch // the owner last checked, nil if none
 	watchS    uint64     // the owner pattern watch refers to
+	wl        *baton.WordLock
 }
 
-var _ baton.LockDriver = (*Mutex)(nil)
+var (
+	_ baton.LockDriver = (*Mutex)(nil)
+	_ baton.WordLocker = (*Mutex)(nil)
+)
 
 // OpenMutex opens the futex mutex called name in ns, creating it unlocked
 // when it does not exist. The name is validated before anything is created.
@@ -69,7 +74,7 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 		return nil, err
 	}
 	m.self = self
-	m.me = uint64(self.Tag())<<32 | uint64(self.PID)
+	m.me = uint64(self.Tag())<<32 | nextHandleBits()<<handleShift | uint64(self.PID)
 	// A handle whose file is removed or replaced (RemoveMutex, baton rm)
 	// keeps a mapping that no new opener shares: its holds are not
 	// exclusive any more, then or later. The watcher fires the handle's
@@ -81,6 +86,19 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 	}
 	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
 	m.loss = baton.NewLoss()
+	m.wl = &baton.WordLock{
+		State: m.state,
+		Mask:  ownerMask,
+		Me:    m.me,
+		Fence: m.fence,
+		Slot:  m.slot,
+		Gone:  &m.gone,
+		Loss:  m.loss,
+		Sync:  raceSync(dev, ino),
+	}
+	// The memory stays mapped until the handle is unreachable, not just
+	// closed: the core may still be taking or giving back the word.
+	runtime.AddCleanup(m, func(r *Region) { r.Close() }, r)
 	m.stopWatch = WatchLoss(func() error {
 		var st unix.Stat_t
 		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
@@ -94,6 +112,13 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 
 var errMutexRemoved = errors.New("futex mutex file removed or replaced")
 
+var lastHandle atomic.Uint64
+
+// nextHandleBits returns the handle field of a new handle's state pattern:
+// 1 to handleMax, so that handles of one process (up to handleMax of them
+// on one lock) never release each other's holds.
+func nextHandleBits() uint64 { return lastHandle.Add(1)%handleMax + 1 }
+
 func newMutexOn(r *Region, name string) *Mutex {
 	base := unsafe.Pointer(&r.Bytes()[0])
 	m := &Mutex{
@@ -102,6 +127,7 @@ func newMutexOn(r *Region, name string) *Mutex {
 		state: (*atomic.Uint64)(unsafe.Add(base, offState)),
 		fence: (*uint64)(unsafe.Add(base, offFence)),
 		wait:  (*atomic.Int32)(unsafe.Add(base, offWaiters)),
+		slot:  (*uint64)(unsafe.Add(base, offSlot)),
 	}
 	w := offState
 	if nativeBigEndian {
@@ -343,11 +369,9 @@ func (m *Mutex) unwatch() {
 
 // Release unlocks the grant g. If the lock is no longer g's (another process
 // took it over, believing this one dead), it returns an error matching
-// baton.ErrLost and changes nothing.
+// baton.ErrLost and changes nothing. Release works after Close too (see
+// WordLock).
 func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
-	if m.closed {
-		return m.errf("%w", baton.ErrClosed)
-	}
 	if atomic.LoadUint64(m.fence) != uint64(g.Token) {
 		return m.errf("token %d: %w", g.Token, baton.ErrLost)
 	}
@@ -390,8 +414,10 @@ func (m *Mutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, erro
 	return baton.Grant{}, m.errf("downgrade: %w", baton.ErrUnsupported)
 }
 
-// Close unmaps the lock. A grant still held stays held (a process that
-// exits releases nothing either: waiters recover it), so release first.
+// Close stops the handle's watchers; Acquire and TryAcquire fail after it.
+// A grant still held stays held (a process that exits releases nothing
+// either: waiters recover it), and Release still gives it back: the memory
+// is unmapped only once the handle is unreachable.
 func (m *Mutex) Close() error {
 	if m.closed {
 		return nil
@@ -401,25 +427,11 @@ func (m *Mutex) Close() error {
 	if m.stopWatch != nil {
 		m.stopWatch()
 	}
-	return m.r.Close()
+	return nil
 }
 
-// TryAcquireFast is the uncontended path of TryAcquire with no context and
-// no error value: it takes the lock when it is free and not being handed
-// to a waiter, and reports false otherwise (the caller then uses Acquire or
-// TryAcquire). It never makes a system call.
-func (m *Mutex) TryAcquireFast() (baton.Grant, bool) {
-	if !m.closed && m.state.CompareAndSwap(0, m.me) {
-		return m.granted(false), true
-	}
-	return baton.Grant{}, false
-}
-
-// ReleaseFast unlocks g when no waiter has to be woken and reports false,
-// changing nothing, in every other case (the caller then uses Release).
-func (m *Mutex) ReleaseFast(g baton.Grant) bool {
-	return !m.closed && !m.gone.Load() && atomic.LoadUint64(m.fence) == uint64(g.Token) && m.state.CompareAndSwap(m.me, 0)
-}
+// WordLock describes the lock word for the baton core (baton.WordLocker).
+func (m *Mutex) WordLock() *baton.WordLock { return m.wl }
 
 // InspectMutex describes the futex mutex name without changing it: its
 // holder (pid and the last token given, which is the holder's), whether the

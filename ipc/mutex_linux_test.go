@@ -232,10 +232,10 @@ func TestMutexBasics(t *testing.T) {
 	if err := b.Release(ctx, g2); err != nil {
 		t.Fatal(err)
 	}
-	if g, ok := a.TryAcquireFast(); !ok || g.Token != 3 {
-		t.Fatalf("TryAcquireFast: %+v %v", g, ok)
-	} else if !a.ReleaseFast(g) {
-		t.Fatal("ReleaseFast failed")
+	if g, err := a.TryAcquire(ctx, baton.Exclusive); err != nil || g.Token != 3 {
+		t.Fatalf("TryAcquire: %+v %v", g, err)
+	} else if err := a.Release(ctx, g); err != nil {
+		t.Fatal(err)
 	}
 	names, err := ListMutexes(ns)
 	if err != nil || len(names) != 1 || names[0].Name != "m" || len(names[0].Holders) != 0 {

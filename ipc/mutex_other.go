@@ -42,12 +42,6 @@ func (m *Mutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, erro
 
 func (m *Mutex) Close() error { return nil }
 
-// TryAcquireFast reports false on this system.
-func (m *Mutex) TryAcquireFast() (baton.Grant, bool) { return baton.Grant{}, false }
-
-// ReleaseFast reports false on this system.
-func (m *Mutex) ReleaseFast(g baton.Grant) bool { return false }
-
 // InspectMutex returns an error matching errors.ErrUnsupported on this
 // system.
 func InspectMutex(ns *Namespace, name string) (baton.Info, error) {

@@ -121,6 +121,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"Cancel", testCancel, true},
 		{"Fencing", testFencing, true},
 		{"Close", testClose, true},
+		{"CloseWhileBusy", testCloseWhileBusy, true},
 		{"RWBasics", testRWBasics, s.Caps.RWMutex},
 		{"RWWriterNotStarved", testRWWriterNotStarved, s.Caps.RWMutex},
 		{"SemBasics", testSemBasics, s.Caps.Semaphore},

@@ -351,6 +351,57 @@ func testClose(t *testing.T, e *env) {
 	ok(t, "second Close", b.Close())
 }
 
+// testCloseWhileBusy closes a handle while its goroutines lock and unlock
+// it: whatever each goroutine was doing, the lock must end up free, and
+// every call after Close must fail with ErrClosed.
+func testCloseWhileBusy(t *testing.T, e *env) {
+	b := e.open(t)
+	ctx := context.Background()
+	for round := 0; round < 5; round++ {
+		name := e.name(t)
+		m, err := b.Mutex(ctx, name)
+		ok(t, "Mutex", err)
+		var wg sync.WaitGroup
+		started := make(chan struct{}, 4)
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					if i == 1 {
+						started <- struct{}{}
+					}
+					if _, err := m.Lock(ctx); err != nil {
+						if !errors.Is(err, baton.ErrClosed) {
+							t.Errorf("Lock: %v", err)
+						}
+						return
+					}
+					if err := m.Unlock(ctx); err != nil {
+						if !errors.Is(err, baton.ErrClosed) {
+							t.Errorf("Unlock: %v", err)
+						}
+						return
+					}
+				}
+			}()
+		}
+		for w := 0; w < 4; w++ {
+			<-started
+		}
+		ok(t, "Close", m.Close())
+		wg.Wait()
+		_, err = m.Lock(ctx)
+		is(t, "Lock after Close", err, baton.ErrClosed)
+		m2, err := b.Mutex(ctx, name)
+		ok(t, "Mutex", err)
+		_, err = m2.TryLock(ctx)
+		ok(t, fmt.Sprintf("round %d: TryLock after a busy handle closed", round), err)
+		ok(t, "Unlock", m2.Unlock(ctx))
+		ok(t, "Close", m2.Close())
+	}
+}
+
 func testRWBasics(t *testing.T, e *env) {
 	b := e.open(t)
 	ctx := context.Background()

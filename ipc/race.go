@@ -1,0 +1,18 @@
+//go:build race
+
+package ipc
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+var raceSyncs sync.Map // [2]uint64{dev, ino} → *atomic.Uint64
+
+// raceSync returns the baton.WordLock.Sync word of the lock file dev/ino:
+// one per file and process, so that every handle of the process on the
+// lock shares it.
+func raceSync(dev, ino uint64) *atomic.Uint64 {
+	p, _ := raceSyncs.LoadOrStore([2]uint64{dev, ino}, new(atomic.Uint64))
+	return p.(*atomic.Uint64)
+}
