@@ -161,7 +161,7 @@ func BenchmarkHandoff(b *testing.B) {
 	m1, _ := benchBackend(b, s.url("")).Mutex(ctx, "handoff")
 	m2, _ := benchBackend(b, s.url("")).Mutex(ctx, "handoff")
 	c := s.client()
-	keys := lockKeys(DefaultPrefix, kmutex, "handoff")
+	keys := mutexKeys(DefaultPrefix, "handoff")
 	var lat []time.Duration
 	for b.Loop() {
 		if _, err := m1.Lock(ctx); err != nil {
@@ -213,4 +213,50 @@ func BenchmarkRedlock3(b *testing.B) {
 			reportP50(b, lockUnlockLoop(b, m))
 		})
 	}
+}
+
+// BenchmarkUncontendedVsFloor alternates blocks of raw-floor cycles and of
+// Lock+Unlock on the same server, so that both meet the same load on a
+// shared machine, and reports both medians and their ratio.
+func BenchmarkUncontendedVsFloor(b *testing.B) {
+	s := startRedis(b)
+	c := s.client()
+	ctx := context.Background()
+	m, err := benchBackend(b, s.url("")).Mutex(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	var floor, baton []time.Duration
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if i/64%2 == 0 {
+			v := newID()
+			ok, err := c.SetNX(ctx, "raw", v, 10*time.Second).Result()
+			if err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+			if err := rawUnlock.Run(ctx, c, []string{"raw"}, v).Err(); err != nil {
+				b.Fatal(err)
+			}
+			floor = append(floor, time.Since(t0))
+			continue
+		}
+		if _, err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		baton = append(baton, time.Since(t0))
+	}
+	if len(baton) == 0 {
+		return
+	}
+	slices.Sort(floor)
+	slices.Sort(baton)
+	f, l := floor[len(floor)/2], baton[len(baton)/2]
+	b.ReportMetric(float64(f.Microseconds()), "floor-p50-µs")
+	b.ReportMetric(float64(l.Microseconds()), "baton-p50-µs")
+	b.ReportMetric(float64(l)/float64(f), "x-floor")
 }

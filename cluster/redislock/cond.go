@@ -28,8 +28,8 @@ func (c *condDriver) Prepare(ctx context.Context) (any, error) {
 	if err := c.d.n.start(ctx); err != nil {
 		return nil, fmt.Errorf("redislock: cond %q: %w", c.name, err)
 	}
-	t := &ticket{id: newID()}
-	t.wake = c.d.n.register(t.id)
+	t := &ticket{id: newID(), wake: make(chan int64, 1)}
+	c.d.n.register(t.id, t.wake)
 	if err := scriptCondPrepare.Run(ctx, c.d.c, c.keys, t.id, c.d.ttlMS(), c.d.wake).Err(); err != nil {
 		c.d.n.unregister(t.id)
 		return nil, fmt.Errorf("redislock: cond %q: %w", c.name, err)

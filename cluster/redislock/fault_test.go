@@ -264,7 +264,7 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := s.client()
-	keys := lockKeys(DefaultPrefix, kmutex, "queue")
+	keys := mutexKeys(DefaultPrefix, "queue")
 	var wg sync.WaitGroup
 	for range 5 {
 		m := mutex(t, open(t, url), "queue")
@@ -319,12 +319,12 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 func TestDeadWaiterExpires(t *testing.T) {
 	s := startRedis(t)
 	c := s.client()
-	keys := lockKeys(DefaultPrefix, kmutex, "dead")
+	keys := mutexKeys(DefaultPrefix, "dead")
 	// A queue entry as a client that died would leave it.
-	if err := scriptLockAcquire.Run(context.Background(), c, keys, "holder", "w", 1000, "1 h", "").Err(); err != nil {
+	if err := scriptMutexAcquire.Run(context.Background(), c, keys, "holder", 1000, "1 h", 0, "").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := scriptLockAcquire.Run(context.Background(), c, keys, "ghost", "w", 1000, "1 h", "nobody").Err(); err != nil {
+	if err := scriptMutexAcquire.Run(context.Background(), c, keys, "ghost", 1000, "1 h", 0, "nobody").Err(); err != nil {
 		t.Fatal(err)
 	}
 	m := mutex(t, open(t, s.url("ttl=1s")), "dead")

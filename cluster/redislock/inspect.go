@@ -173,6 +173,8 @@ func (d *driver) objectKeys(kind baton.Kind, name string) ([]string, string, err
 		return semKeys(d.o.prefix, name), "sem", nil
 	case baton.KindCond:
 		return condKeys(d.o.prefix, name), "cond", nil
+	case baton.KindMutex:
+		return mutexKeys(d.o.prefix, name), "mutex", nil
 	}
 	return lockKeys(d.o.prefix, kk, name), "lock", nil
 }

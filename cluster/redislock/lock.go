@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster"
+	"github.com/redis/go-redis/v9"
 )
 
 var errClosed = fmt.Errorf("redislock: %w", baton.ErrClosed)
@@ -23,11 +24,16 @@ type hold struct {
 
 // lockDriver serves one Mutex or RWMutex handle. The core calls it one
 // operation at a time, so it has no mutex of its own.
+//
+// A Mutex uses the mutex_*.lua scripts, whose hold is one key (see
+// mutex_common.lua); an RWMutex uses the lock_*.lua scripts, whose holders
+// are a sorted set.
 type lockDriver struct {
 	d    *driver
 	name string
 	keys []string
 	rw   bool
+	wake chan int64   // wake-up of the acquisition in progress; see notifier.register
 	log  *slog.Logger // the backend's logger with the name
 }
 
@@ -61,10 +67,26 @@ func (l *lockDriver) what() string {
 	return "mutex"
 }
 
+// acquireArgs returns the ARGV of the acquire and poll scripts.
+func (l *lockDriver) acquireArgs(id string, mode baton.Mode, ch string, now time.Time) []any {
+	if l.rw {
+		return []any{id, modeArg(mode), l.d.ttlMS(), l.d.meta, ch}
+	}
+	return []any{id, l.d.ttlMS(), l.d.meta, now.UnixMilli(), ch}
+}
+
+func (l *lockDriver) scripts() (acquire, poll, cancel, release *redis.Script) {
+	if l.rw {
+		return scriptLockAcquire, scriptLockPoll, scriptLockCancel, scriptLockRelease
+	}
+	return scriptMutexAcquire, scriptMutexPoll, scriptMutexCancel, scriptMutexRelease
+}
+
 func (l *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
-	id := newID()
+	id := l.d.holdID()
+	acquire, _, _, _ := l.scripts()
 	sent := time.Now()
-	ok, tok, err := pair(scriptLockAcquire.Run(ctx, l.d.c, l.keys, id, modeArg(mode), l.d.ttlMS(), l.d.meta, "").Result())
+	ok, tok, err := pair(acquire.Run(ctx, l.d.c, l.keys, l.acquireArgs(id, mode, "", sent)...).Result())
 	if err != nil {
 		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 	}
@@ -81,12 +103,14 @@ func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 	if err := l.d.n.start(ctx); err != nil {
 		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 	}
-	id := newID()
-	wake := l.d.n.register(id)
+	id := l.d.holdID()
+	wake := l.wake
+	l.d.n.register(id, wake)
 	defer l.d.n.unregister(id)
-	args := []any{id, modeArg(mode), l.d.ttlMS(), l.d.meta, l.d.wake}
+	acquire, poll, _, _ := l.scripts()
 	sent := time.Now()
-	ok, tok, err := pair(scriptLockAcquire.Run(ctx, l.d.c, l.keys, args...).Result())
+	args := l.acquireArgs(id, mode, l.d.wake, sent)
+	ok, tok, err := pair(acquire.Run(ctx, l.d.c, l.keys, args...).Result())
 	for {
 		if err != nil {
 			l.cancel(ctx, id)
@@ -114,7 +138,7 @@ func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 		case <-t.C:
 		}
 		sent = time.Now()
-		ok, tok, err = pair(scriptLockPoll.Run(ctx, l.d.c, l.keys, args...).Result())
+		ok, tok, err = pair(poll.Run(ctx, l.d.c, l.keys, args...).Result())
 		if err != nil && ctx.Err() != nil {
 			err = ctx.Err()
 		}
@@ -125,7 +149,8 @@ func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 func (l *lockDriver) cancel(ctx context.Context, id string) {
 	cctx, done := l.d.cleanupCtx(ctx)
 	defer done()
-	if err := scriptLockCancel.Run(cctx, l.d.c, l.keys, id).Err(); err != nil {
+	_, _, cancel, _ := l.scripts()
+	if err := cancel.Run(cctx, l.d.c, l.keys, id).Err(); err != nil {
 		l.d.o.log.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
 			"name", l.name, "err", err)
 	}
@@ -134,7 +159,11 @@ func (l *lockDriver) cancel(ctx context.Context, id string) {
 func (l *lockDriver) granted(id string, mode baton.Mode, tok int64, sent time.Time) baton.Grant {
 	loss := baton.NewLoss()
 	h := &hold{id: id, loss: loss, excl: mode == baton.Exclusive}
-	h.keeper = cluster.StartKeeper(sent, l.d.o.lease, l.d.renewFunc(l.keys, id), loss, l.log)
+	renew := l.d.renewFunc(l.keys[:2], id)
+	if !l.rw {
+		renew = l.d.mutexRenewFunc(l.keys[:1], id)
+	}
+	h.keeper = cluster.StartKeeper(sent, l.d.o.lease, renew, loss, l.log)
 	return baton.Grant{Token: baton.Token(tok), Loss: loss, Data: h}
 }
 
@@ -142,15 +171,27 @@ func (d *driver) renewFunc(keys []string, id string) cluster.RenewFunc {
 	ttl := d.ttlMS()
 	return func(ctx context.Context) (time.Time, error) {
 		sent := time.Now()
-		r, err := scriptRenew.Run(ctx, d.c, keys[:2], id, ttl).Int64()
-		if err != nil {
-			return sent, err
-		}
-		if r != 1 {
-			return sent, fmt.Errorf("redislock: the server no longer has the hold: %w", baton.ErrLost)
-		}
-		return sent, nil
+		return sent, renewed(scriptRenew.Run(ctx, d.c, keys, id, ttl).Int64())
 	}
+}
+
+func (d *driver) mutexRenewFunc(keys []string, id string) cluster.RenewFunc {
+	ttl := d.ttlMS()
+	return func(ctx context.Context) (time.Time, error) {
+		sent := time.Now()
+		return sent, renewed(scriptMutexRenew.Run(ctx, d.c, keys, id, ttl).Int64())
+	}
+}
+
+// renewed reads the reply of a renewal script.
+func renewed(r int64, err error) error {
+	if err != nil {
+		return err
+	}
+	if r != 1 {
+		return fmt.Errorf("redislock: the server no longer has the hold: %w", baton.ErrLost)
+	}
+	return nil
 }
 
 func holdOf(g baton.Grant) (*hold, error) {
@@ -185,6 +226,10 @@ func (l *lockDriver) Release(ctx context.Context, g baton.Grant) error {
 		return err
 	}
 	h.keeper.Stop()
+	if !l.rw {
+		r, err := scriptMutexRelease.Run(ctx, l.d.c, l.keys, h.id).Int64()
+		return finish(l.what(), l.name, h, r, err)
+	}
 	excl := ""
 	if h.excl {
 		excl = "w"

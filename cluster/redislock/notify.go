@@ -62,25 +62,29 @@ func (n *notifier) read(ch <-chan *redis.Message) {
 		if !ok || err != nil {
 			continue
 		}
+		// Sent under mu, so that no message reaches a channel after
+		// unregister returned: a handle reuses its channel for its next
+		// acquisition.
 		n.mu.Lock()
-		w := n.waiters[id]
-		n.mu.Unlock()
-		if w != nil {
+		if w := n.waiters[id]; w != nil {
 			select {
 			case w <- tok:
 			default:
 			}
 		}
+		n.mu.Unlock()
 	}
 }
 
-// register returns the channel on which id's wake-up arrives.
-func (n *notifier) register(id string) chan int64 {
-	w := make(chan int64, 1)
+// register routes id's wake-up to w (buffered, 1), after emptying it.
+func (n *notifier) register(id string, w chan int64) {
+	select {
+	case <-w:
+	default:
+	}
 	n.mu.Lock()
 	n.waiters[id] = w
 	n.mu.Unlock()
-	return w
 }
 
 func (n *notifier) unregister(id string) {

@@ -43,8 +43,15 @@
 // # What failures leave behind
 //
 // Each name uses a handful of keys under the prefix (default "baton:"); they
-// expire one second after the last lease or queue entry ends, except the
-// token counter and a semaphore's capacity, which stay. A call that fails on
+// expire one second after the last lease or queue entry ends (a Mutex's hold
+// key with its lease), except the token counter and a semaphore's capacity,
+// which stay.
+//
+// A Mutex keeps its hold in one key whose expiry is the lease, so that an
+// uncontended Lock and Unlock are one short script each (three and two
+// commands) with no clock read on the server; the start of such a hold, as
+// inspection shows it, is the client's clock. An RWMutex keeps its holders
+// in a sorted set. A call that fails on
 // the network returns the error; a hold it may have taken expires with its
 // lease.
 //
@@ -73,8 +80,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -192,6 +201,11 @@ func loadScript(prelude, name string) *redis.Script {
 }
 
 var (
+	scriptMutexAcquire  = loadScript("mutex_common", "mutex_acquire")
+	scriptMutexPoll     = loadScript("mutex_common", "mutex_poll")
+	scriptMutexCancel   = loadScript("mutex_common", "mutex_cancel")
+	scriptMutexRelease  = loadScript("mutex_common", "mutex_release")
+	scriptMutexRenew    = loadScript("", "mutex_renew")
 	scriptLockAcquire   = loadScript("lock_common", "lock_acquire")
 	scriptLockPoll      = loadScript("lock_common", "lock_poll")
 	scriptLockCancel    = loadScript("lock_common", "lock_cancel")
@@ -247,6 +261,13 @@ func keyBase(prefix, kind, name string) string {
 	return prefix + kind + ":{" + escapeName(name) + "}:"
 }
 
+// mutexKeys returns the keys of a Mutex, in the order of mutex_common.lua.
+func mutexKeys(prefix, name string) []string {
+	b := keyBase(prefix, kmutex, name)
+	return []string{b + "owner", b + "counter", b + "queue", b + "qexp", b + "qdata", b + "seq"}
+}
+
+// lockKeys returns the keys of an RWMutex, in the order of lock_common.lua.
 func lockKeys(prefix, kind, name string) []string {
 	b := keyBase(prefix, kind, name)
 	return []string{b + "holders", b + "info", b + "queue", b + "qexp", b + "qdata", b + "counter", b + "seq"}
@@ -266,6 +287,12 @@ func newID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// holdID returns an id unique to one acquisition: the backend's random
+// prefix and a sequence number. It costs no system call, unlike newID.
+func (d *driver) holdID() string {
+	return d.idPrefix + strconv.FormatUint(d.idSeq.Add(1), 36)
 }
 
 var metaOnce = sync.OnceValue(func() string {
@@ -302,6 +329,9 @@ type driver struct {
 	wake string // this backend's wake-up channel
 	n    *notifier
 
+	idPrefix string        // random, ends with '.'; see holdID
+	idSeq    atomic.Uint64 // sequence of holdID
+
 	closeMu sync.Mutex
 	closers []io.Closer // guarded by closeMu: clients OpenURL created
 	closed  bool        // guarded by closeMu
@@ -315,7 +345,7 @@ func newDriver(client redis.UniversalClient, opts []Option) (*driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &driver{c: client, o: o, meta: metaOnce()}
+	d := &driver{c: client, o: o, meta: metaOnce(), idPrefix: newID() + "."}
 	d.wake = o.prefix + "wake:" + newID()
 	d.n = newNotifier(client, d.wake, o.log)
 	return d, nil
@@ -340,14 +370,14 @@ func (d *driver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, 
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: lockKeys(d.o.prefix, kmutex, name), log: d.o.log.With("name", name)}, nil
+	return &lockDriver{d: d, name: name, keys: mutexKeys(d.o.prefix, name), wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
 }
 
 func (d *driver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: lockKeys(d.o.prefix, krw, name), rw: true, log: d.o.log.With("name", name)}, nil
+	return &lockDriver{d: d, name: name, keys: lockKeys(d.o.prefix, krw, name), rw: true, wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
 }
 
 func (d *driver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {

@@ -53,7 +53,8 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
 	}
 	id := newID()
-	wake := s.d.n.register(id)
+	wake := make(chan int64, 1)
+	s.d.n.register(id, wake)
 	defer s.d.n.unregister(id)
 	args := []any{id, n, s.d.ttlMS(), s.d.meta, s.d.wake, s.capacity}
 	sent := time.Now()

@@ -1,0 +1,95 @@
+-- Prelude of the Mutex scripts (mutex_*.lua). A Mutex has one holder at a
+-- time, so its hold is one string key with the lease as its expiry: the
+-- uncontended Lock and Unlock touch that key and the counter only. Keys of
+-- one name share one Cluster hash tag.
+-- KEYS[1] owner    string  "hold id|token|since ms|meta", expires with the lease
+-- KEYS[2] counter  string  fencing token counter (never expires)
+-- KEYS[3] queue    zset    waiter id -> arrival sequence (FIFO order)
+-- KEYS[4] qexp     zset    waiter id -> expiry of the waiter entry (server ms)
+-- KEYS[5] qdata    hash    waiter id -> "ttl ms|wake channel|meta"
+-- KEYS[6] seq      string  waiter sequence
+
+-- next_token draws the next token. A missing counter (new name, or a server
+-- restarted without persistence) starts at the server clock in
+-- microseconds, so that tokens keep growing across such a restart unless
+-- the server clock goes back.
+local function next_token()
+  local n = redis.call('INCR', KEYS[2])
+  if n ~= 1 then return n end
+  local c = redis.call('TIME')
+  n = tonumber(c[1]) * 1000000 + tonumber(c[2])
+  redis.call('SET', KEYS[2], string.format('%d', n))
+  return n
+end
+-- @end head
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function fmt(n) return string.format('%d', n) end
+
+-- owner_token returns the token of hold id when id holds the lock, else nil.
+local function owner_token(id)
+  local v = redis.call('GET', KEYS[1])
+  if not v or string.sub(v, 1, #id + 1) ~= id .. '|' then return nil end
+  return tonumber(string.match(v, '^[^|]*|([^|]*)|'))
+end
+
+local function remove_waiter(id)
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('HDEL', KEYS[5], id)
+end
+
+local function prune_queue()
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
+  for _, id in ipairs(dead) do remove_waiter(id) end
+end
+
+local function grant(id, ttl, meta)
+  local tok = next_token()
+  redis.call('SET', KEYS[1], id .. '|' .. fmt(tok) .. '|' .. fmt(now) .. '|' .. meta, 'PX', ttl)
+  return tok
+end
+
+local function enqueue(id, ttl, ch, meta)
+  local seq = redis.call('INCR', KEYS[6])
+  redis.call('ZADD', KEYS[3], seq, id)
+  redis.call('ZADD', KEYS[4], now + ttl, id)
+  redis.call('HSET', KEYS[5], id, fmt(ttl) .. '|' .. ch .. '|' .. meta)
+end
+
+-- Hands a free lock to the head of the queue, which is made the holder here
+-- and woken by a message on its channel, so a release is one round trip.
+local function handoff()
+  if redis.call('EXISTS', KEYS[1]) == 1 then return end
+  prune_queue()
+  while true do
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if not head then return end
+    local d = redis.call('HGET', KEYS[5], head)
+    remove_waiter(head)
+    if d then
+      local ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|(.*)$')
+      local tok = grant(head, tonumber(ttl), meta)
+      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
+      return
+    end
+  end
+end
+
+local function last_score(key)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then return tonumber(last[2]) end
+  return nil
+end
+
+-- Lets the queue keys vanish one second after the last waiter entry ends.
+local function tidy()
+  local q = last_score(KEYS[4])
+  if q then
+    for i = 3, 6 do redis.call('PEXPIRE', KEYS[i], q - now + 1000) end
+  else
+    redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+  end
+end
