@@ -30,13 +30,15 @@ type workerArgs struct {
 }
 
 type workerReport struct {
-	Ops     int64          `json:"ops"`
-	Seconds float64        `json:"seconds"`
-	CPU     int64          `json:"cpu_ns"`
-	Cycle   map[int]uint64 `json:"cycle"`
-	Wait    map[int]uint64 `json:"wait"`
-	Max     [2]int64       `json:"max"`
-	Err     string         `json:"err,omitempty"`
+	Ops        int64          `json:"ops"`
+	Untimed    int64          `json:"untimed"`
+	UntimedSec float64        `json:"untimed_seconds"`
+	Seconds    float64        `json:"seconds"`
+	CPU        int64          `json:"cpu_ns"`
+	Cycle      map[int]uint64 `json:"cycle"`
+	Wait       map[int]uint64 `json:"wait"`
+	Max        [2]int64       `json:"max"`
+	Err        string         `json:"err,omitempty"`
 }
 
 func sparse(h *hist) map[int]uint64 {
@@ -115,8 +117,8 @@ func runWorker(a workerArgs) error {
 			}
 			c0 := cpuNow(nil)
 			t0 := time.Now()
-			r := contend(ctx, mutexOp(h), t0.Add(a.Dur), 0, op{})
-			rep := workerReport{Ops: r.ops, Seconds: time.Since(t0).Seconds(), CPU: int64(cpuNow(nil) - c0),
+			r := contend(ctx, mutexOp(h), t0, a.Dur, 0, op{})
+			rep := workerReport{Ops: r.ops, Untimed: r.untimed, UntimedSec: r.untSec, Seconds: time.Since(t0).Seconds(), CPU: int64(cpuNow(nil) - c0),
 				Cycle: sparse(&r.cycle), Wait: sparse(&r.wait), Max: [2]int64{r.cycle.max, r.wait.max}}
 			if r.err != nil {
 				rep.Err = r.err.Error()
@@ -252,7 +254,7 @@ func procContended(pp *procPool, s *subject, dir, key string, p int, dur time.Du
 		if rep.Err != "" {
 			return sample{}, errors.New(rep.Err)
 		}
-		res = append(res, &loopResult{ops: rep.Ops, cycle: unsparse(rep.Cycle, rep.Max[0]), wait: unsparse(rep.Wait, rep.Max[1])})
+		res = append(res, &loopResult{ops: rep.Ops, untimed: rep.Untimed, untSec: rep.UntimedSec, cycle: unsparse(rep.Cycle, rep.Max[0]), wait: unsparse(rep.Wait, rep.Max[1])})
 		el = max(el, time.Duration(rep.Seconds*float64(time.Second)))
 		cpu += time.Duration(rep.CPU)
 	}

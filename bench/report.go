@@ -353,12 +353,16 @@ rows are in bold. "cost vs X" divides this row's median cost by X's: time
 per operation in throughput tables, median latency in latency tables, bytes
 in memory tables; below 1 is better than X.
 
+- Each run has two halves. The first is untimed: the clock is read once per
+  batch of operations (it costs about 60 ns on some virtual machines, more
+  than a futex lock), and gives ops/s, fairness and CPU. The second reads
+  the clock around every operation and gives the latencies and worst wait.
 - Latency p50/p99/max: one Lock+Unlock cycle (take + give back); in contended
   runs it includes the wait.
 - Worst wait: the longest a single Lock (or RLock, Acquire) waited.
 - CPU/op: user + system time of the process (and of the redis-server
   processes in Redis tables; the embedded etcd server runs inside the process,
-  so etcd rows include it) divided by the acquisitions.
+  so etcd rows include it) divided by the acquisitions of both halves.
 - Fairness: fewest acquisitions of one contender divided by the most.
 - Every contender has its own handle (its own connection state), as separate
   processes would; sync.Mutex, sync.RWMutex and the buffered channel are

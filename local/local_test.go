@@ -57,6 +57,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envHandoffDir) != "" {
 		os.Exit(handoffChild())
 	}
+	if os.Getenv(envContendDir) != "" {
+		os.Exit(contendChild())
+	}
 	locktest.Main(m, defaultSuite, flockSuite)
 }
 

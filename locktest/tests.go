@@ -290,6 +290,17 @@ func testCancel(t *testing.T, e *env) {
 	_, err = m2.TryLock(ctx)
 	ok(t, "TryLock after cancelled waiters", err)
 	ok(t, "Unlock", m2.Unlock(ctx))
+	// A context that is done already fails even on a free lock, and takes
+	// nothing; context.TODO() is as good as Background.
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = m1.Lock(dead)
+	is(t, "Lock with a done context", err, context.Canceled)
+	_, err = m1.TryLock(dead)
+	is(t, "TryLock with a done context", err, context.Canceled)
+	_, err = m2.TryLock(context.TODO())
+	ok(t, "TryLock(TODO) after Lock with a done context", err)
+	ok(t, "Unlock(TODO)", m2.Unlock(context.TODO()))
 }
 
 func testFencing(t *testing.T, e *env) {

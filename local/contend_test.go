@@ -1,0 +1,157 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/local"
+)
+
+// Environment of the contending child process.
+const (
+	envContendDir  = "BATON_LOCAL_CONTEND_DIR"
+	envContendSlot = "BATON_LOCAL_CONTEND_SLOT"
+)
+
+// contendBoard is a shared page: each child counts its acquisitions in its
+// own cache line; the parent sets stop.
+type contendBoard struct {
+	stop  atomic.Int64
+	_     [56]byte
+	count [2]struct {
+		n atomic.Int64
+		_ [56]byte
+	}
+}
+
+func openBoard(dir string) (*contendBoard, *ipc.Region, error) {
+	ns, err := ipc.OpenNamespace(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := ipc.OpenRegion(ns, "board", "contend", 4096)
+	if err != nil {
+		return nil, nil, err
+	}
+	return (*contendBoard)(unsafe.Pointer(&r.Bytes()[0])), r, nil
+}
+
+// contendChild runs in a re-executed test binary: it locks and unlocks the
+// futex mutex "contend" through the public API as fast as it can, counting
+// on the board, until the parent sets stop.
+func contendChild() int {
+	dir := os.Getenv(envContendDir)
+	var slot int
+	fmt.Sscan(os.Getenv(envContendSlot), &slot)
+	board, r, err := openBoard(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer r.Close()
+	b, err := local.Open(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer b.Close()
+	ctx := context.Background()
+	m, err := b.Mutex(ctx, "contend")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	n := &board.count[slot].n
+	for board.stop.Load() == 0 {
+		if _, err := m.Lock(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		n.Add(1)
+		if err := m.Unlock(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// BenchmarkTwoProcesses: two child processes lock and unlock one futex
+// mutex through the public API, untimed; this process samples their
+// counters every 200 µs. Reports acquisitions per second by both, each
+// process's share, and the longest time a child went without acquiring
+// (its worst wait, to within the sampling period). Run with -benchtime=Nx:
+// each iteration is one second of contention.
+func BenchmarkTwoProcesses(b *testing.B) {
+	var rates, stalls, shares []float64
+	for b.Loop() {
+		b.StopTimer()
+		dir := shmDir(b)
+		board, r, err := openBoard(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var cmds []*exec.Cmd
+		for i := range 2 {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), envContendDir+"="+dir, fmt.Sprintf("%s=%d", envContendSlot, i))
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			cmds = append(cmds, cmd)
+		}
+		for board.count[0].n.Load() == 0 || board.count[1].n.Load() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		b.StartTimer()
+		var last [2]int64
+		var lastMove [2]time.Time
+		var stall time.Duration
+		t0 := time.Now()
+		c0 := [2]int64{board.count[0].n.Load(), board.count[1].n.Load()}
+		for i := range 2 {
+			last[i], lastMove[i] = c0[i], t0
+		}
+		for {
+			time.Sleep(200 * time.Microsecond)
+			now := time.Now()
+			for i := range 2 {
+				if c := board.count[i].n.Load(); c != last[i] {
+					last[i], lastMove[i] = c, now
+				} else if d := now.Sub(lastMove[i]); d > stall {
+					stall = d
+				}
+			}
+			if now.Sub(t0) >= time.Second {
+				el := now.Sub(t0).Seconds()
+				d0, d1 := last[0]-c0[0], last[1]-c0[1]
+				rates = append(rates, float64(d0+d1)/el)
+				shares = append(shares, float64(min(d0, d1))/float64(d0+d1)*100)
+				break
+			}
+		}
+		stalls = append(stalls, float64(stall.Microseconds())/1000)
+		b.StopTimer()
+		board.stop.Store(1)
+		for _, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		r.Close()
+		b.StartTimer()
+	}
+	slices.Sort(rates)
+	b.ReportMetric(rates[len(rates)/2], "acq/s")
+	b.ReportMetric(slices.Max(stalls), "max-wait-ms")
+	b.ReportMetric(slices.Min(shares), "min-share-%")
+}
