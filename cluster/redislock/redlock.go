@@ -262,8 +262,9 @@ func (l *rlLock) attempt(ctx context.Context) (g baton.Grant, ok bool, wait time
 	h := &rlHold{hold: hold{id: newID()}}
 	ttl := r.o.lease.TTL.Milliseconds()
 	sent := time.Now()
+	since := sent.UnixMilli()
 	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
-		ok, v, err := pair(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta).Result())
+		ok, v, err := pair(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since).Result())
 		if err == nil && ok && h.released.Load() {
 			// Taken after this attempt gave up: give it back.
 			_ = scriptRLRelease.Run(ctx, c, l.keys[:1], h.id, r.relChan).Err()
@@ -274,9 +275,10 @@ func (l *rlLock) attempt(ctx context.Context) (g baton.Grant, ok bool, wait time
 	toks := make([]int64, len(r.nodes))
 	var pttls []int64 // lease time left on nodes held by another
 	var lastErr error
-	fails := 0
+	fails, read := 0, 0
 	for range r.nodes {
 		rep := <-replies
+		read++
 		switch {
 		case rep.err != nil:
 			lastErr = rep.err
@@ -300,6 +302,7 @@ func (l *rlLock) attempt(ctx context.Context) (g baton.Grant, ok bool, wait time
 			tok = max(tok, toks[i])
 		}
 		if err := l.raise(ctx, got, toks, tok); err == nil {
+			l.syncCounters(ctx, got, toks, tok, replies, len(r.nodes)-read)
 			h.token = tok
 			h.loss = baton.NewLoss()
 			h.keeper = cluster.StartKeeper(sent, r.o.lease, l.renewFunc(h), h.loss, l.log)
@@ -370,6 +373,54 @@ func (l *rlLock) raise(ctx context.Context, got []int, toks []int64, tok int64) 
 		}
 	}
 	return fmt.Errorf("redislock: redlock %q: raising token counters: %w", l.name, lastErr)
+}
+
+// syncCounters raises, in the background, the counters of every node that
+// is below tok and that raise did not lift: the nodes of the majority that
+// drew less (raise needed only enough of them), and the nodes whose replies
+// (left unread, pending of them) come later. The token guarantee does not
+// depend on it; it is what saves the second round trip of raise on the
+// next acquisition: when every node's counter is equal, every node draws
+// the same token and a majority already agrees.
+func (l *rlLock) syncCounters(ctx context.Context, got []int, toks []int64, tok int64, replies <-chan nodeReply, pending int) {
+	r := l.r
+	var low []int
+	have := 0
+	for _, i := range got {
+		if toks[i] < tok {
+			low = append(low, i)
+		} else {
+			have++
+		}
+	}
+	if have < r.quorum {
+		low = nil // raise sent to every one of them
+	}
+	if len(low) == 0 && pending == 0 {
+		return
+	}
+	base := context.WithoutCancel(ctx)
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		raise := func(i int) {
+			nctx, cancel := context.WithTimeout(base, r.o.nodeTimeout)
+			defer cancel()
+			_ = scriptRLRaise.Run(nctx, r.nodes[i], l.keys[1:], tok).Err()
+		}
+		for _, i := range low {
+			raise(i)
+		}
+		for range pending {
+			rep := <-replies
+			// A node that refused (another holder there) may still have a
+			// counter below tok; one that failed is likely down, and is
+			// lifted after it next answers.
+			if rep.err == nil && (rep.v.([2]int64)[0] != 1 || rep.v.([2]int64)[1] < tok) {
+				raise(rep.node)
+			}
+		}
+	}()
 }
 
 // releaseAll sends the release to every node and returns once a majority
