@@ -264,31 +264,33 @@ func (l *rlLock) attempt(ctx context.Context) (g baton.Grant, ok bool, wait time
 	sent := time.Now()
 	since := sent.UnixMilli()
 	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
-		ok, v, err := pair(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since).Result())
-		if err == nil && ok && h.released.Load() {
+		v, err := acquireReply(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since).Result())
+		if err == nil && v[0] == 1 && h.released.Load() {
 			// Taken after this attempt gave up: give it back.
 			_ = scriptRLRelease.Run(ctx, c, l.keys[:1], h.id, r.relChan).Err()
 		}
-		return [2]int64{b2i(ok), v}, err
+		return v, err
 	})
-	var got []int // nodes that granted
-	toks := make([]int64, len(r.nodes))
-	var pttls []int64 // lease time left on nodes held by another
+	var got []int                       // nodes that granted
+	toks := make([]int64, len(r.nodes)) // counter drawn on each node that answered; 0 if none
+	var pttls []int64                   // lease time left on nodes held by another
 	var lastErr error
-	fails, read := 0, 0
+	fails := 0
 	for range r.nodes {
 		rep := <-replies
-		read++
 		switch {
 		case rep.err != nil:
 			lastErr = rep.err
 			fails++
-		case rep.v.([2]int64)[0] == 1:
-			got = append(got, rep.node)
-			toks[rep.node] = rep.v.([2]int64)[1]
 		default:
-			pttls = append(pttls, rep.v.([2]int64)[1])
-			fails++
+			v := rep.v.([3]int64)
+			toks[rep.node] = v[1]
+			if v[0] == 1 {
+				got = append(got, rep.node)
+			} else {
+				pttls = append(pttls, v[2])
+				fails++
+			}
 		}
 		// Stop reading at a majority, or once a majority is out of reach.
 		if len(got) >= r.quorum || fails > len(r.nodes)-r.quorum {
@@ -302,7 +304,7 @@ func (l *rlLock) attempt(ctx context.Context) (g baton.Grant, ok bool, wait time
 			tok = max(tok, toks[i])
 		}
 		if err := l.raise(ctx, got, toks, tok); err == nil {
-			l.syncCounters(ctx, got, toks, tok, replies, len(r.nodes)-read)
+			l.syncCounters(ctx, got, toks, tok)
 			h.token = tok
 			h.loss = baton.NewLoss()
 			h.keeper = cluster.StartKeeper(sent, r.o.lease, l.renewFunc(h), h.loss, l.log)
@@ -331,11 +333,21 @@ func (l *rlLock) attempt(ctx context.Context) (g baton.Grant, ok bool, wait time
 // message arrives.
 const maxRedlockWait = 100 * time.Millisecond
 
-func b2i(b bool) int64 {
-	if b {
-		return 1
+// acquireReply reads the reply of rl_acquire.lua as {taken, counter, ms
+// left on the holder's lease}.
+func acquireReply(v any, err error) ([3]int64, error) {
+	var out [3]int64
+	if err != nil {
+		return out, err
 	}
-	return 0
+	a, ok := v.([]any)
+	if !ok || len(a) < 2 {
+		return out, fmt.Errorf("redislock: unexpected script reply %v", v)
+	}
+	for i := range min(len(a), 3) {
+		out[i], _ = a[i].(int64)
+	}
+	return out, nil
 }
 
 // raise lifts the counters of the majority's nodes that drew a lower token
@@ -375,52 +387,40 @@ func (l *rlLock) raise(ctx context.Context, got []int, toks []int64, tok int64) 
 	return fmt.Errorf("redislock: redlock %q: raising token counters: %w", l.name, lastErr)
 }
 
-// syncCounters raises, in the background, the counters of every node that
-// is below tok and that raise did not lift: the nodes of the majority that
-// drew less (raise needed only enough of them), and the nodes whose replies
-// (left unread, pending of them) come later. The token guarantee does not
-// depend on it; it is what saves the second round trip of raise on the
-// next acquisition: when every node's counter is equal, every node draws
-// the same token and a majority already agrees.
-func (l *rlLock) syncCounters(ctx context.Context, got []int, toks []int64, tok int64, replies <-chan nodeReply, pending int) {
+// syncCounters raises, in the background, the counters below tok of the
+// nodes that answered, except those raise already lifted. The token
+// guarantee does not depend on it. It is what saves raise's second round
+// trip on later acquisitions: every attempt advances the counter of every
+// node it reaches (see rl_acquire.lua), so once the counters are equal they
+// stay equal, every node draws the same token, and a majority agrees at
+// once. They drift apart only when a node misses attempts (down, paused,
+// or too slow for the node timeout) and at the start, when each counter
+// began at its node's clock.
+func (l *rlLock) syncCounters(ctx context.Context, got []int, toks []int64, tok int64) {
 	r := l.r
-	var low []int
 	have := 0
 	for _, i := range got {
-		if toks[i] < tok {
-			low = append(low, i)
-		} else {
+		if toks[i] == tok {
 			have++
 		}
 	}
-	if have < r.quorum {
-		low = nil // raise sent to every one of them
-	}
-	if len(low) == 0 && pending == 0 {
-		return
+	var low []int
+	for i, t := range toks {
+		// With have < quorum, raise sent to the low nodes of the majority.
+		if t != 0 && t < tok && (have >= r.quorum || !slices.Contains(got, i)) {
+			low = append(low, i)
+		}
 	}
 	base := context.WithoutCancel(ctx)
-	r.bg.Add(1)
-	go func() {
-		defer r.bg.Done()
-		raise := func(i int) {
+	for _, i := range low {
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
 			nctx, cancel := context.WithTimeout(base, r.o.nodeTimeout)
 			defer cancel()
 			_ = scriptRLRaise.Run(nctx, r.nodes[i], l.keys[1:], tok).Err()
-		}
-		for _, i := range low {
-			raise(i)
-		}
-		for range pending {
-			rep := <-replies
-			// A node that refused (another holder there) may still have a
-			// counter below tok; one that failed is likely down, and is
-			// lifted after it next answers.
-			if rep.err == nil && (rep.v.([2]int64)[0] != 1 || rep.v.([2]int64)[1] < tok) {
-				raise(rep.node)
-			}
-		}
-	}()
+		}()
+	}
 }
 
 // releaseAll sends the release to every node and returns once a majority

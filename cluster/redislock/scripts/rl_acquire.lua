@@ -1,11 +1,12 @@
--- rl_acquire: take the lock on one Redlock node (SET NX PX) and draw a token.
+-- rl_acquire: draw a token and take the lock on one Redlock node (SET NX PX).
+-- The counter advances on every attempt, taken or not, so that the
+-- counters of nodes that see the same attempts stay equal (see
+-- syncCounters in redlock.go).
 -- KEYS[1] lock key (string: "hold id|since ms|meta"), KEYS[2] token counter
 -- ARGV[1] hold id, ARGV[2] lease TTL ms, ARGV[3] meta, ARGV[4] the client's
 -- clock in ms (the start shown by inspection)
--- Returns {1, token} when taken, {0, ms left on the holder's lease} otherwise.
-if not redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[4] .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2]) then
-  return {0, redis.call('PTTL', KEYS[1])}
-end
+-- Returns {1, token} when taken, {0, counter, ms left on the holder's
+-- lease} otherwise.
 local n = redis.call('INCR', KEYS[2])
 if n == 1 then
   -- A missing counter starts at the server clock in microseconds (see
@@ -13,5 +14,8 @@ if n == 1 then
   local t = redis.call('TIME')
   n = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
   redis.call('SET', KEYS[2], string.format('%d', n))
+end
+if not redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[4] .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2]) then
+  return {0, n, redis.call('PTTL', KEYS[1])}
 end
 return {1, n}
