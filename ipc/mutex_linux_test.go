@@ -28,6 +28,7 @@ const (
 	envRole = "BATON_IPC_TEST_ROLE"
 	envDir  = "BATON_IPC_TEST_DIR"
 	envName = "BATON_IPC_TEST_NAME"
+	envCore = "BATON_IPC_TEST_CORE" // "stress" through the baton core
 )
 
 func init() {
@@ -61,6 +62,10 @@ func runRole(role, dir, name string) error {
 		fmt.Printf("held %d\n", g.Token)
 		time.Sleep(time.Hour)
 	case "stress":
+		if os.Getenv(envCore) != "" {
+			m.Close()
+			return stressCore(ns, name)
+		}
 		return stressLoop(ns, m)
 	case "contend":
 		return contendLoop(ns, m)
@@ -90,17 +95,64 @@ func monoNow() int64 {
 }
 
 func stressLoop(ns *Namespace, m *Mutex) error {
+	ctx := context.Background()
+	var g baton.Grant
+	return stress(ns, func() (tok baton.Token, recovered bool, err error) {
+		g, err = m.Acquire(ctx, baton.Exclusive)
+		return g.Token, g.Recovered, err
+	}, func() error { return m.Release(ctx, g) })
+}
+
+// stressCore is stressLoop through the baton core, where an idle lock is
+// taken on the word without calling the driver.
+func stressCore(ns *Namespace, name string) error {
+	be := baton.NewBackend(coreDriver{ns})
+	defer be.Close()
+	ctx := context.Background()
+	m, err := be.Mutex(ctx, name)
+	if err != nil {
+		return err
+	}
+	return stress(ns, func() (baton.Token, bool, error) {
+		h, err := m.Lock(ctx)
+		return h.Token(), h.Recovered(), err
+	}, func() error { return m.Unlock(ctx) })
+}
+
+// coreDriver serves futex mutexes of a namespace to the baton core.
+type coreDriver struct{ ns *Namespace }
+
+func (coreDriver) Kind() string                   { return "futex" }
+func (coreDriver) ValidateName(name string) error { return nil }
+func (d coreDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	return OpenMutex(d.ns, name)
+}
+func (coreDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+	return nil, baton.ErrUnsupported
+}
+func (coreDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+	return nil, baton.ErrUnsupported
+}
+func (coreDriver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+	return nil, baton.ErrUnsupported
+}
+func (coreDriver) Close() error { return nil }
+
+// stress takes the lock with lock until told to stop, checking exclusion
+// and tokens in the shared record, and holds it when asked to be killed.
+// (Nothing is allocated per acquisition: that would lengthen the critical
+// section, and with it every kill cycle of the test.)
+func stress(ns *Namespace, lock func() (tok baton.Token, recovered bool, err error), unlock func() error) error {
 	c, _, err := openCheck(ns, os.Getenv(envName))
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	for c.stop.Load() == 0 {
-		g, err := m.Acquire(ctx, baton.Exclusive)
+		tok, recovered, err := lock()
 		if err != nil {
 			return err
 		}
-		if g.Recovered {
+		if recovered {
 			// The dead holder may have left its mark; repairing the
 			// protected state is what Recovered is for.
 			c.inside.Store(0)
@@ -110,10 +162,10 @@ func stressLoop(ns *Namespace, m *Mutex) error {
 		if c.inside.Add(1) != 1 {
 			c.overlap.Add(1)
 		}
-		if int64(g.Token) <= c.lastToken.Load() {
+		if int64(tok) <= c.lastToken.Load() {
 			c.badToken.Add(1)
 		}
-		c.lastToken.Store(int64(g.Token))
+		c.lastToken.Store(int64(tok))
 		c.count.Add(1)
 		if c.holdReq.CompareAndSwap(1, 0) {
 			// Asked to hold long enough to be killed holding.
@@ -121,7 +173,7 @@ func stressLoop(ns *Namespace, m *Mutex) error {
 			time.Sleep(10 * time.Second)
 		}
 		c.inside.Add(-1)
-		if err := m.Release(ctx, g); err != nil {
+		if err := unlock(); err != nil {
 			return err
 		}
 	}
@@ -397,8 +449,14 @@ func TestMutexKilledHolder(t *testing.T) {
 }
 
 // TestMutexStress: 10^6 acquisitions by 4 processes while holders are
-// killed, half of them left unreaped (zombies) until the end.
+// killed, half of them left unreaped (zombies) until the end; once on the
+// driver alone, once through the baton core.
 func TestMutexStress(t *testing.T) {
+	t.Run("driver", func(t *testing.T) { testMutexStress(t, false) })
+	t.Run("core", func(t *testing.T) { testMutexStress(t, true) })
+}
+
+func testMutexStress(t *testing.T, core bool) {
 	total, wantKills := int64(1_000_000), 30
 	if testing.Short() {
 		total, wantKills = 100_000, 10
@@ -421,6 +479,9 @@ func TestMutexStress(t *testing.T) {
 	}()
 	start := func() {
 		cmd := helper(t, "stress", ns.Dir(), "s")
+		if core {
+			cmd.Env = append(cmd.Env, envCore+"=1")
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
