@@ -107,10 +107,10 @@ type RenewFunc func(ctx context.Context) (sent time.Time, err error)
 type Keeper struct {
 	opts  LeaseOptions
 	renew RenewFunc
-	loss  *baton.Loss
 	log   *slog.Logger
 
 	mu       sync.Mutex
+	loss     *baton.Loss        // guarded by mu: fired when the lease is lost
 	deadline time.Time          // guarded by mu: local deadline of the lease
 	stopped  bool               // guarded by mu: Stop was called or the loss fired
 	next     *time.Timer        // guarded by mu: the next renewal
@@ -165,6 +165,20 @@ func (k *Keeper) Stop() {
 	}
 }
 
+// Pass makes loss the one fired when the lease is lost, for a holder that
+// hands its lease to another hold of its own (the previous loss then never
+// fires). It reports false and changes nothing when the lease is already
+// lost or the keeper stopped.
+func (k *Keeper) Pass(loss *baton.Loss) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return false
+	}
+	k.loss = loss
+	return true
+}
+
 // expired fires the loss when the deadline has passed without a renewal.
 func (k *Keeper) expired() {
 	k.mu.Lock()
@@ -184,7 +198,7 @@ func (k *Keeper) expired() {
 		// A renewal in flight may hang until its own deadline; end it.
 		k.cancel()
 	}
-	cause := k.lastErr
+	cause, loss := k.lastErr, k.loss
 	k.mu.Unlock()
 	if cause == nil {
 		cause = errors.New("lease deadline passed before renewal succeeded")
@@ -192,7 +206,7 @@ func (k *Keeper) expired() {
 		cause = fmt.Errorf("lease deadline passed; last renewal error: %w", cause)
 	}
 	k.logger().Warn("baton: lease lost", "err", cause)
-	k.loss.Fire(cause)
+	loss.Fire(cause)
 }
 
 // tick sends one renewal and schedules the next.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -165,4 +166,32 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+func TestKeeperPass(t *testing.T) {
+	o := testOpts(t)
+	var lost atomic.Bool
+	first, second := baton.NewLoss(), baton.NewLoss()
+	k := StartKeeper(time.Now(), o, func(ctx context.Context) (time.Time, error) {
+		if lost.Load() {
+			return time.Now(), fmt.Errorf("gone: %w", baton.ErrLost)
+		}
+		return time.Now(), nil
+	}, first, quiet)
+	defer k.Stop()
+	if !k.Pass(second) {
+		t.Fatal("Pass refused on a live lease")
+	}
+	lost.Store(true)
+	select {
+	case <-second.Done():
+	case <-time.After(5 * o.TTL):
+		t.Fatal("the loss passed to did not fire")
+	}
+	if first.Err() != nil {
+		t.Fatalf("the loss passed from fired: %v", first.Err())
+	}
+	if k.Pass(baton.NewLoss()) {
+		t.Fatal("Pass accepted after the lease was lost")
+	}
 }

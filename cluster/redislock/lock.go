@@ -20,6 +20,9 @@ type hold struct {
 	keeper *cluster.Keeper
 	loss   *baton.Loss
 	excl   bool // an exclusive lock hold (not a read hold, not permits)
+	// A Mutex hold goes round the handles of its backend (local.go):
+	passes int       // times passed on since taken on the server
+	taken  time.Time // when it was taken on the server
 }
 
 // lockDriver serves one Mutex or RWMutex handle. The core calls it one
@@ -83,6 +86,20 @@ func (l *lockDriver) scripts() (acquire, poll, cancel, release *redis.Script) {
 }
 
 func (l *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+	if l.rw {
+		return l.tryServer(ctx, mode)
+	}
+	if !l.d.localTry(l.name) {
+		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, baton.ErrLocked)
+	}
+	g, err := l.tryServer(ctx, mode)
+	if err != nil {
+		l.d.localDone(l.name)
+	}
+	return g, err
+}
+
+func (l *lockDriver) tryServer(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
 	id := l.d.holdID()
 	acquire, _, _, _ := l.scripts()
 	sent := time.Now()
@@ -100,6 +117,24 @@ func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 	if err := ctx.Err(); err != nil {
 		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 	}
+	if l.rw {
+		return l.acquireServer(ctx, mode)
+	}
+	g, passed, err := l.d.localTurnFor(ctx, l.name)
+	if err != nil {
+		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+	}
+	if passed {
+		return g, nil
+	}
+	g, err = l.acquireServer(ctx, mode)
+	if err != nil {
+		l.d.localDone(l.name)
+	}
+	return g, err
+}
+
+func (l *lockDriver) acquireServer(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
 	if err := l.d.n.start(ctx); err != nil {
 		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 	}
@@ -158,7 +193,7 @@ func (l *lockDriver) cancel(ctx context.Context, id string) {
 
 func (l *lockDriver) granted(id string, mode baton.Mode, tok int64, sent time.Time) baton.Grant {
 	loss := baton.NewLoss()
-	h := &hold{id: id, loss: loss, excl: mode == baton.Exclusive}
+	h := &hold{id: id, loss: loss, excl: mode == baton.Exclusive, taken: time.Now()}
 	renew := l.d.renewFunc(l.keys[:2], id)
 	if !l.rw {
 		renew = l.d.mutexRenewFunc(l.keys[:1], id)
@@ -225,11 +260,16 @@ func (l *lockDriver) Release(ctx context.Context, g baton.Grant) error {
 	if err != nil {
 		return err
 	}
-	h.keeper.Stop()
 	if !l.rw {
+		if l.d.localPass(l.name, g, h) {
+			return nil
+		}
+		h.keeper.Stop()
 		r, err := scriptMutexRelease.Run(ctx, l.d.c, l.keys, h.id).Int64()
+		l.d.localDone(l.name)
 		return finish(l.what(), l.name, h, r, err)
 	}
+	h.keeper.Stop()
 	excl := ""
 	if h.excl {
 		excl = "w"

@@ -32,13 +32,29 @@
 // connection broke. Readers and writers share one queue, which makes the
 // RWMutex writer-preferring: a reader arriving after a queued writer waits.
 //
+// Handles of one Backend wanting the same Mutex wait for each other in the
+// Backend, FIFO, and only one of them at a time talks to the server; a
+// handle that unlocks while another handle of its Backend waits passes it
+// the hold, lease and all, with no round trip (local.go). A hold goes round
+// one Backend at most 15 times and for at most 5 ms after it was taken on
+// the server; then it is released there, and the server's queue (other
+// clients first, if they wait) decides who is next. So goroutines of one
+// process contending on a name cost the server one acquisition per round,
+// and clients elsewhere wait at most one round more than with strict FIFO.
+//
 // # Fencing tokens
 //
 // Exclusive holds draw a token from a per-name counter in the acquire
 // script. A counter that does not exist starts at the server's clock in
 // microseconds, so tokens keep increasing across a restart of a server that
 // lost its data, unless that server's clock went back. Read holds carry the
-// current counter value; semaphore permits carry 0.
+// current counter value; semaphore permits carry 0. A Mutex acquisition on
+// the server advances the counter by 16 and takes its value; a hold passed
+// within a Backend takes the next of the 15 tokens above it. So the counter
+// (the last token inspection shows) is the token of the last acquisition on
+// the server, and a hold passed on holds a token up to 15 above it. (The
+// counter stays behind the server's clock, and the restart guarantee holds,
+// while a name is taken on the server fewer than 62,500 times a second.)
 //
 // # What failures leave behind
 //
@@ -335,6 +351,9 @@ type driver struct {
 	closeMu sync.Mutex
 	closers []io.Closer // guarded by closeMu: clients OpenURL created
 	closed  bool        // guarded by closeMu
+
+	localMu sync.Mutex
+	local   map[string]*localName // guarded by localMu: Mutex names in use (local.go)
 }
 
 func newDriver(client redis.UniversalClient, opts []Option) (*driver, error) {
@@ -345,7 +364,7 @@ func newDriver(client redis.UniversalClient, opts []Option) (*driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &driver{c: client, o: o, meta: metaOnce(), idPrefix: newID() + "."}
+	d := &driver{c: client, o: o, meta: metaOnce(), idPrefix: newID() + ".", local: make(map[string]*localName)}
 	d.wake = o.prefix + "wake:" + newID()
 	d.n = newNotifier(client, d.wake, o.log)
 	return d, nil

@@ -9,13 +9,15 @@
 -- KEYS[5] qdata    hash    waiter id -> "ttl ms|wake channel|meta"
 -- KEYS[6] seq      string  waiter sequence
 
--- next_token draws the next token. A missing counter (new name, or a server
--- restarted without persistence) starts at the server clock in
--- microseconds, so that tokens keep growing across such a restart unless
--- the server clock goes back.
+-- next_token draws the token of an acquisition and reserves the 15 after
+-- it, which the holder's backend gives when its handles pass the lock among
+-- themselves (local.go). A missing counter (new name, or a server restarted
+-- without persistence) starts at the server clock in microseconds, so that
+-- tokens keep growing across such a restart unless the server clock goes
+-- back (or the name was taken more than 62,500 times a second).
 local function next_token()
-  local n = redis.call('INCR', KEYS[2])
-  if n ~= 1 then return n end
+  local n = redis.call('INCRBY', KEYS[2], 16)
+  if n ~= 16 then return n end
   local c = redis.call('TIME')
   n = tonumber(c[1]) * 1000000 + tonumber(c[2])
   redis.call('SET', KEYS[2], string.format('%d', n))
