@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/batonlock/baton"
 	"io"
 	"net"
 	"net/url"
@@ -301,12 +302,14 @@ func openClusterEnv(ctx context.Context, poll time.Duration, withRedis, withEtcd
 				mutex: func(ctx context.Context, key string) (mutexH, error) {
 					return redsyncH{rs1.NewMutex("redsync:"+key, rsOpts...)}, nil
 				}},
-			batonSubject("baton redis", "bredis", "redis", false, rb, true, true, true),
+			withClients(batonSubject("baton redis", "bredis", "redis", false, rb, true, true, true),
+				func() (baton.Backend, error) { return redislock.New(c0) }),
 			&subject{name: "redsync 3 nodes", id: "redsync3", kind: "redis",
 				mutex: func(ctx context.Context, key string) (mutexH, error) {
 					return redsyncH{rs3.NewMutex("redsync3:"+key, rsOpts...)}, nil
 				}},
-			batonSubject("baton redlock 3 nodes", "bredlock", "redis", false, rl, true, false, false),
+			withClients(batonSubject("baton redlock 3 nodes", "bredlock", "redis", false, rl, true, false, false),
+				func() (baton.Backend, error) { return redislock.NewRedlock(ucs) }),
 		)
 	}
 	if withEtcd {
@@ -340,7 +343,8 @@ func openClusterEnv(ctx context.Context, poll time.Duration, withRedis, withEtcd
 					}
 					return etcdH{s: s, m: concurrency.NewMutex(s, "/etcdconc/"+key)}, nil
 				}},
-			batonSubject("baton etcd", "betcd", "etcd", false, eb, true, true, true),
+			withClients(batonSubject("baton etcd", "betcd", "etcd", false, eb, true, true, true),
+				func() (baton.Backend, error) { return etcdlock.New(c) }),
 		)
 	}
 	return ce, nil

@@ -73,8 +73,12 @@ func openN(ctx context.Context, s *subject, prim, key string, n, permits int) ([
 	}
 	for range n {
 		switch prim {
-		case "mutex":
-			h, err := s.mutex(ctx, key)
+		case "mutex", "client":
+			open := s.mutex
+			if prim == "client" {
+				open = clientOf(s)
+			}
+			h, err := open(ctx, key)
 			if err != nil {
 				return fail(err)
 			}
@@ -124,12 +128,13 @@ func contendedRun(prim, key string, g, permits, writeEvery int, cfg config, extr
 
 func handoffRun(key string, n int, settle time.Duration) func(context.Context, *subject) (sample, error) {
 	return func(ctx context.Context, s *subject) (sample, error) {
-		a, err := s.mutex(ctx, key)
+		// Holder and waiter are separate clients.
+		a, err := clientOf(s)(ctx, key)
 		if err != nil {
 			return sample{}, err
 		}
 		defer a.close()
-		b, err := s.mutex(ctx, key)
+		b, err := clientOf(s)(ctx, key)
 		if err != nil {
 			return sample{}, err
 		}
@@ -207,6 +212,9 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			ts = append(ts, newPlanned(fmt.Sprintf("redis-g%d", g), sec, fmt.Sprintf("Redis mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
 				refs[1:], single, contendedRun("mutex", fmt.Sprintf("g%d", g), g, 0, 0, cfg, extra)))
 		}
+		g := cfg.gs[len(cfg.gs)-1]
+		ts = append(ts, newPlanned(fmt.Sprintf("redis-c%d", g), sec, fmt.Sprintf("Redis mutex, %d clients on one key (a Backend each)", g), "throughput", "mutex",
+			refs[1:], single, contendedRun("client", fmt.Sprintf("c%d", g), g, 0, 0, cfg, extra)))
 		ts = append(ts, newPlanned("redis-handoff", sec, "Redis mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
 			refs[1:], redisSubs, handoffRun("handoff", cfg.handoffs, 3*time.Millisecond)))
 	}

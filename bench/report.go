@@ -366,7 +366,11 @@ in memory tables; below 1 is better than X.
 - Fairness: fewest acquisitions of one contender divided by the most.
 - Every contender has its own handle (its own connection state), as separate
   processes would; sync.Mutex, sync.RWMutex and the buffered channel are
-  shared Go objects, the floor of what any lock can cost.
+  shared Go objects, the floor of what any lock can cost. In the
+  "goroutines" tables baton's handles share one Backend, and on Redis the
+  handles of one Backend pass a Mutex among themselves without the server;
+  the "clients" table gives each contender a Backend of its own, and the
+  handoff tables put holder and waiter in two Backends.
 - Polling peers (redsync, bsm/redislock, the raw SET NX floor) retry every
   ` + res.Config["peer_retry_delay"].(string) + `; redsync's default delay is 50–250 ms and bsm/redislock has none.
 - Memory is the Go heap only; kernel objects (files, System V sets, shared

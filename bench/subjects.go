@@ -50,8 +50,12 @@ type subject struct {
 	// from the namespace directory alone.
 	proc  bool
 	mutex func(ctx context.Context, key string) (mutexH, error)
-	rw    func(ctx context.Context, key string) (rwH, error)
-	sem   func(ctx context.Context, key string, permits int) (semH, error)
+	// client opens a mutex handle as a separate client would: for baton's
+	// cluster backends, on a Backend of its own (handles of one Backend pass
+	// a Mutex among themselves without the server). nil: as mutex.
+	client func(ctx context.Context, key string) (mutexH, error)
+	rw     func(ctx context.Context, key string) (rwH, error)
+	sem    func(ctx context.Context, key string, permits int) (semH, error)
 }
 
 // batonMutex and friends adapt the public baton API.
@@ -107,6 +111,39 @@ func batonSubject(name, id, kind string, proc bool, b baton.Backend, withMutex, 
 	}
 	return s
 }
+
+// clientOf returns s.client, or s.mutex when s has no notion of clients.
+func clientOf(s *subject) func(ctx context.Context, key string) (mutexH, error) {
+	if s.client != nil {
+		return s.client
+	}
+	return s.mutex
+}
+
+// withClients gives a baton subject handles on Backends of their own,
+// opened by open and closed with the handle.
+func withClients(s *subject, open func() (baton.Backend, error)) *subject {
+	s.client = func(ctx context.Context, key string) (mutexH, error) {
+		b, err := open()
+		if err != nil {
+			return nil, err
+		}
+		m, err := b.Mutex(ctx, s.id+"-"+key)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		return batonClient{batonMutex{m}, b}, nil
+	}
+	return s
+}
+
+type batonClient struct {
+	batonMutex
+	b baton.Backend
+}
+
+func (c batonClient) close() error { return errors.Join(c.m.Close(), c.b.Close()) }
 
 // The in-process floors: every handle of one key shares one Go object.
 type syncMutex struct{ m *sync.RWMutex }
