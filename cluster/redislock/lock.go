@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/batonlock/baton"
@@ -146,6 +147,7 @@ func (l *lockDriver) acquireServer(ctx context.Context, mode baton.Mode) (baton.
 	sent := time.Now()
 	args := l.acquireArgs(id, mode, l.d.wake, sent)
 	ok, tok, err := pair(acquire.Run(ctx, l.d.c, l.keys, args...).Result())
+	err = ctxErr(ctx, err)
 	for {
 		if err != nil {
 			l.cancel(ctx, id)
@@ -174,10 +176,26 @@ func (l *lockDriver) acquireServer(ctx context.Context, mode baton.Mode) (baton.
 		}
 		sent = time.Now()
 		ok, tok, err = pair(poll.Run(ctx, l.d.c, l.keys, args...).Result())
-		if err != nil && ctx.Err() != nil {
-			err = ctx.Err()
-		}
+		err = ctxErr(ctx, err)
 	}
+}
+
+// ctxErr returns ctx's error in place of err when a request failed because
+// ctx ended: the client reports a deadline as a network timeout, sometimes
+// a moment before ctx itself is done.
+func ctxErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	var ne net.Error
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Millisecond && errors.As(err, &ne) && ne.Timeout() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return err
 }
 
 // cancel withdraws a waiter, giving back the lock if it was handed over.

@@ -59,6 +59,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 	args := []any{id, n, s.d.ttlMS(), s.d.meta, s.d.wake, s.capacity}
 	sent := time.Now()
 	r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, args...).Int64()
+	err = ctxErr(ctx, err)
 	for {
 		switch {
 		case err != nil:
@@ -85,9 +86,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 		}
 		sent = time.Now()
 		r, err = scriptSemPoll.Run(ctx, s.d.c, s.keys, args...).Int64()
-		if err != nil && ctx.Err() != nil {
-			err = ctx.Err()
-		}
+		err = ctxErr(ctx, err)
 	}
 }
 
