@@ -619,8 +619,8 @@ func (m mutexHandle) Lock(ctx context.Context) (Hold, error) {
 	if w := h.word; w != nil && !h.closedA.Load() {
 		var owner Owner
 		live := plainCtx(ctx)
-		if !live {
-			owner, live = liveOwner(ctx)
+		if !live && ctx != nil && ctx.Err() == nil {
+			live, owner = true, OwnerOf(ctx)
 		}
 		if live && w.State.CompareAndSwap(0, w.Me) {
 			t := atomic.LoadUint64(w.Fence) + 1

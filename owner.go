@@ -27,9 +27,18 @@ func WithOwner(parent context.Context) context.Context {
 
 // OwnerOf returns the Owner carried by ctx, or the zero Owner.
 func OwnerOf(ctx context.Context) Owner {
-	if ctx == nil {
+	if ctx == nil || lastOwner.Load() == 0 {
+		// Until WithOwner is first called no context carries an owner,
+		// and the walk up ctx's chain can be skipped.
 		return 0
 	}
+	return ownerIn(ctx)
+}
+
+// ownerIn is kept out of line so that OwnerOf inlines.
+//
+//go:noinline
+func ownerIn(ctx context.Context) Owner {
 	o, _ := ctx.Value(ownerKey{}).(Owner)
 	return o
 }

@@ -82,6 +82,21 @@ func BenchmarkUncontended(b *testing.B) {
 			}
 		})
 	}
+	// A context that can be cancelled, as most callers' are: it has to be
+	// asked whether it is done.
+	b.Run("baton-futex-cancellable-ctx", func(b *testing.B) {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		m := openMutex(b, local.WithMutex(local.MutexFutex))
+		for b.Loop() {
+			if _, err := m.Lock(cctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Unlock(cctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkHandoff measures the time from Unlock by a holder to Lock
