@@ -235,15 +235,11 @@ func plainCtx(ctx context.Context) bool {
 }
 
 // wordCtx returns the owner in ctx and whether ctx is usable for the word
-// path: not nil and not done.
+// path: not nil and not done. (mutexHandle.Lock has the same steps inline.)
 func wordCtx(ctx context.Context) (Owner, bool) {
 	if plainCtx(ctx) {
 		return 0, true
 	}
-	return liveOwner(ctx)
-}
-
-func liveOwner(ctx context.Context) (Owner, bool) {
 	if ctx == nil || ctx.Err() != nil {
 		return 0, false
 	}
@@ -614,7 +610,7 @@ func (h *lockHandle) close() error {
 type mutexHandle struct{ h *lockHandle }
 
 func (m mutexHandle) Lock(ctx context.Context) (Hold, error) {
-	// lockWord, inlined: an uncontended Lock is one call.
+	// lockWord, inlined (wordCtx too): an uncontended Lock is one call.
 	h := m.h
 	if w := h.word; w != nil && !h.closedA.Load() {
 		var owner Owner
@@ -649,7 +645,7 @@ func (m mutexHandle) Unlock(ctx context.Context) error {
 	// The word part of unlock, inlined.
 	h := m.h
 	var owner Owner
-	if !plainCtx(ctx) && ctx != nil {
+	if !plainCtx(ctx) {
 		owner = OwnerOf(ctx)
 	}
 	if w := h.word; w != nil && w.State.Load()&w.Mask == w.Me && atomic.LoadUint64(w.Slot) == uint64(owner) && ctx != nil {
