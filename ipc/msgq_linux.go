@@ -188,22 +188,24 @@ func msgErr(id int, e unix.Errno) error {
 	}
 }
 
-func createMsgQueue() (int, int32, error) {
-	for range 64 {
-		key := randomKey()
-		r, _, e := unix.Syscall(unix.SYS_MSGGET, uintptr(key), uintptr(unix.IPC_CREAT|unix.IPC_EXCL|0o600), 0)
-		switch e {
-		case 0:
-			return int(r), key, nil
-		case unix.EEXIST:
-			continue
-		case unix.ENOSPC:
-			return 0, 0, fmt.Errorf("ipc: msgget: the system limit of message queues is reached (kernel.msgmni; see ipcs -q): %w", e)
-		default:
-			return 0, 0, fmt.Errorf("ipc: msgget: %w", e)
-		}
+// createMsgQueueKey creates a queue with key, which must be free: an
+// error matching unix.EEXIST says it is not.
+func createMsgQueueKey(key int32) (int, error) {
+	r, _, e := unix.Syscall(unix.SYS_MSGGET, uintptr(key), uintptr(unix.IPC_CREAT|unix.IPC_EXCL|0o600), 0)
+	switch e {
+	case 0:
+		return int(r), nil
+	case unix.ENOSPC:
+		return 0, fmt.Errorf("ipc: msgget: the system limit of message queues is reached (kernel.msgmni; see ipcs -q): %w", e)
+	default:
+		return 0, fmt.Errorf("ipc: msgget: %w", e)
 	}
-	return 0, 0, fmt.Errorf("ipc: msgget: no free key after 64 tries: %w", unix.EEXIST)
+}
+
+// msgQueueByKey returns the id of the queue with key, if there is one.
+func msgQueueByKey(key int32) (int, bool) {
+	r, _, e := unix.Syscall(unix.SYS_MSGGET, uintptr(key), 0, 0)
+	return int(r), e == 0
 }
 
 // StatMsgQueue returns IPC_STAT of the queue id.

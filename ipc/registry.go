@@ -25,7 +25,9 @@ var SysvKinds = []string{KindSysvSem, KindSysvRW, KindMsgQ}
 //
 // A record file is an 8-byte counter (native byte order, used for fencing
 // tokens) followed by the record as JSON. The counter survives the
-// re-creation of the object.
+// re-creation of the object. A record with ID -1 was written before its
+// object was created (its creator was killed, or is creating it under the
+// record's flock): the object, if any, is the one with the record's key.
 type Record struct {
 	Kind  string `json:"kind"`
 	Name  string `json:"name"`

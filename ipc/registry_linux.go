@@ -26,20 +26,33 @@ const (
 
 // sysvClass is what the registry needs of one class of System V object.
 type sysvClass struct {
-	create func(nsems int) (id int, key int32, err error)
+	create func(key int32, nsems int) (id int, err error) // EEXIST: the key is taken
+	byKey  func(key int32) (id int, ok bool)
 	check  func(rec Record) (objState, error)
 	remove func(id int) error
 }
 
-var semClass = sysvClass{
-	create: func(nsems int) (int, int32, error) {
-		s, key, err := CreateSemSet(nsems)
-		if err != nil {
-			return 0, 0, err
+// pendingID is the ID of a record written before its object was created
+// (see openObject): the object, if any, is found by the record's key.
+const pendingID = -1
+
+// resolve gives a pending record the id of the object its key names, if
+// the creator got as far as creating it.
+func (cl sysvClass) resolve(rec *Record) {
+	if rec.ID == pendingID {
+		if id, ok := cl.byKey(rec.Key); ok {
+			rec.ID = id
 		}
-		return s.id, key, nil
-	},
+	}
+}
+
+var semClass = sysvClass{
+	create: createSemSetKey,
+	byKey:  semSetByKey,
 	check: func(rec Record) (objState, error) {
+		if rec.ID == pendingID {
+			return stateGone, nil
+		}
 		st, err := StatSemSet(rec.ID)
 		if isRemoved(err) {
 			return stateGone, nil
@@ -64,8 +77,12 @@ var semClass = sysvClass{
 }
 
 var msgClass = sysvClass{
-	create: func(int) (int, int32, error) { return createMsgQueue() },
+	create: func(key int32, _ int) (int, error) { return createMsgQueueKey(key) },
+	byKey:  msgQueueByKey,
 	check: func(rec Record) (objState, error) {
+		if rec.ID == pendingID {
+			return stateGone, nil
+		}
 		st, err := StatMsgQueue(rec.ID)
 		if isRemoved(err) {
 			return stateGone, nil
@@ -227,6 +244,8 @@ func openObject(ns *Namespace, kind, name string, nsems int, param int64, cl sys
 		if rec.Name != name || rec.Kind != kind {
 			return fail(fmt.Errorf("%w: ipc: record %s names %s %q, not %s %q", baton.ErrMismatch, f.Name(), rec.Kind, rec.Name, kind, name))
 		}
+		pending := rec.ID == pendingID
+		cl.resolve(&rec)
 		state, err := cl.check(rec)
 		if err != nil {
 			return fail(err)
@@ -236,26 +255,47 @@ func openObject(ns *Namespace, kind, name string, nsems int, param int64, cl sys
 			if rec.Param != param || rec.NSems != nsems {
 				return fail(fmt.Errorf("%w: %s %q exists with parameter %d, asked for %d", baton.ErrMismatch, kind, name, rec.Param, param))
 			}
+			if pending {
+				// A queue needs no initialisation: keep the one its
+				// creator made, and finish its record.
+				if err := writeRecord(f, rec, counter); err != nil {
+					return fail(err)
+				}
+			}
 			return &Object{Record: rec, f: f}, nil
 		case stateUninit:
 			_ = cl.remove(rec.ID)
 		}
 	}
-	id, key, err := cl.create(nsems)
-	if err != nil {
-		return fail(err)
-	}
-	rec = Record{Kind: kind, Name: name, ID: id, Key: key, NSems: nsems, Param: param}
-	if kind == KindMsgQ {
-		rec.NSems = 0
-	}
 	if now := uint64(time.Now().UnixNano()); now > counter {
 		counter = now
 	}
-	// The record is written before the object is initialised, so that an
-	// object is never left without a record naming it; a creator that dies
-	// before initialising leaves a set that the next opener recognises by
-	// its zero sem_otime and replaces.
+	// The record, with the key, is written before the object is created,
+	// and again with its id before it is initialised, so that an object is
+	// never left without a record that leads to it: a creator that dies
+	// before the second write leaves a pending record whose key finds the
+	// object, one that dies before initialising leaves a set with a zero
+	// sem_otime; the next opener (or Remove) removes either.
+	rec = Record{Kind: kind, Name: name, ID: pendingID, NSems: nsems, Param: param}
+	if kind == KindMsgQ {
+		rec.NSems = 0
+	}
+	for tries := 1; ; tries++ {
+		rec.Key = randomKey()
+		if err := writeRecord(f, rec, counter); err != nil {
+			return fail(err)
+		}
+		id, err := cl.create(rec.Key, nsems)
+		if err == nil {
+			rec.ID = id
+			break
+		}
+		if !errors.Is(err, unix.EEXIST) || tries == 64 {
+			_ = f.Truncate(recordHeader)
+			return fail(err)
+		}
+	}
+	id := rec.ID
 	if err := writeRecord(f, rec, counter); err != nil {
 		_ = cl.remove(id)
 		return fail(err)
@@ -292,6 +332,7 @@ func Lookup(ns *Namespace, kind, name string) (Record, error) {
 		return Record{}, fmt.Errorf("ipc: %s %q has no valid record: %w", kind, name, fs.ErrNotExist)
 	}
 	rec.Counter = counter
+	cl.resolve(&rec)
 	state, err := cl.check(rec)
 	if err != nil {
 		return Record{}, err
@@ -319,6 +360,7 @@ func Remove(ns *Namespace, kind, name string) error {
 		return fmt.Errorf("ipc: record of %q: %w", name, err)
 	}
 	if ok && rec.Name == name && rec.Kind == kind {
+		cl.resolve(&rec)
 		state, err := cl.check(rec)
 		if err != nil {
 			return err

@@ -46,26 +46,43 @@ func (s *SemSet) NSems() int { return s.nsems }
 // key is never derived from a path, so it cannot collide with ftok users).
 // Nothing has operated on the set yet: its OTime is 0.
 func CreateSemSet(nsems int) (*SemSet, int32, error) {
-	if nsems <= 0 || nsems > 0xffff {
-		return nil, 0, fmt.Errorf("%w: %d semaphores in a set", baton.ErrInvalidArgument, nsems)
-	}
 	for range 64 {
 		key := randomKey()
-		r, _, e := unix.Syscall(unix.SYS_SEMGET, uintptr(key), uintptr(nsems), uintptr(unix.IPC_CREAT|unix.IPC_EXCL|0o600))
-		switch e {
-		case 0:
-			return &SemSet{id: int(r), nsems: nsems}, key, nil
-		case unix.EEXIST:
+		id, err := createSemSetKey(key, nsems)
+		if errors.Is(err, unix.EEXIST) {
 			continue
-		case unix.EINVAL:
-			return nil, 0, fmt.Errorf("%w: ipc: semget of %d semaphores: more than the system allows per set (kernel.sem SEMMSL): %w", baton.ErrInvalidArgument, nsems, e)
-		case unix.ENOSPC:
-			return nil, 0, fmt.Errorf("ipc: semget: the system limit of semaphore sets or semaphores is reached (kernel.sem SEMMNI/SEMMNS; see ipcs -s): %w", e)
-		default:
-			return nil, 0, fmt.Errorf("ipc: semget: %w", e)
 		}
+		if err != nil {
+			return nil, 0, err
+		}
+		return &SemSet{id: id, nsems: nsems}, key, nil
 	}
 	return nil, 0, fmt.Errorf("ipc: semget: no free key after 64 tries: %w", unix.EEXIST)
+}
+
+// createSemSetKey creates a set of nsems semaphores with key, which must
+// be free: an error matching unix.EEXIST says it is not.
+func createSemSetKey(key int32, nsems int) (int, error) {
+	if nsems <= 0 || nsems > 0xffff {
+		return 0, fmt.Errorf("%w: %d semaphores in a set", baton.ErrInvalidArgument, nsems)
+	}
+	r, _, e := unix.Syscall(unix.SYS_SEMGET, uintptr(key), uintptr(nsems), uintptr(unix.IPC_CREAT|unix.IPC_EXCL|0o600))
+	switch e {
+	case 0:
+		return int(r), nil
+	case unix.EINVAL:
+		return 0, fmt.Errorf("%w: ipc: semget of %d semaphores: more than the system allows per set (kernel.sem SEMMSL): %w", baton.ErrInvalidArgument, nsems, e)
+	case unix.ENOSPC:
+		return 0, fmt.Errorf("ipc: semget: the system limit of semaphore sets or semaphores is reached (kernel.sem SEMMNI/SEMMNS; see ipcs -s): %w", e)
+	default:
+		return 0, fmt.Errorf("ipc: semget: %w", e)
+	}
+}
+
+// semSetByKey returns the id of the set with key, if there is one.
+func semSetByKey(key int32) (int, bool) {
+	r, _, e := unix.Syscall(unix.SYS_SEMGET, uintptr(key), 0, 0)
+	return int(r), e == 0
 }
 
 // randomKey returns a random key other than IPC_PRIVATE (0).

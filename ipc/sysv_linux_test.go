@@ -341,3 +341,89 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("remove of a kind that is not System V: %v", err)
 	}
 }
+
+// TestRegistryCreatorKilled: a creator killed after writing the pending
+// record (key only) leaves either nothing or an object its key finds; the
+// next opener replaces a set and keeps a queue, and Remove removes either.
+func TestRegistryCreatorKilled(t *testing.T) {
+	ns := sysvNS(t)
+	pending := func(kind, name string, nsems int, create bool) (id int, key int32) {
+		t.Helper()
+		f, err := lockRecord(ns, kind, name, true, unix.LOCK_EX)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		defer unlockRecord(f)
+		key = randomKey()
+		if err := writeRecord(f, Record{Kind: kind, Name: name, ID: pendingID, Key: key, NSems: nsems, Param: 3}, 1); err != nil {
+			t.Fatal(err)
+		}
+		if !create {
+			return -1, key
+		}
+		if kind == KindMsgQ {
+			id, err = createMsgQueueKey(key)
+		} else {
+			id, err = createSemSetKey(key, nsems)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id, key
+	}
+	init := func(s *SemSet) error { return s.TryOp([]SemOp{{Num: 0, Op: 3}}) }
+
+	// Killed before semget: the opener creates a set.
+	pending(KindSysvSem, "k/before", 1, false)
+	a, err := OpenSemObject(ns, KindSysvSem, "k/before", 1, 3, init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if v, _ := a.Sem().Value(0); v != 3 || a.ID == pendingID {
+		t.Fatalf("after a creator killed before semget: id %d value %d", a.ID, v)
+	}
+
+	// Killed between semget and the second record write: the orphan set is
+	// found by its key, removed, and replaced.
+	orphan, _ := pending(KindSysvSem, "k/after", 1, true)
+	b, err := OpenSemObject(ns, KindSysvSem, "k/after", 1, 3, init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.ID == orphan {
+		t.Fatal("the orphan set was trusted")
+	}
+	if _, err := StatSemSet(orphan); !errors.Is(err, ErrRemoved) {
+		t.Fatalf("orphan set not removed: %v", err)
+	}
+
+	// The same, found by Remove (baton rm, RemoveAll) instead.
+	orphan, _ = pending(KindSysvSem, "k/rm", 1, true)
+	if rec, err := Lookup(ns, KindSysvSem, "k/rm"); err != nil || rec.Alive {
+		t.Fatalf("lookup of a pending record: %+v %v", rec, err)
+	}
+	if err := Remove(ns, KindSysvSem, "k/rm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StatSemSet(orphan); !errors.Is(err, ErrRemoved) {
+		t.Fatalf("orphan set not removed by Remove: %v", err)
+	}
+
+	// A queue needs no initialisation: the opener keeps it and finishes
+	// the record.
+	q, _ := pending(KindMsgQ, "k/queue", 0, true)
+	o, err := openObject(ns, KindMsgQ, "k/queue", 0, 3, msgClass, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if o.ID != q {
+		t.Fatalf("queue %d replaced by %d", q, o.ID)
+	}
+	if rec, err := Lookup(ns, KindMsgQ, "k/queue"); err != nil || !rec.Alive || rec.ID != q {
+		t.Fatalf("record after the opener finished it: %+v %v", rec, err)
+	}
+}
