@@ -642,7 +642,8 @@ func (m mutexHandle) TryLock(ctx context.Context) (Hold, error) {
 }
 
 func (m mutexHandle) Unlock(ctx context.Context) error {
-	// The word part of unlock, inlined.
+	// unlockWord, inlined: it is over the inliner's budget, and a call
+	// costs a tenth of an uncontended Lock+Unlock.
 	h := m.h
 	var owner Owner
 	if !plainCtx(ctx) {
