@@ -142,17 +142,24 @@ func (d *driver) localPass(name string, g baton.Grant, h *hold) bool {
 	return true
 }
 
+// releaseMutex passes the Mutex hold h (of grant g) to the next waiting
+// handle of the backend, or else releases it on the server: then released
+// and err are the release script's reply. keys are the name's keys.
+func (d *driver) releaseMutex(ctx context.Context, name string, keys []string, g baton.Grant, h *hold) (passed bool, released int64, err error) {
+	if d.localPass(name, g, h) {
+		return true, 0, nil
+	}
+	h.keeper.Stop()
+	released, err = scriptMutexRelease.Run(ctx, d.c, keys, h.id).Int64()
+	d.localDone(name)
+	return false, released, err
+}
+
 // passOrRelease gives back a Mutex hold that a cancelled waiter was passed.
 func (d *driver) passOrRelease(ctx context.Context, name string, g baton.Grant) {
 	h, _ := holdOf(g)
-	if d.localPass(name, g, h) {
-		return
-	}
-	h.keeper.Stop()
-	keys := mutexKeys(d.o.prefix, name)
-	if _, err := scriptMutexRelease.Run(ctx, d.c, keys, h.id).Int64(); err != nil {
+	if _, _, err := d.releaseMutex(ctx, name, mutexKeys(d.o.prefix, name), g, h); err != nil {
 		d.o.log.Warn("redislock: releasing a hold passed to a cancelled waiter failed; it expires with the lease",
 			"name", name, "err", err)
 	}
-	d.localDone(name)
 }

@@ -279,12 +279,10 @@ func (l *lockDriver) Release(ctx context.Context, g baton.Grant) error {
 		return err
 	}
 	if !l.rw {
-		if l.d.localPass(l.name, g, h) {
+		passed, r, err := l.d.releaseMutex(ctx, l.name, l.keys, g, h)
+		if passed {
 			return nil
 		}
-		h.keeper.Stop()
-		r, err := scriptMutexRelease.Run(ctx, l.d.c, l.keys, h.id).Int64()
-		l.d.localDone(l.name)
 		return finish(l.what(), l.name, h, r, err)
 	}
 	h.keeper.Stop()
