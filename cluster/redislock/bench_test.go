@@ -17,6 +17,18 @@ import (
 // The raw floor: SET NX PX, then compare-and-delete in one EVAL.
 var rawUnlock = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
+// rawCycle is one Lock+Unlock of the raw floor.
+func rawCycle(b *testing.B, ctx context.Context, c *redis.Client) {
+	v := newID()
+	ok, err := c.SetNX(ctx, "raw", v, 10*time.Second).Result()
+	if err != nil || !ok {
+		b.Fatal(ok, err)
+	}
+	if err := rawUnlock.Run(ctx, c, []string{"raw"}, v).Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
 func BenchmarkRawFloor(b *testing.B) {
 	s := startRedis(b)
 	c := s.client()
@@ -25,14 +37,7 @@ func BenchmarkRawFloor(b *testing.B) {
 	var lat []time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		v := newID()
-		ok, err := c.SetNX(ctx, "raw", v, 10*time.Second).Result()
-		if err != nil || !ok {
-			b.Fatal(ok, err)
-		}
-		if err := rawUnlock.Run(ctx, c, []string{"raw"}, v).Err(); err != nil {
-			b.Fatal(err)
-		}
+		rawCycle(b, ctx, c)
 		lat = append(lat, time.Since(t0))
 	}
 	reportP50(b, lat)
@@ -231,14 +236,7 @@ func BenchmarkUncontendedVsFloor(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
 		if i/64%2 == 0 {
-			v := newID()
-			ok, err := c.SetNX(ctx, "raw", v, 10*time.Second).Result()
-			if err != nil || !ok {
-				b.Fatal(ok, err)
-			}
-			if err := rawUnlock.Run(ctx, c, []string{"raw"}, v).Err(); err != nil {
-				b.Fatal(err)
-			}
+			rawCycle(b, ctx, c)
 			floor = append(floor, time.Since(t0))
 			continue
 		}
