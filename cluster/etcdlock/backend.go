@@ -169,36 +169,115 @@ func parseHolder(v []byte) holder {
 // (then the lease takes the keys with it). It reports whether the keys are
 // gone when it returns.
 func (b *backend) cleanup(s *session, keys ...string) bool {
-	ops := make([]clientv3.Op, len(keys))
-	for i, k := range keys {
-		ops[i] = clientv3.OpDelete(k)
-	}
-	try := func(ctx context.Context, d time.Duration) bool {
-		ctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		_, err := b.c.Txn(ctx).Then(ops...).Commit()
-		return err == nil
-	}
-	if try(b.bgCtx, min(b.o.requestTimeout, 500*time.Millisecond)) {
+	if b.deleteKeys(b.bgCtx, keys, min(b.o.requestTimeout, 500*time.Millisecond)) {
 		return true
 	}
 	b.bg.Add(1)
 	go func() {
 		defer b.bg.Done()
-		for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-			select {
-			case <-s.done:
-				return
-			case <-b.bgCtx.Done():
-				return
-			case <-time.After(wait):
-			}
-			if try(b.bgCtx, b.o.requestTimeout) {
-				return
+		b.deleteLater(s, keys, 50*time.Millisecond)
+	}()
+	return false
+}
+
+// deleteKeys deletes keys in one request bounded by d.
+func (b *backend) deleteKeys(ctx context.Context, keys []string, d time.Duration) bool {
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		ops[i] = clientv3.OpDelete(k)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_, err := b.c.Txn(ctx).Then(ops...).Commit()
+	return err == nil
+}
+
+// deleteLater deletes keys after wait, and again with growing waits until a
+// delete succeeds, the session ends or the backend closes.
+func (b *backend) deleteLater(s *session, keys []string, wait time.Duration) {
+	for ; ; wait = min(2*wait, time.Second) {
+		select {
+		case <-s.done:
+			return
+		case <-b.bgCtx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if b.deleteKeys(b.bgCtx, keys, b.o.requestTimeout) {
+			return
+		}
+	}
+}
+
+// forget deletes the keys of a write whose outcome is unknown: it failed,
+// or timed out. A request the client gave up on may still be applied by the
+// server after the delete, so the keys are deleted once more when the
+// request timeout has passed again. Their id is never used again.
+func (b *backend) forget(s *session, keys []string) {
+	b.cleanup(s, keys...)
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		b.deleteLater(s, keys, b.o.requestTimeout)
+	}()
+}
+
+// commit sends txn, which writes the keys of a new acquisition, and returns
+// its response; on failure the keys are taken back.
+//
+// The request does not carry the caller's cancellation. A request that the
+// client abandons may still be applied by the server, and it can be applied
+// after a delete sent later, because the two travel on different streams:
+// the acquisition's key would then stay, held by no one, for as long as the
+// session lives, and block the name. So the request goes on on its own, the
+// caller returns as soon as its context is done, and whoever is left when
+// the answer comes deletes what was written.
+func (b *backend) commit(ctx context.Context, s *session, keys []string, txn func(context.Context) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
+	if ctx.Done() == nil {
+		rctx, cancel := b.rctx(ctx)
+		resp, err := txn(rctx)
+		cancel()
+		if err != nil {
+			b.forget(s, keys)
+		}
+		return resp, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type result struct {
+		resp *clientv3.TxnResponse
+		err  error
+	}
+	ch := make(chan result)
+	gone := make(chan struct{})
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		rctx, cancel := b.rctx(context.WithoutCancel(ctx))
+		resp, err := txn(rctx)
+		cancel()
+		select {
+		case ch <- result{resp, err}:
+		case <-gone:
+			switch {
+			case err != nil:
+				b.forget(s, keys)
+			case resp.Succeeded:
+				b.cleanup(s, keys...)
 			}
 		}
 	}()
-	return false
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			b.forget(s, keys)
+		}
+		return r.resp, r.err
+	case <-ctx.Done():
+		close(gone)
+		return nil, ctx.Err()
+	}
 }
 
 // ctxErr returns an error matching ctx.Err() when ctx is done, else err.

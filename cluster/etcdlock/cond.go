@@ -45,11 +45,10 @@ func (d *condDriver) Prepare(ctx context.Context) (any, error) {
 	}
 	id := d.ids.get(s)
 	key := d.queue + id
-	rctx, cancel := d.b.rctx(ctx)
-	resp, err := d.b.c.Put(rctx, key, d.b.holderValue("", 0), clientv3.WithLease(s.id))
-	cancel()
+	resp, err := d.b.commit(ctx, s, []string{key}, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return d.b.c.Txn(ctx).Then(clientv3.OpPut(key, d.b.holderValue("", 0), clientv3.WithLease(s.id))).Commit()
+	})
 	if err != nil {
-		d.b.cleanup(s, key)
 		return nil, d.errf("wait: %w", ctxErr(ctx, err))
 	}
 	return &condTicket{s: s, id: id, key: key, rev: resp.Header.Revision}, nil

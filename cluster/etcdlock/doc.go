@@ -43,10 +43,15 @@
 //
 // # Failures
 //
-// A failed or cancelled acquisition deletes the key it may have written before
-// it returns; when etcd cannot be reached it keeps trying in the background
-// until the key is gone or the lease ends, and the key never outlives the
-// lease. Unlock deletes the hold's key only if it is still the same key
+// A failed or cancelled acquisition deletes the key it may have written; when
+// etcd cannot be reached it keeps trying in the background until the key is
+// gone or the lease ends, and the key never outlives the lease. The write of
+// an acquisition's key is never abandoned half-way: etcd may apply a request
+// its client gave up on after a delete sent later, which would leave a key
+// that blocks the name. A caller whose context ends while the key is being
+// written returns at once, and the key is deleted when etcd answers. A write
+// that fails or times out is deleted at once and again one request timeout
+// later. Unlock deletes the hold's key only if it is still the same key
 // (compared by create revision), so it never releases another holder's
 // lock; when the key is already gone it returns an error matching
 // baton.ErrLost. Semaphore capacity keys stay until removed (Inspector's

@@ -31,6 +31,7 @@ func TestOneMember(t *testing.T) {
 	t.Run("SemaphoreFIFO", func(t *testing.T) { testSemaphoreFIFO(t, c) })
 	t.Run("Inspector", func(t *testing.T) { testInspector(t, c) })
 	t.Run("NamesDisjoint", func(t *testing.T) { testNamesDisjoint(t, c) })
+	t.Run("CancelledWrites", func(t *testing.T) { testCancelledWrites(t, c) })
 }
 
 // The 3-member tests share one cluster; the leader is stopped last.
@@ -43,6 +44,7 @@ func TestThreeMembers(t *testing.T) {
 		locktest.Run(t, suite3, c.url("lt3"))
 		checkEmpty(t, c, "lt3/")
 	})
+	t.Run("CancelledWrites", func(t *testing.T) { testCancelledWrites(t, c) })
 	t.Run("StopLeader", func(t *testing.T) { testStopLeader(t, c) })
 }
 
@@ -437,6 +439,67 @@ func testNamesDisjoint(t *testing.T, c *cluster) {
 	if err := s.Release(ctx, 1); !errors.Is(err, baton.ErrLost) {
 		t.Errorf("Release after Remove: %v, want ErrLost", err)
 	}
+}
+
+// Acquisitions cancelled while their key is being written leave no key
+// behind. The server can apply an abandoned write after the delete that
+// was meant to take it back, so a driver that cancels the write itself
+// leaves keys that block the name until its session ends.
+func testCancelledWrites(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	ba, _ := fast(t, c, "cancelwrite")
+	bb, _ := fast(t, c, "cancelwrite")
+	holder := must(ba.Mutex(ctx, "m")).get(t)
+	must(holder.Lock(ctx)).get(t)
+	sholder := must(ba.Semaphore(ctx, "s", 1)).get(t)
+	must(sholder.Acquire(ctx, 1)).get(t)
+	m := must(bb.Mutex(ctx, "m")).get(t)
+	s := must(bb.Semaphore(ctx, "s", 1)).get(t)
+	for i := range 200 {
+		// 0 to 4 ms: a write on this cluster takes about 2 ms.
+		d := time.Duration(i%20) * 200 * time.Microsecond
+		cctx, cancel := context.WithTimeout(ctx, d)
+		if _, err := m.Lock(cctx); err == nil {
+			t.Fatal("Lock beside a holder succeeded")
+		}
+		if _, err := m.TryLock(cctx); err == nil {
+			t.Fatal("TryLock beside a holder succeeded")
+		}
+		if _, err := s.Acquire(cctx, 1); err == nil {
+			t.Fatal("Acquire beside a holder succeeded")
+		}
+		cancel()
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sholder.Release(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Every key of a cancelled attempt is deleted when the answer to its
+	// write comes, a few ms after the cancel.
+	cl := c.client(t)
+	var left []string
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		left = left[:0]
+		ks, err := keys(ctx, cl, "cancelwrite/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range ks {
+			if strings.Contains(k, "/q/") {
+				left = append(left, k)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) != 0 {
+		t.Fatalf("keys of cancelled acquisitions left: %v", left)
+	}
+	must(m.TryLock(ctx)).get(t)
+	must(s.TryAcquire(ctx, 1)).get(t)
 }
 
 // Killing the leader while workers contend: no two holds overlap, tokens

@@ -105,12 +105,10 @@ func (d *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 		// comes just before.
 		get := clientv3.OpGet(d.blockers(mode), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))
-		rctx, cancel := d.b.rctx(ctx)
-		resp, err := d.b.c.Txn(rctx).Then(append(ops, get)...).Commit()
-		cancel()
+		resp, err := d.b.commit(ctx, s, keysOf(q, w), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return d.b.c.Txn(ctx).Then(append(ops, get)...).Commit()
+		})
 		if err != nil {
-			// The write may have happened: take it back.
-			d.b.cleanup(s, keysOf(q, w)...)
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
 			} else if ctx.Err() != nil || !transient(err) {
@@ -195,11 +193,10 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Gra
 		}
 		id, q, w, ops := d.puts(s, mode)
 		free := clientv3.Compare(clientv3.CreateRevision(d.blockers(mode)), "=", 0).WithPrefix()
-		rctx, cancel := d.b.rctx(ctx)
-		resp, err := d.b.c.Txn(rctx).If(free).Then(ops...).Commit()
-		cancel()
+		resp, err := d.b.commit(ctx, s, keysOf(q, w), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return d.b.c.Txn(ctx).If(free).Then(ops...).Commit()
+		})
 		if err != nil {
-			d.b.cleanup(s, keysOf(q, w)...)
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
 				continue
