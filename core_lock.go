@@ -64,8 +64,10 @@ func newLockHandle(b *coreBackend, kind Kind, name string, d LockDriver) *lockHa
 	h := &lockHandle{b: b, name: name, kind: kind, d: d}
 	h.idle = sync.NewCond(&h.mu)
 	if wl, ok := d.(WordLocker); ok && kind == KindMutex {
-		h.wordv = *wl.WordLock()
-		h.word = &h.wordv
+		if w := wl.WordLock(); w != nil {
+			h.wordv = *w
+			h.word = &h.wordv
+		}
 	}
 	return h
 }

@@ -115,6 +115,8 @@ type WordLocker interface {
 	// the handle is opened; the pointers must stay valid, and Release must
 	// keep working, until the driver is unreachable (after Close too: a
 	// goroutine may be taking the word while another closes the handle).
+	// It returns nil when this handle cannot have a Me of its own; the core
+	// then calls the driver for every operation.
 	WordLock() *WordLock
 }
 

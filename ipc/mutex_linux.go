@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -74,7 +75,8 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 		return nil, err
 	}
 	m.self = self
-	m.me = uint64(self.Tag())<<32 | nextHandleBits()<<handleShift | uint64(self.PID)
+	bits := handleBits.get()
+	m.me = uint64(self.Tag())<<32 | bits<<handleShift | uint64(self.PID)
 	// A handle whose file is removed or replaced (RemoveMutex, baton rm)
 	// keeps a mapping that no new opener shares: its holds are not
 	// exclusive any more, then or later. The watcher fires the handle's
@@ -86,19 +88,25 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 	}
 	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
 	m.loss = baton.NewLoss()
-	m.wl = &baton.WordLock{
-		State: m.state,
-		Mask:  ownerMask,
-		Me:    m.me,
-		Fence: m.fence,
-		Slot:  m.slot,
-		Gone:  &m.gone,
-		Loss:  m.loss,
-		Sync:  raceSync(dev, ino),
+	if bits != 0 {
+		m.wl = &baton.WordLock{
+			State: m.state,
+			Mask:  ownerMask,
+			Me:    m.me,
+			Fence: m.fence,
+			Slot:  m.slot,
+			Gone:  &m.gone,
+			Loss:  m.loss,
+			Sync:  raceSync(dev, ino),
+		}
 	}
-	// The memory stays mapped until the handle is unreachable, not just
-	// closed: the core may still be taking or giving back the word.
-	runtime.AddCleanup(m, func(r *Region) { r.Close() }, r)
+	// The memory stays mapped, and the handle bits taken, until the handle
+	// is unreachable, not just closed: the core may still be taking or
+	// giving back the word.
+	runtime.AddCleanup(m, func(u unmap) {
+		u.r.Close()
+		handleBits.put(u.bits)
+	}, unmap{r, bits})
 	m.stopWatch = WatchLoss(func() error {
 		var st unix.Stat_t
 		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
@@ -112,12 +120,48 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 
 var errMutexRemoved = errors.New("futex mutex file removed or replaced")
 
-var lastHandle atomic.Uint64
+// unmap is what the cleanup of an unreachable handle gives back.
+type unmap struct {
+	r    *Region
+	bits uint64
+}
 
-// nextHandleBits returns the handle field of a new handle's state pattern:
-// 1 to handleMax, so that handles of one process (up to handleMax of them
-// on one lock) never release each other's holds.
-func nextHandleBits() uint64 { return lastHandle.Add(1)%handleMax + 1 }
+// handleBits hands out the handle field of the state pattern (1 to
+// handleMax), so that no two live handles of this process share one: the
+// word alone then tells whose hold it is, and a Close or an Unlock of one
+// handle can never give back another's. A field comes back when its handle
+// is unreachable. When all are taken a new handle gets 0: it does not offer
+// the word path to the core (WordLock returns nil), whose own state then
+// tells which handle holds, and the driver's Acquire and Release serve it.
+var handleBits handleSet
+
+type handleSet struct {
+	mu   sync.Mutex
+	used [handleMax + 1]bool // index 0 unused
+	next uint64              // where the search for a free field starts
+}
+
+func (s *handleSet) get() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range handleMax {
+		s.next = s.next%handleMax + 1
+		if !s.used[s.next] {
+			s.used[s.next] = true
+			return s.next
+		}
+	}
+	return 0
+}
+
+func (s *handleSet) put(b uint64) {
+	if b == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.used[b] = false
+	s.mu.Unlock()
+}
 
 func newMutexOn(r *Region, name string) *Mutex {
 	base := unsafe.Pointer(&r.Bytes()[0])
@@ -431,6 +475,8 @@ func (m *Mutex) Close() error {
 }
 
 // WordLock describes the lock word for the baton core (baton.WordLocker).
+// It is nil for a handle opened while handleMax others of this process were
+// alive: such a handle is served by Acquire and Release only.
 func (m *Mutex) WordLock() *baton.WordLock { return m.wl }
 
 // InspectMutex describes the futex mutex name without changing it: its

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -557,4 +558,120 @@ func testMutexStress(t *testing.T, core bool) {
 	slices.Sort(lat)
 	t.Logf("%d acquisitions, %d kills, %d recoveries, %d zombies; kill->hold p50 %v max %v",
 		c.count.Load(), kills, c.recovered.Load(), len(zombies), lat[len(lat)/2], lat[len(lat)-1])
+}
+
+// Live handles of one process never share handle bits, so the word alone
+// tells whose hold it is. Past handleMax live handles a new one is served by
+// the driver alone, and a Close of either kind of handle leaves the other's
+// hold alone. The bits of an unreachable handle come back.
+func TestMutexHandleBits(t *testing.T) {
+	ns := testNS(t)
+	ctx := context.Background()
+	be := baton.NewBackend(coreDriver{ns})
+	defer be.Close()
+	open := func() baton.Mutex {
+		t.Helper()
+		m, err := be.Mutex(ctx, "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a := open() // on the word
+	var raw []*Mutex
+	seen := map[uint64]bool{}
+	defer func() {
+		for _, m := range raw {
+			m.Close()
+		}
+	}()
+	for {
+		m, err := OpenMutex(ns, "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, m)
+		if m.WordLock() == nil {
+			break
+		}
+		bits := m.me >> handleShift & handleMax
+		if bits == 0 || seen[bits] {
+			t.Fatalf("handle %d got bits %d, already taken", len(raw), bits)
+		}
+		seen[bits] = true
+		if len(raw) > handleMax {
+			t.Fatalf("%d handles on the word", len(raw))
+		}
+	}
+	if len(seen) > handleMax-1 {
+		t.Fatalf("%d raw handles on the word beside a core handle, want at most %d", len(seen), handleMax-1)
+	}
+	held := func(want bool, when string) {
+		t.Helper()
+		c := open()
+		defer c.Close()
+		_, err := c.TryLock(ctx)
+		switch {
+		case want && !errors.Is(err, baton.ErrLocked):
+			t.Fatalf("%s: TryLock of another handle: %v, want ErrLocked", when, err)
+		case !want && err != nil:
+			t.Fatalf("%s: TryLock of another handle: %v", when, err)
+		case !want:
+			if err := c.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A handle on the word holds; one without bits closes.
+	b := open()
+	if _, err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryLock(ctx); !errors.Is(err, baton.ErrLocked) {
+		t.Fatalf("TryLock beside a holder: %v", err)
+	}
+	if err := b.Unlock(ctx); !errors.Is(err, baton.ErrNotHeld) {
+		t.Fatalf("Unlock of a handle that does not hold: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	held(true, "after Close of a handle without bits")
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A handle without bits holds; one on the word closes.
+	b = open()
+	if _, err := b.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	held(true, "after Close of a handle on the word")
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held(false, "after Unlock")
+	b.Close()
+	// Unreachable handles give their bits back.
+	for _, m := range raw {
+		m.Close()
+	}
+	raw, a, b = nil, nil, nil
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		runtime.GC()
+		m, err := OpenMutex(ns, "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+		if m.WordLock() != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no handle bits came back after the handles became unreachable")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
