@@ -62,11 +62,17 @@ const (
 
 	// A slot is a uint64 state word and a uint64 registration order. The
 	// low half of the state word is the slot's futex word: owner pid (22
-	// bits) and the two status bits; the high half is the owner's start
-	// time tag (ipc.Proc.Tag). 0 is a free slot.
+	// bits) and the status bits; the high half is the owner's start time
+	// tag (ipc.Proc.Tag). 0 is a free slot.
 	pidMask    = 1<<22 - 1
 	sWaiting   = 1 << 22
 	sSignalled = 1 << 23
+	// sKick is set by the owner process to end its own wait (the caller's
+	// context ended, or the handle closed). A futex wake alone is lost
+	// when it comes after the waiter last looked and before it sleeps; a
+	// changed word is not: FUTEX_WAIT then returns at once.
+	sKick   = 1 << 24
+	sStatus = sWaiting | sSignalled | sKick
 )
 
 var _ baton.CondDriver = (*Cond)(nil)

@@ -159,14 +159,21 @@ func (c *Cond) Wait(ctx context.Context, ticket any) error {
 	}()
 	s, w := c.slot(i), c.futexWord(i)
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { ipc.FutexWake(w, 1<<30) })
+		stop := context.AfterFunc(ctx, func() {
+			// This may run after Wait returned, even after Close.
+			c.mu.RLock()
+			defer c.mu.RUnlock()
+			if c.r.Bytes() != nil {
+				c.kick(i)
+			}
+		})
 		defer stop()
 	}
 	for {
 		v := s.Load()
 		lo := uint32(v)
 		switch {
-		case v&^(sWaiting|sSignalled) != c.me&^(sWaiting|sSignalled) || lo&(sWaiting|sSignalled) == 0:
+		case v&^sStatus != c.me || lo&(sWaiting|sSignalled) == 0:
 			// The slot is not ours any more: a sweep took this process for
 			// dead (it cannot be). Report a wake-up; the caller re-checks.
 			return nil
@@ -189,6 +196,26 @@ func (c *Cond) Wait(ctx context.Context, ticket any) error {
 	}
 }
 
+// kick ends a wait of this process on slot i, in progress or about to
+// start, once the reason for it (the wait's context is done, or the handle
+// closed) is visible: while the slot is this process's and waiting it sets
+// sKick, so that a FUTEX_WAIT on the word as it was returns at once, and
+// then wakes the word's sleepers. A waiter that reads the bit set sees the
+// reason too. The bit is only ever set (a toggle could come back to the
+// value the waiter read, when both the context and Close kick); it goes
+// with the registration when the slot is freed. A signalled slot's word
+// has changed already.
+func (c *Cond) kick(i int) {
+	s := c.slot(i)
+	for {
+		v := s.Load()
+		if v&^sStatus != c.me || uint32(v)&sWaiting == 0 || uint32(v)&sKick != 0 || s.CompareAndSwap(v, v|sKick) {
+			break
+		}
+	}
+	ipc.FutexWake(c.futexWord(i), 1<<30)
+}
+
 // free releases slot i, which holds v.
 func (c *Cond) free(i int, v uint64) bool {
 	if c.slot(i).CompareAndSwap(v, 0) {
@@ -204,7 +231,7 @@ func (c *Cond) withdraw(i int) {
 	s := c.slot(i)
 	for {
 		v := s.Load()
-		if v&^(sWaiting|sSignalled) != c.me&^(sWaiting|sSignalled) || uint32(v)&(sWaiting|sSignalled) == 0 {
+		if v&^sStatus != c.me || uint32(v)&(sWaiting|sSignalled) == 0 {
 			return
 		}
 		if c.free(i, v) {
@@ -326,7 +353,7 @@ func (c *Cond) sweep() {
 // foreignDead reports whether slot state v belongs to a process other than
 // this one that has died. Errors reading /proc count as alive.
 func (c *Cond) foreignDead(v uint64) bool {
-	owner := v &^ (sWaiting | sSignalled)
+	owner := v &^ sStatus
 	if owner == c.me {
 		return false
 	}
@@ -368,7 +395,7 @@ func (c *Cond) Close() error {
 	}
 	c.closed = true
 	for i := range c.mine {
-		ipc.FutexWake(c.futexWord(i), 1<<30)
+		c.kick(i)
 	}
 	for k, w := range c.watches {
 		w.Close()

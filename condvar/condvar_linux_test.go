@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -453,5 +454,53 @@ func TestCloseWakesWaiters(t *testing.T) {
 	}
 	if _, err := Inspect(ns, "c"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Inspect after Remove = %v", err)
+	}
+}
+
+// A cancel or a Close that comes just before the waiter sleeps still ends
+// the wait: a futex wake alone would be lost there, and the Wait would
+// sleep until some later Signal.
+func TestWakeNotLost(t *testing.T) {
+	ns, _ := ipc.OpenNamespace(t.TempDir())
+	ctx := context.Background()
+	spin := func(n int) {
+		for i := 0; i < n; i++ {
+			runtime.Gosched()
+		}
+	}
+	for round := range 3000 {
+		c, err := Open(ns, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		tk, err := c.Prepare(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk2, err := c.Prepare(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 3)
+		go func() { done <- c.Wait(cctx, tk) }()
+		go func() { done <- c.Wait(ctx, tk2) }()
+		spin(round % 7)
+		cancel()
+		spin(round % 5)
+		go func() { done <- c.Close() }()
+		for range 3 {
+			select {
+			case err := <-done:
+				if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, baton.ErrClosed) {
+					t.Fatalf("round %d: Wait or Close = %v", round, err)
+				}
+			case <-time.After(5 * time.Second):
+				// Close waits for the Waits to leave.
+				buf := make([]byte, 1<<20)
+				t.Logf("%s", buf[:runtime.Stack(buf, true)])
+				t.Fatalf("round %d: a cancelled or closed Wait still sleeps", round)
+			}
+		}
 	}
 }
