@@ -335,10 +335,10 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 		raceAcquire(h.word.Sync)
 	}
 	h.mu.Lock()
-	h.acquiring = false
 	h.cancelAcq = nil
-	h.idle.Broadcast()
 	if err == nil && h.closed {
+		// Still acquiring for Close, which waits for it: the driver must
+		// not be closed under this Release.
 		h.mu.Unlock()
 		rerr := h.d.Release(context.WithoutCancel(ctx), g)
 		h.mu.Lock()
@@ -347,6 +347,8 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 			err = h.errf("%w (releasing: %v)", ErrClosed, rerr)
 		}
 	}
+	h.acquiring = false
+	h.idle.Broadcast()
 	if err != nil {
 		h.kick()
 		closed := h.closed

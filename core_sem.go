@@ -109,8 +109,11 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 	s.idle.Broadcast()
 	s.kick()
 	if err == nil && s.closed {
+		// Close waits for this Release before it closes the driver.
+		s.releasing.Add(1)
 		s.mu.Unlock()
 		_ = s.d.Release(context.WithoutCancel(ctx), g, g.N)
+		s.releasing.Done()
 		return Hold{}, s.errf("%w", ErrClosed)
 	}
 	if err != nil {
