@@ -190,7 +190,8 @@ var scriptFS embed.FS
 
 // loadScript returns the script name, with the prelude's functions in front
 // of it. A prelude may end its head (code every script runs first) with a
-// line "-- @end head"; a script may mark with a line "-- @prelude" where the
+// line "-- @end head", and include another file with a line "-- @include
+// NAME"; a script may mark with a line "-- @prelude" where the
 // rest of the prelude goes, so that a fast path before the mark does not
 // pay for defining the functions of the slow path.
 func loadScript(prelude, name string) *redis.Script {
@@ -205,6 +206,7 @@ func loadScript(prelude, name string) *redis.Script {
 	if err != nil {
 		panic(err)
 	}
+	pre = includeScripts(pre)
 	head, body, ok := strings.Cut(string(pre), "-- @end head\n")
 	if !ok {
 		head, body = "", head
@@ -214,6 +216,22 @@ func loadScript(prelude, name string) *redis.Script {
 		before, after = "", before
 	}
 	return redis.NewScript(head + before + body + after)
+}
+
+// includeScripts replaces each line "-- @include NAME" of src with the
+// script NAME.
+func includeScripts(src []byte) []byte {
+	lines := strings.SplitAfter(string(src), "\n")
+	for i, l := range lines {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(l), "-- @include "); ok {
+			inc, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+			if err != nil {
+				panic(err)
+			}
+			lines[i] = string(inc)
+		}
+	}
+	return []byte(strings.Join(lines, ""))
 }
 
 var (

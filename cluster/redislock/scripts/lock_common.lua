@@ -11,7 +11,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- @end head
 
-local function fmt(n) return string.format('%d', n) end
+-- @include queue_common
 
 local function prune_holders()
   local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -19,17 +19,6 @@ local function prune_holders()
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
   end
-end
-
-local function remove_waiter(id)
-  redis.call('ZREM', KEYS[3], id)
-  redis.call('ZREM', KEYS[4], id)
-  redis.call('HDEL', KEYS[5], id)
-end
-
-local function prune_queue()
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
-  for _, id in ipairs(dead) do remove_waiter(id) end
 end
 
 -- A missing counter (new name, or a server restarted without persistence)
@@ -88,12 +77,6 @@ local function handoff()
       m = mode
     end
   end
-end
-
-local function last_score(key)
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then return tonumber(last[2]) end
-  return nil
 end
 
 -- Lets the keys of a name vanish after the last lease or waiter entry ends.

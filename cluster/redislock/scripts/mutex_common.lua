@@ -28,24 +28,13 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local function fmt(n) return string.format('%d', n) end
+-- @include queue_common
 
 -- owner_token returns the token of hold id when id holds the lock, else nil.
 local function owner_token(id)
   local v = redis.call('GET', KEYS[1])
   if not v or string.sub(v, 1, #id + 1) ~= id .. '|' then return nil end
   return tonumber(string.match(v, '^[^|]*|([^|]*)|'))
-end
-
-local function remove_waiter(id)
-  redis.call('ZREM', KEYS[3], id)
-  redis.call('ZREM', KEYS[4], id)
-  redis.call('HDEL', KEYS[5], id)
-end
-
-local function prune_queue()
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
-  for _, id in ipairs(dead) do remove_waiter(id) end
 end
 
 local function grant(id, ttl, meta)
@@ -78,12 +67,6 @@ local function handoff()
       return
     end
   end
-end
-
-local function last_score(key)
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then return tonumber(last[2]) end
-  return nil
 end
 
 -- Lets the queue keys vanish one second after the last waiter entry ends.

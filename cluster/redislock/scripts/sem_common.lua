@@ -10,7 +10,7 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local function fmt(n) return string.format('%d', n) end
+-- @include queue_common
 
 local function prune_holders()
   local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -18,17 +18,6 @@ local function prune_holders()
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
   end
-end
-
-local function remove_waiter(id)
-  redis.call('ZREM', KEYS[3], id)
-  redis.call('ZREM', KEYS[4], id)
-  redis.call('HDEL', KEYS[5], id)
-end
-
-local function prune_queue()
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
-  for _, id in ipairs(dead) do remove_waiter(id) end
 end
 
 -- Returns the capacity, setting it when the semaphore is new, or nil when
@@ -86,12 +75,6 @@ local function handoff(cap)
     end
   end
   return u
-end
-
-local function last_score(key)
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then return tonumber(last[2]) end
-  return nil
 end
 
 local function tidy()
