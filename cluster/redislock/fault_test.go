@@ -345,3 +345,89 @@ func TestDeadWaiterExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRedlockReleaseAnnounced checks that a Redlock release is published
+// on the release channel when, and only when, a waiter has marked the name
+// as awaited, and that a waiter in another client takes the lock on that
+// message instead of its fallback timer.
+func TestRedlockReleaseAnnounced(t *testing.T) {
+	ss := []*server{startRedis(t), startRedis(t), startRedis(t)}
+	url := redlockURL(ss, "ttl=10s")
+	holder := mutex(t, open(t, url), "announce")
+	ctx := context.Background()
+	sub := ss[0].client().Subscribe(ctx, DefaultPrefix+"redlock:released")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := sub.Channel()
+
+	// Nobody waits: no message.
+	for range 3 {
+		if _, err := holder.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A refused TryLock does not wait either.
+	if _, err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := mutex(t, open(t, url), "announce")
+	if _, err := other.TryLock(ctx); !errors.Is(err, baton.ErrLocked) {
+		t.Fatalf("TryLock beside a holder: %v, want ErrLocked", err)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-msgs:
+		t.Fatalf("release with nobody waiting was announced: %v", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	// A waiter in another client: the release is announced, and the waiter
+	// holds the lock well before its 100 ms fallback would have let it try
+	// again, in each of several rounds.
+	for round := range 5 {
+		if _, err := holder.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			if _, err := other.Lock(ctx); err != nil {
+				t.Error(err)
+			}
+			got <- time.Now()
+		}()
+		// Let the waiter be refused and fall asleep.
+		flag := keyBase(DefaultPrefix, kredl, "announce") + "waiting"
+		eventually(t, func() error {
+			if ss[0].client().Exists(ctx, flag).Val() != 1 {
+				return errors.New("the waiter never marked the name as awaited")
+			}
+			return nil
+		})
+		time.Sleep(20 * time.Millisecond)
+		released := time.Now()
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-msgs:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: release with a waiter was not announced", round)
+		}
+		took := (<-got).Sub(released)
+		if err := other.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if took < 60*time.Millisecond {
+			return
+		}
+		t.Logf("round %d: waiter took %v after the release", round, took)
+	}
+	t.Fatal("the waiter never took the lock on the release message in 5 rounds")
+}

@@ -128,7 +128,7 @@ func (r *rlDriver) List(ctx context.Context) ([]baton.Info, error) {
 
 func (r *rlDriver) keys(name string) []string {
 	b := keyBase(r.o.prefix, kredl, name)
-	return []string{b + "lock", b + "counter"}
+	return []string{b + "lock", b + "counter", b + "waiting"}
 }
 
 // Inspect asks every node about one mutex and reports the majority's view

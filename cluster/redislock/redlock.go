@@ -25,7 +25,10 @@ import (
 // Lock sends the acquisition to every node at once; it holds when a majority
 // (N/2+1) agreed before the validity time ran out (TTL - elapsed - drift),
 // and otherwise releases on every node and waits: for a release message from
-// any node, or until the leases it found would expire. It returns as soon as
+// any node, or until the leases it found would expire (at most 100 ms). A
+// refused waiter marks the name as awaited on the node, and a release
+// publishes only where that mark is, so an uncontended Lock and Unlock cost
+// no message. It returns as soon as
 // a majority answered, so a paused or dead node costs no latency; each node
 // gets at most the node timeout (default 50 ms, at most TTL/10) per request.
 // Renewal needs a majority too. Each node draws a token from its own counter;
@@ -96,8 +99,8 @@ func (r *rlDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver
 	if closed {
 		return nil, errClosed
 	}
-	b := keyBase(r.o.prefix, kredl, name)
-	return &rlLock{r: r, name: name, keys: []string{b + "lock", b + "counter"}, log: r.o.log.With("name", name)}, nil
+	keys := r.keys(name)
+	return &rlLock{r: r, name: name, keys: keys, relKeys: []string{keys[0], keys[2]}, log: r.o.log.With("name", name)}, nil
 }
 
 func (r *rlDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
@@ -246,28 +249,34 @@ type rlHold struct {
 
 // rlLock serves one Mutex handle in Redlock mode.
 type rlLock struct {
-	r    *rlDriver
-	name string
-	keys []string     // lock key, counter key
-	log  *slog.Logger // the backend's logger with the name
+	r       *rlDriver
+	name    string
+	keys    []string     // lock key, counter key, waiter flag key
+	relKeys []string     // lock key, waiter flag key: the keys of rl_release.lua
+	log     *slog.Logger // the backend's logger with the name
 }
 
 var _ baton.LockDriver = (*rlLock)(nil)
 
 // attempt tries once to take the lock on a majority. On failure it has sent
 // the release to every node and reports how long to wait before the next
-// attempt.
-func (l *rlLock) attempt(ctx context.Context) (g baton.Grant, ok bool, wait time.Duration, err error) {
+// attempt. With waiting set, every node that refused marks the name as
+// awaited, so that its release is announced.
+func (l *rlLock) attempt(ctx context.Context, waiting bool) (g baton.Grant, ok bool, wait time.Duration, err error) {
 	r := l.r
 	h := &rlHold{hold: hold{id: newID()}}
 	ttl := r.o.lease.TTL.Milliseconds()
 	sent := time.Now()
 	since := sent.UnixMilli()
+	mark := "0"
+	if waiting {
+		mark = "1"
+	}
 	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
-		v, err := acquireReply(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since).Result())
+		v, err := acquireReply(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since, mark).Result())
 		if err == nil && v[0] == 1 && h.released.Load() {
 			// Taken after this attempt gave up: give it back.
-			_ = scriptRLRelease.Run(ctx, c, l.keys[:1], h.id, r.relChan).Err()
+			_ = scriptRLRelease.Run(ctx, c, l.relKeys, h.id, r.relChan).Err()
 		}
 		return v, err
 	})
@@ -430,7 +439,7 @@ func (l *rlLock) releaseAll(ctx context.Context, h *rlHold) int {
 	r := l.r
 	h.released.Store(true)
 	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
-		return scriptRLRelease.Run(ctx, c, l.keys[:1], h.id, r.relChan).Int64()
+		return scriptRLRelease.Run(ctx, c, l.relKeys, h.id, r.relChan).Int64()
 	})
 	n, answered := 0, 0
 	for range r.nodes {
@@ -488,7 +497,7 @@ func (l *rlLock) renewFunc(h *rlHold) cluster.RenewFunc {
 }
 
 func (l *rlLock) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
-	g, ok, _, err := l.attempt(ctx)
+	g, ok, _, err := l.attempt(ctx, false)
 	if ok {
 		return g, nil
 	}
@@ -508,7 +517,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, err
 		if err := ctx.Err(); err != nil {
 			return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
 		}
-		g, ok, wait, err := l.attempt(ctx)
+		g, ok, wait, err := l.attempt(ctx, true)
 		if ok {
 			return g, nil
 		}
