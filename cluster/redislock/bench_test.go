@@ -258,3 +258,62 @@ func BenchmarkUncontendedVsFloor(b *testing.B) {
 	b.ReportMetric(float64(l.Microseconds()), "baton-p50-µs")
 	b.ReportMetric(float64(l)/float64(f), "x-floor")
 }
+
+// BenchmarkRedlockFloor measures what asking several nodes in parallel
+// costs on this machine with no lock logic at all: two rounds of a no-op
+// script sent to 3 servers at once, each round ending at the 2nd or the 3rd
+// reply, against two rounds on one server. Blocks of the three alternate,
+// so that all meet the same load. It is the floor of BenchmarkRedlock3:
+// where fanout-2of3/single is well above 1.5, so is any Redlock.
+func BenchmarkRedlockFloor(b *testing.B) {
+	ss := []*server{startRedis(b), startRedis(b), startRedis(b)}
+	var cs []*redis.Client
+	for _, s := range ss {
+		cs = append(cs, s.client())
+	}
+	noop := redis.NewScript(`return 1`)
+	ctx := context.Background()
+	call := func(c *redis.Client) error { return noop.Run(ctx, c, []string{"x"}, "a").Err() }
+	round := func(want int) {
+		out := make(chan error, len(cs))
+		for _, c := range cs {
+			go func() { out <- call(c) }()
+		}
+		for range want {
+			if err := <-out; err != nil {
+				b.Error(err)
+			}
+		}
+		// The rest finish on their own, beside the next round, as a
+		// Redlock's slowest node does.
+	}
+	names := []string{"single", "fanout-2of3", "fanout-3of3"}
+	lat := make([][]time.Duration, len(names))
+	for i := 0; b.Loop(); i++ {
+		k := i / 64 % len(names)
+		t0 := time.Now()
+		switch k {
+		case 0:
+			if err := call(cs[0]); err != nil {
+				b.Fatal(err)
+			}
+			if err := call(cs[0]); err != nil {
+				b.Fatal(err)
+			}
+		default:
+			round(k + 1)
+			round(k + 1)
+		}
+		lat[k] = append(lat[k], time.Since(t0))
+	}
+	p50 := make([]time.Duration, len(names))
+	for k, l := range lat {
+		if len(l) == 0 {
+			return
+		}
+		slices.Sort(l)
+		p50[k] = l[len(l)/2]
+		b.ReportMetric(float64(p50[k].Microseconds()), names[k]+"-p50-µs")
+	}
+	b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-single")
+}
