@@ -317,3 +317,92 @@ func BenchmarkRedlockFloor(b *testing.B) {
 	}
 	b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-single")
 }
+
+// rawQuorum runs f on every client in parallel and returns how many said
+// yes, reading replies only until a majority said yes or no longer can;
+// the slower nodes finish in the background, as a Redlock's do.
+func rawQuorum(cs []*redis.Client, f func(c *redis.Client) (bool, error)) int {
+	out := make(chan bool, len(cs))
+	for _, c := range cs {
+		go func() {
+			ok, err := f(c)
+			out <- ok && err == nil
+		}()
+	}
+	quorum := len(cs)/2 + 1
+	yes, no := 0, 0
+	for range cs {
+		if <-out {
+			yes++
+		} else {
+			no++
+		}
+		if yes >= quorum || no > len(cs)-quorum {
+			break
+		}
+	}
+	return yes
+}
+
+// BenchmarkRedlockVsRaw alternates blocks of a raw Redlock (SET NX PX and
+// compare-and-delete sent to 3 nodes at once, each done at a majority) with
+// blocks of baton's Redlock Lock+Unlock, on the same go-redis clients, and
+// reports both medians and their ratio: the cost of baton's Redlock over
+// the algorithm's bare commands on this machine.
+func BenchmarkRedlockVsRaw(b *testing.B) {
+	ss := []*server{startRedis(b), startRedis(b), startRedis(b)}
+	var cs []*redis.Client
+	var ucs []redis.UniversalClient
+	for _, s := range ss {
+		c := s.client()
+		cs = append(cs, c)
+		ucs = append(ucs, c)
+	}
+	bk, err := NewRedlock(ucs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bk.Close()
+	ctx := context.Background()
+	m, err := bk.Mutex(ctx, "rl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	var raw, bat []time.Duration
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		if i/64%2 == 0 {
+			// A key per cycle: a slow node's late SET may land after its
+			// compare-and-delete and stay until its TTL.
+			key, v := "raw:"+strconv.Itoa(i), newID()
+			if rawQuorum(cs, func(c *redis.Client) (bool, error) { return c.SetNX(ctx, key, v, 10*time.Second).Result() }) < 2 {
+				b.Fatal("raw Redlock: no majority for the lock")
+			}
+			if rawQuorum(cs, func(c *redis.Client) (bool, error) {
+				n, err := rawUnlock.Run(ctx, c, []string{key}, v).Int()
+				return n == 1, err
+			}) < 2 {
+				b.Fatal("raw Redlock: no majority for the unlock")
+			}
+			raw = append(raw, time.Since(t0))
+			continue
+		}
+		if _, err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		bat = append(bat, time.Since(t0))
+	}
+	if len(bat) == 0 {
+		return
+	}
+	slices.Sort(raw)
+	slices.Sort(bat)
+	r, l := raw[len(raw)/2], bat[len(bat)/2]
+	b.ReportMetric(float64(r.Microseconds()), "raw-p50-µs")
+	b.ReportMetric(float64(l.Microseconds()), "baton-p50-µs")
+	b.ReportMetric(float64(l)/float64(r), "x-raw")
+}
