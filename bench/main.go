@@ -2,8 +2,8 @@
 
 // Command bench measures baton's backends side by side with their peers in
 // one run: sync.Mutex, gofrs/flock, raw flock(2) and System V semop(2),
-// redsync, bsm/redislock, a raw SET NX + EVAL floor, and etcd's
-// concurrency.Mutex. Every figure is measured several times, interleaved
+// redsync, bsm/redislock, a raw SET NX + EVAL floor (and its Redlock over
+// 3 nodes), and etcd's concurrency.Mutex. Every figure is measured several times, interleaved
 // with the peers (A B A B ...), and reported as the median with its range
 // and as a ratio to the peer.
 //
