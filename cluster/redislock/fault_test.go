@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -362,7 +363,22 @@ func TestRedlockReleaseAnnounced(t *testing.T) {
 	}
 	msgs := sub.Channel()
 
-	// Nobody waits: no message.
+	// quiet drains the messages until none came for d.
+	quiet := func(d time.Duration) {
+		for {
+			select {
+			case <-msgs:
+			case <-time.After(d):
+				return
+			}
+		}
+	}
+	lockKey := keyBase(DefaultPrefix, kredl, "announce") + "lock"
+
+	// Nobody waits, and a refused TryLock does not wait either: no message.
+	// (A Lock right after an Unlock may find a node whose release is still
+	// on its way, and then marks the name as awaited there; that Lock is
+	// followed by quiet below, and the checked Lock finds every node free.)
 	for range 3 {
 		if _, err := holder.Lock(ctx); err != nil {
 			t.Fatal(err)
@@ -371,14 +387,23 @@ func TestRedlockReleaseAnnounced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A refused TryLock does not wait either.
+	quiet(300 * time.Millisecond)
 	if _, err := holder.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, func() error {
+		for i, s := range ss {
+			if s.client().Exists(ctx, lockKey).Val() != 1 {
+				return fmt.Errorf("node %d does not have the hold", i)
+			}
+		}
+		return nil
+	})
 	other := mutex(t, open(t, url), "announce")
 	if _, err := other.TryLock(ctx); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("TryLock beside a holder: %v, want ErrLocked", err)
 	}
+	quiet(100 * time.Millisecond)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
