@@ -16,8 +16,10 @@ package locktest
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -73,7 +75,7 @@ func Main(m *testing.M, suites ...Suite) {
 	g0, fd0 := runtime.NumGoroutine(), openFDs()
 	code := m.Run()
 	if code == 0 {
-		if err := settle(g0, fd0, 5*time.Second); err != nil {
+		if err := settle(g0, fd0, 5*time.Second, profileFiles()...); err != nil {
 			fmt.Fprintf(os.Stderr, "locktest: leak after the tests: %v\n", err)
 			code = 1
 		}
@@ -81,12 +83,38 @@ func Main(m *testing.M, suites ...Suite) {
 	os.Exit(code)
 }
 
-// settle waits until the goroutine and fd counts are back to at most g0 and
-// fd0, and returns an error describing the excess if they are not by d.
-func settle(g0, fd0 int, d time.Duration) error {
+// profileFiles returns the absolute paths of the files that the testing
+// package opens for -test.cpuprofile and -test.trace and leaves open until
+// the process exits.
+func profileFiles() []string {
+	dir := ""
+	if f := flag.Lookup("test.outputdir"); f != nil {
+		dir = f.Value.String()
+	}
+	var out []string
+	for _, name := range []string{"test.cpuprofile", "test.trace"} {
+		f := flag.Lookup(name)
+		if f == nil || f.Value.String() == "" {
+			continue
+		}
+		p := f.Value.String()
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			out = append(out, abs)
+		}
+	}
+	return out
+}
+
+// settle waits until the goroutine and fd counts (the latter leaving out
+// fds open on the files in skip) are back to at most g0 and fd0, and
+// returns an error describing the excess if they are not by d.
+func settle(g0, fd0 int, d time.Duration, skip ...string) error {
 	deadline := time.Now().Add(d)
 	for {
-		g, fd := runtime.NumGoroutine(), openFDs()
+		g, fd := runtime.NumGoroutine(), openFDs(skip...)
 		if g <= g0 && fd <= fd0 {
 			return nil
 		}
