@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,9 +28,9 @@ import (
 // (N/2+1) agreed before the validity time ran out (TTL - elapsed - drift),
 // and otherwise releases on every node and waits: for a release message from
 // any node, or until the leases it found would expire (at most 100 ms). A
-// refused waiter marks the name as awaited on the node, and a release
-// publishes only where that mark is, so an uncontended Lock and Unlock cost
-// no message. It returns as soon as
+// refused waiter records itself on the node, and a release publishes only
+// where a waiter is recorded, with their number, so an uncontended Lock and
+// Unlock cost no message, and a lone waiter tries again at once. It returns as soon as
 // a majority answered, so a paused or dead node costs no latency; each node
 // gets at most the node timeout (default 50 ms, at most TTL/10) per request.
 // Renewal needs a majority too. Each node draws a token from its own counter;
@@ -63,8 +65,8 @@ type rlDriver struct {
 	bg sync.WaitGroup // requests still out on slow nodes
 
 	mu      sync.Mutex
-	subs    []*redis.PubSub                       // guarded by mu; nil until the first wait
-	waiters map[string]map[chan struct{}]struct{} // guarded by mu: lock key -> waiting handles
+	subs    []*redis.PubSub                  // guarded by mu; nil until the first wait
+	waiters map[string]map[chan int]struct{} // guarded by mu: lock key -> waiting handles
 	readers sync.WaitGroup
 	closers []io.Closer // guarded by mu
 	closed  bool        // guarded by mu
@@ -85,7 +87,7 @@ func newRedlockDriver(clients []redis.UniversalClient, opts []Option) (*rlDriver
 	}
 	return &rlDriver{
 		nodes: slices.Clone(clients), o: o, meta: metaOnce(), quorum: len(clients)/2 + 1,
-		relChan: o.prefix + "redlock:released", waiters: make(map[string]map[chan struct{}]struct{}),
+		relChan: o.prefix + "redlock:released", waiters: make(map[string]map[chan int]struct{}),
 	}, nil
 }
 
@@ -177,10 +179,16 @@ func (r *rlDriver) listen(ctx context.Context) error {
 			r.subs = append(r.subs, ps)
 			r.mu.Unlock()
 			for m := range ps.Channel() {
+				// "waiters|lock key" (rl_release.lua)
+				c, key, ok := strings.Cut(m.Payload, "|")
+				n, err := strconv.Atoi(c)
+				if !ok || err != nil {
+					continue
+				}
 				r.mu.Lock()
-				for w := range r.waiters[m.Payload] {
+				for w := range r.waiters[key] {
 					select {
-					case w <- struct{}{}:
+					case w <- n:
 					default:
 					}
 				}
@@ -191,12 +199,12 @@ func (r *rlDriver) listen(ctx context.Context) error {
 	return nil
 }
 
-func (r *rlDriver) register(key string) chan struct{} {
-	w := make(chan struct{}, 1)
+func (r *rlDriver) register(key string) chan int {
+	w := make(chan int, 1)
 	r.mu.Lock()
 	m := r.waiters[key]
 	if m == nil {
-		m = make(map[chan struct{}]struct{})
+		m = make(map[chan int]struct{})
 		r.waiters[key] = m
 	}
 	m[w] = struct{}{}
@@ -204,7 +212,7 @@ func (r *rlDriver) register(key string) chan struct{} {
 	return w
 }
 
-func (r *rlDriver) unregister(key string, w chan struct{}) {
+func (r *rlDriver) unregister(key string, w chan int) {
 	r.mu.Lock()
 	delete(r.waiters[key], w)
 	if len(r.waiters[key]) == 0 {
@@ -260,20 +268,17 @@ var _ baton.LockDriver = (*rlLock)(nil)
 
 // attempt tries once to take the lock on a majority. On failure it has sent
 // the release to every node and reports how long to wait before the next
-// attempt. With waiting set, every node that refused marks the name as
-// awaited, so that its release is announced.
-func (l *rlLock) attempt(ctx context.Context, waiting bool) (g baton.Grant, ok bool, wait time.Duration, err error) {
+// attempt. A waiter (waiter != "", the same for every attempt of one Lock)
+// is recorded by every node that refused it, so that the node's next
+// release is announced with the number of waiters.
+func (l *rlLock) attempt(ctx context.Context, waiter string) (g baton.Grant, ok bool, wait time.Duration, err error) {
 	r := l.r
 	h := &rlHold{hold: hold{id: newID()}}
 	ttl := r.o.lease.TTL.Milliseconds()
 	sent := time.Now()
 	since := sent.UnixMilli()
-	mark := "0"
-	if waiting {
-		mark = "1"
-	}
 	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
-		v, err := acquireReply(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since, mark).Result())
+		v, err := acquireReply(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since, waiter).Result())
 		if err == nil && v[0] == 1 && h.released.Load() {
 			// Taken after this attempt gave up: give it back.
 			_ = scriptRLRelease.Run(ctx, c, l.relKeys, h.id, r.relChan).Err()
@@ -497,7 +502,7 @@ func (l *rlLock) renewFunc(h *rlHold) cluster.RenewFunc {
 }
 
 func (l *rlLock) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
-	g, ok, _, err := l.attempt(ctx, false)
+	g, ok, _, err := l.attempt(ctx, "")
 	if ok {
 		return g, nil
 	}
@@ -513,11 +518,12 @@ func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, err
 	}
 	w := l.r.register(l.keys[0])
 	defer l.r.unregister(l.keys[0], w)
+	waiter := newID()
 	for failed := 0; ; failed++ {
 		if err := ctx.Err(); err != nil {
 			return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
 		}
-		g, ok, wait, err := l.attempt(ctx, true)
+		g, ok, wait, err := l.attempt(ctx, waiter)
 		if ok {
 			return g, nil
 		}
@@ -529,16 +535,21 @@ func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, err
 		case <-ctx.Done():
 			t.Stop()
 			return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
-		case <-w:
-			// Every waiter hears the release at once; spread their attempts
-			// so that they do not split the vote again and again.
+		case n := <-w:
+			// Every waiter hears the release at once, with the number of
+			// waiters the node had refused since its previous release. A
+			// lone waiter tries at once. Several spread their attempts over
+			// a window that doubles with each vote this one lost, so that
+			// they do not split the vote again and again.
 			t.Stop()
-			t.Reset(time.Duration(rand.Int64N(int64(min(time.Millisecond<<min(failed, 4), 16*time.Millisecond)))))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
-			case <-t.C:
+			if n > 1 || failed > 0 {
+				t.Reset(time.Duration(rand.Int64N(int64(min(time.Millisecond<<min(failed, 4), 16*time.Millisecond)))))
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
+				case <-t.C:
+				}
 			}
 		case <-t.C:
 		}

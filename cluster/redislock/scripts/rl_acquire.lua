@@ -3,10 +3,10 @@
 -- counters of nodes that see the same attempts stay equal (see
 -- syncCounters in redlock.go).
 -- KEYS[1] lock key (string: "hold id|since ms|meta"), KEYS[2] token counter,
--- KEYS[3] waiter flag (exists while someone waits for the lock)
+-- KEYS[3] waiters (set of the waiters refused since the last release)
 -- ARGV[1] hold id, ARGV[2] lease TTL ms, ARGV[3] meta, ARGV[4] the client's
--- clock in ms (the start shown by inspection), ARGV[5] "1" when the caller
--- waits for a release after a refusal, else "0"
+-- clock in ms (the start shown by inspection), ARGV[5] the waiter's id when
+-- the caller waits for a release after a refusal, else ""
 -- Returns {1, token} when taken, {0, counter, ms left on the holder's
 -- lease} otherwise.
 local n = redis.call('INCR', KEYS[2])
@@ -18,11 +18,13 @@ if n == 1 then
   redis.call('SET', KEYS[2], string.format('%d', n))
 end
 if not redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[4] .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2]) then
-  if ARGV[5] == '1' then
+  if ARGV[5] ~= '' then
     -- A waiter tries again at least every 100 ms (maxRedlockWait), each
-    -- time renewing the flag, so 2 s outlives every wait between tries.
-    redis.call('SET', KEYS[3], '1', 'PX', 2000)
+    -- time adding itself again, so 2 s outlives every wait between tries.
+    redis.call('SADD', KEYS[3], ARGV[5])
+    redis.call('PEXPIRE', KEYS[3], 2000)
   end
   return {0, n, redis.call('PTTL', KEYS[1])}
 end
+if ARGV[5] ~= '' then redis.call('SREM', KEYS[3], ARGV[5]) end
 return {1, n}
