@@ -270,15 +270,20 @@ var _ baton.LockDriver = (*rlLock)(nil)
 // the release to every node and reports how long to wait before the next
 // attempt. A waiter (waiter != "", the same for every attempt of one Lock)
 // is recorded by every node that refused it, so that the node's next
-// release is announced with the number of waiters.
-func (l *rlLock) attempt(ctx context.Context, waiter string) (g baton.Grant, ok bool, wait time.Duration, err error) {
+// release is announced with the number of waiters; with again set (an
+// earlier attempt was refused), a node that grants removes it.
+func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g baton.Grant, ok bool, wait time.Duration, err error) {
 	r := l.r
 	h := &rlHold{hold: hold{id: newID()}}
 	ttl := r.o.lease.TTL.Milliseconds()
 	sent := time.Now()
 	since := sent.UnixMilli()
+	refused := "0"
+	if again {
+		refused = "1"
+	}
 	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
-		v, err := acquireReply(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since, waiter).Result())
+		v, err := acquireReply(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since, waiter, refused).Result())
 		if err == nil && v[0] == 1 && h.released.Load() {
 			// Taken after this attempt gave up: give it back.
 			_ = scriptRLRelease.Run(ctx, c, l.relKeys, h.id, r.relChan).Err()
@@ -502,7 +507,7 @@ func (l *rlLock) renewFunc(h *rlHold) cluster.RenewFunc {
 }
 
 func (l *rlLock) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
-	g, ok, _, err := l.attempt(ctx, "")
+	g, ok, _, err := l.attempt(ctx, "", false)
 	if ok {
 		return g, nil
 	}
@@ -523,7 +528,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, err
 		if err := ctx.Err(); err != nil {
 			return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
 		}
-		g, ok, wait, err := l.attempt(ctx, waiter)
+		g, ok, wait, err := l.attempt(ctx, waiter, failed > 0)
 		if ok {
 			return g, nil
 		}

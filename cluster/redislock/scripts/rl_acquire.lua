@@ -6,7 +6,8 @@
 -- KEYS[3] waiters (set of the waiters refused since the last release)
 -- ARGV[1] hold id, ARGV[2] lease TTL ms, ARGV[3] meta, ARGV[4] the client's
 -- clock in ms (the start shown by inspection), ARGV[5] the waiter's id when
--- the caller waits for a release after a refusal, else ""
+-- the caller waits for a release after a refusal, else "", ARGV[6] "1" when
+-- an earlier attempt of this waiter was refused (it may be in the set)
 -- Returns {1, token} when taken, {0, counter, ms left on the holder's
 -- lease} otherwise.
 local n = redis.call('INCR', KEYS[2])
@@ -26,5 +27,5 @@ if not redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[4] .. '|' .. ARGV[3], '
   end
   return {0, n, redis.call('PTTL', KEYS[1])}
 end
-if ARGV[5] ~= '' then redis.call('SREM', KEYS[3], ARGV[5]) end
+if ARGV[6] == '1' then redis.call('SREM', KEYS[3], ARGV[5]) end
 return {1, n}
