@@ -220,6 +220,30 @@ func BenchmarkRedlock3(b *testing.B) {
 	}
 }
 
+// alternate runs the cycles in turn, in blocks of 64 of each, for the
+// benchmark's loop, so that all meet the same load on a shared machine. It
+// reports each cycle's median as "NAME-p50-µs" and returns the medians, or
+// nil when a cycle never ran.
+func alternate(b *testing.B, names []string, cycles ...func()) []time.Duration {
+	lat := make([][]time.Duration, len(cycles))
+	for i := 0; b.Loop(); i++ {
+		k := i / 64 % len(cycles)
+		t0 := time.Now()
+		cycles[k]()
+		lat[k] = append(lat[k], time.Since(t0))
+	}
+	p50 := make([]time.Duration, len(cycles))
+	for k, l := range lat {
+		if len(l) == 0 {
+			return nil
+		}
+		slices.Sort(l)
+		p50[k] = l[len(l)/2]
+		b.ReportMetric(float64(p50[k].Microseconds()), names[k]+"-p50-µs")
+	}
+	return p50
+}
+
 // BenchmarkUncontendedVsFloor alternates blocks of raw-floor cycles and of
 // Lock+Unlock on the same server, so that both meet the same load on a
 // shared machine, and reports both medians and their ratio.
@@ -232,31 +256,19 @@ func BenchmarkUncontendedVsFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	var floor, baton []time.Duration
-	for i := 0; b.Loop(); i++ {
-		t0 := time.Now()
-		if i/64%2 == 0 {
-			rawCycle(b, ctx, c)
-			floor = append(floor, time.Since(t0))
-			continue
-		}
-		if _, err := m.Lock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if err := m.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		baton = append(baton, time.Since(t0))
+	p50 := alternate(b, []string{"floor", "baton"},
+		func() { rawCycle(b, ctx, c) },
+		func() {
+			if _, err := m.Lock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	if p50 != nil {
+		b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-floor")
 	}
-	if len(baton) == 0 {
-		return
-	}
-	slices.Sort(floor)
-	slices.Sort(baton)
-	f, l := floor[len(floor)/2], baton[len(baton)/2]
-	b.ReportMetric(float64(f.Microseconds()), "floor-p50-µs")
-	b.ReportMetric(float64(l.Microseconds()), "baton-p50-µs")
-	b.ReportMetric(float64(l)/float64(f), "x-floor")
 }
 
 // BenchmarkRedlockFloor measures what asking several nodes in parallel
@@ -287,35 +299,20 @@ func BenchmarkRedlockFloor(b *testing.B) {
 		// The rest finish on their own, beside the next round, as a
 		// Redlock's slowest node does.
 	}
-	names := []string{"single", "fanout-2of3", "fanout-3of3"}
-	lat := make([][]time.Duration, len(names))
-	for i := 0; b.Loop(); i++ {
-		k := i / 64 % len(names)
-		t0 := time.Now()
-		switch k {
-		case 0:
+	p50 := alternate(b, []string{"single", "fanout-2of3", "fanout-3of3"},
+		func() {
 			if err := call(cs[0]); err != nil {
 				b.Fatal(err)
 			}
 			if err := call(cs[0]); err != nil {
 				b.Fatal(err)
 			}
-		default:
-			round(k + 1)
-			round(k + 1)
-		}
-		lat[k] = append(lat[k], time.Since(t0))
+		},
+		func() { round(2); round(2) },
+		func() { round(3); round(3) })
+	if p50 != nil {
+		b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-single")
 	}
-	p50 := make([]time.Duration, len(names))
-	for k, l := range lat {
-		if len(l) == 0 {
-			return
-		}
-		slices.Sort(l)
-		p50[k] = l[len(l)/2]
-		b.ReportMetric(float64(p50[k].Microseconds()), names[k]+"-p50-µs")
-	}
-	b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-single")
 }
 
 // rawQuorum runs f on every client in parallel and returns how many said
@@ -369,13 +366,13 @@ func BenchmarkRedlockVsRaw(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	var raw, bat []time.Duration
-	for i := 0; b.Loop(); i++ {
-		t0 := time.Now()
-		if i/64%2 == 0 {
+	cycle := 0
+	p50 := alternate(b, []string{"raw", "baton"},
+		func() {
 			// A key per cycle: a slow node's late SET may land after its
 			// compare-and-delete and stay until its TTL.
-			key, v := "raw:"+strconv.Itoa(i), newID()
+			cycle++
+			key, v := "raw:"+strconv.Itoa(cycle), newID()
 			if rawQuorum(cs, func(c *redis.Client) (bool, error) { return c.SetNX(ctx, key, v, 10*time.Second).Result() }) < 2 {
 				b.Fatal("raw Redlock: no majority for the lock")
 			}
@@ -385,26 +382,18 @@ func BenchmarkRedlockVsRaw(b *testing.B) {
 			}) < 2 {
 				b.Fatal("raw Redlock: no majority for the unlock")
 			}
-			raw = append(raw, time.Since(t0))
-			continue
-		}
-		if _, err := m.Lock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if err := m.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		bat = append(bat, time.Since(t0))
+		},
+		func() {
+			if _, err := m.Lock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	if p50 != nil {
+		b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-raw")
 	}
-	if len(bat) == 0 {
-		return
-	}
-	slices.Sort(raw)
-	slices.Sort(bat)
-	r, l := raw[len(raw)/2], bat[len(bat)/2]
-	b.ReportMetric(float64(r.Microseconds()), "raw-p50-µs")
-	b.ReportMetric(float64(l.Microseconds()), "baton-p50-µs")
-	b.ReportMetric(float64(l)/float64(r), "x-raw")
 }
 
 // BenchmarkRedlockHandoff: a holder in one Redlock Backend unlocks while a
