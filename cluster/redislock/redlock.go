@@ -30,8 +30,9 @@ import (
 // any node, or until the leases it found would expire (at most 100 ms). A
 // refused waiter records itself on the node, and a release publishes only
 // where a waiter is recorded, with their number, so an uncontended Lock and
-// Unlock cost no message, and a lone waiter tries again at once. It returns as soon as
-// a majority answered, so a paused or dead node costs no latency; each node
+// Unlock cost no message, and a lone waiter tries again at once. Lock
+// returns as soon as a majority answered, so a paused or dead node costs no
+// latency; each node
 // gets at most the node timeout (default 50 ms, at most TTL/10) per request.
 // Renewal needs a majority too. Each node draws a token from its own counter;
 // the hold's token is the maximum of the majority's, and the lower counters of
@@ -259,8 +260,8 @@ type rlHold struct {
 type rlLock struct {
 	r       *rlDriver
 	name    string
-	keys    []string     // lock key, counter key, waiter flag key
-	relKeys []string     // lock key, waiter flag key: the keys of rl_release.lua
+	keys    []string     // lock key, counter key, waiters key (rl_acquire.lua)
+	relKeys []string     // lock key, waiters key: the keys of rl_release.lua
 	log     *slog.Logger // the backend's logger with the name
 }
 
