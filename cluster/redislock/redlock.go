@@ -32,9 +32,8 @@ import (
 // where a waiter is recorded, with their number, so an uncontended Lock and
 // Unlock cost no message, and a lone waiter tries again at once. Lock
 // returns as soon as a majority answered, so a paused or dead node costs no
-// latency; each node
-// gets at most the node timeout (default 50 ms, at most TTL/10) per request.
-// Renewal needs a majority too. Each node draws a token from its own counter;
+// latency; each node gets at most the node timeout (default 50 ms, at most
+// TTL/10) per request. Renewal needs a majority too. Each node draws a token from its own counter;
 // the hold's token is the maximum of the majority's, and the lower counters of
 // the majority are raised to it, so any later majority, which shares a node
 // with this one, draws a greater token.
