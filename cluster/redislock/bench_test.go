@@ -52,17 +52,22 @@ func benchBackend(b *testing.B, url string) baton.Backend {
 	return bk
 }
 
-func lockUnlockLoop(b *testing.B, m baton.Mutex) []time.Duration {
+// lockUnlock is one uncontended Lock+Unlock cycle of m.
+func lockUnlock(b *testing.B, m baton.Mutex) {
 	ctx := context.Background()
+	if _, err := m.Lock(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func lockUnlockLoop(b *testing.B, m baton.Mutex) []time.Duration {
 	var lat []time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		if _, err := m.Lock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if err := m.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
+		lockUnlock(b, m)
 		lat = append(lat, time.Since(t0))
 	}
 	return lat
@@ -258,14 +263,7 @@ func BenchmarkUncontendedVsFloor(b *testing.B) {
 	defer m.Close()
 	p50 := alternate(b, []string{"floor", "baton"},
 		func() { rawCycle(b, ctx, c) },
-		func() {
-			if _, err := m.Lock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		})
+		func() { lockUnlock(b, m) })
 	if p50 != nil {
 		b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-floor")
 	}
@@ -383,14 +381,7 @@ func BenchmarkRedlockVsRaw(b *testing.B) {
 				b.Fatal("raw Redlock: no majority for the unlock")
 			}
 		},
-		func() {
-			if _, err := m.Lock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		})
+		func() { lockUnlock(b, m) })
 	if p50 != nil {
 		b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-raw")
 	}
