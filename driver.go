@@ -82,6 +82,9 @@ type CondDriver interface {
 
 // BackendDriver opens drivers for names the core has already validated. A
 // backend that lacks a primitive returns an error matching ErrUnsupported.
+// The core may open a second RWMutex driver of a name for one handle: it
+// tries a read lock through it, and gives it back at once, to learn whether
+// the backend would make a new reader wait (see RWMutex).
 type BackendDriver interface {
 	// Kind names the backend in errors and diagnostics ("file", "redis").
 	Kind() string

@@ -2,8 +2,11 @@ package baton
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Token is a fencing token: every exclusive acquisition of a name returns a
@@ -35,12 +38,60 @@ func (m Mode) String() string {
 // creates one per hold that can be lost (a lease, a file that can be removed)
 // and fires it with the cause; the core hands it to callers through Hold.
 //
+// A lease's Loss also carries the lease's deadline (SetDeadline), and every
+// read of it (Err, Done, and so Hold.Err, Hold.Lost and the context of
+// Hold.Context) compares the deadline with the monotonic clock and fires
+// the Loss at once when it has passed. A loss is thus seen the moment the
+// deadline passes, even when the timers that would fire it have not run (a
+// process paused by SIGSTOP or a long GC pause runs them only later).
+//
 // The zero Loss is not usable; use NewLoss. A nil *Loss never fires.
 type Loss struct {
-	once sync.Once
-	ch   chan struct{}
-	mu   sync.Mutex
-	err  error // guarded by mu; set once, before ch is closed
+	once     sync.Once
+	ch       chan struct{}
+	deadline atomic.Int64 // monotonic ns since monoEpoch; 0: none
+	mu       sync.Mutex
+	err      error // guarded by mu; set once, before ch is closed
+}
+
+// monoEpoch is the origin of Loss deadlines: durations since it are read
+// on the monotonic clock.
+var monoEpoch = time.Now()
+
+// errDeadline is the cause of a Loss fired by a read past its deadline.
+var errDeadline = errors.New("lease deadline passed before a renewal")
+
+// SetDeadline sets the time until which the hold can be trusted; the zero
+// time removes the deadline (for a hold given back). t must carry a
+// monotonic clock reading (derive it from time.Now). If the deadline in
+// force has already passed, the Loss fires instead: a lease that lapsed
+// cannot be extended.
+func (l *Loss) SetDeadline(t time.Time) {
+	if l == nil {
+		return
+	}
+	if l.expired() {
+		l.Fire(errDeadline)
+		return
+	}
+	var d int64
+	if !t.IsZero() {
+		d = max(int64(t.Sub(monoEpoch)), 1)
+	}
+	l.deadline.Store(d)
+}
+
+// expired reports whether the Loss has a deadline that has passed.
+func (l *Loss) expired() bool {
+	d := l.deadline.Load()
+	return d != 0 && int64(time.Since(monoEpoch)) >= d
+}
+
+// check fires the Loss if its deadline has passed.
+func (l *Loss) check() {
+	if l.expired() {
+		l.Fire(errDeadline)
+	}
 }
 
 // NewLoss returns a Loss that has not fired.
@@ -67,21 +118,24 @@ func (l *Loss) Fire(cause error) {
 	})
 }
 
-// Done returns a channel that is closed when the hold is lost. It returns nil
-// (a channel that never becomes ready) for a nil Loss.
+// Done returns a channel that is closed when the hold is lost; it is
+// already closed if the deadline has passed. It returns nil (a channel that
+// never becomes ready) for a nil Loss.
 func (l *Loss) Done() <-chan struct{} {
 	if l == nil {
 		return nil
 	}
+	l.check()
 	return l.ch
 }
 
-// Err returns nil until the Loss fires, and then an error matching ErrLost
-// that wraps the cause.
+// Err returns nil until the Loss fires (or its deadline passes), and then an
+// error matching ErrLost that wraps the cause.
 func (l *Loss) Err() error {
 	if l == nil {
 		return nil
 	}
+	l.check()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
@@ -121,15 +175,21 @@ func (h Hold) Recovered() bool { return h.recovered }
 
 // Lost returns a channel that is closed if the hold is lost while held. For
 // holds that cannot be lost it returns nil, which never becomes ready. The
-// channel is not closed by a normal Unlock.
+// channel is not closed by a normal Unlock. For a lease, the channel is
+// already closed when Lost is called after the lease's local deadline: the
+// hold is reported lost before any other client can be granted the lock,
+// even if this process was paused and its timers have not run yet.
 func (h Hold) Lost() <-chan struct{} { return h.loss.Done() }
 
 // Err returns nil while the hold is trusted and an error matching ErrLost
-// once it is lost.
+// once it is lost. For a lease it compares the lease's local deadline with
+// the monotonic clock at the call, as Lost does.
 func (h Hold) Err() error { return h.loss.Err() }
 
 // Context returns a context derived from parent that is cancelled, with the
-// loss as its cause (see context.Cause), when the hold is lost. Call the
+// loss as its cause (see context.Cause), when the hold is lost. Its Done,
+// Err and Value check the lease deadline at the call, as Lost does;
+// contexts derived from it are cancelled when the loss fires. Call the
 // returned cancel function after Unlock to release its resources.
 func (h Hold) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
@@ -144,5 +204,29 @@ func (h Hold) Context(parent context.Context) (context.Context, context.CancelFu
 		case <-ctx.Done():
 		}
 	}()
-	return ctx, stop
+	return &lossCtx{Context: ctx, loss: h.loss, cancel: cancel}, stop
 }
+
+// lossCtx is the context of Hold.Context: it cancels itself on the spot
+// when it is read after the loss fired (or after the lease deadline), rather
+// than when the goroutine that waits for the loss gets to run.
+type lossCtx struct {
+	context.Context
+	loss   *Loss
+	cancel context.CancelCauseFunc
+}
+
+func (c *lossCtx) check() {
+	select {
+	case <-c.loss.Done():
+		c.cancel(c.loss.Err())
+	default:
+	}
+}
+
+func (c *lossCtx) Done() <-chan struct{} { c.check(); return c.Context.Done() }
+func (c *lossCtx) Err() error            { c.check(); return c.Context.Err() }
+
+// Value also checks, so that context.Cause, which finds the cancellation
+// through Value, reports the loss.
+func (c *lossCtx) Value(key any) any { c.check(); return c.Context.Value(key) }

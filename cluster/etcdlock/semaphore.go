@@ -79,10 +79,13 @@ func (d *semDriver) weight(v []byte) int64 {
 func (d *semDriver) enqueue(ctx context.Context, s *session, n int64) (id, key string, rev int64, older map[string]int64, err error) {
 	id = d.ids.get(s)
 	key = d.queue + id
+	// The transaction may run on after a cancelled caller has returned (and
+	// overwritten the results): it must not read them.
+	put := clientv3.OpPut(key, d.b.holderValue("", n), clientv3.WithLease(s.id))
 	resp, err := d.b.commit(ctx, s, []string{key}, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 		return d.b.c.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(d.meta), ">", 0)).
-			Then(clientv3.OpPut(key, d.b.holderValue("", n), clientv3.WithLease(s.id)), clientv3.OpGet(d.queue, clientv3.WithPrefix())).
+			Then(put, clientv3.OpGet(d.queue, clientv3.WithPrefix())).
 			Commit()
 	})
 	if err != nil {

@@ -33,6 +33,7 @@ type session struct {
 	mu     sync.Mutex
 	err    error                    // guarded by mu; why the session ended
 	losses map[*baton.Loss]struct{} // guarded by mu; holds to tell when it ends
+	dl     time.Time                // guarded by mu; the lease's local deadline, given to every loss
 }
 
 // newSession grants a lease and starts renewing it.
@@ -54,8 +55,9 @@ func newSession(ctx context.Context, c *clientv3.Client, o *options) (*session, 
 		done:   make(chan struct{}),
 		losses: make(map[*baton.Loss]struct{}),
 	}
+	s.dl = s.deadline(sent, resp.TTL)
 	s.wg.Add(1)
-	go s.keepAlive(lctx, s.deadline(sent, resp.TTL))
+	go s.keepAlive(lctx, s.dl)
 	return s, nil
 }
 
@@ -90,6 +92,7 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 		switch {
 		case err == nil:
 			deadline = s.deadline(now, resp.TTL)
+			s.setDeadline(deadline)
 			wait = s.o.renewal
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(fmt.Errorf("etcdlock: lease %x expired or revoked", int64(s.id)))
@@ -102,6 +105,17 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 			wait = max(s.o.renewal/8, 50*time.Millisecond)
 		}
 		t.Reset(max(0, min(wait, time.Until(deadline))))
+	}
+}
+
+// setDeadline moves the deadline of the lease and of every hold on it
+// (a hold's Err and Lost compare it with the clock when read).
+func (s *session) setDeadline(dl time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dl = dl
+	for l := range s.losses {
+		l.SetDeadline(dl)
 	}
 }
 
@@ -149,6 +163,7 @@ func (s *session) track(l *baton.Loss) {
 		return
 	}
 	s.losses[l] = struct{}{}
+	l.SetDeadline(s.dl)
 	s.mu.Unlock()
 }
 
@@ -156,6 +171,7 @@ func (s *session) untrack(l *baton.Loss) {
 	s.mu.Lock()
 	delete(s.losses, l)
 	s.mu.Unlock()
+	l.SetDeadline(time.Time{})
 }
 
 // newID returns a key id unique among all sessions: the lease id and a
