@@ -7,6 +7,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/batonlock/baton"
 )
@@ -53,6 +54,13 @@ func (b *backend) watchHold(s *session, key string, rev int64, loss *baton.Loss)
 	return w
 }
 
+// holdStream puts the watches of holds on a gRPC stream of their own: the
+// client sets up one watch of a stream at a time, so a waiter's watch would
+// otherwise wait behind the setup of holds' watches.
+func holdStream(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx), "baton-watch", "holds")
+}
+
 // release stops the watch; the hold's own delete follows.
 func (w *holdWatch) release() {
 	w.released.Store(true)
@@ -67,7 +75,7 @@ func (b *backend) watchKey(ctx context.Context, s *session, key string, rev int6
 		return !w.released.Load() && (deleted || kv.CreateRevision != rev)
 	}
 	for attempt := 0; ; attempt++ {
-		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wctx, wcancel := context.WithCancel(holdStream(ctx))
 		wch := b.c.Watch(wctx, key, clientv3.WithCreatedNotify())
 		lost, ok := b.followKey(ctx, s, key, wch, &known, gone)
 		wcancel()
