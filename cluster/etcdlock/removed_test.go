@@ -210,3 +210,71 @@ func testReleasedNotLost(t *testing.T, c *cluster) {
 		t.Errorf("Release: %v", err)
 	}
 }
+
+// Removals racing with Lock and Unlock on several clients: a hold whose
+// Unlock succeeded never reports a loss, and one whose Unlock reports the
+// loss has fired it.
+func testRemoveRacesUnlock(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	bs := []baton.Backend{}
+	for range 2 {
+		b, _ := fast(t, c, "removerace")
+		bs = append(bs, b)
+	}
+	in := bs[0].(baton.Inspector)
+	type outcome struct {
+		h   baton.Hold
+		err error
+	}
+	var (
+		mu       sync.Mutex
+		outcomes []outcome
+		wg       sync.WaitGroup
+	)
+	deadline := time.Now().Add(2 * time.Second)
+	for w := range 4 {
+		m := must(bs[w%2].Mutex(ctx, "m")).get(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				h, err := m.Lock(lctx)
+				cancel()
+				if err != nil {
+					continue // its waiting key was removed, or it timed out
+				}
+				err = m.Unlock(ctx)
+				mu.Lock()
+				outcomes = append(outcomes, outcome{h, err})
+				mu.Unlock()
+			}
+		}()
+	}
+	removes := 0
+	for time.Now().Before(deadline) {
+		if err := in.Remove(ctx, baton.KindMutex, "m"); err == nil {
+			removes++
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	time.Sleep(200 * time.Millisecond) // let late watch events arrive
+	lost := 0
+	for i, o := range outcomes {
+		switch {
+		case o.err == nil && o.h.Err() != nil:
+			t.Errorf("hold %d: Unlock succeeded but the hold reports %v", i, o.h.Err())
+		case o.err != nil && !errors.Is(o.err, baton.ErrLost):
+			t.Errorf("hold %d: Unlock: %v", i, o.err)
+		case o.err != nil && o.h.Err() == nil:
+			t.Errorf("hold %d: Unlock reported %v but the loss did not fire", i, o.err)
+		case o.err != nil:
+			lost++
+		}
+	}
+	t.Logf("%d holds, %d lost, %d removals", len(outcomes), lost, removes)
+	if len(outcomes) == 0 {
+		t.Fatal("no hold taken")
+	}
+}
