@@ -31,8 +31,9 @@ var errRemoved = errors.New("etcdlock: the hold's key was deleted by someone els
 // Ordering: the delete event reaches this watch when it reaches the watch of
 // the next waiter, which still needs a read before it holds; so the loss
 // normally fires about one round trip before another client can be granted
-// the name. It cannot be ordered before the remover's Remove returns: the
-// holder is another process.
+// the name. It cannot be ordered before the return of a Remove made in
+// another process; a Remove through the holder's own Backend fires the loss
+// itself before returning (session.removed).
 type holdWatch struct {
 	stop     context.CancelFunc
 	released atomic.Bool // set by Release before its own delete is sent

@@ -85,7 +85,7 @@ func keysOf(q, w string) []string {
 
 func (d *lockDriver) grant(s *session, id, q, w string, rev int64) baton.Grant {
 	loss := baton.NewLoss()
-	s.track(loss)
+	s.track(loss, q, rev)
 	return baton.Grant{
 		Token: baton.Token(rev),
 		Loss:  loss,

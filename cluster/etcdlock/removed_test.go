@@ -122,9 +122,18 @@ func testRemovedHold(t *testing.T, c *cluster) {
 				if round == 1 {
 					time.Sleep(300 * time.Millisecond) // past a renewal
 				}
+				// Round 2 removes through the holder's own Backend, whose
+				// holders know before Remove returns.
+				remover := br
+				if round == 2 {
+					remover = ba
+				}
 				removed := time.Now()
-				if err := br.(baton.Inspector).Remove(ctx, tc.kind, n); err != nil {
+				if err := remover.(baton.Inspector).Remove(ctx, tc.kind, n); err != nil {
 					t.Fatal(err)
+				}
+				if round == 2 && ha.Err() == nil {
+					t.Errorf("Remove through the holder's Backend returned before the loss fired")
 				}
 				select {
 				case <-ha.Lost():

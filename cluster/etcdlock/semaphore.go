@@ -125,7 +125,7 @@ func (d *semDriver) drop(s *session, id, key string) {
 
 func (d *semDriver) grant(s *session, id, key string, rev, n int64) baton.Grant {
 	loss := baton.NewLoss()
-	s.track(loss)
+	s.track(loss, key, rev)
 	return baton.Grant{Token: baton.Token(rev), Loss: loss, N: n, Data: &semGrant{s: s, id: id, key: key, rev: rev, loss: loss, hw: d.b.watchHold(s, key, rev, loss)}}
 }
 
