@@ -207,8 +207,8 @@ type nodeAddr struct{ network, addr string }
 // distinctClients refuses a Redlock node list that names one node twice: the
 // same client, or clients whose addresses are the same node. Such a list
 // can never gather a majority of distinct nodes, so Lock would wait
-// forever. Clients that do not tell their address (Cluster, failover) are
-// compared as clients only.
+// forever. Clients that do not tell their address (Cluster, Sentinel
+// failover) are compared as clients only.
 func distinctClients(clients []redis.UniversalClient) error {
 	var addrs []nodeAddr
 	for i, c := range clients {
@@ -217,7 +217,9 @@ func distinctClients(clients []redis.UniversalClient) error {
 				return fmt.Errorf("redislock: redlock nodes %d and %d are the same client: %w", j, i, baton.ErrInvalidArgument)
 			}
 		}
-		if oc, ok := c.(interface{ Options() *redis.Options }); ok {
+		// A failover client's address is a placeholder; its Sentinels
+		// find the node.
+		if oc, ok := c.(interface{ Options() *redis.Options }); ok && oc.Options().Addr != "FailoverClient" {
 			o := oc.Options()
 			addrs = append(addrs, nodeAddr{network: o.Network, addr: o.Addr})
 		}

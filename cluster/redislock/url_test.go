@@ -43,7 +43,7 @@ func TestOptionZeroRefused(t *testing.T) {
 
 // TestOpenURLRefused: bad URLs fail with ErrInvalidArgument before any
 // connection (the ports named here have no server).
-func TestOpenURLRefused(t *testing.T) {
+func TestOpenURLRefusesBadValues(t *testing.T) {
 	for _, raw := range []string{
 		"redis://127.0.0.1:1?ttl=0s",
 		"redis://127.0.0.1:1?ttl=-1s",
@@ -115,6 +115,16 @@ func TestNewRedlockDuplicateNodes(t *testing.T) {
 	bk, err := NewRedlock([]redis.UniversalClient{a, b, d})
 	if err != nil {
 		t.Fatal(err)
+	}
+	_ = bk.Close()
+	// Failover clients all say "FailoverClient" as their address.
+	f1 := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m1", SentinelAddrs: []string{"127.0.0.1:1"}})
+	f2 := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m2", SentinelAddrs: []string{"127.0.0.1:1"}})
+	defer f1.Close()
+	defer f2.Close()
+	bk, err = NewRedlock([]redis.UniversalClient{f1, f2, a})
+	if err != nil {
+		t.Fatalf("distinct failover clients: %v", err)
 	}
 	_ = bk.Close()
 }
