@@ -32,6 +32,7 @@ type lockGrant struct {
 	w    string // its writer marker, "" for mutexes and readers
 	rev  int64  // the create revision of q (and w): order and token
 	loss *baton.Loss
+	hw   *holdWatch // fires loss when q is deleted by someone else
 }
 
 func (b *backend) OpenMutex(_ context.Context, name string) (baton.LockDriver, error) {
@@ -84,11 +85,11 @@ func keysOf(q, w string) []string {
 
 func (d *lockDriver) grant(s *session, id, q, w string, rev int64) baton.Grant {
 	loss := baton.NewLoss()
-	s.track(loss)
+	s.track(loss, q, rev)
 	return baton.Grant{
 		Token: baton.Token(rev),
 		Loss:  loss,
-		Data:  &lockGrant{s: s, id: id, q: q, w: w, rev: rev, loss: loss},
+		Data:  &lockGrant{s: s, id: id, q: q, w: w, rev: rev, loss: loss, hw: d.b.watchHold(s, q, rev, loss)},
 	}
 }
 
@@ -218,6 +219,7 @@ func (d *lockDriver) Release(ctx context.Context, g baton.Grant) error {
 		return d.errf("unlock: %w: foreign grant", baton.ErrInvalidArgument)
 	}
 	lg.s.untrack(lg.loss)
+	lg.hw.release()
 	keys := keysOf(lg.q, lg.w)
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {

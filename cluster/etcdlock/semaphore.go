@@ -31,6 +31,7 @@ type semGrant struct {
 	key  string
 	rev  int64
 	loss *baton.Loss
+	hw   *holdWatch // fires loss when key is deleted by someone else
 }
 
 // OpenSemaphore records the capacity when the name is new and checks it
@@ -127,8 +128,8 @@ func (d *semDriver) drop(s *session, id, key string) {
 
 func (d *semDriver) grant(s *session, id, key string, rev, n int64) baton.Grant {
 	loss := baton.NewLoss()
-	s.track(loss)
-	return baton.Grant{Token: baton.Token(rev), Loss: loss, N: n, Data: &semGrant{s: s, id: id, key: key, rev: rev, loss: loss}}
+	s.track(loss, key, rev)
+	return baton.Grant{Token: baton.Token(rev), Loss: loss, N: n, Data: &semGrant{s: s, id: id, key: key, rev: rev, loss: loss, hw: d.b.watchHold(s, key, rev, loss)}}
 }
 
 // Acquire enqueues a key for n permits and waits until the permits of all
@@ -299,6 +300,7 @@ func (d *semDriver) Release(ctx context.Context, g baton.Grant, n int64) error {
 		op = clientv3.OpPut(sg.key, d.b.holderValue("", g.N-n), clientv3.WithLease(sg.s.id))
 	} else {
 		sg.s.untrack(sg.loss)
+		sg.hw.release()
 	}
 	rctx, cancel := d.b.rctx(ctx)
 	resp, err := d.b.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(sg.key), "=", sg.rev)).Then(op).Commit()
@@ -311,6 +313,7 @@ func (d *semDriver) Release(ctx context.Context, g baton.Grant, n int64) error {
 		return d.errf("release: %w", err)
 	case !resp.Succeeded:
 		sg.s.untrack(sg.loss)
+		sg.hw.release()
 		sg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
 		return d.errf("release: %w", sg.loss.Err())
 	}

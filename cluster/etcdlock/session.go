@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +32,9 @@ type session struct {
 	wg   sync.WaitGroup
 
 	mu     sync.Mutex
-	err    error                    // guarded by mu; why the session ended
-	losses map[*baton.Loss]struct{} // guarded by mu; holds to tell when it ends
-	dl     time.Time                // guarded by mu; the lease's local deadline, given to every loss
+	err    error                   // guarded by mu; why the session ended
+	losses map[*baton.Loss]heldKey // guarded by mu; holds to tell when it ends
+	dl     time.Time               // guarded by mu; the lease's local deadline, given to every loss
 }
 
 // newSession grants a lease and starts renewing it.
@@ -53,7 +54,7 @@ func newSession(ctx context.Context, c *clientv3.Client, o *options) (*session, 
 		hexd:   strconv.FormatInt(int64(resp.ID), 16),
 		stop:   stop,
 		done:   make(chan struct{}),
-		losses: make(map[*baton.Loss]struct{}),
+		losses: make(map[*baton.Loss]heldKey),
 	}
 	s.dl = s.deadline(sent, resp.TTL)
 	s.wg.Add(1)
@@ -153,8 +154,15 @@ func (s *session) lostErr() error {
 	return fmt.Errorf("%w: %w", baton.ErrLost, err)
 }
 
-// track registers a hold's loss; it fires at once if the session has ended.
-func (s *session) track(l *baton.Loss) {
+// heldKey is the key of a tracked hold and its create revision.
+type heldKey struct {
+	key string
+	rev int64
+}
+
+// track registers a hold's loss and key; the loss fires at once if the
+// session has ended.
+func (s *session) track(l *baton.Loss, key string, rev int64) {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
@@ -162,9 +170,26 @@ func (s *session) track(l *baton.Loss) {
 		l.Fire(err)
 		return
 	}
-	s.losses[l] = struct{}{}
+	s.losses[l] = heldKey{key, rev}
 	l.SetDeadline(s.dl)
 	s.mu.Unlock()
+}
+
+// removed fires the loss of the holds whose keys, under dir, a delete at
+// revision rev took away: keys created before rev. It lets a Remove made
+// through this backend return after its own holders know.
+func (s *session) removed(dir string, rev int64) {
+	var fire []*baton.Loss
+	s.mu.Lock()
+	for l, k := range s.losses {
+		if k.rev < rev && strings.HasPrefix(k.key, dir) {
+			fire = append(fire, l)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range fire {
+		l.Fire(errRemoved)
+	}
 }
 
 func (s *session) untrack(l *baton.Loss) {

@@ -123,18 +123,27 @@ type options struct {
 	log         *slog.Logger
 	nodeTimeout time.Duration
 	prefixSet   bool
+	err         error // the first option refused by its constructor
 }
 
 // WithTTL sets the lease TTL of every hold and queue entry. Default 10 s;
-// at least 10 ms, and at least twice the renewal period.
-func WithTTL(d time.Duration) Option { return func(o *options) { o.lease.TTL = d } }
+// at least 10 ms, and at least twice the renewal period. Zero and negative
+// values are refused.
+func WithTTL(d time.Duration) Option {
+	return func(o *options) { o.lease.TTL = d; o.refuse(d <= 0, "lease TTL", d) }
+}
 
-// WithRenewEvery sets the renewal period. Default TTL/3.
-func WithRenewEvery(d time.Duration) Option { return func(o *options) { o.lease.RenewEvery = d } }
+// WithRenewEvery sets the renewal period. Default TTL/3; it must be positive.
+func WithRenewEvery(d time.Duration) Option {
+	return func(o *options) { o.lease.RenewEvery = d; o.refuse(d <= 0, "renewal period", d) }
+}
 
 // WithDrift sets the drift margin subtracted from a lease's local deadline.
-// Default 1% of the TTL + 2 ms; less than TTL - RenewEvery.
-func WithDrift(d time.Duration) Option { return func(o *options) { o.lease.Drift = d } }
+// Default 1% of the TTL + 2 ms; it must be positive and less than
+// TTL - RenewEvery.
+func WithDrift(d time.Duration) Option {
+	return func(o *options) { o.lease.Drift = d; o.refuse(d <= 0, "drift margin", d) }
+}
 
 // WithPrefix sets the key prefix. Default DefaultPrefix. It must not contain
 // '{' or '}' (it would break the hash tag), nor control characters, and is
@@ -150,7 +159,17 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithNodeTimeout sets how long a Redlock request waits for one node. Default
 // DefaultNodeTimeout; it must be positive and at most a tenth of the TTL, so
 // that a paused node cannot take the time of a lease.
-func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
+func WithNodeTimeout(d time.Duration) Option {
+	return func(o *options) { o.nodeTimeout = d; o.refuse(d <= 0, "node timeout", d) }
+}
+
+// refuse records the first bad option value: the lease options take 0 to
+// mean "default", so an explicit zero must be caught here.
+func (o *options) refuse(bad bool, what string, d time.Duration) {
+	if bad && o.err == nil {
+		o.err = fmt.Errorf("redislock: %s %v, must be > 0: %w", what, d, baton.ErrInvalidArgument)
+	}
+}
 
 func buildOptions(opts []Option) (options, error) {
 	o := options{prefix: DefaultPrefix}
@@ -159,6 +178,9 @@ func buildOptions(opts []Option) (options, error) {
 			return o, fmt.Errorf("redislock: nil option: %w", baton.ErrInvalidArgument)
 		}
 		f(&o)
+	}
+	if o.err != nil {
+		return o, o.err
 	}
 	if err := o.lease.Normalize(); err != nil {
 		return o, fmt.Errorf("redislock: %w", err)

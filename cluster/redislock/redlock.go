@@ -81,6 +81,9 @@ func newRedlockDriver(clients []redis.UniversalClient, opts []Option) (*rlDriver
 			return nil, fmt.Errorf("redislock: redlock node %d is nil: %w", i, baton.ErrInvalidArgument)
 		}
 	}
+	if err := distinctClients(clients); err != nil {
+		return nil, err
+	}
 	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
