@@ -7,15 +7,7 @@
 local id, mode, ttl, meta, ch = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 -- Fast path: the name has no holder and no waiter.
 if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3]) == 0 then
-  local tok = redis.call('INCR', KEYS[6])
-  if tok == 1 then
-    -- A missing counter starts at the server clock (see next_token).
-    tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('SET', KEYS[6], string.format('%d', tok))
-  end
-  local ms = string.format('%d', now)
-  redis.call('ZADD', KEYS[1], now + ttl, id)
-  redis.call('HSET', KEYS[2], id, mode .. '|' .. string.format('%d', tok) .. '|' .. ms .. '|' .. meta, '!m', mode)
+  local tok = grant(id, mode, ttl, meta)
   redis.call('PEXPIRE', KEYS[1], ttl + 1000)
   redis.call('PEXPIRE', KEYS[2], ttl + 1000)
   return {1, tok}
