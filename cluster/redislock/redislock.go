@@ -16,9 +16,13 @@
 // (send time of the last successful request + TTL - drift margin, on the
 // monotonic clock), the hold's Loss fires; it fires before the server lets
 // the lease expire. A process that dies stops renewing: its locks and
-// permits come back after at most the TTL. Unlock and the renewal goroutine
-// compare the hold's unique id on the server, so a lost hold never deletes
-// another holder's lock; Unlock of a lost hold returns baton.ErrLost.
+// permits come back after at most the TTL. Lock never returns a lease with
+// less left than TTL - RenewEvery - drift (what a kept lease has just
+// before each renewal): a grant whose reply came later than a renewal
+// period after its request is confirmed on the server first. Unlock and the
+// renewal goroutine compare the hold's unique id on the server, so a lost
+// hold never deletes another holder's lock; Unlock of a lost hold returns
+// baton.ErrLost.
 //
 // # Fairness and handoff
 //

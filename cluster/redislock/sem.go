@@ -31,18 +31,31 @@ func (s *semDriver) mismatch() error {
 }
 
 func (s *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error) {
-	id := newID()
-	sent := time.Now()
-	r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
-	switch {
-	case err != nil:
-		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
-	case r < 0:
-		return baton.Grant{}, s.mismatch()
-	case r == 0:
-		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
+	for {
+		id := newID()
+		sent := time.Now()
+		r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
+		switch {
+		case err != nil:
+			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		case r < 0:
+			return baton.Grant{}, s.mismatch()
+		case r == 0:
+			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
+		}
+		// A reply too late to bound the lease: renew before trusting it.
+		renew := s.d.renewFunc(s.keys, id)
+		for err == nil && !s.d.fresh(sent) {
+			sent, err = renew(ctx)
+		}
+		if err == nil {
+			return s.granted(id, n, sent), nil
+		}
+		if !errors.Is(err, baton.ErrLost) {
+			s.cancel(ctx, id)
+			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		}
 	}
-	return s.granted(id, n, sent), nil
 }
 
 func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
@@ -68,21 +81,27 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 		case r < 0:
 			s.cancel(ctx, id)
 			return baton.Grant{}, s.mismatch()
+		case r == 1 && s.d.fresh(sent):
+			return s.granted(id, n, sent), nil
 		case r == 1:
-			return s.granted(id, n, sent), nil
-		}
-		t := time.NewTimer(s.d.o.lease.RenewEvery)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			s.cancel(ctx, id)
-			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
-		case <-wake:
-			// Handed over by a release (see lockDriver.Acquire for why
-			// sent bounds the lease).
-			t.Stop()
-			return s.granted(id, n, sent), nil
-		case <-t.C:
+			// Held on a reply too late to bound the lease: poll at once
+			// (see lockDriver.acquireServer).
+		default:
+			t := time.NewTimer(s.d.o.lease.RenewEvery)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				s.cancel(ctx, id)
+				return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
+			case <-wake:
+				// Handed over by a release (see lockDriver.acquireServer
+				// for why sent bounds the lease).
+				t.Stop()
+				if s.d.fresh(sent) {
+					return s.granted(id, n, sent), nil
+				}
+			case <-t.C:
+			}
 		}
 		sent = time.Now()
 		r, err = scriptSemPoll.Run(ctx, s.d.c, s.keys, args...).Int64()
