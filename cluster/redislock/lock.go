@@ -61,8 +61,14 @@ func pair(v any, err error) (bool, int64, error) {
 	}
 	f, _ := a[0].(int64)
 	t, _ := a[1].(int64)
+	if f == -1 {
+		return false, 0, errNotReady
+	}
 	return f == 1, t, nil
 }
+
+// marker returns the key of the marker (restart.go), the last of l.keys.
+func (l *lockDriver) marker() string { return l.keys[len(l.keys)-1] }
 
 func (l *lockDriver) what() string {
 	if l.rw {
@@ -106,6 +112,11 @@ func (l *lockDriver) tryServer(ctx context.Context, mode baton.Mode) (baton.Gran
 		id := l.d.holdID()
 		sent := time.Now()
 		ok, tok, err := pair(acquire.Run(ctx, l.d.c, l.keys, l.acquireArgs(id, mode, "", sent)...).Result())
+		if errors.Is(err, errNotReady) {
+			if err = l.d.notReady(ctx, l.marker()); err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 		}
@@ -164,6 +175,16 @@ func (l *lockDriver) acquireServer(ctx context.Context, mode baton.Mode) (baton.
 	ok, tok, err := pair(acquire.Run(ctx, l.d.c, l.keys, args...).Result())
 	err = ctxErr(ctx, err)
 	for {
+		if errors.Is(err, errNotReady) {
+			// Nothing was changed on the server; poll once it is ready.
+			err = ctxErr(ctx, l.d.awaitReady(ctx, l.marker()))
+			if err == nil {
+				sent = time.Now()
+				ok, tok, err = pair(poll.Run(ctx, l.d.c, l.keys, args...).Result())
+				err = ctxErr(ctx, err)
+				continue
+			}
+		}
 		if err != nil {
 			l.cancel(ctx, id)
 			return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)

@@ -23,6 +23,13 @@ type semDriver struct {
 
 var _ baton.SemaphoreDriver = (*semDriver)(nil)
 
+// semNotReady is the reply of sem_acquire.lua and sem_poll.lua when the
+// marker is missing (restart.go).
+const semNotReady = -2
+
+// marker returns the key of the marker (restart.go), the last of s.keys.
+func (s *semDriver) marker() string { return s.keys[len(s.keys)-1] }
+
 func (s *semDriver) Capacity() int64 { return s.capacity }
 func (s *semDriver) Close() error    { return nil }
 
@@ -35,6 +42,11 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error
 		id := newID()
 		sent := time.Now()
 		r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
+		if err == nil && r == semNotReady {
+			if err = s.d.notReady(ctx, s.marker()); err == nil {
+				continue
+			}
+		}
 		switch {
 		case err != nil:
 			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
@@ -74,6 +86,15 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 	r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, args...).Int64()
 	err = ctxErr(ctx, err)
 	for {
+		if err == nil && r == semNotReady {
+			// Nothing was changed on the server; poll once it is ready.
+			if err = ctxErr(ctx, s.d.awaitReady(ctx, s.marker())); err == nil {
+				sent = time.Now()
+				r, err = scriptSemPoll.Run(ctx, s.d.c, s.keys, args...).Int64()
+				err = ctxErr(ctx, err)
+				continue
+			}
+		}
 		switch {
 		case err != nil:
 			s.cancel(ctx, id)

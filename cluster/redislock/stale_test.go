@@ -28,6 +28,7 @@ func pause(t *testing.T, s *server, d time.Duration) <-chan struct{} {
 // locker is one primitive as a waiter test uses it.
 type locker struct {
 	lock   func(ctx context.Context) (baton.Hold, error)
+	try    func(ctx context.Context) (baton.Hold, error)
 	unlock func(ctx context.Context) error
 }
 
@@ -36,7 +37,7 @@ func lockerOf(t *testing.T, b baton.Backend, kind, name string) locker {
 	switch kind {
 	case "rwmutex":
 		m := rwmutex(t, b, name)
-		return locker{m.Lock, m.Unlock}
+		return locker{m.Lock, m.TryLock, m.Unlock}
 	case "semaphore":
 		m, err := b.Semaphore(ctx, name, 1)
 		if err != nil {
@@ -45,11 +46,12 @@ func lockerOf(t *testing.T, b baton.Backend, kind, name string) locker {
 		t.Cleanup(func() { m.Close() })
 		return locker{
 			func(ctx context.Context) (baton.Hold, error) { return m.Acquire(ctx, 1) },
+			func(ctx context.Context) (baton.Hold, error) { return m.TryAcquire(ctx, 1) },
 			func(ctx context.Context) error { return m.Release(ctx, 1) },
 		}
 	}
 	m := mutex(t, b, name)
-	return locker{m.Lock, m.Unlock}
+	return locker{m.Lock, m.TryLock, m.Unlock}
 }
 
 // A waiter queued on the server while the server is paused past the TTL:
