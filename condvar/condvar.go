@@ -34,12 +34,21 @@
 // a dead waiter never absorbs a Signal. A waiter killed after a Signal chose
 // it and before it returned takes that signal with it, like a process
 // killed just after Wait returned; Signal notices such slots and passes
-// their signal on when it finds no live waiting slot but a slot count above
-// zero. Broadcast marks dead waiters' slots signalled; they are freed by
-// later sweeps.
+// their signal on when it finds no live waiting slot but slots in use.
+// Broadcast marks dead waiters' slots signalled; they are freed by later
+// sweeps, and Prepare sweeps the whole table before it gives up. A process
+// killed in the middle of a Prepare can leave the count of slots in use
+// one too high: Signal with no waiter then scans the table instead of
+// returning at once (Inspect counts the slots themselves).
 //
-// There are Slots slots per name. Prepare returns an error when all are in
-// use by live waiters.
+// # Capacity
+//
+// There are Slots slots per name. Prepare takes the lowest free slot and
+// Signal and Broadcast scan only up to the highest slot taken since the
+// table was last empty, so a name with few waiters costs few loads however
+// large the table. Prepare returns an error when all slots are in use by
+// live waiters. The file of a name has the size of this table; a file of
+// another size is refused with baton.ErrMismatch.
 //
 // The zero Cond is not usable; use Open.
 package condvar
@@ -47,18 +56,26 @@ package condvar
 import "github.com/batonlock/baton"
 
 // Slots is the number of waiters one name can have at a time.
-const Slots = 256
+const Slots = 4096
 
 const (
 	kind     = "cond"
 	hdrSize  = 64
 	slotSize = 16
 	fileSize = hdrSize + Slots*slotSize
-	magic    = 0x62746376 // "btcv"
+	magic    = 0x62746332 // "btc2"; a file of another layout has another size too
 
-	offMagic = 0 // uint32
-	offNWait = 4 // int32: slots in use (waiting or signalled)
-	offOrder = 8 // uint64: registration counter
+	offMagic = 0  // uint32
+	offUse   = 8  // uint64: see useCount and useTop
+	offOrder = 16 // uint64: registration counter
+
+	// The use word counts, in its low half, the slots in use (waiting or
+	// signalled) plus the registrations under way; its high half is a
+	// bound above every slot in use, raised by Prepare before it returns
+	// and reset only when the count falls to zero, when no slot is in use.
+	// Signal with no waiter reads it once; Signal and Broadcast with
+	// waiters scan the slots below the bound.
+	useCount = 1<<32 - 1
 
 	// A slot is a uint64 state word and a uint64 registration order. The
 	// low half of the state word is the slot's futex word: owner pid (22
