@@ -154,6 +154,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"RWWriterNotStarved", testRWWriterNotStarved, s.Caps.RWMutex},
 		{"SemBasics", testSemBasics, s.Caps.Semaphore},
 		{"CondBasics", testCondBasics, s.Caps.Cond},
+		{"CondChurn", testCondChurn, s.Caps.Cond},
 		{"CrossProcessMutex", testCrossProcessMutex, s.Caps.CrossProcess},
 		{"CrossProcessRW", testCrossProcessRW, s.Caps.CrossProcess && s.Caps.RWMutex},
 		{"CrossProcessSemaphore", testCrossProcessSem, s.Caps.CrossProcess && s.Caps.Semaphore},
