@@ -2,6 +2,8 @@ package locktest
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"sync"
 	"testing"
 	"time"
@@ -13,9 +15,10 @@ import (
 // meet in rounds, as in the benchmarks of sync.Cond: each arrival but the
 // last waits, and the last wakes the others with one Signal each. Every
 // Signal then has a registered waiter to wake, so a round can only stall
-// if a wake-up was lost. Then the backend must show no waiter left, a
-// single new waiter must be woken by one Signal, and many waiters must all
-// be woken by one Broadcast.
+// if a wake-up was lost. Then producers hand items to consumers on the
+// same handles (condProduceConsume), the backend must show no waiter left,
+// a single new waiter must be woken by one Signal, and many waiters must
+// all be woken by one Broadcast.
 func testCondChurn(t *testing.T, e *env) {
 	b := e.open(t)
 	// A context that can end makes each Wait set up its cancellation too.
@@ -27,9 +30,9 @@ func testCondChurn(t *testing.T, e *env) {
 	ok(t, "Cond", err)
 
 	const workers = 16
-	rounds := 300
+	rounds, items := 300, 1500 // items: per producer
 	if e.s.Caps.Lease {
-		rounds = 15 // every Wait and Signal is a round trip
+		rounds, items = 8, 15 // every Wait and Signal is a round trip
 	}
 	var (
 		arrived, gen int // guarded by m
@@ -106,7 +109,7 @@ func testCondChurn(t *testing.T, e *env) {
 	if gen != rounds {
 		t.Fatalf("%d rounds of %d", gen, rounds)
 	}
-	condProduceConsume(t, ctx, m, c, workers, 5*rounds)
+	condProduceConsume(t, ctx, m, c, workers, items)
 	checkNoWaiters(t, ctx, b, name)
 	condSignalOne(t, ctx, m, c)
 	checkNoWaiters(t, ctx, b, name)
@@ -123,6 +126,9 @@ func checkNoWaiters(t *testing.T, ctx context.Context, b baton.Backend, name str
 		return
 	}
 	info, err := in.Inspect(ctx, baton.KindCond, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return // a backend may keep nothing for a Cond nobody waits on
+	}
 	ok(t, "Inspect", err)
 	if info.Waiters > 0 {
 		t.Fatalf("Inspect reports %d waiters with none waiting", info.Waiters)
@@ -221,7 +227,7 @@ func condBroadcastMany(t *testing.T, ctx context.Context, m baton.Mutex, c baton
 	ok(t, "Unlock", m.Unlock(ctx))
 	select {
 	case <-all:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		// Keep broadcasting so the test ends; it has failed already.
 		for {
 			c.Broadcast(ctx)
@@ -232,7 +238,7 @@ func condBroadcastMany(t *testing.T, ctx context.Context, m baton.Mutex, c baton
 			}
 			break
 		}
-		t.Fatalf("one Broadcast woke %d of %d waiters", woken, n) // all have left: no race
+		t.Fatalf("one Broadcast woke %d of %d waiters in 30 s", woken, n) // all have left: no race
 	}
 	if len(errs) > 0 {
 		t.Fatalf("%d of %d waiters failed, the first with %v", len(errs), n, errs[0])
