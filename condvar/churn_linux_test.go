@@ -3,9 +3,13 @@
 package condvar
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -68,8 +72,8 @@ func TestSharedHandleChurn(t *testing.T) {
 	if errs.Load() > 0 {
 		t.Fatalf("%d Waits failed", errs.Load())
 	}
-	if n := c.inUse(); n != 0 {
-		t.Fatalf("%d slots in use after every Wait returned", n)
+	if n, top := c.inUse(), c.top(); n != 0 || top != 0 {
+		t.Fatalf("%d slots in use, bound %d, after every Wait returned", n, top)
 	}
 	if info, err := Inspect(ns, "c"); err != nil || info.Waiters != 0 {
 		t.Fatalf("Inspect = %+v, %v; want no waiters", info, err)
@@ -272,24 +276,41 @@ func TestDeadRegistrations(t *testing.T) {
 			dir := t.TempDir()
 			ns, _ := ipc.OpenNamespace(dir)
 			c := openCond(t, ns, "c")
-			cmd := helper(t, "register", dir, tc.n)
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			deadline := time.Now().Add(20 * time.Second)
-			for c.inUse() < tc.n {
-				select {
-				case err := <-exited:
-					t.Fatalf("the helper exited (%v) after %d of %d registrations", err, c.inUse(), tc.n)
-				case <-time.After(time.Millisecond):
-				}
-				if time.Now().After(deadline) {
+			// The helper says when its last Prepare has returned: a kill
+			// in the middle of one may leave a slot that only the sweep
+			// of a full table frees.
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), envRole+"=register", envDir+"="+dir, envN+"="+strconv.Itoa(tc.n))
+			cmd.Stderr = os.Stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			ready := make(chan string, 1)
+			go func() {
+				line, _ := bufio.NewReader(out).ReadString('\n')
+				ready <- line
+			}()
+			select {
+			case line := <-ready:
+				if line != "ready\n" {
 					cmd.Process.Kill()
-					<-exited
-					t.Fatalf("the helper registered %d of %d", c.inUse(), tc.n)
+					cmd.Wait()
+					t.Fatalf("the helper failed after %d of %d registrations", c.inUse(), tc.n)
 				}
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("the helper registered %d of %d in 20 s", c.inUse(), tc.n)
 			}
 			syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+			cmd.Wait()
+			if n := c.inUse(); n != tc.n {
+				t.Fatalf("%d slots in use, want the helper's %d", n, tc.n)
+			}
 			ctx := context.Background()
 			switch tc.name {
 			case "signal", "full":

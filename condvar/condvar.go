@@ -36,18 +36,19 @@
 // killed just after Wait returned; Signal notices such slots and passes
 // their signal on when it finds no live waiting slot but slots in use.
 // Broadcast marks dead waiters' slots signalled; they are freed by later
-// sweeps, and Prepare sweeps the whole table before it gives up. A process
-// killed in the middle of a Prepare can leave the count of slots in use
-// one too high: Signal with no waiter then scans the table instead of
-// returning at once (Inspect counts the slots themselves).
+// sweeps. A process killed in the instant between claiming a slot and
+// raising the bound (see Capacity) leaves a slot that Signal does not
+// look at; Prepare sweeps the whole table before it gives up, which frees
+// it.
 //
 // # Capacity
 //
 // There are Slots slots per name. Prepare takes the lowest free slot and
-// Signal and Broadcast scan only up to the highest slot taken since the
-// table was last empty, so a name with few waiters costs few loads however
-// large the table. Prepare returns an error when all slots are in use by
-// live waiters. The file of a name has the size of this table; a file of
+// then raises a bound above it; whoever frees the highest slot in use
+// lowers the bound again. Signal and Broadcast scan only below the bound,
+// so a name with few waiters costs few loads however large the table, and
+// Signal with no waiter finds the bound at zero. Prepare returns an error
+// when all slots are in use by live waiters. The file of a name has the size of this table; a file of
 // another size is refused with baton.ErrMismatch.
 //
 // The zero Cond is not usable; use Open.
@@ -66,16 +67,15 @@ const (
 	magic    = 0x62746332 // "btc2"; a file of another layout has another size too
 
 	offMagic = 0  // uint32
-	offUse   = 8  // uint64: see useCount and useTop
+	offBound = 8  // uint64: a change count << 16 | the bound
 	offOrder = 16 // uint64: registration counter
 
-	// The use word counts, in its low half, the slots in use (waiting or
-	// signalled) plus the registrations under way; its high half is a
-	// bound above every slot in use, raised by Prepare before it returns
-	// and reset only when the count falls to zero, when no slot is in use.
-	// Signal with no waiter reads it once; Signal and Broadcast with
-	// waiters scan the slots below the bound.
-	useCount = 1<<32 - 1
+	// Every slot in use (waiting or signalled) whose Prepare has returned
+	// is below the bound. Each change of the bound word also advances its
+	// change count, so a lowering computed from a scan fails its
+	// compare-and-swap when a Prepare raised the bound after the scan
+	// began: that Prepare's slot may be one the scan saw free.
+	boundMask = 1<<16 - 1
 
 	// A slot is a uint64 state word and a uint64 registration order. The
 	// low half of the state word is the slot's futex word: owner pid (22

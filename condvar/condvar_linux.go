@@ -19,7 +19,7 @@ import (
 type Cond struct {
 	name  string
 	r     *ipc.Region
-	use   *atomic.Uint64 // count and bound, see offUse
+	bound *atomic.Uint64 // see offBound
 	order *atomic.Uint64
 	me    uint64 // state pattern of this process: tag<<32 | pid
 	pid   int
@@ -70,7 +70,7 @@ func Open(ns *ipc.Namespace, name string) (*Cond, error) {
 
 func newCond(r *ipc.Region, name string) *Cond {
 	c := &Cond{name: name, r: r, mine: map[*waiter]struct{}{}, watches: map[uint64]*ipc.ProcWatch{}}
-	c.use = (*atomic.Uint64)(c.at(offUse))
+	c.bound = (*atomic.Uint64)(c.at(offBound))
 	c.order = (*atomic.Uint64)(c.at(offOrder))
 	return c
 }
@@ -99,39 +99,47 @@ var bigEndian = func() bool {
 	return binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&x))[:]) == 1
 }()
 
-// inUse returns the number of slots in use or being claimed.
-func (c *Cond) inUse() int { return int(c.use.Load() & useCount) }
+// top returns the bound: every slot in use is below it.
+func (c *Cond) top() int { return min(int(c.bound.Load()&boundMask), Slots) }
 
-// top returns the bound above every slot in use.
-func (c *Cond) top() int { return min(int(c.use.Load()>>32), Slots) }
-
-// raise makes the bound cover slot i, which the caller has claimed.
+// raise makes the bound cover slot i, which the caller has claimed. It
+// changes the word even when the bound is high enough already, so that a
+// lowering based on a scan that began before the claim fails.
 func (c *Cond) raise(i int) {
 	for {
-		u := c.use.Load()
-		if int(u>>32) > i || c.use.CompareAndSwap(u, uint64(i+1)<<32|u&useCount) {
+		b := c.bound.Load()
+		next := (b>>16+1)<<16 | uint64(max(int(b&boundMask), i+1))
+		if c.bound.CompareAndSwap(b, next) {
 			return
 		}
 	}
 }
 
-// release counts one slot or registration less; the last one resets the
-// bound, since no slot is in use then.
-func (c *Cond) release() {
+// lower brings the bound down to just above the highest slot in use, after
+// a slot was freed.
+func (c *Cond) lower() {
 	for {
-		u := c.use.Load()
-		n := u & useCount
-		if n == 0 {
-			return
+		b := c.bound.Load()
+		t := min(int(b&boundMask), Slots)
+		h := t
+		for h > 0 && c.slot(h-1).Load() == 0 {
+			h--
 		}
-		next := u - 1
-		if n == 1 {
-			next = 0
-		}
-		if c.use.CompareAndSwap(u, next) {
+		if h == t || c.bound.CompareAndSwap(b, (b>>16+1)<<16|uint64(h)) {
 			return
 		}
 	}
+}
+
+// inUse counts the slots in use.
+func (c *Cond) inUse() int {
+	n := 0
+	for i := range Slots {
+		if uint32(c.slot(i).Load())&(sWaiting|sSignalled) != 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *Cond) errf(format string, args ...any) error {
@@ -152,7 +160,6 @@ func (c *Cond) Prepare(ctx context.Context) (any, error) {
 	if c.isClosed() {
 		return nil, c.errf("%w", baton.ErrClosed)
 	}
-	c.use.Add(1)
 	for attempt := 0; attempt < 2; attempt++ {
 		for i := range Slots {
 			s := c.slot(i)
@@ -168,7 +175,6 @@ func (c *Cond) Prepare(ctx context.Context) (any, error) {
 		}
 		c.sweep(Slots)
 	}
-	c.release()
 	return nil, c.errf("%d waiters already: %w", Slots, baton.ErrUnsupported)
 }
 
@@ -267,7 +273,7 @@ func (c *Cond) kick(i int) {
 // free releases slot i, which holds v.
 func (c *Cond) free(i int, v uint64) bool {
 	if c.slot(i).CompareAndSwap(v, 0) {
-		c.release()
+		c.lower()
 		return true
 	}
 	return false
@@ -319,7 +325,7 @@ func (c *Cond) Signal(ctx context.Context) error {
 	if c.r.Bytes() == nil {
 		return c.errf("%w", baton.ErrClosed)
 	}
-	if c.use.Load()&useCount == 0 {
+	if c.bound.Load()&boundMask == 0 {
 		return nil
 	}
 	return c.signalOne()
@@ -342,7 +348,7 @@ func (c *Cond) signalOne() error {
 			}
 		}
 		if best < 0 {
-			if c.inUse() > 0 {
+			if top > 0 {
 				c.sweep(top)
 			}
 			return nil
@@ -367,7 +373,7 @@ func (c *Cond) Broadcast(ctx context.Context) error {
 	if c.r.Bytes() == nil {
 		return c.errf("%w", baton.ErrClosed)
 	}
-	if c.use.Load()&useCount == 0 {
+	if c.bound.Load()&boundMask == 0 {
 		return nil
 	}
 	var err error

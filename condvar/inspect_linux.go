@@ -28,15 +28,7 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 	}
 	defer r.Close()
 	c := newCond(r, name)
-	// The slots themselves, not the use count: a process killed while it
-	// registered may have left the count one too high.
-	n := 0
-	for i := range Slots {
-		if uint32(c.slot(i).Load())&(sWaiting|sSignalled) != 0 {
-			n++
-		}
-	}
-	return baton.Info{Name: name, Kind: baton.KindCond, Impl: "futex", Holders: []baton.Holder{}, Waiters: n}, nil
+	return baton.Info{Name: name, Kind: baton.KindCond, Impl: "futex", Holders: []baton.Holder{}, Waiters: c.inUse()}, nil
 }
 
 // List describes every condition variable of ns.
