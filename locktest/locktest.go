@@ -158,6 +158,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"SemCancelRace", testSemCancelRace, s.Caps.Semaphore},
 		{"SemBasics", testSemBasics, s.Caps.Semaphore},
 		{"CondBasics", testCondBasics, s.Caps.Cond},
+		{"CondChurn", testCondChurn, s.Caps.Cond},
 		{"CrossProcessMutex", testCrossProcessMutex, s.Caps.CrossProcess},
 		{"CrossProcessRW", testCrossProcessRW, s.Caps.CrossProcess && s.Caps.RWMutex},
 		{"CrossProcessSemaphore", testCrossProcessSem, s.Caps.CrossProcess && s.Caps.Semaphore},
