@@ -65,8 +65,10 @@ func nodeReady(ctx context.Context, node redis.Cmdable, marker string, ttl time.
 	if err != nil {
 		return 0, err
 	}
-	// Uptime counts whole seconds, rounded down.
-	need := (ttl + time.Second - 1).Truncate(time.Second)
+	// Uptime is the difference of two wall-clock readings in whole seconds
+	// (now and the start, each rounded down), so it can read up to a second
+	// more than the server has run: count one second less.
+	need := (ttl + time.Second - 1).Truncate(time.Second) + time.Second
 	if left := need - up; left > 0 {
 		log.Warn("redislock: the server started empty; no grants until leases it may have given before have expired",
 			"wait", left)
