@@ -21,7 +21,8 @@ func TestMain(m *testing.M) {
 // TestSmoke runs a tiny pass of every section and checks that every row
 // produced figures and that the outputs are written.
 func TestSmoke(t *testing.T) {
-	want := sections("")
+	sel, _ := parseOnly("")
+	want := sel.sections
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("redis-server not on PATH")
@@ -30,7 +31,7 @@ func TestSmoke(t *testing.T) {
 		delete(want, "redis")
 		delete(want, "memory")
 	}
-	res, err := run(context.Background(), smokeConfig, "smoke", want, "go test", os.Stderr)
+	res, err := run(context.Background(), smokeConfig, "smoke", sel, "go test", os.Stderr, options{pin: newPinning(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"mutex-uncontended", "mutex-g4", "mutex-p2", "mutex-handoff", "mutex-kill",
-		"rw-uncontended-read", "rw-read-heavy", "sem-uncontended", "sem-n2", "etcd-uncontended", "etcd-handoff"} {
+		"rw-uncontended-read", "rw-read-heavy", "sem-uncontended", "sem-n2", "sem-p2", "etcd-uncontended", "etcd-handoff"} {
 		if !seen[id] {
 			t.Errorf("table %s missing", id)
 		}
@@ -73,7 +74,7 @@ func TestSmoke(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if err := writeOutputs(res, dir); err != nil {
+	if err := writeOutputs(res, dir, true); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "BENCH.md"))
