@@ -156,9 +156,25 @@ func rerender(path, out string) error {
 }
 
 // selection is what -only asked for: whole sections, or single tables.
+// sections are those to set up (the whole ones and those of the single
+// tables).
 type selection struct {
 	sections map[string]bool
+	whole    map[string]bool
 	tables   map[string]bool
+}
+
+// keeps reports whether the table id is selected.
+func (sel selection) keeps(id string) bool {
+	if sel.tables[id] {
+		return true
+	}
+	for _, s := range sectionsOf(id) {
+		if sel.whole[s] {
+			return true
+		}
+	}
+	return false
 }
 
 var sectionNames = []string{"host", "redis", "etcd", "memory"}
@@ -181,10 +197,10 @@ func sectionsOf(id string) []string {
 }
 
 func parseOnly(only string) (selection, error) {
-	sel := selection{sections: map[string]bool{}, tables: map[string]bool{}}
+	sel := selection{sections: map[string]bool{}, whole: map[string]bool{}, tables: map[string]bool{}}
 	if only == "" {
 		for _, s := range sectionNames {
-			sel.sections[s] = true
+			sel.sections[s], sel.whole[s] = true, true
 		}
 		return sel, nil
 	}
@@ -192,7 +208,7 @@ func parseOnly(only string) (selection, error) {
 		s = strings.TrimSpace(s)
 		switch secs := sectionsOf(s); {
 		case slices.Contains(sectionNames, s):
-			sel.sections[s] = true
+			sel.sections[s], sel.whole[s] = true, true
 		case secs != nil:
 			sel.tables[s] = true
 			for _, sec := range secs {
@@ -246,19 +262,18 @@ func run(ctx context.Context, cfg config, mode string, sel selection, cmd string
 	logf("CPU pinning: %s", opt.pin)
 
 	tables := plan(cfg, he, ce, dir, want)
-	if len(sel.tables) > 0 {
-		var keep []*plannedTable
-		for _, t := range tables {
-			if sel.tables[t.table.ID] {
-				keep = append(keep, t)
-				delete(sel.tables, t.table.ID)
-			}
+	var keep []*plannedTable
+	for _, t := range tables {
+		if sel.keeps(t.table.ID) {
+			keep = append(keep, t)
 		}
-		for id := range sel.tables {
+	}
+	for id := range sel.tables {
+		if !slices.ContainsFunc(keep, func(t *plannedTable) bool { return t.table.ID == id }) {
 			errs = append(errs, fmt.Errorf("-only: no table %q in this pass", id))
 		}
-		tables = keep
 	}
+	tables = keep
 	if opt.brk != "" {
 		errs = append(errs, breakSubject(tables, opt.brk)...)
 	}

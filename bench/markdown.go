@@ -180,7 +180,8 @@ const runningMarkdown = `## Running it
   ` + "`cd bench && go run . -quick`" + `. Narrow it with ` + "`-only`" + ` (sections
   host, redis, etcd, memory, or table ids such as redis-uncontended),
   ` + "`-dur 50ms`" + ` and ` + "`-reps 3`" + `.
-- Full pass (about 20 to 30 minutes; writes BENCH.md, results.json and
+- Full pass (about 15 minutes, up to 25 when the network tables need all
+  their repetitions; writes BENCH.md, results.json and
   charts/ here): ` + "`make bench-full`" + ` or ` + "`cd bench && go run . -full`" + `.
 - Two full passes back to back, then their comparison:
 

@@ -183,6 +183,11 @@ func TestParseOnly(t *testing.T) {
 	if !sel.sections["redis"] || !sel.sections["etcd"] || sel.sections["host"] || !sel.tables["redis-uncontended"] {
 		t.Errorf("%+v", sel)
 	}
+	for id, want := range map[string]bool{"redis-uncontended": true, "redis-g4": false, "etcd-g4": true, "cluster-sem": true, "mutex-g4": false} {
+		if sel.keeps(id) != want {
+			t.Errorf("keeps(%s) = %v", id, !want)
+		}
+	}
 	if _, err := parseOnly("hots"); err == nil {
 		t.Error("a misspelt section was accepted")
 	}
