@@ -156,14 +156,23 @@ type rawRedis struct {
 
 var casDelete = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
 
+// lock polls until SET NX succeeds. A failed request is tried again, as
+// redsync's retry loop does, until errors have lasted errRetryFor.
 func (r *rawRedis) lock(ctx context.Context) error {
+	var failingSince time.Time
 	for {
 		ok, err := r.c.SetNX(ctx, r.key, r.val, lockTTL).Result()
-		if err != nil {
-			return err
-		}
-		if ok {
+		switch {
+		case ok:
 			return nil
+		case err == nil:
+			failingSince = time.Time{}
+		case ctx.Err() != nil:
+			return err
+		case failingSince.IsZero():
+			failingSince = time.Now()
+		case time.Since(failingSince) > errRetryFor:
+			return fmt.Errorf("raw redis: failing for %s: %w", errRetryFor, err)
 		}
 		select {
 		case <-time.After(r.poll):

@@ -43,9 +43,8 @@ func main() {
 
 // options are the settings of a pass beyond its size.
 type options struct {
-	pin   pinning
-	brk   string // subject made to fail, to see failures reported
-	quiet bool   // no tables on the log, only the summary (tests)
+	pin pinning
+	brk string // subject made to fail, to see failures reported
 }
 
 // realMain is the command; it returns the exit code: 0, 1 when a subject
@@ -144,7 +143,7 @@ func rerender(path, out string) error {
 		return err
 	}
 	for _, t := range res.Tables {
-		finishTable(t)
+		prepared(t)
 	}
 	res.Goals = checkGoals(res)
 	if out == "" {
@@ -288,10 +287,8 @@ func run(ctx context.Context, cfg config, mode string, sel selection, cmd string
 		runTable(ctx, cfg, t)
 		unpin()
 		res.Tables = append(res.Tables, t.table)
-		if !opt.quiet {
-			printTable(log, t.table)
-			logf("  (%s, %d repetitions)", time.Since(started).Round(time.Millisecond), t.table.Reps)
-		}
+		printTable(log, t.table)
+		logf("  (%s, %d repetitions)", time.Since(started).Round(time.Millisecond), t.table.Reps)
 		for _, r := range t.table.Rows {
 			switch {
 			case r.Err != "":

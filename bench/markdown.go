@@ -196,7 +196,11 @@ const runningMarkdown = `## Running it
   committed on main).
   ` + "`go run . -compare OLD.json NEW.json`" + ` prints every row's change with its
   interval and flags regressions beyond the noise; it exits 1 when it
-  flagged one.
+  flagged one. The ratios to peers are what compare across runs; absolute
+  figures compare only between runs on one machine in one state, so for a
+  before/after, save a quick pass of main first, on the same machine:
+  ` + "`make bench && cp bench/out-quick/results.json /tmp/main.json`" + `, then on the
+  change ` + "`make bench-compare BASE=/tmp/main.json`" + `.
 - ` + "`-pin=false`" + ` leaves the CPUs unpinned; ` + "`-break NAME`" + ` makes a subject fail,
   to see how a failure is reported.
 

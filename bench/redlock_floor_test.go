@@ -4,10 +4,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,5 +127,67 @@ func TestRawRedlockNodeDown(t *testing.T) {
 	defer cancel()
 	if err := r2.lock(cctx); err == nil {
 		t.Fatal("lock with two of three nodes down succeeded")
+	}
+}
+
+// failFirst makes the first n SET commands of a client fail before they
+// are sent, as a dropped connection would.
+type failFirst struct{ n *atomic.Int64 }
+
+func (f failFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f failFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "set" && f.n.Add(-1) >= 0 {
+			err := errors.New("injected: connection reset")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f failFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// The floors retry a failed request, as redsync's retry loop does, instead
+// of failing their row for the rest of the run.
+func TestFloorsRetryFailedRequests(t *testing.T) {
+	cs := startRedisOrSkip(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := new(atomic.Int64)
+	n.Store(3)
+	one := redis.NewClient(cs[0].Options())
+	defer one.Close()
+	one.AddHook(failFirst{n})
+	rr := &rawRedis{c: one, key: "rawredis:retry", val: "v", poll: time.Millisecond}
+	if err := rr.lock(ctx); err != nil {
+		t.Fatalf("raw redis: %v", err)
+	}
+	if err := rr.unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n.Load() >= 0 {
+		t.Fatal("the injected failures were not all hit")
+	}
+
+	// Two of three nodes failing their first SETs: no majority at first.
+	var nodes []*redis.Client
+	for i, c := range cs {
+		cc := redis.NewClient(c.Options())
+		defer cc.Close()
+		if i > 0 {
+			m := new(atomic.Int64)
+			m.Store(2)
+			cc.AddHook(failFirst{m})
+		}
+		nodes = append(nodes, cc)
+	}
+	rl := &rawRedlock{cs: nodes, key: "rawredlock:retry", poll: time.Millisecond}
+	if err := rl.lock(ctx); err != nil {
+		t.Fatalf("raw redlock: %v", err)
+	}
+	if err := rl.unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
