@@ -60,6 +60,9 @@ func TestSmoke(t *testing.T) {
 				if tb.Metric != "memory" && tb.row(ref) != nil && ref != r.Subject && r.Cost[ref] <= 0 {
 					t.Errorf("%s / %s: no ratio to %s", tb.ID, r.Subject, ref)
 				}
+				if iv, ok := r.Ratios[ref]; ok && (!iv.known() || iv.Lo > iv.Value || iv.Hi < iv.Value) {
+					t.Errorf("%s / %s: ratio to %s has no interval around it: %+v", tb.ID, r.Subject, ref, iv)
+				}
 			}
 		}
 	}
@@ -81,7 +84,12 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"Machine:", "Command: `go test`", "cost vs sync.Mutex", "charts/mutex-g4.svg"} {
+	if len(res.Goals) != len(goals) {
+		t.Errorf("%d goal results for %d goals", len(res.Goals), len(goals))
+	}
+	for _, s := range []string{"Machine:", "Command: `go test`", "cost vs sync.Mutex", "charts/mutex-g4.svg",
+		"## Goals", "| futex Mutex, uncontended Lock+Unlock ≤ 1.5× sync.Mutex | mutex-uncontended | ",
+		"## Machine noise", "| Mutex, uncontended Lock+Unlock | sync.Mutex | ", "| etcd mutex, uncontended Lock+Unlock | etcd concurrency | "} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("BENCH.md lacks %q", s)
 		}

@@ -134,7 +134,7 @@ func pairedStat(label string, cols [][]float64, stat func(meds []float64) float6
 // ratioCI is the ratio of medians a/b with its paired interval.
 func ratioCI(label string, a, b []float64) interval {
 	return pairedStat(label, [][]float64{a, b}, func(m []float64) float64 {
-		if m[1] <= 0 || m[0] < 0 {
+		if m[1] <= 0 {
 			return math.NaN()
 		}
 		return m[0] / m[1]
