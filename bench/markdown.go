@@ -180,7 +180,7 @@ const runningMarkdown = `## Running it
   ` + "`cd bench && go run . -quick`" + `. Narrow it with ` + "`-only`" + ` (sections
   host, redis, etcd, memory, or table ids such as redis-uncontended),
   ` + "`-dur 50ms`" + ` and ` + "`-reps 3`" + `.
-- Full pass (about 15 minutes, up to 25 when the network tables need all
+- Full pass (about 15 to 20 minutes, up to 25 when every table needs all
   their repetitions; writes BENCH.md, results.json and
   charts/ here): ` + "`make bench-full`" + ` or ` + "`cd bench && go run . -full`" + `.
 - Two full passes back to back, then their comparison:
