@@ -61,7 +61,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	tol := fs.Float64("tolerance", 0.05, "with -compare: smallest change flagged, as a fraction, when its interval excludes no change")
 	dur := fs.Duration("dur", 0, "length of one measured run (default: the pass's)")
 	reps := fs.Int("reps", 0, "repetitions of every table, fixed (default: the pass's, more for network tables while intervals are wide)")
-	pin := fs.Bool("pin", true, "pin redis-server and the clients to separate CPUs with taskset, when there are 2 CPUs or more")
+	pin := fs.Bool("pin", false, "pin redis-server and, during Redis tables, the clients to separate CPUs with taskset (2 CPUs or more)")
 	brk := fs.String("break", "", "make the named subject fail (to check how failures are reported)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -201,7 +201,10 @@ const runningMarkdown = `## Running it
   before/after, save a quick pass of main first, on the same machine:
   ` + "`make bench && cp bench/out-quick/results.json /tmp/main.json`" + `, then on the
   change ` + "`make bench-compare BASE=/tmp/main.json`" + `.
-- ` + "`-pin=false`" + ` leaves the CPUs unpinned; ` + "`-break NAME`" + ` makes a subject fail,
-  to see how a failure is reported.
+- ` + "`-pin`" + ` runs redis-server on one CPU and the clients on the others
+  during Redis tables (taskset). It is off by default: tried on a busy
+  2-CPU virtual machine, it made every Redis round trip slower and the
+  repeated subject no steadier. ` + "`-break NAME`" + `
+  makes a subject fail, to see how a failure is reported.
 
 `

@@ -15,9 +15,10 @@ import (
 
 // pinning places the redis-server processes on one CPU and, while a Redis
 // table runs, this process on the others, so that a server and its clients
-// do not take turns on one CPU (on 2 CPUs the scheduler otherwise moves them
-// around between repetitions). It needs taskset (util-linux) and 2 CPUs;
-// without them nothing is pinned and the report says why.
+// never take turns on one CPU. It is off unless asked for (-pin): on a
+// small virtual machine every request then wakes the other CPU, which can
+// cost more than the turns it saves. It needs taskset (util-linux) and 2
+// CPUs; without them nothing is pinned and the report says why.
 type pinning struct {
 	taskset string // path of taskset; "" when off
 	server  string // CPU list of the servers, as taskset -c takes it
@@ -38,7 +39,7 @@ func cpuList(cpus []int) string {
 // newPinning decides the CPUs; want false turns pinning off.
 func newPinning(want bool) pinning {
 	if !want {
-		return pinning{why: "off (-pin=false)"}
+		return pinning{why: "off (-pin not given)"}
 	}
 	path, err := exec.LookPath("taskset")
 	if err != nil {

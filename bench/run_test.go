@@ -195,7 +195,7 @@ func TestParseOnly(t *testing.T) {
 
 func TestPinning(t *testing.T) {
 	if p := newPinning(false); p.on() || !strings.Contains(p.String(), "off") {
-		t.Errorf("-pin=false: %v", p)
+		t.Errorf("without -pin: %v", p)
 	}
 	t.Setenv("PATH", t.TempDir())
 	if p := newPinning(true); p.on() || !strings.Contains(p.String(), "taskset not found") {
