@@ -5,7 +5,7 @@ PKGS    ?= ./...
 # Test timeout per package; the whole suite runs in a few minutes.
 TIMEOUT ?= 15m
 
-.PHONY: test vet deps demo bench bench-full build clean
+.PHONY: test vet deps demo bench bench-full bench-compare build clean
 
 # WORDPKGS also run without the race detector: on the futex mutex's word
 # path the race build adds synchronization of its own (race.go), so the
@@ -41,6 +41,16 @@ bench:
 
 bench-full:
 	cd bench && $(GO) run . -full
+
+# The quick pass on the working tree against a saved results file: BASE, by
+# default bench/results.json as committed on main. Exits 1 on a failed
+# subject or a regression beyond the noise.
+BASE ?=
+bench-compare:
+	cd bench && mkdir -p out-quick && base="$(if $(BASE),$(abspath $(BASE)))"; \
+	  if [ -z "$$base" ]; then base=out-quick/base.json; git show main:bench/results.json > $$base || exit 2; fi; \
+	  $(GO) run . -quick -out out-quick; q=$$?; \
+	  $(GO) run . -compare "$$base" out-quick/results.json && exit $$q
 
 clean:
 	$(GO) clean -testcache

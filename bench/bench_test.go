@@ -21,7 +21,8 @@ func TestMain(m *testing.M) {
 // TestSmoke runs a tiny pass of every section and checks that every row
 // produced figures and that the outputs are written.
 func TestSmoke(t *testing.T) {
-	want := sections("")
+	sel, _ := parseOnly("")
+	want := sel.sections
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("redis-server not on PATH")
@@ -30,7 +31,7 @@ func TestSmoke(t *testing.T) {
 		delete(want, "redis")
 		delete(want, "memory")
 	}
-	res, err := run(context.Background(), smokeConfig, "smoke", want, "go test", os.Stderr)
+	res, err := run(context.Background(), smokeConfig, "smoke", sel, "go test", os.Stderr, options{pin: newPinning(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +60,14 @@ func TestSmoke(t *testing.T) {
 				if tb.Metric != "memory" && tb.row(ref) != nil && ref != r.Subject && r.Cost[ref] <= 0 {
 					t.Errorf("%s / %s: no ratio to %s", tb.ID, r.Subject, ref)
 				}
+				if iv, ok := r.Ratios[ref]; ok && (!iv.known() || iv.Lo > iv.Value || iv.Hi < iv.Value) {
+					t.Errorf("%s / %s: ratio to %s has no interval around it: %+v", tb.ID, r.Subject, ref, iv)
+				}
 			}
 		}
 	}
 	for _, id := range []string{"mutex-uncontended", "mutex-g4", "mutex-p2", "mutex-handoff", "mutex-kill",
-		"rw-uncontended-read", "rw-read-heavy", "sem-uncontended", "sem-n2", "etcd-uncontended", "etcd-handoff"} {
+		"rw-uncontended-read", "rw-read-heavy", "sem-uncontended", "sem-n2", "sem-p2", "etcd-uncontended", "etcd-handoff"} {
 		if !seen[id] {
 			t.Errorf("table %s missing", id)
 		}
@@ -73,14 +77,19 @@ func TestSmoke(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if err := writeOutputs(res, dir); err != nil {
+	if err := writeOutputs(res, dir, true); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "BENCH.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"Machine:", "Command: `go test`", "cost vs sync.Mutex", "charts/mutex-g4.svg"} {
+	if len(res.Goals) != len(goals) {
+		t.Errorf("%d goal results for %d goals", len(res.Goals), len(goals))
+	}
+	for _, s := range []string{"Machine:", "Command: `go test`", "cost vs sync.Mutex", "charts/mutex-g4.svg",
+		"## Goals", "| futex Mutex, uncontended Lock+Unlock ≤ 1.5× sync.Mutex | mutex-uncontended | ",
+		"## Machine noise", "| Mutex, uncontended Lock+Unlock | sync.Mutex | ", "| etcd mutex, uncontended Lock+Unlock | etcd concurrency | "} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("BENCH.md lacks %q", s)
 		}

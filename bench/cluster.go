@@ -45,7 +45,7 @@ type redisServer struct {
 	cmd  *exec.Cmd
 }
 
-func startRedis(ctx context.Context) (*redisServer, error) {
+func startRedis(ctx context.Context, pin pinning) (*redisServer, error) {
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not on PATH (apt-get install redis-server): %w", err)
@@ -56,7 +56,7 @@ func startRedis(ctx context.Context) (*redisServer, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		cmd := pin.command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
 			"--loglevel", "warning")
 		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
@@ -156,14 +156,23 @@ type rawRedis struct {
 
 var casDelete = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
 
+// lock polls until SET NX succeeds. A failed request is tried again, as
+// redsync's retry loop does, until errors have lasted errRetryFor.
 func (r *rawRedis) lock(ctx context.Context) error {
+	var failingSince time.Time
 	for {
 		ok, err := r.c.SetNX(ctx, r.key, r.val, lockTTL).Result()
-		if err != nil {
-			return err
-		}
-		if ok {
+		switch {
+		case ok:
 			return nil
+		case err == nil:
+			failingSince = time.Time{}
+		case ctx.Err() != nil:
+			return err
+		case failingSince.IsZero():
+			failingSince = time.Now()
+		case time.Since(failingSince) > errRetryFor:
+			return fmt.Errorf("raw redis: failing for %s: %w", errRetryFor, err)
 		}
 		select {
 		case <-time.After(r.poll):
@@ -181,93 +190,6 @@ func (r *rawRedis) unlock(ctx context.Context) error {
 	return err
 }
 func (r *rawRedis) close() error { return nil }
-
-// rawRedlock is the floor of a Redlock over several nodes: rawRedis's
-// commands sent to every node at once, done when a majority agreed; the
-// slower nodes finish in the background.
-type rawRedlock struct {
-	cs   []*redis.Client
-	key  string
-	val  string
-	poll time.Duration
-}
-
-// each runs f on every node in parallel and returns how many of the first
-// replies, up to a majority of them, said yes; it stops reading as soon as
-// a majority said yes or can no longer.
-func (r *rawRedlock) each(ctx context.Context, f func(c *redis.Client) (bool, error)) (int, error) {
-	type reply struct {
-		ok  bool
-		err error
-	}
-	out := make(chan reply, len(r.cs))
-	for _, c := range r.cs {
-		go func() {
-			ok, err := f(c)
-			out <- reply{ok, err}
-		}()
-	}
-	quorum := len(r.cs)/2 + 1
-	n, no := 0, 0
-	var last error
-	for range r.cs {
-		rep := <-out
-		switch {
-		case rep.err != nil:
-			last = rep.err
-			no++
-		case rep.ok:
-			n++
-		default:
-			no++
-		}
-		if n >= quorum || no > len(r.cs)-quorum {
-			break
-		}
-	}
-	if n < quorum && last != nil {
-		return n, last
-	}
-	return n, nil
-}
-
-func (r *rawRedlock) lock(ctx context.Context) error {
-	quorum := len(r.cs)/2 + 1
-	for {
-		n, err := r.each(ctx, func(c *redis.Client) (bool, error) {
-			return c.SetNX(ctx, r.key, r.val, lockTTL).Result()
-		})
-		if n >= quorum {
-			return nil
-		}
-		if _, err := r.each(ctx, func(c *redis.Client) (bool, error) {
-			n, err := casDelete.Run(ctx, c, []string{r.key}, r.val).Int()
-			return n == 1, err
-		}); err != nil {
-			return err
-		}
-		if err != nil {
-			return err
-		}
-		select {
-		case <-time.After(r.poll):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (r *rawRedlock) unlock(ctx context.Context) error {
-	n, err := r.each(ctx, func(c *redis.Client) (bool, error) {
-		n, err := casDelete.Run(ctx, c, []string{r.key}, r.val).Int()
-		return n == 1, err
-	})
-	if err == nil && n < len(r.cs)/2+1 {
-		err = errors.New("raw redlock: lock not held on a majority")
-	}
-	return err
-}
-func (r *rawRedlock) close() error { return nil }
 
 type bsmH struct {
 	c    *bsm.Client
@@ -338,11 +260,11 @@ type clusterEnv struct {
 	subjects []*subject
 }
 
-func openClusterEnv(ctx context.Context, poll time.Duration, withRedis, withEtcd bool, logf func(string, ...any)) (*clusterEnv, error) {
+func openClusterEnv(ctx context.Context, poll time.Duration, withRedis, withEtcd bool, pin pinning, logf func(string, ...any)) (*clusterEnv, error) {
 	ce := &clusterEnv{}
 	if withRedis {
 		for range 3 {
-			s, err := startRedis(ctx)
+			s, err := startRedis(ctx, pin)
 			if err != nil {
 				ce.close()
 				return nil, err
@@ -393,7 +315,7 @@ func openClusterEnv(ctx context.Context, poll time.Duration, withRedis, withEtcd
 				func() (baton.Backend, error) { return redislock.New(c0) }),
 			&subject{name: "raw Redlock 3 nodes", id: "rawredlock", kind: "redis",
 				mutex: func(ctx context.Context, key string) (mutexH, error) {
-					return &rawRedlock{cs: ce.clients, key: "rawredlock:" + key, val: randToken(), poll: poll}, nil
+					return &rawRedlock{cs: ce.clients, key: "rawredlock:" + key, poll: poll}, nil
 				}},
 			&subject{name: "redsync 3 nodes", id: "redsync3", kind: "redis",
 				mutex: func(ctx context.Context, key string) (mutexH, error) {

@@ -9,6 +9,12 @@
 //
 //	go run . -quick   # a few minutes; prints the ratio tables
 //	go run . -full    # everything; writes BENCH.md, results.json, charts/
+//	go run . -compare OLD.json NEW.json   # every row's change, regressions flagged
+//
+// Ratios come with a 95% interval bootstrapped over the paired
+// repetitions, and every performance goal of the project gets a verdict:
+// met, not met, or undecided when the interval straddles the goal. A
+// subject that fails is reported as failed and the run exits non-zero.
 //
 // The run starts its own redis-server processes and an embedded etcd on
 // loopback ports, and removes every file and System V object it created.
@@ -20,8 +26,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -30,26 +38,66 @@ func main() {
 	if ok, code := workerMain(); ok {
 		os.Exit(code)
 	}
-	quick := flag.Bool("quick", false, "quick pass (a few minutes)")
-	full := flag.Bool("full", false, "full pass (every workload, longer runs)")
-	out := flag.String("out", "", "directory for BENCH.md, results.json and charts/ (default: . for -full, out-quick for -quick)")
-	only := flag.String("only", "", "comma-separated sections to run: host, redis, etcd, memory (default all)")
-	report := flag.String("report", "", "render BENCH.md and charts/ again from this results.json into -out (default .), without measuring")
-	flag.Parse()
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the settings of a pass beyond its size.
+type options struct {
+	pin pinning
+	brk string // subject made to fail, to see failures reported
+}
+
+// realMain is the command; it returns the exit code: 0, 1 when a subject
+// failed or a regression was flagged, 2 for bad usage.
+func realMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "quick pass (a few minutes)")
+	full := fs.Bool("full", false, "full pass (every workload, longer runs)")
+	out := fs.String("out", "", "directory for BENCH.md, results.json and charts/ (default: . for -full, out-quick for -quick)")
+	only := fs.String("only", "", "comma-separated sections (host, redis, etcd, memory) or table ids (e.g. redis-uncontended) to run (default all)")
+	report := fs.String("report", "", "render BENCH.md and charts/ again from this results.json into -out (default .), without measuring")
+	compare := fs.Bool("compare", false, "compare two results files: -compare OLD.json NEW.json")
+	tol := fs.Float64("tolerance", 0.05, "with -compare: smallest change flagged, as a fraction, when its interval excludes no change")
+	dur := fs.Duration("dur", 0, "length of one measured run (default: the pass's)")
+	reps := fs.Int("reps", 0, "repetitions of every table, fixed (default: the pass's, more for network tables while intervals are wide)")
+	pin := fs.Bool("pin", false, "pin redis-server and, during Redis tables, the clients to separate CPUs with taskset (2 CPUs or more)")
+	brk := fs.String("break", "", "make the named subject fail (to check how failures are reported)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *compare {
+		if fs.NArg() != 2 {
+			fmt.Fprintln(stderr, "bench: -compare takes two files: OLD.json NEW.json")
+			return 2
+		}
+		return compareFiles(fs.Arg(0), fs.Arg(1), *tol, stdout, stderr)
+	}
 	if *report != "" {
 		if err := rerender(*report, *out); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
 		}
-		return
+		return 0
 	}
 	if *quick == *full {
-		fmt.Fprintln(os.Stderr, "bench: give exactly one of -quick or -full")
-		os.Exit(2)
+		fmt.Fprintln(stderr, "bench: give exactly one of -quick or -full (or -compare OLD.json NEW.json)")
+		return 2
+	}
+	sel, err := parseOnly(*only)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
 	}
 	cfg, mode := quickConfig, "quick"
 	if *full {
 		cfg, mode = fullConfig, "full"
+	}
+	if *dur > 0 {
+		cfg.dur = *dur
+	}
+	if *reps > 0 {
+		cfg.reps, cfg.maxReps, cfg.netReps, cfg.netMaxReps = *reps, *reps, *reps, *reps
 	}
 	if *out == "" {
 		*out = "out-quick"
@@ -57,57 +105,128 @@ func main() {
 			*out = "."
 		}
 	}
-	cmd := "cd bench && go run . " + strings.Join(os.Args[1:], " ")
-	res, err := run(context.Background(), cfg, mode, sections(*only), cmd, os.Stdout)
+	cmd := "cd bench && go run . " + strings.Join(args, " ")
+	res, err := run(context.Background(), cfg, mode, sel, cmd, stdout, options{pin: newPinning(*pin), brk: *brk})
+	code := 0
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+		fmt.Fprintln(stderr, "bench: FAILED:", err)
+		code = 1
 	}
 	if res != nil {
-		if werr := writeOutputs(res, *out); werr != nil {
-			fmt.Fprintln(os.Stderr, "bench:", werr)
-			os.Exit(1)
+		if werr := writeOutputs(res, *out, true); werr != nil {
+			fmt.Fprintln(stderr, "bench:", werr)
+			return 1
 		}
-		fmt.Printf("\nwrote %s, %s and %s\n", filepath.Join(*out, "BENCH.md"), filepath.Join(*out, "results.json"), filepath.Join(*out, "charts"))
+		fmt.Fprintf(stdout, "\nwrote %s, %s and %s\n", filepath.Join(*out, "BENCH.md"), filepath.Join(*out, "results.json"), filepath.Join(*out, "charts"))
 	}
-	if err != nil {
-		os.Exit(1)
-	}
+	return code
 }
 
-func rerender(path, out string) error {
+func loadResults(path string) (*results, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var res results
 	if err := json.Unmarshal(b, &res); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return &res, nil
+}
+
+// rerender writes the report of a results file again, with the ratios,
+// intervals and goals computed anew from its samples; the results file
+// itself is rewritten only into another directory.
+func rerender(path, out string) error {
+	res, err := loadResults(path)
+	if err != nil {
+		return err
+	}
+	for _, t := range res.Tables {
+		prepared(t)
+	}
+	res.Goals = checkGoals(res)
 	if out == "" {
 		out = "."
 	}
-	return writeOutputs(&res, out)
+	src, _ := filepath.Abs(path)
+	dst, _ := filepath.Abs(filepath.Join(out, "results.json"))
+	return writeOutputs(res, out, src != dst)
 }
 
-func sections(only string) map[string]bool {
-	m := map[string]bool{}
-	if only == "" {
-		for _, s := range []string{"host", "redis", "etcd", "memory"} {
-			m[s] = true
+// selection is what -only asked for: whole sections, or single tables.
+// sections are those to set up (the whole ones and those of the single
+// tables).
+type selection struct {
+	sections map[string]bool
+	whole    map[string]bool
+	tables   map[string]bool
+}
+
+// keeps reports whether the table id is selected.
+func (sel selection) keeps(id string) bool {
+	if sel.tables[id] {
+		return true
+	}
+	for _, s := range sectionsOf(id) {
+		if sel.whole[s] {
+			return true
 		}
-		return m
+	}
+	return false
+}
+
+var sectionNames = []string{"host", "redis", "etcd", "memory"}
+
+// sectionsOf names the sections a table id belongs to.
+func sectionsOf(id string) []string {
+	switch {
+	case strings.HasPrefix(id, "mutex-"), strings.HasPrefix(id, "rw-"), strings.HasPrefix(id, "sem-"):
+		return []string{"host"}
+	case strings.HasPrefix(id, "redis-"):
+		return []string{"redis"}
+	case strings.HasPrefix(id, "etcd-"):
+		return []string{"etcd"}
+	case strings.HasPrefix(id, "cluster-"):
+		return []string{"redis", "etcd"}
+	case strings.HasPrefix(id, "mem-"):
+		return []string{"memory"}
+	}
+	return nil
+}
+
+func parseOnly(only string) (selection, error) {
+	sel := selection{sections: map[string]bool{}, whole: map[string]bool{}, tables: map[string]bool{}}
+	if only == "" {
+		for _, s := range sectionNames {
+			sel.sections[s], sel.whole[s] = true, true
+		}
+		return sel, nil
 	}
 	for _, s := range strings.Split(only, ",") {
-		m[strings.TrimSpace(s)] = true
+		s = strings.TrimSpace(s)
+		switch secs := sectionsOf(s); {
+		case slices.Contains(sectionNames, s):
+			sel.sections[s], sel.whole[s] = true, true
+		case secs != nil:
+			sel.tables[s] = true
+			for _, sec := range secs {
+				sel.sections[sec] = true
+			}
+		default:
+			return sel, fmt.Errorf("-only: %q is neither a section (%s) nor a table id", s, strings.Join(sectionNames, ", "))
+		}
 	}
-	return m
+	return sel, nil
 }
 
 // run performs a pass and returns every table, also when a part failed
 // (the error says which).
-func run(ctx context.Context, cfg config, mode string, want map[string]bool, cmd string, log *os.File) (*results, error) {
+func run(ctx context.Context, cfg config, mode string, sel selection, cmd string, log io.Writer, opt options) (*results, error) {
 	logf := func(format string, args ...any) { fmt.Fprintf(log, format+"\n", args...) }
 	res := &results{Mode: mode, Command: cmd, Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Config: cfgJSON(cfg)}
+	res.Machine["pinning"] = opt.pin.String()
+	want := sel.sections
 	var errs []error
 
 	dir, err := os.MkdirTemp(tmpBase(), "baton-bench-")
@@ -130,7 +249,7 @@ func run(ctx context.Context, cfg config, mode string, want map[string]bool, cmd
 
 	var ce *clusterEnv
 	if want["redis"] || want["etcd"] || want["memory"] {
-		ce, err = openClusterEnv(ctx, cfg.poll, want["redis"] || want["memory"], want["etcd"] || want["memory"], logf)
+		ce, err = openClusterEnv(ctx, cfg.poll, want["redis"] || want["memory"], want["etcd"] || want["memory"], opt.pin, logf)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cluster servers: %w", err))
 			ce = &clusterEnv{}
@@ -139,20 +258,71 @@ func run(ctx context.Context, cfg config, mode string, want map[string]bool, cmd
 	} else {
 		ce = &clusterEnv{}
 	}
+	logf("CPU pinning: %s", opt.pin)
 
-	for _, t := range plan(cfg, he, ce, dir, want) {
+	tables := plan(cfg, he, ce, dir, want)
+	var keep []*plannedTable
+	for _, t := range tables {
+		if sel.keeps(t.table.ID) {
+			keep = append(keep, t)
+		}
+	}
+	for id := range sel.tables {
+		if !slices.ContainsFunc(keep, func(t *plannedTable) bool { return t.table.ID == id }) {
+			errs = append(errs, fmt.Errorf("-only: no table %q in this pass", id))
+		}
+	}
+	tables = keep
+	if opt.brk != "" {
+		errs = append(errs, breakSubject(tables, opt.brk)...)
+	}
+	for _, t := range tables {
 		started := time.Now()
+		unpin := func() {}
+		if t.pin {
+			if unpin, err = opt.pin.pinClients(); err != nil {
+				logf("CPU pinning failed, %s runs unpinned: %v", t.table.ID, err)
+			}
+		}
 		runTable(ctx, cfg, t)
+		unpin()
 		res.Tables = append(res.Tables, t.table)
 		printTable(log, t.table)
-		logf("  (%s)", time.Since(started).Round(time.Millisecond))
+		logf("  (%s, %d repetitions)", time.Since(started).Round(time.Millisecond), t.table.Reps)
 		for _, r := range t.table.Rows {
-			if r.Err != "" {
-				errs = append(errs, fmt.Errorf("%s / %s: %s", t.table.ID, r.Subject, r.Err))
+			switch {
+			case r.Err != "":
+				errs = append(errs, fmt.Errorf("%s / %s failed: %s", t.table.ID, r.Subject, r.Err))
+			case len(r.Samples) == 0:
+				errs = append(errs, fmt.Errorf("%s / %s: no result", t.table.ID, r.Subject))
 			}
 		}
 	}
+	res.Goals = checkGoals(res)
+	printGoals(log, res.Goals)
+	printNoise(log, res)
 	return res, errors.Join(errs...)
+}
+
+// breakSubject makes every run of the subject named name fail.
+func breakSubject(tables []*plannedTable, name string) []error {
+	found := false
+	for _, t := range tables {
+		orig := t.run
+		t.run = func(ctx context.Context, s *subject) (sample, error) {
+			if s.name == name {
+				return sample{}, fmt.Errorf("broken on purpose (-break %q)", name)
+			}
+			return orig(ctx, s)
+		}
+		for _, s := range t.subjects {
+			found = found || s.name == name
+		}
+	}
+	if !found {
+		return []error{fmt.Errorf("-break: no subject %q in this pass", name)}
+	}
+	return nil
 }
 
 // tmpBase prefers tmpfs, where the namespace of same-host primitives lives
@@ -164,27 +334,75 @@ func tmpBase() string {
 	return ""
 }
 
-// runTable runs every subject of t cfg.reps times, interleaved.
+// runTable runs every subject of t, interleaved: each repetition runs
+// every subject once, starting one further along the list each time, so
+// that no subject always follows the same one. Network tables first run
+// one repetition that is thrown away. Between the fewest and the most
+// repetitions, it stops once every ratio of a baton row to a peer has an
+// interval within ±cfg.target.
 func runTable(ctx context.Context, cfg config, t *plannedTable) {
 	rows := t.table.Rows
-	for rep := 0; rep < t.reps(cfg); rep++ {
-		for i, s := range t.subjects {
+	once := func(rep int, keep bool) {
+		n := len(t.subjects)
+		for j := range n {
+			i := (j + rep) % n
 			r := rows[i]
 			if r.Err != "" {
 				continue
 			}
-			smp, err := runGuarded(ctx, cfg, t, s)
-			if err != nil {
+			smp, err := runGuarded(ctx, cfg, t, t.subjects[i])
+			switch {
+			case err != nil && !keep:
+				r.Err = "warm-up: " + err.Error()
+			case err != nil:
 				r.Err = err.Error()
-				continue
+			case keep:
+				r.Samples = append(r.Samples, smp)
 			}
-			r.Samples = append(r.Samples, smp)
 		}
+	}
+	if t.network {
+		once(0, false)
+	}
+	lo, hi := t.reps(cfg)
+	rep := 0
+	for ; rep < hi; rep++ {
+		if rep >= lo {
+			finishTable(t.table)
+			if settled(t.table, cfg.target) {
+				break
+			}
+		}
+		once(rep, true)
 	}
 	if t.done != nil {
 		t.done()
 	}
 	finishTable(t.table)
+	t.table.Reps = rep
+	if hi > lo && !settled(t.table, cfg.target) {
+		t.table.Note = fmt.Sprintf("some intervals are wider than ±%.0f%% after %d repetitions", cfg.target*100, rep)
+	}
+}
+
+// settled reports whether every ratio of a baton row to a peer of t has an
+// interval within ±target.
+func settled(t *table, target float64) bool {
+	for _, r := range t.Rows {
+		if !r.Baton || r.failed() {
+			continue
+		}
+		for _, ref := range t.Refs {
+			rr := t.row(ref)
+			if rr == nil || rr.Baton || rr.failed() {
+				continue
+			}
+			if !r.Ratios[ref].within(target) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // runGuarded bounds one run: a subject that hangs is reported, not waited

@@ -17,9 +17,44 @@ type plannedTable struct {
 	subjects []*subject
 	run      func(ctx context.Context, s *subject) (sample, error)
 	done     func() // after the last repetition, when set
+	// network: a table of networked subjects, which get a discarded
+	// warm-up repetition and more repetitions (cfg.netReps).
+	network bool
+	// pin: run the clients on the CPUs the servers are not pinned to.
+	pin bool
 }
 
-func (t *plannedTable) reps(cfg config) int { return cfg.reps }
+// reps returns the fewest and the most repetitions of t.
+func (t *plannedTable) reps(cfg config) (int, int) {
+	if t.network {
+		return cfg.netReps, max(cfg.netReps, cfg.netMaxReps)
+	}
+	if t.table.Metric == "memory" {
+		return cfg.reps, cfg.reps
+	}
+	return cfg.reps, max(cfg.reps, cfg.maxReps)
+}
+
+// twin adds to t a second row of the subject named name, measured in the
+// same repetitions: how far its ratio to the first row strays from 1 is
+// the machine's own noise.
+func (t *plannedTable) twin(name string) *plannedTable {
+	for i, r := range t.table.Rows {
+		if r.Subject == name {
+			t.subjects = append(t.subjects, t.subjects[i])
+			t.table.Rows = append(t.table.Rows, &row{Subject: name + " (again)", TwinOf: name})
+			return t
+		}
+	}
+	return t
+}
+
+func networked(ts ...*plannedTable) []*plannedTable {
+	for _, t := range ts {
+		t.network = true
+	}
+	return ts
+}
 
 func removeHostObjects(dir string) error {
 	ns, err := ipc.OpenNamespace(dir)
@@ -108,6 +143,9 @@ func uncontendedRun(prim, key string, permits int, cfg config, extra func() time
 			return sample{}, err
 		}
 		defer closeAll(ops)
+		if err := warmUp(ctx, ops); err != nil {
+			return sample{}, err
+		}
 		return uncontended(ctx, ops[0], cfg.dur, extra)
 	}
 }
@@ -121,6 +159,9 @@ func contendedRun(prim, key string, g, permits, writeEvery int, cfg config, extr
 		defer closeAll(ops)
 		if writeEvery == 0 {
 			writes = nil
+		}
+		if err := warmUp(ctx, ops, writes...); err != nil {
+			return sample{}, err
 		}
 		return contended(ctx, ops, writes, writeEvery, cfg.dur, extra)
 	}
@@ -139,6 +180,9 @@ func handoffRun(key string, n int, settle time.Duration) func(context.Context, *
 			return sample{}, err
 		}
 		defer b.close()
+		if err := warmUp(ctx, []op{mutexOp(a), mutexOp(b)}); err != nil {
+			return sample{}, err
+		}
 		return handoff(ctx, a, b, n, settle)
 	}
 }
@@ -152,7 +196,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 		mut := pick(host, hasMutex)
 		mrefs := []string{"sync.Mutex", "raw flock", "gofrs/flock"}
 		ts = append(ts, newPlanned("mutex-uncontended", sec, "Mutex, uncontended Lock+Unlock", "throughput", "mutex",
-			mrefs, mut, uncontendedRun("mutex", "uncontended", 0, cfg, nil)))
+			mrefs, mut, uncontendedRun("mutex", "uncontended", 0, cfg, nil)).twin("sync.Mutex"))
 		for _, g := range cfg.gs {
 			ts = append(ts, newPlanned(fmt.Sprintf("mutex-g%d", g), sec, fmt.Sprintf("Mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
 				mrefs, mut, contendedRun("mutex", fmt.Sprintf("g%d", g), g, 0, 0, cfg, nil)))
@@ -163,7 +207,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			pp := &procPool{}
 			t := newPlanned(fmt.Sprintf("mutex-p%d", p), sec, fmt.Sprintf("Mutex, %d processes on one key", p), "throughput", "mutex",
 				prefs, procs, func(ctx context.Context, s *subject) (sample, error) {
-					return procContended(pp, s, dir, fmt.Sprintf("p%d", p), p, cfg.dur)
+					return procContended(pp, s, dir, "mutex", fmt.Sprintf("p%d", p), p, 0, cfg.dur)
 				})
 			t.done = pp.close
 			ts = append(ts, t)
@@ -190,6 +234,15 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			ts = append(ts, newPlanned(fmt.Sprintf("sem-n%d", n), sec, fmt.Sprintf("Semaphore, %d permits, %d contenders", n, 4*n), "throughput", "sem",
 				srefs, sem, contendedRun("sem", "contended", 4*n, n, 0, cfg, nil)))
 		}
+		for _, p := range cfg.semPs {
+			pp := &procPool{}
+			t := newPlanned(fmt.Sprintf("sem-p%d", p), sec, fmt.Sprintf("Semaphore, capacity 1, %d processes", p), "throughput", "sem",
+				[]string{"raw semop"}, pick(sem, func(s *subject) bool { return s.proc }), func(ctx context.Context, s *subject) (sample, error) {
+					return procContended(pp, s, dir, "sem", fmt.Sprintf("p%d", p), p, 1, cfg.dur)
+				})
+			t.done = pp.close
+			ts = append(ts, t)
+		}
 	}
 
 	var redisSubs, etcdSubs []*subject
@@ -209,42 +262,47 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 		// measure of what asking three nodes costs on this machine.
 		multi := pick(redisSubs, func(s *subject) bool { return s.id != "rawredlock" })
 		refs := []string{"raw SET NX + EVAL", "redsync", "bsm/redislock", "baton redis"}
-		ts = append(ts, newPlanned("redis-uncontended", sec, "Redis mutex, uncontended Lock+Unlock", "throughput", "mutex",
-			append(refs, "raw Redlock 3 nodes"), redisSubs, uncontendedRun("mutex", "uncontended", 0, cfg, extra)))
+		var rts []*plannedTable
+		rts = append(rts, newPlanned("redis-uncontended", sec, "Redis mutex, uncontended Lock+Unlock", "throughput", "mutex",
+			append(refs, "raw Redlock 3 nodes"), redisSubs, uncontendedRun("mutex", "uncontended", 0, cfg, extra)).twin("raw SET NX + EVAL"))
 		for _, g := range cfg.gs {
-			ts = append(ts, newPlanned(fmt.Sprintf("redis-g%d", g), sec, fmt.Sprintf("Redis mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
+			rts = append(rts, newPlanned(fmt.Sprintf("redis-g%d", g), sec, fmt.Sprintf("Redis mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
 				refs[1:], single, contendedRun("mutex", fmt.Sprintf("g%d", g), g, 0, 0, cfg, extra)))
 		}
 		g := cfg.gs[len(cfg.gs)-1]
-		ts = append(ts, newPlanned(fmt.Sprintf("redis-c%d", g), sec, fmt.Sprintf("Redis mutex, %d clients on one key (a Backend each)", g), "throughput", "mutex",
-			refs[1:], single, contendedRun("client", fmt.Sprintf("c%d", g), g, 0, 0, cfg, extra)))
-		ts = append(ts, newPlanned("redis-handoff", sec, "Redis mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
+		rts = append(rts, newPlanned(fmt.Sprintf("redis-c%d", g), sec, fmt.Sprintf("Redis mutex, %d clients on one key (a Backend each)", g), "throughput", "mutex",
+			refs[1:], single, contendedRun("client", fmt.Sprintf("c%d", g), g, 0, 0, cfg, extra)).twin("bsm/redislock"))
+		rts = append(rts, newPlanned("redis-handoff", sec, "Redis mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
 			refs[1:], multi, handoffRun("handoff", cfg.handoffs, 3*time.Millisecond)))
+		for _, t := range networked(rts...) {
+			t.pin = true
+		}
+		ts = append(ts, rts...)
 	}
 	if want["etcd"] && len(etcdSubs) > 0 {
 		const sec = "etcd"
 		refs := []string{"etcd concurrency"}
-		ts = append(ts, newPlanned("etcd-uncontended", sec, "etcd mutex, uncontended Lock+Unlock", "throughput", "mutex",
-			refs, etcdSubs, uncontendedRun("mutex", "uncontended", 0, cfg, nil)))
+		ts = append(ts, networked(newPlanned("etcd-uncontended", sec, "etcd mutex, uncontended Lock+Unlock", "throughput", "mutex",
+			refs, etcdSubs, uncontendedRun("mutex", "uncontended", 0, cfg, nil)).twin("etcd concurrency"))...)
 		for _, g := range cfg.gs {
-			ts = append(ts, newPlanned(fmt.Sprintf("etcd-g%d", g), sec, fmt.Sprintf("etcd mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
-				refs, etcdSubs, contendedRun("mutex", fmt.Sprintf("g%d", g), g, 0, 0, cfg, nil)))
+			ts = append(ts, networked(newPlanned(fmt.Sprintf("etcd-g%d", g), sec, fmt.Sprintf("etcd mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
+				refs, etcdSubs, contendedRun("mutex", fmt.Sprintf("g%d", g), g, 0, 0, cfg, nil)))...)
 		}
-		ts = append(ts, newPlanned("etcd-handoff", sec, "etcd mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
-			refs, etcdSubs, handoffRun("handoff", cfg.handoffs, 15*time.Millisecond)))
+		ts = append(ts, networked(newPlanned("etcd-handoff", sec, "etcd mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
+			refs, etcdSubs, handoffRun("handoff", cfg.handoffs, 15*time.Millisecond)))...)
 	}
 	if (want["redis"] || want["etcd"]) && len(ce.subjects) > 0 {
 		const sec = "Cluster semaphores and RW locks"
 		csem := pick(ce.subjects, hasSem)
 		if len(csem) > 0 {
 			n := cfg.permits[len(cfg.permits)-1]
-			ts = append(ts, newPlanned("cluster-sem", sec, fmt.Sprintf("Semaphore, %d permits, %d contenders", n, 4*n), "throughput", "sem",
-				nil, csem, contendedRun("sem", "contended", 4*n, n, 0, cfg, extra)))
+			ts = append(ts, networked(newPlanned("cluster-sem", sec, fmt.Sprintf("Semaphore, %d permits, %d contenders", n, 4*n), "throughput", "sem",
+				nil, csem, contendedRun("sem", "contended", 4*n, n, 0, cfg, extra)))...)
 		}
 		crw := pick(ce.subjects, hasRW)
 		if len(crw) > 0 {
-			ts = append(ts, newPlanned("cluster-rw", sec, fmt.Sprintf("RWMutex, %d goroutines, 95%% reads", cfg.rwG), "throughput", "rw",
-				nil, crw, contendedRun("rw", "readheavy", cfg.rwG, 0, 20, cfg, extra)))
+			ts = append(ts, networked(newPlanned("cluster-rw", sec, fmt.Sprintf("RWMutex, %d goroutines, 95%% reads", cfg.rwG), "throughput", "rw",
+				nil, crw, contendedRun("rw", "readheavy", cfg.rwG, 0, 20, cfg, extra)))...)
 		}
 	}
 	if want["memory"] {

@@ -22,7 +22,9 @@ import (
 const workerEnv = "BATON_BENCH_WORKER"
 
 type workerArgs struct {
-	Role    string        `json:"role"` // "contend" or "hold"
+	Role    string        `json:"role"`           // "contend" or "hold"
+	Prim    string        `json:"prim,omitempty"` // "mutex" (default) or "sem"
+	Permits int           `json:"permits,omitempty"`
 	Subject string        `json:"subject"`
 	Key     string        `json:"key"`
 	Dir     string        `json:"dir"`
@@ -93,12 +95,23 @@ func runWorker(a workerArgs) error {
 	if err != nil {
 		return err
 	}
+	in := bufio.NewReader(os.Stdin)
+	if a.Prim == "sem" {
+		if s.sem == nil || a.Role != "contend" {
+			return fmt.Errorf("no semaphore %s of %s", a.Role, s.name)
+		}
+		h, err := s.sem(ctx, a.Key, a.Permits)
+		if err != nil {
+			return err
+		}
+		defer h.close()
+		return contendWorker(ctx, semOp(h), in, a.Dur)
+	}
 	h, err := s.mutex(ctx, a.Key)
 	if err != nil {
 		return err
 	}
 	defer h.close()
-	in := bufio.NewReader(os.Stdin)
 	switch a.Role {
 	case "hold":
 		if err := h.lock(ctx); err != nil {
@@ -108,27 +121,35 @@ func runWorker(a workerArgs) error {
 		_, _ = io.Copy(io.Discard, in) // until the parent kills us or closes stdin
 		return h.unlock(ctx)
 	case "contend":
-		// One run per "go" line, until stdin closes.
-		fmt.Println("ready")
-		out := json.NewEncoder(os.Stdout)
-		for {
-			if _, err := in.ReadString('\n'); err != nil {
-				return nil
-			}
-			c0 := cpuNow(nil)
-			t0 := time.Now()
-			r := contend(ctx, mutexOp(h), t0, a.Dur, 0, op{})
-			rep := workerReport{Ops: r.ops, Untimed: r.untimed, UntimedSec: r.untSec, Seconds: time.Since(t0).Seconds(), CPU: int64(cpuNow(nil) - c0),
-				Cycle: sparse(&r.cycle), Wait: sparse(&r.wait), Max: [2]int64{r.cycle.max, r.wait.max}}
-			if r.err != nil {
-				rep.Err = r.err.Error()
-			}
-			if err := out.Encode(rep); err != nil {
-				return err
-			}
-		}
+		return contendWorker(ctx, mutexOp(h), in, a.Dur)
 	}
 	return fmt.Errorf("unknown role %q", a.Role)
+}
+
+// contendWorker warms o up, then runs it once per "go" line until stdin
+// closes, reporting each run on stdout.
+func contendWorker(ctx context.Context, o op, in *bufio.Reader, dur time.Duration) error {
+	if err := warmUp(ctx, []op{o}); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	out := json.NewEncoder(os.Stdout)
+	for {
+		if _, err := in.ReadString('\n'); err != nil {
+			return nil
+		}
+		c0 := cpuNow(nil)
+		t0 := time.Now()
+		r := contend(ctx, o, t0, dur, 0, op{})
+		rep := workerReport{Ops: r.ops, Untimed: r.untimed, UntimedSec: r.untSec, Seconds: time.Since(t0).Seconds(), CPU: int64(cpuNow(nil) - c0),
+			Cycle: sparse(&r.cycle), Wait: sparse(&r.wait), Max: [2]int64{r.cycle.max, r.wait.max}}
+		if r.err != nil {
+			rep.Err = r.err.Error()
+		}
+		if err := out.Encode(rep); err != nil {
+			return err
+		}
+	}
 }
 
 type worker struct {
@@ -196,7 +217,7 @@ func (pp *procPool) close() {
 	pp.ws = nil
 }
 
-func (pp *procPool) get(s *subject, dir, key string, p int, dur time.Duration) ([]*worker, error) {
+func (pp *procPool) get(s *subject, dir, prim, key string, p, permits int, dur time.Duration) ([]*worker, error) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	if ws, ok := pp.ws[s.name]; ok {
@@ -204,7 +225,7 @@ func (pp *procPool) get(s *subject, dir, key string, p int, dur time.Duration) (
 	}
 	var ws []*worker
 	for range p {
-		w, err := startWorker(workerArgs{Role: "contend", Subject: s.name, Key: key, Dir: dir, Dur: dur})
+		w, err := startWorker(workerArgs{Role: "contend", Prim: prim, Permits: permits, Subject: s.name, Key: key, Dir: dir, Dur: dur})
 		if err != nil {
 			for _, w := range ws {
 				w.kill()
@@ -228,10 +249,11 @@ func (pp *procPool) get(s *subject, dir, key string, p int, dur time.Duration) (
 	return ws, nil
 }
 
-// procContended runs p worker processes on one key of subject s, each
-// one handle and one goroutine, started together.
-func procContended(pp *procPool, s *subject, dir, key string, p int, dur time.Duration) (sample, error) {
-	ws, err := pp.get(s, dir, key, p, dur)
+// procContended runs p worker processes on one key of subject s (a Mutex,
+// or a Semaphore of permits), each one handle and one goroutine, started
+// together.
+func procContended(pp *procPool, s *subject, dir, prim, key string, p, permits int, dur time.Duration) (sample, error) {
+	ws, err := pp.get(s, dir, prim, key, p, permits, dur)
 	if err != nil {
 		return sample{}, err
 	}

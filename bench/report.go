@@ -6,13 +6,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +26,8 @@ type results struct {
 	Machine map[string]string `json:"machine"`
 	Config  map[string]any    `json:"config"`
 	Tables  []*table          `json:"tables"`
+	// Goals is the verdict on every performance goal (goals.go).
+	Goals []goalResult `json:"goals,omitempty"`
 }
 
 // table is one workload: every subject measured in it.
@@ -36,6 +38,10 @@ type table struct {
 	Metric  string   `json:"metric"` // throughput, latency or memory
 	Refs    []string `json:"refs"`
 	Rows    []*row   `json:"rows"`
+	// Reps is the number of repetitions run; Note says when the intervals
+	// stayed wider than the target after the most repetitions allowed.
+	Reps int    `json:"repetitions,omitempty"`
+	Note string `json:"note,omitempty"`
 }
 
 // row is one subject in one table.
@@ -49,7 +55,18 @@ type row struct {
 	// per operation (throughput tables), median latency (latency tables)
 	// or bytes (memory tables). Below 1 is better than the reference.
 	Cost map[string]float64 `json:"cost_vs,omitempty"`
+	// Ratios is Cost with its 95% interval, bootstrapped over the paired
+	// repetitions (the reference's run in the same repetition).
+	Ratios map[string]interval `json:"ratios,omitempty"`
+	// TwinOf names the subject this row measures a second time, in the
+	// same repetitions: its ratio to it is the machine's own noise.
+	TwinOf string `json:"twin_of,omitempty"`
 }
+
+// failed reports whether the row's subject failed (or gave no result);
+// its figures, if any, come from the repetitions before the failure and
+// are not compared. A row read from a file may carry its summary alone.
+func (r *row) failed() bool { return r.Err != "" || (len(r.Samples) == 0 && r.Summary == nil) }
 
 var figures = []struct {
 	name string
@@ -81,8 +98,39 @@ func (t *table) cost(r *row) float64 {
 	}
 }
 
+// costOf is the figure of one sample that ratios compare: lower is better.
+func costOf(metric string, s sample) float64 {
+	switch metric {
+	case "throughput":
+		if s.Throughput <= 0 {
+			return math.NaN()
+		}
+		return 1 / s.Throughput
+	case "latency":
+		return float64(s.P50)
+	default:
+		return float64(s.Bytes)
+	}
+}
+
+func (t *table) costs(r *row) []float64 {
+	v := make([]float64, len(r.Samples))
+	for i, s := range r.Samples {
+		v[i] = costOf(t.Metric, s)
+	}
+	return v
+}
+
+// ratio is row r's cost over row ref's, paired by repetition.
+func (t *table) ratio(r, ref *row) interval {
+	return ratioCI(t.ID+"/"+r.Subject+"/"+ref.Subject, t.costs(r), t.costs(ref))
+}
+
+// finishTable computes the summaries and ratios of t from its samples; it
+// can run again on a table read from a results file.
 func finishTable(t *table) {
 	for _, r := range t.Rows {
+		r.Summary, r.Cost, r.Ratios = nil, nil, nil
 		if len(r.Samples) == 0 {
 			continue
 		}
@@ -96,20 +144,26 @@ func finishTable(t *table) {
 		}
 	}
 	for _, r := range t.Rows {
-		if r.Summary == nil {
+		if r.failed() {
 			continue
 		}
-		for _, ref := range t.Refs {
+		refs := t.Refs
+		if r.TwinOf != "" {
+			refs = append(slices.Clone(refs), r.TwinOf)
+		}
+		for _, ref := range refs {
 			rr := t.row(ref)
-			if rr == nil || rr.Summary == nil || rr == r {
+			if rr == nil || rr.failed() || rr == r {
 				continue
 			}
 			c, rc := t.cost(r), t.cost(rr)
 			if rc > 0 && !math.IsNaN(c) && !math.IsNaN(rc) {
 				if r.Cost == nil {
 					r.Cost = map[string]float64{}
+					r.Ratios = map[string]interval{}
 				}
 				r.Cost[ref] = c / rc
+				r.Ratios[ref] = t.ratio(r, rr)
 			}
 		}
 	}
@@ -161,6 +215,30 @@ func fmtBytes(v float64) string {
 	}
 }
 
+// fmtX prints a ratio with the precision its size needs.
+func fmtX(v float64) string {
+	switch a := math.Abs(v); {
+	case math.IsNaN(v):
+		return "?"
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 0.1 || a == 0:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.2g", v)
+	}
+}
+
+// fmtRatio prints a ratio with its interval: 1.19× [1.05–1.31].
+func fmtRatio(iv interval) string {
+	if !iv.known() {
+		return fmtX(iv.Value) + "×"
+	}
+	return fmt.Sprintf("%s× [%s–%s]", fmtX(iv.Value), fmtX(iv.Lo), fmtX(iv.Hi))
+}
+
 func withRange(s summary, f func(float64) string) string {
 	return fmt.Sprintf("%s [%s–%s]", f(s.Median), f(s.Min), f(s.Max))
 }
@@ -188,10 +266,10 @@ func (t *table) columns() ([]string, [][]string) {
 			name = "**" + name + "**"
 		}
 		c := []string{name}
-		if r.Summary == nil {
-			msg := "no result"
+		if r.failed() {
+			msg := "FAILED: no result"
 			if r.Err != "" {
-				msg = "error: " + r.Err
+				msg = "FAILED: " + r.Err
 			}
 			c = append(c, msg)
 			for len(c) < len(head) {
@@ -218,8 +296,8 @@ func (t *table) columns() ([]string, [][]string) {
 			if t.row(ref) == nil {
 				continue
 			}
-			if v, ok := r.Cost[ref]; ok {
-				c = append(c, fmt.Sprintf("%.2f×", v))
+			if v, ok := r.Ratios[ref]; ok {
+				c = append(c, fmtRatio(v))
 			} else if r.Subject == ref {
 				c = append(c, "1")
 			} else {
@@ -304,22 +382,28 @@ func machine() map[string]string {
 
 func cfgJSON(c config) map[string]any {
 	return map[string]any{
-		"run": c.dur.String(), "repetitions": c.reps, "goroutines": c.gs, "processes": c.ps,
+		"run": c.dur.String(), "repetitions": c.reps, "max_repetitions": c.maxReps,
+		"network_repetitions": c.netReps, "network_max_repetitions": c.netMaxReps, "interval_target": c.target,
+		"semaphore_processes": c.semPs, "goroutines": c.gs, "processes": c.ps,
 		"permits": c.permits, "rw_goroutines": c.rwG, "handoffs_per_run": c.handoffs,
 		"kills_per_run": c.kills, "memory_handles": c.memK, "peer_retry_delay": c.poll.String(),
 	}
 }
 
-func writeOutputs(res *results, dir string) error {
+// writeOutputs writes BENCH.md and the charts into dir, and results.json
+// with withJSON.
+func writeOutputs(res *results, dir string, withJSON bool) error {
 	if err := os.MkdirAll(filepath.Join(dir, "charts"), 0o755); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
-		return err
+	if withJSON {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+			return err
+		}
 	}
 	for _, t := range res.Tables {
 		svg := chartSVG(t)
@@ -331,161 +415,4 @@ func writeOutputs(res *results, dir string) error {
 		}
 	}
 	return os.WriteFile(filepath.Join(dir, "BENCH.md"), []byte(markdown(res)), 0o644)
-}
-
-func markdown(res *results) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# baton benchmarks\n\n")
-	fmt.Fprintf(&b, "Every backend of baton and its peers, measured side by side in one run (%s pass).\n\n", res.Mode)
-	fmt.Fprintf(&b, "- Date: %s\n", res.Date)
-	fmt.Fprintf(&b, "- Command: `%s`\n", res.Command)
-	fmt.Fprintf(&b, "- Machine: %s, %s CPUs, %s memory, %s, %s/%s\n", res.Machine["cpu"], res.Machine["nproc"],
-		res.Machine["memory"], res.Machine["kernel"], res.Machine["go"], res.Machine["goarch"])
-	if v := res.Machine["redis"]; v != "" {
-		fmt.Fprintf(&b, "- Redis: %s; etcd: embedded server, one member, fsync off\n", v)
-	}
-	cfg, _ := json.Marshal(res.Config)
-	fmt.Fprintf(&b, "- Settings: `%s`\n\n", cfg)
-	b.WriteString(`How to read the tables: each subject ran the workload once per repetition,
-interleaved with the others (A B C A B C …); a figure is the median of the
-repetitions, with their minimum and maximum in brackets where shown. Baton's
-rows are in bold. "cost vs X" divides this row's median cost by X's: time
-per operation in throughput tables, median latency in latency tables, bytes
-in memory tables; below 1 is better than X.
-
-- Each run has two halves. The first is untimed: the clock is read once per
-  batch of operations (it costs about 60 ns on some virtual machines, more
-  than a futex lock), and gives ops/s, fairness and CPU. The second reads
-  the clock around every operation and gives the latencies and worst wait.
-- Latency p50/p99/max: one Lock+Unlock cycle (take + give back); in contended
-  runs it includes the wait.
-- Worst wait: the longest a single Lock (or RLock, Acquire) waited.
-- CPU/op: user + system time of the process (and of the redis-server
-  processes in Redis tables; the embedded etcd server runs inside the process,
-  so etcd rows include it) divided by the acquisitions of both halves.
-- Fairness: fewest acquisitions of one contender divided by the most.
-- Every contender has its own handle (its own connection state), as separate
-  processes would; sync.Mutex, sync.RWMutex and the buffered channel are
-  shared Go objects, the floor of what any lock can cost. In the
-  "goroutines" tables baton's handles share one Backend, and on Redis the
-  handles of one Backend pass a Mutex among themselves without the server;
-  the "clients" table gives each contender a Backend of its own, and the
-  handoff tables put holder and waiter in two Backends.
-- Polling peers (redsync, bsm/redislock, the raw SET NX floor) retry every
-  ` + res.Config["peer_retry_delay"].(string) + `; redsync's default delay is 50–250 ms and bsm/redislock has none.
-- Memory is the Go heap only; kernel objects (files, System V sets, shared
-  pages) and server-side memory are not counted.
-
-Which backend for what: on one host, local with the futex Mutex and the
-System V RWMutex and Semaphore is the fast choice (the flock mechanisms suit
-files that other tools lock too); across machines, Redis gives the lowest
-latency and etcd the strongest consistency (lease-bound keys, FIFO by
-revision) at a few milliseconds per handoff.
-
-`)
-	section := ""
-	for _, t := range res.Tables {
-		if t.Section != section {
-			section = t.Section
-			fmt.Fprintf(&b, "## %s\n\n", section)
-		}
-		fmt.Fprintf(&b, "### %s\n\n", t.Title)
-		head, cells := t.columns()
-		b.WriteString("| " + strings.Join(head, " | ") + " |\n")
-		b.WriteString("|" + strings.Repeat(" --- |", len(head)) + "\n")
-		for _, c := range cells {
-			for i := range c {
-				c[i] = strings.ReplaceAll(c[i], "|", "\\|")
-			}
-			b.WriteString("| " + strings.Join(c, " | ") + " |\n")
-		}
-		if chartSVG(t) != "" {
-			fmt.Fprintf(&b, "\n![%s](charts/%s.svg)\n", html.EscapeString(t.Title), t.ID)
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
-
-// chartSVG draws a table as horizontal bars on a log scale: throughput and
-// worst wait side by side, or p50 and p99, or bytes. Baton's bars are blue.
-func chartSVG(t *table) string {
-	type panel struct {
-		title string
-		key   string
-		f     func(float64) string
-	}
-	var panels []panel
-	switch t.Metric {
-	case "throughput":
-		panels = []panel{{"throughput (ops/s, log scale)", "throughput", fmtRate}, {"worst wait (log scale)", "worst_wait", fmtDur}}
-	case "latency":
-		panels = []panel{{"p50 (log scale)", "p50", fmtDur}, {"p99 (log scale)", "p99", fmtDur}}
-	default:
-		panels = []panel{{"Go heap bytes (log scale)", "bytes", fmtBytes}}
-	}
-	var rows []*row
-	for _, r := range t.Rows {
-		if r.Summary != nil {
-			rows = append(rows, r)
-		}
-	}
-	if len(rows) == 0 {
-		return ""
-	}
-	const (
-		labelW = 190
-		panelW = 330
-		rowH   = 22
-		top    = 48
-	)
-	w := labelW + len(panels)*(panelW+20)
-	h := top + len(rows)*rowH + 16
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="8" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", html.EscapeString(t.Title))
-	for i, r := range rows {
-		y := top + i*rowH
-		weight := "normal"
-		if r.Baton {
-			weight = "bold"
-		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end" font-weight="%s">%s</text>`+"\n", labelW-8, y+15, weight, html.EscapeString(r.Subject))
-	}
-	for p, pn := range panels {
-		x0 := labelW + p*(panelW+20)
-		fmt.Fprintf(&b, `<text x="%d" y="38" fill="#444">%s</text>`+"\n", x0, pn.title)
-		lo, hi := math.Inf(1), 0.0
-		for _, r := range rows {
-			v := r.Summary[pn.key].Median
-			if v > 0 {
-				lo, hi = math.Min(lo, v), math.Max(hi, v)
-			}
-		}
-		if hi == 0 {
-			continue
-		}
-		// Log scale from a decade below the smallest value to the largest.
-		l0 := math.Floor(math.Log10(lo)) - 0.3
-		l1 := math.Log10(hi)
-		span := math.Max(l1-l0, 0.5)
-		barMax := float64(panelW - 80)
-		for i, r := range rows {
-			v := r.Summary[pn.key].Median
-			y := top + i*rowH
-			bw := 0.0
-			if v > 0 {
-				bw = (math.Log10(v) - l0) / span * barMax
-			}
-			color := "#9aa5b1"
-			if r.Baton {
-				color = "#2f6fdf"
-			}
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", x0, y+3, math.Max(bw, 1), rowH-6, color)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#222">%s</text>`+"\n", float64(x0)+math.Max(bw, 1)+4, y+15, html.EscapeString(pn.f(v)))
-		}
-	}
-	b.WriteString("</svg>\n")
-	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,31 +19,41 @@ import (
 
 // config is the size of a pass.
 type config struct {
-	dur      time.Duration // one measured run of one subject
-	reps     int           // runs of each subject, interleaved with its peers
-	gs       []int         // goroutine counts on one key
-	ps       []int         // process counts on one key
-	permits  []int         // semaphore capacities (4N contenders each)
-	rwG      int           // goroutines of the read-heavy RWMutex run
-	handoffs int           // handoffs per run
-	kills    int           // holder kills per run
-	memK     int           // handles opened per memory run
-	poll     time.Duration // retry delay of the polling peers
+	dur        time.Duration // one measured run of one subject
+	reps       int           // fewest runs of each subject, interleaved with its peers
+	maxReps    int           // most runs, while a ratio's interval is wider than ±target
+	netReps    int           // reps and maxReps of the networked tables
+	netMaxReps int
+	target     float64       // half-width of the intervals aimed at, as a fraction
+	gs         []int         // goroutine counts on one key
+	ps         []int         // process counts on one key (Mutex)
+	semPs      []int         // process counts on a capacity-1 Semaphore
+	permits    []int         // semaphore capacities (4N contenders each)
+	rwG        int           // goroutines of the read-heavy RWMutex run
+	handoffs   int           // handoffs per run
+	kills      int           // holder kills per run
+	memK       int           // handles opened per memory run
+	poll       time.Duration // retry delay of the polling peers
 }
 
+// The quick pass has the workloads of the full one, shorter and with
+// fewer repetitions, so that the two compare table by table.
 var quickConfig = config{
-	dur: 100 * time.Millisecond, reps: 5, gs: []int{1, 4, 16}, ps: []int{2, 4},
-	permits: []int{1, 4}, rwG: 8, handoffs: 20, kills: 3, memK: 100, poll: 10 * time.Millisecond,
+	dur: 100 * time.Millisecond, reps: 5, maxReps: 5, netReps: 5, netMaxReps: 9, target: 0.10,
+	gs: []int{1, 4, 16}, ps: []int{2, 4}, semPs: []int{4},
+	permits: []int{1, 4, 16}, rwG: 16, handoffs: 20, kills: 3, memK: 100, poll: 10 * time.Millisecond,
 }
 
 var fullConfig = config{
-	dur: time.Second, reps: 5, gs: []int{1, 4, 16}, ps: []int{2, 4},
+	dur: time.Second, reps: 5, maxReps: 9, netReps: 7, netMaxReps: 15, target: 0.10,
+	gs: []int{1, 4, 16}, ps: []int{2, 4}, semPs: []int{4},
 	permits: []int{1, 4, 16}, rwG: 16, handoffs: 50, kills: 10, memK: 500, poll: 10 * time.Millisecond,
 }
 
 // smokeConfig is the tiny pass of the package test.
 var smokeConfig = config{
-	dur: 20 * time.Millisecond, reps: 2, gs: []int{4}, ps: []int{2},
+	dur: 20 * time.Millisecond, reps: 3, maxReps: 3, netReps: 3, netMaxReps: 3, target: 0.10,
+	gs: []int{4}, ps: []int{2}, semPs: []int{2},
 	permits: []int{2}, rwG: 4, handoffs: 3, kills: 1, memK: 10, poll: 2 * time.Millisecond,
 }
 
@@ -94,6 +105,33 @@ func closeAll(ops []op) error {
 		errs = append(errs, o.close())
 	}
 	return errors.Join(errs...)
+}
+
+// warmUp runs a few cycles on every handle in turn, then one on all of
+// them at once, before anything is timed: connections are dialled, pools
+// grown to the number of contenders and server-side scripts loaded. The
+// ops in seq (another side of the same handles) only run in turn.
+func warmUp(ctx context.Context, ops []op, seq ...op) error {
+	for _, o := range append(slices.Clone(ops), seq...) {
+		for range 3 {
+			if err := cycle(ctx, o); err != nil {
+				return fmt.Errorf("warm-up: %w", err)
+			}
+		}
+	}
+	if len(ops) < 2 {
+		return nil
+	}
+	errs := make([]error, len(ops))
+	var wg sync.WaitGroup
+	for i, o := range ops {
+		wg.Go(func() { errs[i] = cycle(ctx, o) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	return nil
 }
 
 // uncontended measures take+give on one handle with nobody else: first

@@ -1,0 +1,200 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// goal is one performance goal of the project, checked on one table.
+type goal struct {
+	name    string
+	table   string
+	subject string
+	// kind: "cost" (subject's cost over refs[0]'s, at most bound), "speedup"
+	// (the best of refs' cost over the subject's, at least bound),
+	// "fairness" (at least bound), "worst_wait" (at most bound, in ns).
+	kind  string
+	refs  []string
+	bound float64
+}
+
+// goals lists the project's performance goals in the order of the report.
+var goals = []goal{
+	{"futex Mutex, uncontended Lock+Unlock ≤ 1.5× sync.Mutex", "mutex-uncontended", "baton local/futex", "cost", []string{"sync.Mutex"}, 1.5},
+	{"Redis, uncontended Lock+Unlock ≤ 1.1× the raw floor", "redis-uncontended", "baton redis", "cost", []string{"raw SET NX + EVAL"}, 1.1},
+	{"Redlock, uncontended Lock+Unlock ≤ 1.15× the bare algorithm", "redis-uncontended", "baton redlock 3 nodes", "cost", []string{"raw Redlock 3 nodes"}, 1.15},
+	{"etcd, uncontended Lock+Unlock ≤ 1.1× concurrency.Mutex", "etcd-uncontended", "baton etcd", "cost", []string{"etcd concurrency"}, 1.1},
+	{"Redis, 16 clients on one name: throughput ≥ 2× the best peer", "redis-c16", "baton redis", "speedup", []string{"redsync", "bsm/redislock"}, 2},
+	{"Redis, 16 clients on one name: fairness ≥ 0.9", "redis-c16", "baton redis", "fairness", nil, 0.9},
+	{"etcd, 16 goroutines on one name: throughput ≥ 2× the best peer", "etcd-g16", "baton etcd", "speedup", []string{"etcd concurrency"}, 2},
+	{"etcd, 16 goroutines on one name: fairness ≥ 0.9", "etcd-g16", "baton etcd", "fairness", nil, 0.9},
+	{"RWMutex, uncontended RLock+RUnlock ≤ 3× sync.RWMutex", "rw-uncontended-read", "baton local/sysv", "cost", []string{"sync.RWMutex"}, 3},
+	{"RWMutex, 16 goroutines, 95% reads: throughput ≥ 10× raw semop", "rw-read-heavy", "baton local/sysv", "speedup", []string{"raw semop"}, 10},
+	{"Semaphore, uncontended Acquire(1)+Release(1) ≤ 3× a buffered channel", "sem-uncontended", "baton local/sysv", "cost", []string{"buffered chan"}, 3},
+	{"Semaphore, capacity 1, 4 processes: throughput ≥ 20× raw semop", "sem-p4", "baton local/sysv", "speedup", []string{"raw semop"}, 20},
+	{"Semaphore, capacity 1, 4 processes: worst wait ≤ 10 ms", "sem-p4", "baton local/sysv", "worst_wait", nil, 10e6},
+}
+
+// goalResult is a goal's verdict in one run.
+type goalResult struct {
+	Goal     string   `json:"goal"`
+	Table    string   `json:"table"`
+	Subject  string   `json:"subject"`
+	Kind     string   `json:"kind"`
+	Refs     []string `json:"refs,omitempty"`
+	Bound    float64  `json:"bound"`
+	Measured interval `json:"measured"`
+	// Best is the peer the speedup was measured against (lowest median cost).
+	Best    string `json:"best_peer,omitempty"`
+	Verdict string `json:"verdict"` // met, not met, undecided, not measured, failed
+	Why     string `json:"why,omitempty"`
+}
+
+// checkGoals evaluates every goal on the tables of res.
+func checkGoals(res *results) []goalResult {
+	var out []goalResult
+	for _, g := range goals {
+		out = append(out, checkGoal(res, g))
+	}
+	return out
+}
+
+func checkGoal(res *results, g goal) goalResult {
+	gr := goalResult{Goal: g.name, Table: g.table, Subject: g.subject, Kind: g.kind, Refs: g.refs, Bound: g.bound,
+		Measured: unknown(math.NaN()), Verdict: "not measured"}
+	var t *table
+	for _, tb := range res.Tables {
+		if tb.ID == g.table {
+			t = tb
+		}
+	}
+	if t == nil {
+		gr.Why = "table not in this run"
+		return gr
+	}
+	r := t.row(g.subject)
+	if r == nil {
+		gr.Why = "subject not in the table"
+		return gr
+	}
+	if r.failed() {
+		gr.Verdict, gr.Why = "failed", g.subject+": "+r.Err
+		return gr
+	}
+	label := "goal/" + g.table + "/" + g.name
+	atMost := true
+	switch g.kind {
+	case "cost", "speedup":
+		cols := [][]float64{t.costs(r)}
+		var names []string
+		for _, ref := range g.refs {
+			rr := t.row(ref)
+			if rr == nil {
+				continue
+			}
+			if rr.failed() {
+				gr.Verdict, gr.Why = "failed", ref+": "+rr.Err
+				return gr
+			}
+			cols = append(cols, t.costs(rr))
+			names = append(names, ref)
+		}
+		if len(names) == 0 {
+			gr.Why = "reference not in the table"
+			return gr
+		}
+		if g.kind == "cost" {
+			gr.Measured = pairedStat(label, cols[:2], func(m []float64) float64 { return m[0] / m[1] })
+			break
+		}
+		atMost = false
+		best := 0
+		for j := range names {
+			if median(cols[j+1]) < median(cols[best+1]) {
+				best = j
+			}
+		}
+		gr.Best = names[best]
+		gr.Measured = pairedStat(label, cols, func(m []float64) float64 {
+			lo := math.Inf(1)
+			for _, v := range m[1:] {
+				lo = min(lo, v)
+			}
+			return lo / m[0]
+		})
+	case "fairness":
+		atMost = false
+		v := make([]float64, len(r.Samples))
+		for i, s := range r.Samples {
+			v[i] = s.Fairness
+		}
+		gr.Measured = medianCI(label, v)
+	case "worst_wait":
+		v := make([]float64, len(r.Samples))
+		for i, s := range r.Samples {
+			v[i] = float64(s.WorstWait)
+		}
+		gr.Measured = medianCI(label, v)
+	}
+	gr.Verdict = verdict(gr.Measured, g.bound, atMost)
+	return gr
+}
+
+// shown prints the measured figure of a goal with its interval.
+func (gr goalResult) shown() string {
+	iv := gr.Measured
+	if math.IsNaN(iv.Value) {
+		return "—"
+	}
+	switch gr.Kind {
+	case "fairness":
+		if !iv.known() {
+			return fmt.Sprintf("%.2f", iv.Value)
+		}
+		return fmt.Sprintf("%.2f [%.2f–%.2f]", iv.Value, iv.Lo, iv.Hi)
+	case "worst_wait":
+		if !iv.known() {
+			return fmtDur(iv.Value)
+		}
+		return fmt.Sprintf("%s [%s–%s]", fmtDur(iv.Value), fmtDur(iv.Lo), fmtDur(iv.Hi))
+	case "speedup":
+		return fmtRatio(iv) + " " + gr.Best
+	}
+	return fmtRatio(iv)
+}
+
+func (gr goalResult) verdictText() string {
+	if gr.Why != "" {
+		return gr.Verdict + " (" + gr.Why + ")"
+	}
+	return gr.Verdict
+}
+
+// goalsMarkdown renders the goals as a Markdown table.
+func goalsMarkdown(w io.Writer, grs []goalResult) {
+	fmt.Fprintln(w, "| goal | table | this run [95% interval] | verdict |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	for _, gr := range grs {
+		cells := []string{gr.Goal, gr.Table, gr.shown(), "**" + gr.verdictText() + "**"}
+		for i := range cells {
+			cells[i] = strings.ReplaceAll(cells[i], "|", "\\|")
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+}
+
+// printGoals writes the goals as aligned text.
+func printGoals(w io.Writer, grs []goalResult) {
+	fmt.Fprintln(w, "\nGoals")
+	width := 0
+	for _, gr := range grs {
+		width = max(width, len([]rune(gr.Goal)))
+	}
+	for _, gr := range grs {
+		fmt.Fprintf(w, "  %s%s  %-32s %s\n", gr.Goal, strings.Repeat(" ", width-len([]rune(gr.Goal))), gr.shown(), gr.verdictText())
+	}
+}

@@ -1,0 +1,116 @@
+//go:build linux
+
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// synthRow is a row whose repetitions ran at the given throughputs, with
+// the given fairness and worst wait in every repetition.
+func synthRow(subject string, baton bool, fair float64, wait int64, thr ...float64) *row {
+	r := &row{Subject: subject, Baton: baton}
+	for _, v := range thr {
+		r.Samples = append(r.Samples, sample{Throughput: v, Ops: int64(v), Seconds: 1, Fairness: fair, WorstWait: wait, P50: int64(1e9 / v)})
+	}
+	return r
+}
+
+func synthTable(id string, refs []string, rows ...*row) *table {
+	t := &table{ID: id, Section: "S", Title: "T " + id, Metric: "throughput", Refs: refs, Rows: rows}
+	finishTable(t)
+	return t
+}
+
+func goalOf(t *testing.T, grs []goalResult, name string) goalResult {
+	t.Helper()
+	for _, g := range grs {
+		if strings.HasPrefix(g.Goal, name) {
+			return g
+		}
+	}
+	t.Fatalf("no goal %q", name)
+	return goalResult{}
+}
+
+func TestGoalsVerdicts(t *testing.T) {
+	res := &results{Tables: []*table{
+		// futex at 1.2× sync.Mutex's cost, steady: met.
+		synthTable("mutex-uncontended", []string{"sync.Mutex"},
+			synthRow("sync.Mutex", false, 0, 0, 120, 121, 119, 120, 122),
+			synthRow("baton local/futex", true, 0, 0, 100, 101, 99, 100, 101)),
+		// baton redis 2× the cost of the floor: not met.
+		synthTable("redis-uncontended", []string{"raw SET NX + EVAL", "raw Redlock 3 nodes"},
+			synthRow("raw SET NX + EVAL", false, 0, 0, 100, 100, 101, 99, 100),
+			synthRow("baton redis", true, 0, 0, 50, 50, 51, 49, 50),
+			synthRow("raw Redlock 3 nodes", false, 0, 0, 50, 50, 50, 50, 50),
+			&row{Subject: "baton redlock 3 nodes", Baton: true, Err: "no majority"}),
+		// 16 clients: 2.5× bsm, 4× redsync; fairness straddles 0.9.
+		synthTable("redis-c16", []string{"redsync", "bsm/redislock"},
+			synthRow("redsync", false, 0.2, 0, 25, 25, 26, 24, 25),
+			synthRow("bsm/redislock", false, 0.1, 0, 40, 40, 41, 39, 40),
+			func() *row {
+				r := synthRow("baton redis", true, 0, 0, 100, 100, 101, 99, 100)
+				for i, f := range []float64{0.85, 0.95, 0.88, 0.93, 0.9} {
+					r.Samples[i].Fairness = f
+				}
+				finishTable(&table{Rows: []*row{r}})
+				return r
+			}()),
+		synthTable("sem-p4", []string{"raw semop"},
+			synthRow("raw semop", false, 0.5, 2e6, 10, 10, 10, 10, 10),
+			synthRow("baton local/sysv", true, 0.9, 4e6, 150, 160, 170, 150, 160)),
+	}}
+	grs := checkGoals(res)
+	if g := goalOf(t, grs, "futex Mutex"); g.Verdict != verdictMet || g.Measured.Value < 1.19 || g.Measured.Value > 1.21 {
+		t.Errorf("futex: %+v", g)
+	}
+	if g := goalOf(t, grs, "Redis, uncontended"); g.Verdict != verdictNotMet || g.Measured.Value != 2 {
+		t.Errorf("redis: %+v", g)
+	}
+	if g := goalOf(t, grs, "Redlock"); g.Verdict != "failed" || !strings.Contains(g.Why, "no majority") {
+		t.Errorf("redlock with a failed subject: %+v", g)
+	}
+	if g := goalOf(t, grs, "Redis, 16 clients on one name: throughput"); g.Verdict != verdictMet || g.Best != "bsm/redislock" || g.Measured.Value != 2.5 {
+		t.Errorf("speedup over the best peer: %+v", g)
+	}
+	if g := goalOf(t, grs, "Redis, 16 clients on one name: fairness"); g.Verdict != verdictUndecided || g.Measured.Value != 0.9 {
+		t.Errorf("fairness straddling the goal: %+v", g)
+	}
+	// 15× to 17× the floor against a goal of 20×: all of it below.
+	if g := goalOf(t, grs, "Semaphore, capacity 1, 4 processes: throughput"); g.Verdict != verdictNotMet || g.Measured.Value != 16 {
+		t.Errorf("sem-p4 speedup: %+v", g)
+	}
+	if g := goalOf(t, grs, "Semaphore, capacity 1, 4 processes: worst wait"); g.Verdict != verdictMet || g.Measured.Value != 4e6 {
+		t.Errorf("worst wait: %+v", g)
+	}
+	if g := goalOf(t, grs, "etcd, uncontended"); g.Verdict != "not measured" {
+		t.Errorf("a goal without its table: %+v", g)
+	}
+	if len(grs) != len(goals) {
+		t.Errorf("%d results for %d goals", len(grs), len(goals))
+	}
+
+	res.Goals = grs
+	res.Machine, res.Config = map[string]string{}, map[string]any{"peer_retry_delay": "10ms"}
+	md := markdown(res)
+	goalsAt, tablesAt := strings.Index(md, "## Goals"), strings.Index(md, "### T mutex-uncontended")
+	if goalsAt < 0 || tablesAt < 0 || goalsAt > tablesAt {
+		t.Fatalf("the goals table is not at the top of BENCH.md (at %d, tables at %d)", goalsAt, tablesAt)
+	}
+	for _, line := range []string{
+		"| futex Mutex, uncontended Lock+Unlock ≤ 1.5× sync.Mutex | mutex-uncontended | 1.20× [",
+		"| Redis, 16 clients on one name: throughput ≥ 2× the best peer | redis-c16 | 2.50× [",
+		"| **failed (baton redlock 3 nodes: no majority)** |",
+		"| **not measured (table not in this run)** |",
+		"| Semaphore, capacity 1, 4 processes: worst wait ≤ 10 ms | sem-p4 | 4 ms [4 ms–4 ms] | **met** |",
+	} {
+		if !strings.Contains(md, line) {
+			t.Errorf("BENCH.md lacks %q", line)
+		}
+	}
+	if !strings.Contains(md, "| **baton redlock 3 nodes** | FAILED: no majority |") {
+		t.Error("the failed row is not shown as FAILED with its error")
+	}
+}

@@ -1,0 +1,257 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestBrokenSubjectFailsTheRun runs one table with a subject made to fail:
+// its row says FAILED with the error in the printed table, in BENCH.md and
+// in results.json, the goal that needs it says failed, and the command
+// exits 1.
+func TestBrokenSubjectFailsTheRun(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"-quick", "-only", "mutex-uncontended", "-dur", "10ms", "-reps", "3", "-pin=false",
+		"-break", "sync.Mutex", "-out", dir}, &stdout, &stderr)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	const msg = `FAILED: broken on purpose (-break "sync.Mutex")`
+	if !strings.Contains(stdout.String(), "sync.Mutex          "+msg) {
+		t.Errorf("printed table lacks the failed row:\n%s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), `mutex-uncontended / sync.Mutex failed: broken on purpose`) {
+		t.Errorf("stderr does not name the failure: %s", stderr.String())
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "BENCH.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| sync.Mutex | "+msg+" |") {
+		t.Error("BENCH.md lacks the failed row")
+	}
+	if !strings.Contains(string(md), "| **failed (sync.Mutex: broken on purpose") {
+		t.Error("the futex goal does not say failed")
+	}
+	res, err := loadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Tables[0].row("sync.Mutex")
+	if r == nil || !strings.Contains(r.Err, "broken on purpose") || len(r.Samples) != 0 {
+		t.Fatalf("results.json row: %+v", r)
+	}
+	if f := res.Tables[0].row("baton local/futex"); f.failed() || len(f.Samples) != 3 {
+		t.Errorf("the other subjects were not measured: %+v", f)
+	}
+}
+
+func TestBreakUnknownSubjectIsAnError(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"-quick", "-only", "sem-uncontended", "-dur", "5ms", "-reps", "1", "-pin=false",
+		"-break", "no such", "-out", t.TempDir()}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), `-break: no subject "no such"`) {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+}
+
+// A subject that fails after some repetitions is reported as failed, and
+// its earlier figures are not compared with anything.
+func TestFailureMidwayIsReported(t *testing.T) {
+	peer := &subject{name: "peer"}
+	flaky := &subject{name: "flaky", baton: true}
+	calls := 0
+	pt := newPlanned("x", "S", "T", "throughput", "mutex", []string{"peer"}, []*subject{peer, flaky},
+		func(ctx context.Context, s *subject) (sample, error) {
+			if s == flaky {
+				if calls++; calls == 3 {
+					return sample{}, errors.New("server went away")
+				}
+			}
+			return sample{Throughput: 100, Ops: 100, Seconds: 1}, nil
+		})
+	runTable(context.Background(), config{dur: time.Millisecond, reps: 5, maxReps: 5, target: 0.1}, pt)
+	r := pt.table.row("flaky")
+	if r.Err != "server went away" || len(r.Samples) != 2 || !r.failed() || r.Ratios != nil {
+		t.Fatalf("flaky row: err %q, %d samples, ratios %v", r.Err, len(r.Samples), r.Ratios)
+	}
+	if len(pt.table.row("peer").Samples) != 5 {
+		t.Error("the peer stopped with the failed subject")
+	}
+	var b bytes.Buffer
+	printTable(&b, pt.table)
+	if !regexp.MustCompile(`\* flaky +FAILED: server went away`).MatchString(b.String()) {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+// runTable stops at the fewest repetitions when the ratios are steady, goes
+// on to the most while they are not (and says so), and rotates the order.
+func TestRepetitionsFollowTheInterval(t *testing.T) {
+	cfg := config{dur: time.Millisecond, reps: 5, maxReps: 5, netReps: 4, netMaxReps: 12, target: 0.10}
+	mk := func(spread float64) (*plannedTable, *[]string) {
+		rng := rand.New(rand.NewPCG(7, 8))
+		var order []string
+		subs := []*subject{{name: "peer"}, {name: "baton", baton: true}, {name: "other"}}
+		pt := newPlanned("redis-x", "S", "T", "throughput", "mutex", []string{"peer"}, subs,
+			func(ctx context.Context, s *subject) (sample, error) {
+				order = append(order, s.name)
+				return sample{Throughput: 100 * (1 + spread*(rng.Float64()-0.5))}, nil
+			})
+		pt.network = true
+		return pt, &order
+	}
+	steady, order := mk(0.01)
+	runTable(context.Background(), cfg, steady)
+	if steady.table.Reps != 4 || steady.table.Note != "" {
+		t.Errorf("steady: %d repetitions, note %q; want 4 and none", steady.table.Reps, steady.table.Note)
+	}
+	// The warm-up repetition, then four, each starting one further along.
+	want := "peer baton other | peer baton other | baton other peer | other peer baton | peer baton other"
+	got := strings.Join(*order, " ")
+	if strings.ReplaceAll(want, " |", "") != got {
+		t.Errorf("order %q, want %q", got, want)
+	}
+	if n := len(steady.table.row("peer").Samples); n != 4 {
+		t.Errorf("the warm-up repetition was kept: %d samples", n)
+	}
+	wild, _ := mk(1.5)
+	runTable(context.Background(), cfg, wild)
+	if wild.table.Reps != 12 || !strings.Contains(wild.table.Note, "wider than ±10% after 12 repetitions") {
+		t.Errorf("noisy: %d repetitions, note %q", wild.table.Reps, wild.table.Note)
+	}
+}
+
+type countingOp struct {
+	n, inFlight, most atomic.Int64
+}
+
+func (c *countingOp) op() op {
+	take := func(ctx context.Context) error {
+		c.n.Add(1)
+		v := c.inFlight.Add(1)
+		for m := c.most.Load(); v > m && !c.most.CompareAndSwap(m, v); m = c.most.Load() {
+		}
+		time.Sleep(5 * time.Millisecond)
+		return nil
+	}
+	give := func(ctx context.Context) error { c.inFlight.Add(-1); return nil }
+	return op{take, give, func() error { return nil }}
+}
+
+func TestWarmUpCyclesEveryHandleThenAllAtOnce(t *testing.T) {
+	var shared countingOp // one counter seen by every handle: counts concurrency
+	var seq countingOp
+	ops := []op{shared.op(), shared.op(), shared.op(), shared.op()}
+	if err := warmUp(context.Background(), ops, seq.op()); err != nil {
+		t.Fatal(err)
+	}
+	if shared.n.Load() != 4*3+4 || seq.n.Load() != 3 {
+		t.Errorf("%d cycles on the handles, %d on the sequential side; want 16 and 3", shared.n.Load(), seq.n.Load())
+	}
+	if shared.most.Load() < 2 {
+		t.Error("the handles never ran at once")
+	}
+	bad := op{func(context.Context) error { return errors.New("dial refused") }, nil, nil}
+	if err := warmUp(context.Background(), []op{bad}); err == nil || !strings.Contains(err.Error(), "warm-up: dial refused") {
+		t.Errorf("warm-up error: %v", err)
+	}
+}
+
+func TestParseOnly(t *testing.T) {
+	sel, err := parseOnly("redis-uncontended, etcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.sections["redis"] || !sel.sections["etcd"] || sel.sections["host"] || !sel.tables["redis-uncontended"] {
+		t.Errorf("%+v", sel)
+	}
+	for id, want := range map[string]bool{"redis-uncontended": true, "redis-g4": false, "etcd-g4": true, "cluster-sem": true, "mutex-g4": false} {
+		if sel.keeps(id) != want {
+			t.Errorf("keeps(%s) = %v", id, !want)
+		}
+	}
+	if _, err := parseOnly("hots"); err == nil {
+		t.Error("a misspelt section was accepted")
+	}
+}
+
+func TestPinning(t *testing.T) {
+	if p := newPinning(false); p.on() || !strings.Contains(p.String(), "off") {
+		t.Errorf("without -pin: %v", p)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if p := newPinning(true); p.on() || !strings.Contains(p.String(), "taskset not found") {
+		t.Errorf("without taskset: %v", p)
+	}
+	if cmd := newPinning(true).command("/bin/true", "-x"); strings.Join(cmd.Args, " ") != "/bin/true -x" {
+		t.Errorf("unpinned command: %v", cmd.Args)
+	}
+}
+
+func TestPinClientsMovesAndRestores(t *testing.T) {
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("taskset not installed")
+	}
+	p := newPinning(true)
+	if !p.on() {
+		t.Skip(p.String())
+	}
+	if cmd := p.command("/bin/true"); cmd.Args[0] != p.taskset || cmd.Args[2] != p.server {
+		t.Errorf("server command: %v", cmd.Args)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	count := func() int {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil {
+			t.Fatal(err)
+		}
+		return set.Count()
+	}
+	all, procs := count(), runtime.GOMAXPROCS(0)
+	undo, err := p.pinClients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != p.nclient || runtime.GOMAXPROCS(0) != p.nclient {
+		t.Errorf("pinned: %d CPUs, GOMAXPROCS %d; want %d", got, runtime.GOMAXPROCS(0), p.nclient)
+	}
+	undo()
+	if count() != all || runtime.GOMAXPROCS(0) != procs {
+		t.Errorf("restored: %d CPUs, GOMAXPROCS %d; want %d and %d", count(), runtime.GOMAXPROCS(0), all, procs)
+	}
+}
+
+// The results file keeps every field an older reader knows.
+func TestResultsKeepTheOldFields(t *testing.T) {
+	tb := synthTable("mutex-uncontended", []string{"sync.Mutex"},
+		synthRow("sync.Mutex", false, 0, 0, 120, 121, 119),
+		synthRow("baton local/futex", true, 0, 0, 100, 101, 99))
+	b, err := json.Marshal(tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"cost_vs":{"sync.Mutex":1.2`, `"summary":`, `"samples":`, `"ratios":{"sync.Mutex":{"value":1.2`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("results lack %s: %s", k, b)
+		}
+	}
+}
