@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/driver"
 )
 
 func TestValidateName(t *testing.T) {
@@ -34,13 +36,13 @@ func TestValidatePermits(t *testing.T) {
 }
 
 func TestLoss(t *testing.T) {
-	var none *Loss
+	var none *driver.Loss
 	if none.Done() != nil || none.Err() != nil {
 		t.Error("a nil Loss must never fire")
 	}
 	none.Fire(errors.New("ignored"))
-	l := NewLoss()
-	h := NewHold(7, Exclusive, false, l)
+	l := driver.NewLoss()
+	h := newHold(7, Exclusive, false, l)
 	ctx, cancel := h.Context(context.Background())
 	defer cancel()
 	select {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonlock/baton/driver"
 )
 
 // readBatch is how long a Shared grant keeps admitting new local readers.
@@ -26,20 +28,20 @@ type waiter struct {
 
 // lockHandle is the core of Mutex and RWMutex handles: it queues the
 // goroutines that share the handle in FIFO order, keeps owners and hold
-// counts, and drives one LockDriver with at most one grant at a time.
+// counts, and drives one driver.Lock with at most one grant at a time.
 type lockHandle struct {
 	b    *coreBackend
 	name string
 	kind Kind
-	d    LockDriver
+	d    driver.Lock
 
 	// The word path (mutex drivers that implement WordLocker). A hold taken
 	// on the word is not in the fields under mu: the word says that this
 	// handle holds (State&Mask == Me), its Slot names the owner, and its
 	// Fence is the token. Holds from the driver set Slot to slotDriver.
-	word    *WordLock   // nil, or &wordv
-	wordv   WordLock    // a copy, one indirection less on the word path
-	closedA atomic.Bool // closed, readable without mu
+	word    *driver.WordLock // nil, or &wordv
+	wordv   driver.WordLock  // a copy, one indirection less on the word path
+	closedA atomic.Bool      // closed, readable without mu
 
 	mu sync.Mutex
 	// All below guarded by mu.
@@ -49,7 +51,7 @@ type lockHandle struct {
 	idle      *sync.Cond         // signalled when acquiring or busy becomes false
 	cancelAcq context.CancelFunc // cancels the Acquire in progress, for Close
 	held      bool               // a grant is held (writer || readers > 0)
-	grant     Grant
+	grant     driver.Grant
 	writer    bool  // the grant is Exclusive and held locally
 	wOwner    Owner // owner of the write hold (0: anonymous)
 	wCount    int   // write hold count (reentrancy)
@@ -60,10 +62,10 @@ type lockHandle struct {
 	q         []*waiter // FIFO of goroutines waiting for their turn
 }
 
-func newLockHandle(b *coreBackend, kind Kind, name string, d LockDriver) *lockHandle {
+func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock) *lockHandle {
 	h := &lockHandle{b: b, name: name, kind: kind, d: d}
 	h.idle = sync.NewCond(&h.mu)
-	if wl, ok := d.(WordLocker); ok && kind == KindMutex {
+	if wl, ok := d.(driver.WordLocker); ok && kind == KindMutex {
 		if w := wl.WordLock(); w != nil {
 			h.wordv = *w
 			h.word = &h.wordv
@@ -81,7 +83,7 @@ func (h *lockHandle) hold() Hold {
 	if !h.writer {
 		m = Shared
 	}
-	return NewHold(h.grant.Token, m, h.grant.Recovered, h.grant.Loss)
+	return newHold(Token(h.grant.Token), m, h.grant.Recovered, h.grant.Loss)
 }
 
 // kick nudges the head of the queue to re-check the state. Readers that
@@ -248,7 +250,7 @@ func wordCtx(ctx context.Context) (Owner, bool) {
 	return OwnerOf(ctx), true
 }
 
-// slotDriver in WordLock.Slot marks a hold that the driver gave (or that
+// slotDriver in driver.WordLock.Slot marks a hold that the driver gave (or that
 // the core moved into its regular bookkeeping): never an Owner, which
 // counts up from 1.
 const slotDriver = ^uint64(0)
@@ -294,8 +296,8 @@ func (h *lockHandle) wordHeldBy(owner Owner) bool {
 }
 
 // wordGrant returns the grant of the hold on the word that the caller has.
-func (h *lockHandle) wordGrant() Grant {
-	return Grant{Token: Token(atomic.LoadUint64(h.word.Fence)), Loss: h.word.Loss}
+func (h *lockHandle) wordGrant() driver.Grant {
+	return driver.Grant{Token: atomic.LoadUint64(h.word.Fence), Loss: h.word.Loss}
 }
 
 // unlockWord gives back the hold on the word that the caller has: with one
@@ -375,18 +377,18 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 // callDriver runs the driver's acquisition. It is entered with h.mu held
 // and returns with h.mu released. Drivers whose TryAcquire is cheap are tried
 // first, so that an uncontended Lock does not pay for a cancellable wait.
-func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (Grant, error) {
-	tf, cheap := h.d.(TryFirst)
+func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (driver.Grant, error) {
+	tf, cheap := h.d.(driver.TryFirst)
 	if try || cheap && tf.TryFirst() {
 		h.mu.Unlock()
-		g, err := h.d.TryAcquire(ctx, mode)
+		g, err := h.d.TryAcquire(ctx, driver.Mode(mode))
 		if try || !errors.Is(err, ErrLocked) {
 			return g, err
 		}
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
-			return Grant{}, h.errf("%w", ErrClosed)
+			return driver.Grant{}, h.errf("%w", ErrClosed)
 		}
 	}
 	// Close cancels the wait through cancelAcq.
@@ -394,7 +396,7 @@ func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (Grant
 	defer cancel()
 	h.cancelAcq = cancel
 	h.mu.Unlock()
-	return h.d.Acquire(actx, mode)
+	return h.d.Acquire(actx, driver.Mode(mode))
 }
 
 // waitIdle waits until no Release or Downgrade of the holder is in
@@ -419,7 +421,7 @@ func (h *lockHandle) waitQuiet() {
 // held and the local holds already cleared, and returns with h.mu released.
 func (h *lockHandle) releaseGrant(ctx context.Context) error {
 	g := h.grant
-	h.held, h.grant, h.writer = false, Grant{}, false
+	h.held, h.grant, h.writer = false, driver.Grant{}, false
 	h.busy = true
 	if h.word != nil {
 		raceRelease(h.word.Sync)

@@ -2,8 +2,8 @@ package baton
 
 import (
 	"context"
-	"fmt"
-	"sync"
+
+	"github.com/batonlock/baton/driver"
 )
 
 // Token is a fencing token: every exclusive acquisition of a name returns a
@@ -31,62 +31,6 @@ func (m Mode) String() string {
 	return "exclusive"
 }
 
-// Loss is a one-shot signal that a hold can no longer be trusted. A driver
-// creates one per hold that can be lost (a lease, a file that can be removed)
-// and fires it with the cause; the core hands it to callers through Hold.
-//
-// The zero Loss is not usable; use NewLoss. A nil *Loss never fires.
-type Loss struct {
-	once sync.Once
-	ch   chan struct{}
-	mu   sync.Mutex
-	err  error // guarded by mu; set once, before ch is closed
-}
-
-// NewLoss returns a Loss that has not fired.
-func NewLoss() *Loss { return &Loss{ch: make(chan struct{})} }
-
-// Fire marks the hold lost with cause (which is wrapped so that
-// errors.Is(err, ErrLost) holds). Only the first call has an effect.
-func (l *Loss) Fire(cause error) {
-	if l == nil {
-		return
-	}
-	l.once.Do(func() {
-		var err error
-		switch {
-		case cause == nil:
-			err = ErrLost
-		default:
-			err = fmt.Errorf("%w: %w", ErrLost, cause)
-		}
-		l.mu.Lock()
-		l.err = err
-		l.mu.Unlock()
-		close(l.ch)
-	})
-}
-
-// Done returns a channel that is closed when the hold is lost. It returns nil
-// (a channel that never becomes ready) for a nil Loss.
-func (l *Loss) Done() <-chan struct{} {
-	if l == nil {
-		return nil
-	}
-	return l.ch
-}
-
-// Err returns nil until the Loss fires, and then an error matching ErrLost
-// that wraps the cause.
-func (l *Loss) Err() error {
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
-
 // Hold describes one acquisition: its fencing token, whether the previous
 // holder died while holding, and the signal that fires if the hold is lost.
 // A Hold is a small value; copying it is cheap. Reentrant acquisitions by the
@@ -100,11 +44,11 @@ type Hold struct {
 	token     Token
 	mode      Mode
 	recovered bool
-	loss      *Loss
+	loss      *driver.Loss
 }
 
-// NewHold is for drivers and the core; applications receive Holds from Lock.
-func NewHold(token Token, mode Mode, recovered bool, loss *Loss) Hold {
+// newHold is the core's constructor of a Hold.
+func newHold(token Token, mode Mode, recovered bool, loss *driver.Loss) Hold {
 	return Hold{token: token, mode: mode, recovered: recovered, loss: loss}
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // Defaults of LeaseOptions.
@@ -110,7 +111,7 @@ type Keeper struct {
 	log   *slog.Logger
 
 	mu       sync.Mutex
-	loss     *baton.Loss        // guarded by mu: fired when the lease is lost
+	loss     *driver.Loss       // guarded by mu: fired when the lease is lost
 	deadline time.Time          // guarded by mu: local deadline of the lease
 	stopped  bool               // guarded by mu: Stop was called or the loss fired
 	next     *time.Timer        // guarded by mu: the next renewal
@@ -125,7 +126,7 @@ type Keeper struct {
 // (at once if that has passed). The keeper fires loss (with the cause) when
 // renewals fail until the deadline, or when the server reports the lease
 // gone. log receives background failures; nil means slog.Default.
-func StartKeeper(sent time.Time, opts LeaseOptions, renew RenewFunc, loss *baton.Loss, log *slog.Logger) *Keeper {
+func StartKeeper(sent time.Time, opts LeaseOptions, renew RenewFunc, loss *driver.Loss, log *slog.Logger) *Keeper {
 	k := &Keeper{opts: opts, renew: renew, loss: loss, log: log, deadline: opts.Deadline(sent)}
 	k.mu.Lock()
 	k.next = time.AfterFunc(max(0, time.Until(sent.Add(opts.RenewEvery))), k.tick)
@@ -169,7 +170,7 @@ func (k *Keeper) Stop() {
 // hands its lease to another hold of its own (the previous loss then never
 // fires). It reports false and changes nothing when the lease is already
 // lost or the keeper stopped.
-func (k *Keeper) Pass(loss *baton.Loss) bool {
+func (k *Keeper) Pass(loss *driver.Loss) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.stopped {

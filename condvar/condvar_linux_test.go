@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/locktest"
 )
@@ -29,16 +30,16 @@ type futexDriver struct{ ns *ipc.Namespace }
 
 func (d futexDriver) Kind() string                   { return "futex" }
 func (d futexDriver) ValidateName(name string) error { _, err := ipc.EncodeName(name); return err }
-func (d futexDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (d futexDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return ipc.OpenMutex(d.ns, name)
 }
-func (d futexDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (d futexDriver) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return nil, baton.ErrUnsupported
 }
-func (d futexDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+func (d futexDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	return nil, baton.ErrUnsupported
 }
-func (d futexDriver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+func (d futexDriver) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	return Open(d.ns, name)
 }
 func (d futexDriver) Close() error { return nil }

@@ -52,7 +52,7 @@ package ipc
 //
 // # Through the baton core
 //
-// The Mutex is a baton.WordLocker: while nobody waits, the core takes and
+// The Mutex is a driver.WordLocker: while nobody waits, the core takes and
 // gives back the word itself (one compare-and-swap each, which is what makes
 // an uncontended Lock+Unlock cost about as much as sync.Mutex), and calls
 // Acquire and Release for everything else. The word keeps one more field for
@@ -85,7 +85,7 @@ const (
 	offState    = 8          // uint64; its low half is the futex word
 	offFence    = 16         // uint64: the last token given
 	offWaiters  = 24         // int32: handles in the slow path of Acquire (approximate)
-	offSlot     = 32         // uint64: baton.WordLock.Slot, the owner of a hold within its handle
+	offSlot     = 32         // uint64: driver.WordLock.Slot, the owner of a hold within its handle
 	pidBits     = 22
 	pidMask     = 1<<pidBits - 1
 	fWaiters    = 1 << 22 // a waiter may sleep in FUTEX_WAIT: unlock must wake one

@@ -16,11 +16,12 @@ import (
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"golang.org/x/sys/unix"
 )
 
 // Mutex is one handle on a futex mutex (see the package documentation of
-// the mechanism in mutex.go). It implements baton.LockDriver for exclusive
+// the mechanism in mutex.go). It implements driver.Lock for exclusive
 // mode. As the driver contract allows, one handle runs at most one call at a
 // time and holds at most one grant; open several handles (or use the
 // baton core) for several goroutines.
@@ -33,23 +34,23 @@ type Mutex struct {
 	word  *uint32        // the futex word
 	fence *uint64        // in r; written by the holder only
 	wait  *atomic.Int32  // in r
-	slot  *uint64        // in r; baton.WordLock.Slot
+	slot  *uint64        // in r; driver.WordLock.Slot
 	me    uint64         // this handle's state pattern: tag<<32 | handle<<handleShift | pid
 	self  Proc
 	// The fields below are used only by the call in progress (one at a time).
 	closed bool
 	// The handle's loss: fired when its file is removed or replaced.
-	loss      *baton.Loss
+	loss      *driver.Loss
 	gone      atomic.Bool // set before loss fires; read by the fast path
 	stopWatch func()
 	watch     *ProcWatch // the owner last checked, nil if none
 	watchS    uint64     // the owner pattern watch refers to
-	wl        *baton.WordLock
+	wl        *driver.WordLock
 }
 
 var (
-	_ baton.LockDriver = (*Mutex)(nil)
-	_ baton.WordLocker = (*Mutex)(nil)
+	_ driver.Lock       = (*Mutex)(nil)
+	_ driver.WordLocker = (*Mutex)(nil)
 )
 
 // OpenMutex opens the futex mutex called name in ns, creating it unlocked
@@ -87,9 +88,9 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 		return nil, m.errf("%w", err)
 	}
 	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
-	m.loss = baton.NewLoss()
+	m.loss = driver.NewLoss()
 	if bits != 0 {
-		m.wl = &baton.WordLock{
+		m.wl = &driver.WordLock{
 			State: m.state,
 			Mask:  ownerMask,
 			Me:    m.me,
@@ -206,9 +207,9 @@ func (m *Mutex) errf(format string, args ...any) error {
 // ErrUnsupported), waiting until it is free or its owner is found dead, or
 // until ctx is done: then it returns an error matching ctx.Err() within
 // about a millisecond and holds nothing.
-func (m *Mutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if err := m.check(mode); err != nil {
-		return baton.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if m.state.CompareAndSwap(0, m.me) {
 		return m.granted(false), nil
@@ -220,9 +221,9 @@ func (m *Mutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, erro
 // grant then reports Recovered), and otherwise returns an error matching
 // baton.ErrLocked. A lock being handed to a waiter that has slept counts as
 // taken.
-func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if err := m.check(mode); err != nil {
-		return baton.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if m.state.CompareAndSwap(0, m.me) {
 		return m.granted(false), nil
@@ -232,7 +233,7 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, e
 		lo := uint32(s)
 		switch {
 		case lo&fHandoff != 0 && m.wait.Load() > 0:
-			return baton.Grant{}, m.errf("%w", baton.ErrLocked)
+			return driver.Grant{}, m.errf("%w", baton.ErrLocked)
 		case lo&fHandoff != 0:
 			// Nobody waits any more: the handoff is void.
 			if m.state.CompareAndSwap(s, m.me|fWaiters) {
@@ -247,30 +248,30 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, e
 				return m.granted(true), nil
 			}
 		default:
-			return baton.Grant{}, m.errf("%w", baton.ErrLocked)
+			return driver.Grant{}, m.errf("%w", baton.ErrLocked)
 		}
 	}
-	return baton.Grant{}, m.errf("%w", baton.ErrLocked)
+	return driver.Grant{}, m.errf("%w", baton.ErrLocked)
 }
 
-func (m *Mutex) check(mode baton.Mode) error {
+func (m *Mutex) check(mode driver.Mode) error {
 	if m.closed {
 		return m.errf("%w", baton.ErrClosed)
 	}
-	if mode != baton.Exclusive {
+	if mode != driver.Exclusive {
 		return m.errf("%s mode: %w", mode, baton.ErrUnsupported)
 	}
 	return nil
 }
 
 // granted completes an acquisition: the holder alone writes the fence.
-func (m *Mutex) granted(recovered bool) baton.Grant {
+func (m *Mutex) granted(recovered bool) driver.Grant {
 	t := atomic.LoadUint64(m.fence) + 1
 	*m.fence = t
-	return baton.Grant{Token: baton.Token(t), Recovered: recovered, Loss: m.loss}
+	return driver.Grant{Token: uint64(t), Recovered: recovered, Loss: m.loss}
 }
 
-func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
+func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 	m.wait.Add(1)
 	defer m.wait.Add(-1)
 	var (
@@ -290,7 +291,7 @@ func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
 		if done != nil {
 			select {
 			case <-done:
-				return baton.Grant{}, m.abandon(ctx, slept)
+				return driver.Grant{}, m.abandon(ctx, slept)
 			default:
 			}
 		}
@@ -339,7 +340,7 @@ func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
 		timedOut, err := FutexWait(m.word, lo, deadCheck)
 		if err != nil {
 			m.abandon(ctx, slept)
-			return baton.Grant{}, m.errf("%w", err)
+			return driver.Grant{}, m.errf("%w", err)
 		}
 		slept = true
 		if timedOut && lo&pidMask != 0 && m.state.Load() == s && m.ownerDead(s) {
@@ -415,7 +416,7 @@ func (m *Mutex) unwatch() {
 // took it over, believing this one dead), it returns an error matching
 // baton.ErrLost and changes nothing. Release works after Close too (see
 // WordLock).
-func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
+func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
 	if atomic.LoadUint64(m.fence) != uint64(g.Token) {
 		return m.errf("token %d: %w", g.Token, baton.ErrLost)
 	}
@@ -430,7 +431,7 @@ func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
 	return err
 }
 
-func (m *Mutex) unlockSlow(g baton.Grant) error {
+func (m *Mutex) unlockSlow(g driver.Grant) error {
 	for {
 		s := m.state.Load()
 		lo := uint32(s)
@@ -454,8 +455,8 @@ func (m *Mutex) unlockSlow(g baton.Grant) error {
 
 // Downgrade returns an error matching baton.ErrUnsupported: a mutex has no
 // shared mode.
-func (m *Mutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
-	return baton.Grant{}, m.errf("downgrade: %w", baton.ErrUnsupported)
+func (m *Mutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
+	return driver.Grant{}, m.errf("downgrade: %w", baton.ErrUnsupported)
 }
 
 // Close stops the handle's watchers; Acquire and TryAcquire fail after it.
@@ -474,10 +475,10 @@ func (m *Mutex) Close() error {
 	return nil
 }
 
-// WordLock describes the lock word for the baton core (baton.WordLocker).
+// WordLock describes the lock word for the baton core (driver.WordLocker).
 // It is nil for a handle opened while handleMax others of this process were
 // alive: such a handle is served by Acquire and Release only.
-func (m *Mutex) WordLock() *baton.WordLock { return m.wl }
+func (m *Mutex) WordLock() *driver.WordLock { return m.wl }
 
 // InspectMutex describes the futex mutex name without changing it: its
 // holder (pid and the last token given, which is the holder's), whether the

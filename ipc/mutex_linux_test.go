@@ -20,6 +20,7 @@ import (
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,7 +57,7 @@ func runRole(role, dir, name string) error {
 	}
 	switch role {
 	case "hold": // take the lock, say so, and hold it until killed
-		g, err := m.Acquire(context.Background(), baton.Exclusive)
+		g, err := m.Acquire(context.Background(), driver.Exclusive)
 		if err != nil {
 			return err
 		}
@@ -97,10 +98,10 @@ func monoNow() int64 {
 
 func stressLoop(ns *Namespace, m *Mutex) error {
 	ctx := context.Background()
-	var g baton.Grant
+	var g driver.Grant
 	return stress(ns, func() (tok baton.Token, recovered bool, err error) {
-		g, err = m.Acquire(ctx, baton.Exclusive)
-		return g.Token, g.Recovered, err
+		g, err = m.Acquire(ctx, driver.Exclusive)
+		return baton.Token(g.Token), g.Recovered, err
 	}, func() error { return m.Release(ctx, g) })
 }
 
@@ -125,16 +126,16 @@ type coreDriver struct{ ns *Namespace }
 
 func (coreDriver) Kind() string                   { return "futex" }
 func (coreDriver) ValidateName(name string) error { return nil }
-func (d coreDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (d coreDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return OpenMutex(d.ns, name)
 }
-func (coreDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (coreDriver) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return nil, baton.ErrUnsupported
 }
-func (coreDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+func (coreDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	return nil, baton.ErrUnsupported
 }
-func (coreDriver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+func (coreDriver) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	return nil, baton.ErrUnsupported
 }
 func (coreDriver) Close() error { return nil }
@@ -188,7 +189,7 @@ func contendLoop(ns *Namespace, m *Mutex) error {
 	}
 	ctx := context.Background()
 	for c.stop.Load() == 0 {
-		g, err := m.Acquire(ctx, baton.Exclusive)
+		g, err := m.Acquire(ctx, driver.Exclusive)
 		if err != nil {
 			return err
 		}
@@ -234,14 +235,14 @@ func TestMutexBasics(t *testing.T) {
 		t.Fatalf("bad name: %v", err)
 	}
 	a, b := openM(t, ns, "m"), openM(t, ns, "m")
-	if _, err := a.Acquire(ctx, baton.Shared); !errors.Is(err, baton.ErrUnsupported) {
+	if _, err := a.Acquire(ctx, driver.Shared); !errors.Is(err, baton.ErrUnsupported) {
 		t.Fatalf("shared mode: %v", err)
 	}
-	g1, err := a.Acquire(ctx, baton.Exclusive)
+	g1, err := a.Acquire(ctx, driver.Exclusive)
 	if err != nil || g1.Token != 1 || g1.Recovered {
 		t.Fatalf("first acquire: %+v %v", g1, err)
 	}
-	if _, err := b.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+	if _, err := b.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("TryAcquire of a held lock: %v", err)
 	}
 	if _, err := a.Downgrade(ctx, g1); !errors.Is(err, baton.ErrUnsupported) {
@@ -253,14 +254,14 @@ func TestMutexBasics(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	t0 := time.Now()
-	_, err = b.Acquire(cctx, baton.Exclusive)
+	_, err = b.Acquire(cctx, driver.Exclusive)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 20*time.Millisecond+50*time.Millisecond {
 		t.Fatalf("cancelled Acquire: %v after %v", err, time.Since(t0))
 	}
-	got := make(chan baton.Grant)
+	got := make(chan driver.Grant)
 	go func() {
-		g, err := b.Acquire(ctx, baton.Exclusive)
+		g, err := b.Acquire(ctx, driver.Exclusive)
 		if err != nil {
 			t.Error(err)
 		}
@@ -279,13 +280,13 @@ func TestMutexBasics(t *testing.T) {
 	if err := a.Release(ctx, g1); !errors.Is(err, baton.ErrLost) {
 		t.Fatalf("release of a stale grant: %v", err)
 	}
-	if _, err := a.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+	if _, err := a.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 		t.Fatal("stale release unlocked the holder's lock")
 	}
 	if err := b.Release(ctx, g2); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := a.TryAcquire(ctx, baton.Exclusive); err != nil || g.Token != 3 {
+	if g, err := a.TryAcquire(ctx, driver.Exclusive); err != nil || g.Token != 3 {
 		t.Fatalf("TryAcquire: %+v %v", g, err)
 	} else if err := a.Release(ctx, g); err != nil {
 		t.Fatal(err)
@@ -295,7 +296,7 @@ func TestMutexBasics(t *testing.T) {
 		t.Fatalf("ListMutexes: %+v %v", names, err)
 	}
 	a.Close()
-	if _, err := a.Acquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrClosed) {
+	if _, err := a.Acquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrClosed) {
 		t.Fatalf("closed: %v", err)
 	}
 	if err := RemoveMutex(ns, "m"); err != nil {
@@ -312,12 +313,12 @@ func TestMutexTokensPersist(t *testing.T) {
 	ctx := context.Background()
 	m := openM(t, ns, "p")
 	for range 3 {
-		g, _ := m.Acquire(ctx, baton.Exclusive)
+		g, _ := m.Acquire(ctx, driver.Exclusive)
 		m.Release(ctx, g)
 	}
 	m.Close()
 	m = openM(t, ns, "p")
-	g, err := m.Acquire(ctx, baton.Exclusive)
+	g, err := m.Acquire(ctx, driver.Exclusive)
 	if err != nil || g.Token != 4 {
 		t.Fatalf("token after reopening: %d %v", g.Token, err)
 	}
@@ -335,7 +336,7 @@ func TestMutexGoroutines(t *testing.T) {
 		m := openM(t, ns, "g")
 		wg.Go(func() {
 			for range 2000 {
-				g, err := m.Acquire(ctx, baton.Exclusive)
+				g, err := m.Acquire(ctx, driver.Exclusive)
 				if err != nil {
 					t.Error(err)
 					return
@@ -380,7 +381,7 @@ func TestMutexPIDReuse(t *testing.T) {
 	} {
 		forge(m, tc.pid, tc.tag)
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		g, err := m.Acquire(cctx, baton.Exclusive)
+		g, err := m.Acquire(cctx, driver.Exclusive)
 		cancel()
 		if err != nil || !g.Recovered {
 			t.Fatalf("%s: Acquire = %+v, %v; want a recovered grant", tc.what, g, err)
@@ -393,12 +394,12 @@ func TestMutexPIDReuse(t *testing.T) {
 		t.Skip("no pid 1")
 	}
 	forge(m, 1, p1.Tag())
-	if _, err := m.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+	if _, err := m.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("live owner: TryAcquire = %v", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := m.Acquire(cctx, baton.Exclusive); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := m.Acquire(cctx, driver.Exclusive); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("live owner: Acquire = %v", err)
 	}
 	m.state.Store(0)
@@ -423,7 +424,7 @@ func TestMutexKilledHolder(t *testing.T) {
 			}
 			m := openM(t, ns, "k")
 			ctx := context.Background()
-			if _, err := m.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+			if _, err := m.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 				t.Fatalf("held by a live helper: %v", err)
 			}
 			cmd.Process.Kill()
@@ -440,7 +441,7 @@ func TestMutexKilledHolder(t *testing.T) {
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			g, err := m.Acquire(cctx, baton.Exclusive)
+			g, err := m.Acquire(cctx, driver.Exclusive)
 			if err != nil || !g.Recovered || g.Token != 2 {
 				t.Fatalf("Acquire after the holder died: %+v %v", g, err)
 			}

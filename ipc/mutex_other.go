@@ -8,12 +8,13 @@ import (
 	"fmt"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // Mutex is the futex mutex; on this system it cannot be opened.
 type Mutex struct{}
 
-var _ baton.LockDriver = (*Mutex)(nil)
+var _ driver.Lock = (*Mutex)(nil)
 
 var errNoFutex = fmt.Errorf("ipc: futex mutex: %w", errors.ErrUnsupported)
 
@@ -26,18 +27,18 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 	return nil, errNoFutex
 }
 
-func (m *Mutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
-	return baton.Grant{}, errNoFutex
+func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	return driver.Grant{}, errNoFutex
 }
 
-func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
-	return baton.Grant{}, errNoFutex
+func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	return driver.Grant{}, errNoFutex
 }
 
-func (m *Mutex) Release(ctx context.Context, g baton.Grant) error { return errNoFutex }
+func (m *Mutex) Release(ctx context.Context, g driver.Grant) error { return errNoFutex }
 
-func (m *Mutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
-	return baton.Grant{}, errNoFutex
+func (m *Mutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
+	return driver.Grant{}, errNoFutex
 }
 
 func (m *Mutex) Close() error { return nil }

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // session is one lease and the loop that keeps it alive. Every key an
@@ -31,8 +32,8 @@ type session struct {
 	wg   sync.WaitGroup
 
 	mu     sync.Mutex
-	err    error                    // guarded by mu; why the session ended
-	losses map[*baton.Loss]struct{} // guarded by mu; holds to tell when it ends
+	err    error                     // guarded by mu; why the session ended
+	losses map[*driver.Loss]struct{} // guarded by mu; holds to tell when it ends
 }
 
 // newSession grants a lease and starts renewing it.
@@ -52,7 +53,7 @@ func newSession(ctx context.Context, c *clientv3.Client, o *options) (*session, 
 		hexd:   strconv.FormatInt(int64(resp.ID), 16),
 		stop:   stop,
 		done:   make(chan struct{}),
-		losses: make(map[*baton.Loss]struct{}),
+		losses: make(map[*driver.Loss]struct{}),
 	}
 	s.wg.Add(1)
 	go s.keepAlive(lctx, s.deadline(sent, resp.TTL))
@@ -140,7 +141,7 @@ func (s *session) lostErr() error {
 }
 
 // track registers a hold's loss; it fires at once if the session has ended.
-func (s *session) track(l *baton.Loss) {
+func (s *session) track(l *driver.Loss) {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
@@ -152,7 +153,7 @@ func (s *session) track(l *baton.Loss) {
 	s.mu.Unlock()
 }
 
-func (s *session) untrack(l *baton.Loss) {
+func (s *session) untrack(l *driver.Loss) {
 	s.mu.Lock()
 	delete(s.losses, l)
 	s.mu.Unlock()

@@ -9,19 +9,20 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/driver"
 )
 
 // semDriver serves one Semaphore handle. Every grant is a lease-bound entry
 // of its own on the server, so Release may run concurrently with Acquire.
 type semDriver struct {
-	d        *driver
+	d        *backend
 	name     string
 	keys     []string
 	capacity int64
 	log      *slog.Logger // the backend's logger with the name
 }
 
-var _ baton.SemaphoreDriver = (*semDriver)(nil)
+var _ driver.Semaphore = (*semDriver)(nil)
 
 func (s *semDriver) Capacity() int64 { return s.capacity }
 func (s *semDriver) Close() error    { return nil }
@@ -30,27 +31,27 @@ func (s *semDriver) mismatch() error {
 	return fmt.Errorf("redislock: semaphore %q exists with another capacity than %d: %w", s.name, s.capacity, baton.ErrMismatch)
 }
 
-func (s *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error) {
+func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
 	id := newID()
 	sent := time.Now()
 	r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
 	switch {
 	case err != nil:
-		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
 	case r < 0:
-		return baton.Grant{}, s.mismatch()
+		return driver.Grant{}, s.mismatch()
 	case r == 0:
-		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
+		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
 	}
 	return s.granted(id, n, sent), nil
 }
 
-func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
+func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
 	}
 	if err := s.d.n.start(ctx); err != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
 	}
 	id := newID()
 	wake := make(chan int64, 1)
@@ -64,10 +65,10 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 		switch {
 		case err != nil:
 			s.cancel(ctx, id)
-			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
 		case r < 0:
 			s.cancel(ctx, id)
-			return baton.Grant{}, s.mismatch()
+			return driver.Grant{}, s.mismatch()
 		case r == 1:
 			return s.granted(id, n, sent), nil
 		}
@@ -76,7 +77,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 		case <-ctx.Done():
 			t.Stop()
 			s.cancel(ctx, id)
-			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
+			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
 		case <-wake:
 			// Handed over by a release (see lockDriver.Acquire for why
 			// sent bounds the lease).
@@ -99,14 +100,14 @@ func (s *semDriver) cancel(ctx context.Context, id string) {
 	}
 }
 
-func (s *semDriver) granted(id string, n int64, sent time.Time) baton.Grant {
-	loss := baton.NewLoss()
+func (s *semDriver) granted(id string, n int64, sent time.Time) driver.Grant {
+	loss := driver.NewLoss()
 	h := &hold{id: id, loss: loss}
 	h.keeper = cluster.StartKeeper(sent, s.d.o.lease, s.d.renewFunc(s.keys, id), loss, s.log)
-	return baton.Grant{Loss: loss, N: n, Data: h}
+	return driver.Grant{Loss: loss, N: n, Data: h}
 }
 
-func (s *semDriver) Release(ctx context.Context, g baton.Grant, n int64) error {
+func (s *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error {
 	h, err := holdOf(g)
 	if err != nil {
 		return err

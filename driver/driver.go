@@ -1,16 +1,29 @@
-package baton
+// Package driver is the contract between baton's core and a backend. A
+// backend implements these small interfaces and passes its Backend to
+// baton.NewBackend, which gives applications the Mutex, RWMutex, Semaphore
+// and Cond of package baton with the same queueing, owners, hold counts,
+// validation and error behaviour on every backend. Applications do not use
+// this package.
+package driver
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
+
+	"github.com/batonlock/baton/internal/errs"
 )
 
-// The driver contract. A backend implements these small interfaces; the core
-// (NewBackend) turns them into the Mutex, RWMutex, Semaphore and Cond that
-// applications use, with the same queueing, owners, hold counts, validation
-// and error behaviour on every backend.
-//
-// What the core guarantees to a LockDriver:
+// Mode is the mode a lock is asked for; its values are those of baton.Mode.
+type Mode uint8
+
+const (
+	Exclusive Mode = iota // a write lock or a mutex
+	Shared                // a read lock
+)
+
+// What the core guarantees to a Lock driver:
 //   - names and arguments are validated before Open* is called;
 //   - at most one call of Acquire, TryAcquire, Release or Downgrade is in
 //     progress on one driver at a time, and the driver holds at most one
@@ -22,36 +35,36 @@ import (
 //   - Acquire returns promptly (milliseconds) once ctx is done, with an error
 //     matching ctx.Err(), and holds nothing then;
 //   - TryAcquire never waits for another holder and returns an error
-//     matching ErrLocked when the lock is taken;
-//   - Release of a grant whose Loss fired returns an error matching ErrLost
+//     matching baton.ErrLocked when the lock is taken;
+//   - Release of a grant whose Loss fired returns an error matching baton.ErrLost
 //     and never releases another holder's lock;
-//   - errors wrap the sentinels of this package with %w.
+//   - errors wrap the sentinels of package baton with %w.
 
 // Grant is what a driver returns for one acquisition.
 type Grant struct {
-	Token     Token
+	Token     uint64
 	Recovered bool  // the previous holder died while holding
 	Loss      *Loss // nil if the grant cannot be lost
 	N         int64 // permits, for semaphore grants
 	Data      any   // driver-private state of the grant
 }
 
-// LockDriver is one handle's connection to a named lock in a backend.
+// Lock is one handle's connection to a named lock in a backend.
 // Drivers of plain mutexes are only asked for Exclusive mode.
-type LockDriver interface {
+type Lock interface {
 	Acquire(ctx context.Context, mode Mode) (Grant, error)
 	TryAcquire(ctx context.Context, mode Mode) (Grant, error)
 	Release(ctx context.Context, g Grant) error
 	// Downgrade turns an Exclusive grant into a Shared one atomically. Mutex
-	// drivers may return ErrUnsupported.
+	// drivers may return baton.ErrUnsupported.
 	Downgrade(ctx context.Context, g Grant) (Grant, error)
 	Close() error
 }
 
-// SemaphoreDriver is one handle's connection to a named semaphore. The core
+// Semaphore is one handle's connection to a named semaphore. The core
 // calls Acquire and TryAcquire one at a time per driver (FIFO), but Release
 // may run concurrently with an Acquire in progress.
-type SemaphoreDriver interface {
+type Semaphore interface {
 	Acquire(ctx context.Context, n int64) (Grant, error)
 	TryAcquire(ctx context.Context, n int64) (Grant, error)
 	// Release gives back n permits of grant g, 0 < n <= g.N. When n < g.N
@@ -61,11 +74,11 @@ type SemaphoreDriver interface {
 	Close() error
 }
 
-// CondDriver is one handle's connection to a named condition variable. Wait
+// Cond is one handle's connection to a named condition variable. Wait
 // is split in two so that the core can register the waiter before it
 // releases the lock: a Signal that comes after Prepare returned must wake
 // the waiter (no lost wake-up).
-type CondDriver interface {
+type Cond interface {
 	// Prepare registers the caller as a waiter and returns a ticket.
 	Prepare(ctx context.Context) (any, error)
 	// Wait blocks until the ticket is signalled or ctx is done. On ctx
@@ -80,19 +93,19 @@ type CondDriver interface {
 	Close() error
 }
 
-// BackendDriver opens drivers for names the core has already validated. A
-// backend that lacks a primitive returns an error matching ErrUnsupported.
-type BackendDriver interface {
+// Backend opens drivers for names the core has already validated. A
+// backend that lacks a primitive returns an error matching baton.ErrUnsupported.
+type Backend interface {
 	// Kind names the backend in errors and diagnostics ("file", "redis").
 	Kind() string
 	// ValidateName applies rules of the backend beyond ValidateName (for
 	// example a shorter limit once the name is encoded). It must not have
 	// side effects.
 	ValidateName(name string) error
-	OpenMutex(ctx context.Context, name string) (LockDriver, error)
-	OpenRWMutex(ctx context.Context, name string) (LockDriver, error)
-	OpenSemaphore(ctx context.Context, name string, permits int64) (SemaphoreDriver, error)
-	OpenCond(ctx context.Context, name string) (CondDriver, error)
+	OpenMutex(ctx context.Context, name string) (Lock, error)
+	OpenRWMutex(ctx context.Context, name string) (Lock, error)
+	OpenSemaphore(ctx context.Context, name string, permits int64) (Semaphore, error)
+	OpenCond(ctx context.Context, name string) (Cond, error)
 	Close() error
 }
 
@@ -149,4 +162,67 @@ type WordLock struct {
 	Gone  *atomic.Bool
 	Loss  *Loss
 	Sync  *atomic.Uint64
+}
+
+// Loss is a one-shot signal that a hold can no longer be trusted. A driver
+// creates one per hold that can be lost (a lease, a file that can be removed)
+// and fires it with the cause; the core hands it to callers through Hold.
+//
+// The zero Loss is not usable; use NewLoss. A nil *Loss never fires.
+type Loss struct {
+	once sync.Once
+	ch   chan struct{}
+	mu   sync.Mutex
+	err  error // guarded by mu; set once, before ch is closed
+}
+
+// NewLoss returns a Loss that has not fired.
+func NewLoss() *Loss { return &Loss{ch: make(chan struct{})} }
+
+// Fire marks the hold lost with cause (which is wrapped so that
+// errors.Is(err, baton.ErrLost) holds). Only the first call has an effect.
+func (l *Loss) Fire(cause error) {
+	if l == nil {
+		return
+	}
+	l.once.Do(func() {
+		var err error
+		switch {
+		case cause == nil:
+			err = errs.Lost
+		default:
+			err = fmt.Errorf("%w: %w", errs.Lost, cause)
+		}
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		close(l.ch)
+	})
+}
+
+// Done returns a channel that is closed when the hold is lost. It returns nil
+// (a channel that never becomes ready) for a nil Loss.
+func (l *Loss) Done() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	return l.ch
+}
+
+// Err returns nil until the Loss fires, and then an error matching baton.ErrLost
+// that wraps the cause.
+func (l *Loss) Err() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (m Mode) String() string {
+	if m == Shared {
+		return "shared"
+	}
+	return "exclusive"
 }
