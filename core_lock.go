@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/word"
 )
 
 // readBatch is how long a Shared grant keeps admitting new local readers.
@@ -35,13 +36,12 @@ type lockHandle struct {
 	kind Kind
 	d    driver.Lock
 
-	// The word path (mutex drivers that implement WordLocker). A hold taken
-	// on the word is not in the fields under mu: the word says that this
-	// handle holds (State&Mask == Me), its Slot names the owner, and its
-	// Fence is the token. Holds from the driver set Slot to slotDriver.
-	word    *driver.WordLock // nil, or &wordv
-	wordv   driver.WordLock  // a copy, one indirection less on the word path
-	closedA atomic.Bool      // closed, readable without mu
+	// The word path (mutex drivers that implement driver.WordLocker). A
+	// hold taken on the word is not in the fields under mu: the word says
+	// that this handle holds it, for which owner, and with which token.
+	word     *word.Lock   // nil: no word path
+	wordLoss *driver.Loss // goes with every hold taken on the word
+	closedA  atomic.Bool  // closed, readable without mu
 
 	mu sync.Mutex
 	// All below guarded by mu.
@@ -66,10 +66,7 @@ func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock) *lockH
 	h := &lockHandle{b: b, name: name, kind: kind, d: d}
 	h.idle = sync.NewCond(&h.mu)
 	if wl, ok := d.(driver.WordLocker); ok && kind == KindMutex {
-		if w := wl.WordLock(); w != nil {
-			h.wordv = *w
-			h.word = &h.wordv
-		}
+		h.word, h.wordLoss = wl.WordLock()
 	}
 	return h
 }
@@ -144,7 +141,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 	if owner != 0 && h.wordHeldBy(owner) {
 		// The owner locks again what it took on the word: move the hold
 		// into the regular bookkeeping, which counts reentrancy.
-		*h.word.Slot = slotDriver
+		h.word.Granted()
 		h.held, h.grant = true, h.wordGrant()
 		h.writer, h.wOwner, h.wCount = true, owner, 1
 	}
@@ -239,7 +236,7 @@ func plainCtx(ctx context.Context) bool {
 }
 
 // wordCtx returns the owner in ctx and whether ctx is usable for the word
-// path: not nil and not done. (mutexHandle.Lock has the same steps inline.)
+// path: not nil and not done.
 func wordCtx(ctx context.Context) (Owner, bool) {
 	if plainCtx(ctx) {
 		return 0, true
@@ -250,30 +247,23 @@ func wordCtx(ctx context.Context) (Owner, bool) {
 	return OwnerOf(ctx), true
 }
 
-// slotDriver in driver.WordLock.Slot marks a hold that the driver gave (or that
-// the core moved into its regular bookkeeping): never an Owner, which
-// counts up from 1.
-const slotDriver = ^uint64(0)
-
-// lockWord takes the word of a WordLocker with one compare-and-swap when it
-// is free and nobody waits. When ok is false nothing is held and the caller
-// takes the regular path (which also reports a done ctx or a closed handle).
-// Lock inlines the same steps.
+// lockWord takes the word with one compare-and-swap when it is free and
+// nobody waits. When ok is false nothing is held and the caller takes the
+// regular path (which also reports a done ctx or a closed handle).
 func (h *lockHandle) lockWord(ctx context.Context) (hd Hold, ok bool) {
-	w := h.word
 	owner, live := wordCtx(ctx)
-	if !live || h.closedA.Load() || !w.State.CompareAndSwap(0, w.Me) {
+	if !live || h.closedA.Load() {
 		return Hold{}, false
 	}
-	t := atomic.LoadUint64(w.Fence) + 1
-	*w.Fence = t
-	*w.Slot = uint64(owner)
-	raceAcquire(w.Sync)
+	t, ok := h.word.TryLock(uint64(owner))
+	if !ok {
+		return Hold{}, false
+	}
 	if h.closedA.Load() {
 		h.lockedClosed(ctx, owner)
 		return Hold{}, false
 	}
-	return Hold{token: Token(t), mode: Exclusive, loss: w.Loss}, true
+	return Hold{token: Token(t), mode: Exclusive, loss: h.wordLoss}, true
 }
 
 // lockedClosed gives back a hold just taken on the word of a handle being
@@ -291,13 +281,12 @@ func (h *lockHandle) lockedClosed(ctx context.Context, owner Owner) {
 // wordHeldBy reports whether owner holds the word through this handle
 // without the regular bookkeeping.
 func (h *lockHandle) wordHeldBy(owner Owner) bool {
-	w := h.word
-	return w != nil && w.State.Load()&w.Mask == w.Me && atomic.LoadUint64(w.Slot) == uint64(owner)
+	return h.word != nil && h.word.HeldBy(uint64(owner))
 }
 
 // wordGrant returns the grant of the hold on the word that the caller has.
 func (h *lockHandle) wordGrant() driver.Grant {
-	return driver.Grant{Token: atomic.LoadUint64(h.word.Fence), Loss: h.word.Loss}
+	return driver.Grant{Token: h.word.Token(), Loss: h.wordLoss}
 }
 
 // unlockWord gives back the hold on the word that the caller has: with one
@@ -305,9 +294,7 @@ func (h *lockHandle) wordGrant() driver.Grant {
 // handle is closed, Close may have given it back already: the error is
 // then ErrClosed.
 func (h *lockHandle) unlockWord(ctx context.Context) error {
-	w := h.word
-	raceRelease(w.Sync)
-	if !w.Gone.Load() && w.State.CompareAndSwap(w.Me, 0) {
+	if h.word.TryUnlock() {
 		return nil
 	}
 	return h.releaseWord(ctx)
@@ -333,8 +320,7 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 	h.acquiring = true
 	g, err := h.callDriver(ctx, mode, try)
 	if h.word != nil && err == nil {
-		*h.word.Slot = slotDriver
-		raceAcquire(h.word.Sync)
+		h.word.Granted()
 	}
 	h.mu.Lock()
 	h.cancelAcq = nil
@@ -424,7 +410,7 @@ func (h *lockHandle) releaseGrant(ctx context.Context) error {
 	h.held, h.grant, h.writer = false, driver.Grant{}, false
 	h.busy = true
 	if h.word != nil {
-		raceRelease(h.word.Sync)
+		h.word.Releasing()
 	}
 	h.mu.Unlock()
 	err := h.d.Release(context.WithoutCancel(ctx), g)
@@ -590,7 +576,7 @@ func (h *lockHandle) close() error {
 	}
 	h.waitQuiet()
 	var err error
-	if w := h.word; w != nil && w.State.Load()&w.Mask == w.Me && atomic.LoadUint64(w.Slot) != slotDriver {
+	if w := h.word; w != nil && w.HeldOnWord() {
 		// A hold of the handle on the word (or one being taken, whose Lock
 		// then finds it given back). Its owner's Unlock may be giving it
 		// back at this moment too: whichever comes second finds the word
@@ -616,7 +602,8 @@ func (h *lockHandle) close() error {
 type mutexHandle struct{ h *lockHandle }
 
 func (m mutexHandle) Lock(ctx context.Context) (Hold, error) {
-	// lockWord, inlined (wordCtx too): an uncontended Lock is one call.
+	// lockWord spelled out (it is over the inliner's budget): an
+	// uncontended Lock is one call.
 	h := m.h
 	if w := h.word; w != nil && !h.closedA.Load() {
 		var owner Owner
@@ -624,15 +611,13 @@ func (m mutexHandle) Lock(ctx context.Context) (Hold, error) {
 		if !live && ctx != nil && ctx.Err() == nil {
 			live, owner = true, OwnerOf(ctx)
 		}
-		if live && w.State.CompareAndSwap(0, w.Me) {
-			t := atomic.LoadUint64(w.Fence) + 1
-			*w.Fence = t
-			*w.Slot = uint64(owner)
-			raceAcquire(w.Sync)
-			if !h.closedA.Load() {
-				return Hold{token: Token(t), mode: Exclusive, loss: w.Loss}, nil
+		if live {
+			if t, ok := w.TryLock(uint64(owner)); ok {
+				if !h.closedA.Load() {
+					return Hold{token: Token(t), mode: Exclusive, loss: h.wordLoss}, nil
+				}
+				h.lockedClosed(ctx, owner)
 			}
-			h.lockedClosed(ctx, owner)
 		}
 	}
 	return h.lock(ctx, Exclusive, false)
@@ -648,16 +633,13 @@ func (m mutexHandle) TryLock(ctx context.Context) (Hold, error) {
 }
 
 func (m mutexHandle) Unlock(ctx context.Context) error {
-	// unlockWord, inlined: it is over the inliner's budget, and a call
-	// costs a tenth of an uncontended Lock+Unlock.
 	h := m.h
 	var owner Owner
 	if !plainCtx(ctx) {
 		owner = OwnerOf(ctx)
 	}
-	if w := h.word; w != nil && w.State.Load()&w.Mask == w.Me && atomic.LoadUint64(w.Slot) == uint64(owner) && ctx != nil {
-		raceRelease(w.Sync)
-		if !w.Gone.Load() && w.State.CompareAndSwap(w.Me, 0) {
+	if w := h.word; w != nil && ctx != nil && w.HeldBy(uint64(owner)) {
+		if w.TryUnlock() {
 			return nil
 		}
 		return h.releaseWord(ctx)

@@ -22,6 +22,7 @@ import (
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/locktest"
+	"github.com/batonlock/baton/mutex"
 )
 
 // futexDriver serves the futex mutex of ipc and this package's Cond over a
@@ -31,7 +32,7 @@ type futexDriver struct{ ns *ipc.Namespace }
 func (d futexDriver) Kind() string                   { return "futex" }
 func (d futexDriver) ValidateName(name string) error { _, err := ipc.EncodeName(name); return err }
 func (d futexDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
-	return ipc.OpenMutex(d.ns, name)
+	return mutex.Open(d.ns, name)
 }
 func (d futexDriver) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return nil, baton.ErrUnsupported

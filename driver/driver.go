@@ -10,9 +10,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/batonlock/baton/internal/errs"
+	"github.com/batonlock/baton/internal/word"
 )
 
 // Mode is the mode a lock is asked for; its values are those of baton.Mode.
@@ -118,50 +118,21 @@ type TryFirst interface {
 	TryFirst() bool
 }
 
-// WordLocker is implemented by mutex drivers whose lock is one 64-bit word in
-// memory shared by every process that uses it (a futex mutex). While nobody
-// waits, the core then takes and gives back the lock itself, with one
-// compare-and-swap each and no call into the driver; the driver's Acquire,
-// TryAcquire and Release serve every other case.
+// WordLocker is implemented by mutex drivers whose lock is one word in
+// memory shared by every process that uses it (the futex mutex). While
+// nobody waits, the core then takes and gives back the lock itself, with one
+// compare-and-swap each and no call into the driver (package
+// internal/word); the driver's Acquire, TryAcquire and Release serve every
+// other case, and Release must accept a grant taken on the word.
 type WordLocker interface {
-	// WordLock returns the description of the word. It is called once, when
-	// the handle is opened; the pointers must stay valid, and Release must
-	// keep working, until the driver is unreachable (after Close too: a
-	// goroutine may be taking the word while another closes the handle).
-	// It returns nil when this handle cannot have a Me of its own; the core
-	// then calls the driver for every operation.
-	WordLock() *WordLock
-}
-
-// WordLock describes the shared word of a WordLocker. The core uses it thus:
-//
-//   - State 0 means free with no process waiting, and State&Mask == Me
-//     means held by this handle (Me differs between handles of one process,
-//     so that no handle can release another's hold). The core acquires with
-//     State.CompareAndSwap(0, Me) and releases with CompareAndSwap(Me, 0);
-//     when that fails (other bits set: waiters to wake, a handoff) it calls
-//     the driver's Release, which must accept a grant taken on the word.
-//   - Fence holds the last token given. Only the holder writes it: the core
-//     increments it after its own compare-and-swap, the driver after its
-//     own acquisitions.
-//   - Slot belongs to the core, which records there the owner of the
-//     handle's hold; only the holder writes it, and the driver never does.
-//   - Gone reports that the word is no longer shared (its file was removed):
-//     the core then leaves the release to the driver, which reports Loss.
-//   - Loss goes with every grant of the word.
-//   - Sync is ordinary memory, one per lock and process: the core's
-//     acquisitions and releases touch it in builds with the race detector,
-//     which does not see synchronization through memory outside the Go
-//     heap.
-type WordLock struct {
-	State *atomic.Uint64
-	Mask  uint64
-	Me    uint64
-	Fence *uint64
-	Slot  *uint64
-	Gone  *atomic.Bool
-	Loss  *Loss
-	Sync  *atomic.Uint64
+	// WordLock returns the handle's word and the Loss that goes with every
+	// grant of it. It is called once, when the handle is opened; the word
+	// must stay valid, and Release keep working, until the driver is
+	// unreachable (after Close too: a goroutine may be taking the word
+	// while another closes the handle). It returns a nil word when this
+	// handle cannot have a word of its own; the core then calls the driver
+	// for every operation.
+	WordLock() (*word.Lock, *Loss)
 }
 
 // Loss is a one-shot signal that a hold can no longer be trusted. A driver

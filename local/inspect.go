@@ -10,7 +10,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/condvar"
 	"github.com/batonlock/baton/filelock"
-	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/mutex"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/semaphore"
 )
@@ -46,7 +46,7 @@ func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
 			out = append(out, in)
 		}
 	}
-	add(ipc.ListMutexes(d.ns))
+	add(mutex.List(d.ns))
 	add(rwlock.List(d.ns))
 	add(semaphore.List(d.ns))
 	add(condvar.List(d.ns))
@@ -79,7 +79,7 @@ func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 	var tries []func() (baton.Info, error)
 	switch kind {
 	case baton.KindMutex:
-		futex := func() (baton.Info, error) { return ipc.InspectMutex(d.ns, name) }
+		futex := func() (baton.Info, error) { return mutex.Inspect(d.ns, name) }
 		flock := func() (baton.Info, error) { return d.flockInfo(kind, kindFlock, name) }
 		tries = []func() (baton.Info, error){futex, flock}
 		if d.o.mutex == MutexFlock {
@@ -133,7 +133,7 @@ func (d *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 	}
 	switch kind {
 	case baton.KindMutex:
-		removes = append(removes, func() error { return ipc.RemoveMutex(d.ns, name) }, rmFlock(kindFlock))
+		removes = append(removes, func() error { return mutex.Remove(d.ns, name) }, rmFlock(kindFlock))
 	case baton.KindRWMutex:
 		removes = append(removes, func() error { return rwlock.Remove(d.ns, name) }, rmFlock(kindRWFlock, gateSuffix))
 	case baton.KindSemaphore:

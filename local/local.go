@@ -29,6 +29,7 @@ import (
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/filelock"
 	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/mutex"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/semaphore"
 )
@@ -128,7 +129,7 @@ func (d *backend) path(kind, name string) (string, error) {
 
 func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if d.o.mutex == MutexFutex {
-		return ipc.OpenMutex(d.ns, name)
+		return mutex.Open(d.ns, name)
 	}
 	p, err := d.path(kindFlock, name)
 	if err != nil {

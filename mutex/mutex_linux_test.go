@@ -1,6 +1,6 @@
 //go:build linux
 
-package ipc
+package mutex
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,11 +48,11 @@ func init() {
 }
 
 func runRole(role, dir, name string) error {
-	ns, err := OpenNamespace(dir)
+	ns, err := ipc.OpenNamespace(dir)
 	if err != nil {
 		return err
 	}
-	m, err := OpenMutex(ns, name)
+	m, err := Open(ns, name)
 	if err != nil {
 		return err
 	}
@@ -82,8 +83,8 @@ type check struct {
 	target                                                                                        atomic.Int64
 }
 
-func openCheck(ns *Namespace, name string) (*check, *Region, error) {
-	r, err := OpenRegion(ns, "check", name, 4096)
+func openCheck(ns *ipc.Namespace, name string) (*check, *ipc.Region, error) {
+	r, err := ipc.OpenRegion(ns, "check", name, 4096)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -96,7 +97,7 @@ func monoNow() int64 {
 	return ts.Nano()
 }
 
-func stressLoop(ns *Namespace, m *Mutex) error {
+func stressLoop(ns *ipc.Namespace, m *Mutex) error {
 	ctx := context.Background()
 	var g driver.Grant
 	return stress(ns, func() (tok baton.Token, recovered bool, err error) {
@@ -107,7 +108,7 @@ func stressLoop(ns *Namespace, m *Mutex) error {
 
 // stressCore is stressLoop through the baton core, where an idle lock is
 // taken on the word without calling the driver.
-func stressCore(ns *Namespace, name string) error {
+func stressCore(ns *ipc.Namespace, name string) error {
 	be := baton.NewBackend(coreDriver{ns})
 	defer be.Close()
 	ctx := context.Background()
@@ -122,12 +123,12 @@ func stressCore(ns *Namespace, name string) error {
 }
 
 // coreDriver serves futex mutexes of a namespace to the baton core.
-type coreDriver struct{ ns *Namespace }
+type coreDriver struct{ ns *ipc.Namespace }
 
 func (coreDriver) Kind() string                   { return "futex" }
 func (coreDriver) ValidateName(name string) error { return nil }
 func (d coreDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
-	return OpenMutex(d.ns, name)
+	return Open(d.ns, name)
 }
 func (coreDriver) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return nil, baton.ErrUnsupported
@@ -144,7 +145,7 @@ func (coreDriver) Close() error { return nil }
 // and tokens in the shared record, and holds it when asked to be killed.
 // (Nothing is allocated per acquisition: that would lengthen the critical
 // section, and with it every kill cycle of the test.)
-func stress(ns *Namespace, lock func() (tok baton.Token, recovered bool, err error), unlock func() error) error {
+func stress(ns *ipc.Namespace, lock func() (tok baton.Token, recovered bool, err error), unlock func() error) error {
 	c, _, err := openCheck(ns, os.Getenv(envName))
 	if err != nil {
 		return err
@@ -182,7 +183,7 @@ func stress(ns *Namespace, lock func() (tok baton.Token, recovered bool, err err
 	return nil
 }
 
-func contendLoop(ns *Namespace, m *Mutex) error {
+func contendLoop(ns *ipc.Namespace, m *Mutex) error {
 	c, _, err := openCheck(ns, os.Getenv(envName))
 	if err != nil {
 		return err
@@ -209,18 +210,18 @@ func helper(t testing.TB, role, dir, name string) *exec.Cmd {
 	return cmd
 }
 
-func testNS(t testing.TB) *Namespace {
+func testNS(t testing.TB) *ipc.Namespace {
 	t.Helper()
-	ns, err := OpenNamespace(t.TempDir())
+	ns, err := ipc.OpenNamespace(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ns
 }
 
-func openM(t testing.TB, ns *Namespace, name string) *Mutex {
+func openM(t testing.TB, ns *ipc.Namespace, name string) *Mutex {
 	t.Helper()
-	m, err := OpenMutex(ns, name)
+	m, err := Open(ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func openM(t testing.TB, ns *Namespace, name string) *Mutex {
 func TestMutexBasics(t *testing.T) {
 	ns := testNS(t)
 	ctx := context.Background()
-	if _, err := OpenMutex(ns, "../x"); !errors.Is(err, baton.ErrInvalidName) {
+	if _, err := Open(ns, "../x"); !errors.Is(err, baton.ErrInvalidName) {
 		t.Fatalf("bad name: %v", err)
 	}
 	a, b := openM(t, ns, "m"), openM(t, ns, "m")
@@ -248,9 +249,9 @@ func TestMutexBasics(t *testing.T) {
 	if _, err := a.Downgrade(ctx, g1); !errors.Is(err, baton.ErrUnsupported) {
 		t.Fatalf("Downgrade: %v", err)
 	}
-	info, err := InspectMutex(ns, "m")
+	info, err := Inspect(ns, "m")
 	if err != nil || len(info.Holders) != 1 || info.Holders[0].PID != os.Getpid() || info.LastToken != 1 {
-		t.Fatalf("InspectMutex: %+v %v", info, err)
+		t.Fatalf("Inspect: %+v %v", info, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	t0 := time.Now()
@@ -291,18 +292,18 @@ func TestMutexBasics(t *testing.T) {
 	} else if err := a.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	names, err := ListMutexes(ns)
+	names, err := List(ns)
 	if err != nil || len(names) != 1 || names[0].Name != "m" || len(names[0].Holders) != 0 {
-		t.Fatalf("ListMutexes: %+v %v", names, err)
+		t.Fatalf("List: %+v %v", names, err)
 	}
 	a.Close()
 	if _, err := a.Acquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrClosed) {
 		t.Fatalf("closed: %v", err)
 	}
-	if err := RemoveMutex(ns, "m"); err != nil {
+	if err := Remove(ns, "m"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := InspectMutex(ns, "m"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Inspect(ns, "m"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("inspect removed: %v", err)
 	}
 }
@@ -369,7 +370,7 @@ func TestMutexPIDReuse(t *testing.T) {
 	ns := testNS(t)
 	ctx := context.Background()
 	m := openM(t, ns, "reuse")
-	self, _ := Self()
+	self, _ := ipc.Self()
 	for _, tc := range []struct {
 		what string
 		pid  int
@@ -389,7 +390,7 @@ func TestMutexPIDReuse(t *testing.T) {
 		m.Release(ctx, g)
 	}
 	// The real owner (alive, right start time) keeps the lock.
-	p1, _, ok, _ := LookupProc(1)
+	p1, _, ok, _ := ipc.LookupProc(1)
 	if !ok {
 		t.Skip("no pid 1")
 	}
@@ -433,7 +434,7 @@ func TestMutexKilledHolder(t *testing.T) {
 			} else {
 				// Let it become a zombie before anyone looks.
 				for {
-					if _, st, ok, _ := LookupProc(cmd.Process.Pid); ok && st == 'Z' {
+					if _, st, ok, _ := ipc.LookupProc(cmd.Process.Pid); ok && st == 'Z' {
 						break
 					}
 					time.Sleep(100 * time.Microsecond)
@@ -587,12 +588,12 @@ func TestMutexHandleBits(t *testing.T) {
 		}
 	}()
 	for {
-		m, err := OpenMutex(ns, "m")
+		m, err := Open(ns, "m")
 		if err != nil {
 			t.Fatal(err)
 		}
 		raw = append(raw, m)
-		if m.WordLock() == nil {
+		if wl, _ := m.WordLock(); wl == nil {
 			break
 		}
 		bits := m.me >> handleShift & handleMax
@@ -662,12 +663,12 @@ func TestMutexHandleBits(t *testing.T) {
 	raw, a, b = nil, nil, nil
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		runtime.GC()
-		m, err := OpenMutex(ns, "m")
+		m, err := Open(ns, "m")
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.Close()
-		if m.WordLock() != nil {
+		if wl, _ := m.WordLock(); wl != nil {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package ipc
+package mutex
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
 )
 
 // Mutex is the futex mutex; on this system it cannot be opened.
@@ -16,11 +17,11 @@ type Mutex struct{}
 
 var _ driver.Lock = (*Mutex)(nil)
 
-var errNoFutex = fmt.Errorf("ipc: futex mutex: %w", errors.ErrUnsupported)
+var errNoFutex = fmt.Errorf("futex mutex: %w", errors.ErrUnsupported)
 
-// OpenMutex validates name and returns an error matching
+// Open validates name and returns an error matching
 // errors.ErrUnsupported on this system.
-func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
+func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
 	if _, err := ns.Path(mutexKind, name); err != nil {
 		return nil, err
 	}
@@ -43,8 +44,8 @@ func (m *Mutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, er
 
 func (m *Mutex) Close() error { return nil }
 
-// InspectMutex returns an error matching errors.ErrUnsupported on this
+// Inspect returns an error matching errors.ErrUnsupported on this
 // system.
-func InspectMutex(ns *Namespace, name string) (baton.Info, error) {
+func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 	return baton.Info{}, errNoFutex
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package ipc
+package mutex
 
 import (
 	"context"
