@@ -17,7 +17,10 @@ type Locker interface {
 // only by owner (see WithOwner); without an owner a second Lock waits.
 //
 // Lock waits until the lock is held or ctx is done; on failure it returns an
-// error (matching ctx.Err() when the context ended) and holds nothing.
+// error (matching ctx.Err() when the context ended) and holds nothing. A
+// context already done when the lock is granted wins, as in Semaphore: the
+// lock is given back and Lock returns the context's error, so a cancel made
+// before the Unlock that would have let the waiter in always makes Lock fail.
 // TryLock never waits: it returns ErrLocked when the lock is taken. Unlock
 // releases one hold of the caller's owner; it returns ErrNotHeld when there is
 // none and ErrLost (after releasing what it can) when the hold was lost.
@@ -33,7 +36,19 @@ type Mutex interface {
 
 // RWMutex is a named reader/writer lock. Writers are preferred: once a writer
 // waits, new readers wait behind it (an owner that already holds a read lock
-// may still take more, so that reentrant readers cannot deadlock).
+// may still take more, so that reentrant readers cannot deadlock). A reader
+// never waits while no writer holds or waits, on any handle or process, so
+// code that is correct with sync.RWMutex is correct here.
+//
+// The readers of one handle share one read grant of the backend. For a short
+// window after the grant was taken, a new reader of the handle joins it at
+// once; after that it joins only if no writer of the handle is queued ahead
+// of it and the backend confirms that no writer holds or waits elsewhere
+// (the handle tries a read lock through a second connection of its own and
+// gives it back, so the backend's own writer preference decides; a success
+// opens another window). Otherwise the reader waits until the handle's
+// readers have drained and the writer has had its turn. A stream of readers
+// on one handle therefore cannot starve a writer of another.
 //
 // An owner holding the write lock may take read locks too and keeps the
 // write lock; when its last write hold is unlocked while read holds remain,
@@ -56,10 +71,14 @@ type RWMutex interface {
 //
 // Acquire(ctx, n) waits for n permits; waiters of one handle are served in
 // FIFO order, so a large request is not starved by small ones. On failure it
-// returns an error and leaves the semaphore unchanged. Release(n) gives back n
-// of the permits this handle holds; releasing more than held is ErrNotHeld.
-// Permits of a process that dies come back (by the kernel or by lease
-// expiry, depending on the backend).
+// returns an error and leaves the semaphore unchanged. A context done before
+// the permits are granted wins, also when the grant races the cancellation:
+// permits that arrive once ctx is done are given back and Acquire returns
+// ctx.Err() (as golang.org/x/sync/semaphore does), so a cancel made before the
+// Release that frees the permits always makes Acquire fail. Release(n) gives
+// back n of the permits this handle holds; releasing more than held is
+// ErrNotHeld. Permits of a process that dies come back (by the kernel or by
+// lease expiry, depending on the backend).
 type Semaphore interface {
 	Acquire(ctx context.Context, n int64) (Hold, error)
 	TryAcquire(ctx context.Context, n int64) (Hold, error)

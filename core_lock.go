@@ -13,13 +13,6 @@ import (
 	"github.com/batonlock/baton/internal/word"
 )
 
-// readBatch is how long a Shared grant keeps admitting new local readers.
-// Local readers share one grant of the backend; if they could join it
-// forever, a steady stream of them would keep the grant alive and starve
-// writers in other processes. After readBatch new readers queue until the
-// grant drains and is taken again, behind any writer the backend has queued.
-const readBatch = 5 * time.Millisecond
-
 // waiter is a goroutine queued on a handle.
 type waiter struct {
 	mode  Mode
@@ -58,8 +51,12 @@ type lockHandle struct {
 	readers   int   // local read holds, owned and anonymous
 	anon      int   // anonymous read holds (part of readers)
 	rOwners   map[Owner]int
-	batchEnd  time.Time // Shared grant admits new readers until then
-	q         []*waiter // FIFO of goroutines waiting for their turn
+	batchEnd  time.Time   // Shared grant admits new readers until then
+	q         []*waiter   // FIFO of goroutines waiting for their turn
+	probing   bool        // a reader is asking the backend through spare
+	spare     driver.Lock // second driver of the name, for probe; nil until needed
+	probeAt   time.Time   // no probe before then (the last one failed)
+	probeWait time.Duration
 }
 
 func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock) *lockHandle {
@@ -104,11 +101,6 @@ func (h *lockHandle) remove(w *waiter) {
 			return
 		}
 	}
-}
-
-// canJoin reports whether a new reader may share the current grant.
-func (h *lockHandle) canJoin() bool {
-	return h.held && !h.writer && !h.busy && !h.acquiring && time.Now().Before(h.batchEnd)
 }
 
 // canAcquire reports whether a goroutine may call the driver for a grant.
@@ -173,6 +165,9 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 		return Hold{}, h.errf("%w", err)
 	}
 	if len(h.q) == 0 {
+		if mode == Shared && h.lateReady() {
+			h.probe(ctx)
+		}
 		if mode == Shared && h.canJoin() {
 			h.addReader(owner)
 			hd := h.hold()
@@ -196,6 +191,10 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 			return Hold{}, h.errf("%w", ErrClosed)
 		}
 		if h.q[0] == w {
+			if mode == Shared && h.lateReady() {
+				h.probe(ctx)
+				continue // the handle may have closed meanwhile
+			}
 			if mode == Shared && h.canJoin() {
 				h.remove(w) // nudges the next, who may join too
 				h.addReader(owner)
@@ -207,15 +206,33 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 				return h.acquire(ctx, mode, owner, false, w)
 			}
 		}
+		// A reader at the head of the queue, behind a Shared grant whose
+		// last probe failed, probes again when the pause is over.
+		var retry *time.Timer
+		var retryC <-chan time.Time
+		if mode == Shared && h.q[0] == w && h.joinable() && !h.probing {
+			retry = time.NewTimer(max(time.Until(h.probeAt), 0))
+			retryC = retry.C
+		}
 		h.mu.Unlock()
 		select {
+		case <-retryC:
+			h.mu.Lock()
 		case <-w.ch:
 			h.mu.Lock()
+			if err := ctx.Err(); err != nil {
+				h.remove(w)
+				h.mu.Unlock()
+				return Hold{}, h.errf("%w", err)
+			}
 		case <-ctx.Done():
 			h.mu.Lock()
 			h.remove(w)
 			h.mu.Unlock()
 			return Hold{}, h.errf("%w", ctx.Err())
+		}
+		if retry != nil {
+			retry.Stop()
 		}
 	}
 }
@@ -324,15 +341,21 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 	}
 	h.mu.Lock()
 	h.cancelAcq = nil
-	if err == nil && h.closed {
-		// Still acquiring for Close, which waits for it: the driver must
-		// not be closed under this Release.
+	if err == nil && (h.closed || ctx.Err() != nil) {
+		// Closed meanwhile, or ctx ended before the grant reached the
+		// caller: the context wins and the grant goes back. Still
+		// acquiring, so Close waits for this Release before it closes the
+		// driver.
+		cause := ErrClosed
+		if !h.closed {
+			cause = ctx.Err()
+		}
 		h.mu.Unlock()
 		rerr := h.d.Release(context.WithoutCancel(ctx), g)
 		h.mu.Lock()
-		err = h.errf("%w", ErrClosed)
+		err = h.errf("%w", cause)
 		if rerr != nil {
-			err = h.errf("%w (releasing: %v)", ErrClosed, rerr)
+			err = h.errf("%w (releasing: %v)", cause, rerr)
 		}
 	}
 	h.acquiring = false
@@ -353,6 +376,7 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 	} else {
 		h.addReader(owner)
 		h.batchEnd = time.Now().Add(readBatch)
+		h.probeAt, h.probeWait = time.Time{}, 0
 		h.kick() // queued readers may share the grant
 	}
 	hd := h.hold()
@@ -396,9 +420,9 @@ func (h *lockHandle) waitIdle() {
 }
 
 // waitQuiet waits until no driver call at all is in progress (for Close,
-// which has cancelled any Acquire). h.mu is held.
+// which has cancelled any Acquire; a probe returns promptly). h.mu is held.
 func (h *lockHandle) waitQuiet() {
-	for h.busy || h.acquiring {
+	for h.busy || h.acquiring || h.probing {
 		h.idle.Wait()
 	}
 }
@@ -590,9 +614,15 @@ func (h *lockHandle) close() error {
 		err = h.releaseGrant(context.Background())
 		h.mu.Lock()
 	}
+	spare := h.spare
 	h.mu.Unlock()
 	if cerr := h.d.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("baton: %s %q: close: %w", h.kind, h.name, cerr)
+	}
+	if spare != nil {
+		if cerr := spare.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("baton: %s %q: close: %w", h.kind, h.name, cerr)
+		}
 	}
 	h.b.forget(h)
 	return err

@@ -91,6 +91,11 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 			select {
 			case <-w.ch:
 				s.mu.Lock()
+				if err := ctx.Err(); err != nil {
+					s.removeWaiter(w)
+					s.mu.Unlock()
+					return Hold{}, s.errf("%w", err)
+				}
 			case <-ctx.Done():
 				s.mu.Lock()
 				s.removeWaiter(w)
@@ -110,13 +115,22 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 	s.busy, s.cancelAcq = false, nil
 	s.idle.Broadcast()
 	s.kick()
-	if err == nil && s.closed {
-		// Close waits for this Release before it closes the driver.
+	if err == nil && (s.closed || ctx.Err() != nil) {
+		// Closed meanwhile, or ctx ended before the grant reached the
+		// caller: the context wins and the permits go back (Close waits
+		// for this Release before it closes the driver).
+		closed := s.closed
 		s.releasing.Add(1)
 		s.mu.Unlock()
-		_ = s.d.Release(context.WithoutCancel(ctx), g, g.N)
+		rerr := s.d.Release(context.WithoutCancel(ctx), g, n)
 		s.releasing.Done()
-		return Hold{}, s.errf("%w", ErrClosed)
+		switch {
+		case closed:
+			return Hold{}, s.errf("%w", ErrClosed)
+		case rerr != nil:
+			return Hold{}, s.errf("%w (giving back the permits: %v)", ctx.Err(), rerr)
+		}
+		return Hold{}, s.errf("%w", ctx.Err())
 	}
 	if err != nil {
 		closed := s.closed

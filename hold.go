@@ -65,15 +65,21 @@ func (h Hold) Recovered() bool { return h.recovered }
 
 // Lost returns a channel that is closed if the hold is lost while held. For
 // holds that cannot be lost it returns nil, which never becomes ready. The
-// channel is not closed by a normal Unlock.
+// channel is not closed by a normal Unlock. For a lease, the channel is
+// already closed when Lost is called after the lease's local deadline: the
+// hold is reported lost before any other client can be granted the lock,
+// even if this process was paused and its timers have not run yet.
 func (h Hold) Lost() <-chan struct{} { return h.loss.Done() }
 
 // Err returns nil while the hold is trusted and an error matching ErrLost
-// once it is lost.
+// once it is lost. For a lease it compares the lease's local deadline with
+// the monotonic clock at the call, as Lost does.
 func (h Hold) Err() error { return h.loss.Err() }
 
 // Context returns a context derived from parent that is cancelled, with the
-// loss as its cause (see context.Cause), when the hold is lost. Call the
+// loss as its cause (see context.Cause), when the hold is lost. Its Done,
+// Err and Value check the lease deadline at the call, as Lost does;
+// contexts derived from it are cancelled when the loss fires. Call the
 // returned cancel function after Unlock to release its resources.
 func (h Hold) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
@@ -88,5 +94,29 @@ func (h Hold) Context(parent context.Context) (context.Context, context.CancelFu
 		case <-ctx.Done():
 		}
 	}()
-	return ctx, stop
+	return &lossCtx{Context: ctx, loss: h.loss, cancel: cancel}, stop
 }
+
+// lossCtx is the context of Hold.Context: it cancels itself on the spot
+// when it is read after the loss fired (or after the lease deadline), rather
+// than when the goroutine that waits for the loss gets to run.
+type lossCtx struct {
+	context.Context
+	loss   *driver.Loss
+	cancel context.CancelCauseFunc
+}
+
+func (c *lossCtx) check() {
+	select {
+	case <-c.loss.Done():
+		c.cancel(c.loss.Err())
+	default:
+	}
+}
+
+func (c *lossCtx) Done() <-chan struct{} { c.check(); return c.Context.Done() }
+func (c *lossCtx) Err() error            { c.check(); return c.Context.Err() }
+
+// Value also checks, so that context.Cause, which finds the cancellation
+// through Value, reports the loss.
+func (c *lossCtx) Value(key any) any { c.check(); return c.Context.Value(key) }

@@ -104,7 +104,10 @@ type RenewFunc func(ctx context.Context) (sent time.Time, err error)
 //
 // A keeper runs no goroutine between renewals: renewals and the expiry run
 // from timers, so that starting and stopping a keeper around a short hold
-// costs no scheduling.
+// costs no scheduling. Timers can run late (the process was paused), so the
+// keeper also gives the lease deadline to the Loss (driver.Loss.SetDeadline)
+// whenever it changes: every read of the hold's Err or Lost compares it with
+// the monotonic clock and fires the loss on the spot once it has passed.
 type Keeper struct {
 	opts  LeaseOptions
 	renew RenewFunc
@@ -128,6 +131,7 @@ type Keeper struct {
 // gone. log receives background failures; nil means slog.Default.
 func StartKeeper(sent time.Time, opts LeaseOptions, renew RenewFunc, loss *driver.Loss, log *slog.Logger) *Keeper {
 	k := &Keeper{opts: opts, renew: renew, loss: loss, log: log, deadline: opts.Deadline(sent)}
+	loss.SetDeadline(k.deadline)
 	k.mu.Lock()
 	k.next = time.AfterFunc(max(0, time.Until(sent.Add(opts.RenewEvery))), k.tick)
 	k.expire = time.AfterFunc(time.Until(k.deadline), k.expired)
@@ -150,9 +154,14 @@ func (k *Keeper) Deadline() time.Time {
 }
 
 // Stop ends renewal and waits until a renewal in flight has returned. It
-// does not fire the loss. Stop is idempotent.
+// does not fire the loss unless the deadline has already passed; it takes
+// the deadline off the loss, so that a hold given back is not reported lost
+// later. Stop is idempotent.
 func (k *Keeper) Stop() {
 	k.mu.Lock()
+	if !k.stopped {
+		k.loss.SetDeadline(time.Time{})
+	}
 	k.stopped = true
 	k.next.Stop()
 	k.expire.Stop()
@@ -168,14 +177,17 @@ func (k *Keeper) Stop() {
 
 // Pass makes loss the one fired when the lease is lost, for a holder that
 // hands its lease to another hold of its own (the previous loss then never
-// fires). It reports false and changes nothing when the lease is already
-// lost or the keeper stopped.
+// fires; its deadline is taken off). It reports false and changes nothing
+// when the lease is already lost, its deadline has passed, or the keeper
+// stopped.
 func (k *Keeper) Pass(loss *driver.Loss) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.stopped {
+	if k.stopped || !time.Now().Before(k.deadline) {
 		return false
 	}
+	loss.SetDeadline(k.deadline)
+	k.loss.SetDeadline(time.Time{})
 	k.loss = loss
 	return true
 }
@@ -236,7 +248,10 @@ func (k *Keeper) tick() {
 	case err == nil:
 		k.lastErr = nil
 		if dl := k.opts.Deadline(sent); dl.After(k.deadline) {
+			// SetDeadline fires the loss instead if the old deadline has
+			// passed meanwhile: a hold read as lost stays lost.
 			k.deadline = dl
+			k.loss.SetDeadline(dl)
 			k.expire.Reset(time.Until(dl))
 		}
 		k.next.Reset(k.opts.RenewEvery)

@@ -196,3 +196,59 @@ func TestKeeperPass(t *testing.T) {
 		t.Fatal("Pass accepted after the lease was lost")
 	}
 }
+
+// TestKeeperFrozenLossAtDeadline freezes the keeper (its timers cannot take
+// its mutex, as when the process is paused and its timers have not run yet)
+// with a renewal that never answers: the hold must read as lost right after
+// the deadline, through Err, Lost and the context of Hold.Context.
+func TestKeeperFrozenLossAtDeadline(t *testing.T) {
+	o := testOpts(t)
+	loss := driver.NewLoss()
+	unblock := make(chan struct{})
+	sent := time.Now()
+	k := StartKeeper(sent, o, func(ctx context.Context) (time.Time, error) {
+		<-unblock // never answers while frozen
+		return time.Now(), errors.New("no answer")
+	}, loss, quiet)
+	k.mu.Lock()
+	frozen := true
+	defer func() {
+		if frozen {
+			k.mu.Unlock()
+		}
+		close(unblock)
+		k.Stop()
+	}()
+	// Hold.Err, Hold.Lost and Hold.Context read the Loss (see the root
+	// package's TestLossDeadline); the keeper must have set its deadline.
+	if err := loss.Err(); err != nil {
+		t.Fatalf("Err before the deadline: %v", err)
+	}
+	time.Sleep(time.Until(o.Deadline(sent)) + time.Millisecond)
+	if err := loss.Err(); !errors.Is(err, baton.ErrLost) {
+		t.Errorf("Err right after the deadline, keeper frozen: %v, want ErrLost", err)
+	}
+	select {
+	case <-loss.Done():
+	default:
+		t.Error("Done not closed right after the deadline, keeper frozen")
+	}
+	frozen = false
+	k.mu.Unlock()
+}
+
+// TestKeeperStopTakesDeadlineOff: a hold given back is not reported lost
+// when its old deadline passes.
+func TestKeeperStopTakesDeadlineOff(t *testing.T) {
+	o := testOpts(t)
+	loss := driver.NewLoss()
+	sent := time.Now()
+	k := StartKeeper(sent, o, func(ctx context.Context) (time.Time, error) {
+		return time.Now(), nil
+	}, loss, quiet)
+	k.Stop()
+	time.Sleep(time.Until(o.Deadline(sent)) + time.Millisecond)
+	if err := loss.Err(); err != nil {
+		t.Fatalf("a stopped lease read as lost after its deadline: %v", err)
+	}
+}

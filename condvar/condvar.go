@@ -34,12 +34,22 @@
 // a dead waiter never absorbs a Signal. A waiter killed after a Signal chose
 // it and before it returned takes that signal with it, like a process
 // killed just after Wait returned; Signal notices such slots and passes
-// their signal on when it finds no live waiting slot but a slot count above
-// zero. Broadcast marks dead waiters' slots signalled; they are freed by
-// later sweeps.
+// their signal on when it finds no live waiting slot but slots in use.
+// Broadcast marks dead waiters' slots signalled; they are freed by later
+// sweeps. A process killed in the instant between claiming a slot and
+// raising the bound (see Capacity) leaves a slot that Signal does not
+// look at; Prepare sweeps the whole table before it gives up, which frees
+// it.
 //
-// There are Slots slots per name. Prepare returns an error when all are in
-// use by live waiters.
+// # Capacity
+//
+// There are Slots slots per name. Prepare takes the lowest free slot and
+// then raises a bound above it; whoever frees the highest slot in use
+// lowers the bound again. Signal and Broadcast scan only below the bound,
+// so a name with few waiters costs few loads however large the table, and
+// Signal with no waiter finds the bound at zero. Prepare returns an error
+// when all slots are in use by live waiters. The file of a name has the size of this table; a file of
+// another size is refused with baton.ErrMismatch.
 //
 // The zero Cond is not usable; use Open.
 package condvar
@@ -47,18 +57,25 @@ package condvar
 import "github.com/batonlock/baton/driver"
 
 // Slots is the number of waiters one name can have at a time.
-const Slots = 256
+const Slots = 4096
 
 const (
 	kind     = "cond"
 	hdrSize  = 64
 	slotSize = 16
 	fileSize = hdrSize + Slots*slotSize
-	magic    = 0x62746376 // "btcv"
+	magic    = 0x62746332 // "btc2"; a file of another layout has another size too
 
-	offMagic = 0 // uint32
-	offNWait = 4 // int32: slots in use (waiting or signalled)
-	offOrder = 8 // uint64: registration counter
+	offMagic = 0  // uint32
+	offBound = 8  // uint64: a change count << 16 | the bound
+	offOrder = 16 // uint64: registration counter
+
+	// Every slot in use (waiting or signalled) whose Prepare has returned
+	// is below the bound. Each change of the bound word also advances its
+	// change count, so a lowering computed from a scan fails its
+	// compare-and-swap when a Prepare raised the bound after the scan
+	// began: that Prepare's slot may be one the scan saw free.
+	boundMask = 1<<16 - 1
 
 	// A slot is a uint64 state word and a uint64 registration order. The
 	// low half of the state word is the slot's futex word: owner pid (22

@@ -5,9 +5,7 @@ package condvar
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io/fs"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -21,7 +19,7 @@ import (
 type Cond struct {
 	name  string
 	r     *ipc.Region
-	nwait *atomic.Int32
+	bound *atomic.Uint64 // see offBound
 	order *atomic.Uint64
 	me    uint64 // state pattern of this process: tag<<32 | pid
 	pid   int
@@ -32,9 +30,15 @@ type Cond struct {
 
 	amu     sync.Mutex
 	closed  bool                      // guarded by amu
-	mine    map[int]bool              // slots this handle registered and has not given up, guarded by amu
+	mine    map[*waiter]struct{}      // registrations of this handle not given up, guarded by amu
 	watches map[uint64]*ipc.ProcWatch // owners of other processes, guarded by amu
 }
+
+// waiter is one registration, the ticket of Prepare. A registration is
+// deleted from mine before its slot is freed: from then on the slot may be
+// another goroutine's, and nothing done for this one (a kick, a Close) may
+// touch it.
+type waiter struct{ slot int }
 
 // Open opens the condition variable called name in ns, creating it when it
 // does not exist. The name is validated before anything is created.
@@ -65,8 +69,8 @@ func Open(ns *ipc.Namespace, name string) (*Cond, error) {
 }
 
 func newCond(r *ipc.Region, name string) *Cond {
-	c := &Cond{name: name, r: r, mine: map[int]bool{}, watches: map[uint64]*ipc.ProcWatch{}}
-	c.nwait = (*atomic.Int32)(c.at(offNWait))
+	c := &Cond{name: name, r: r, mine: map[*waiter]struct{}{}, watches: map[uint64]*ipc.ProcWatch{}}
+	c.bound = (*atomic.Uint64)(c.at(offBound))
 	c.order = (*atomic.Uint64)(c.at(offOrder))
 	return c
 }
@@ -105,30 +109,37 @@ func (c *Cond) isClosed() bool {
 	return c.closed
 }
 
-// Prepare registers the caller as a waiter and returns its ticket (the slot
-// number). A Signal that starts after Prepare returned can choose it.
+// Prepare registers the caller as a waiter and returns its ticket. A
+// Signal that starts after Prepare returned can choose it.
 func (c *Cond) Prepare(ctx context.Context) (any, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.isClosed() {
 		return nil, c.errf("%w", baton.ErrClosed)
 	}
-	c.nwait.Add(1)
 	for attempt := 0; attempt < 2; attempt++ {
 		for i := range Slots {
 			s := c.slot(i)
 			if s.Load() == 0 && s.CompareAndSwap(0, c.me|sWaiting) {
+				c.raise(i)
 				c.slotOrder(i).Store(c.order.Add(1))
+				w := &waiter{slot: i}
 				c.amu.Lock()
-				c.mine[i] = true
+				c.mine[w] = struct{}{}
 				c.amu.Unlock()
-				return i, nil
+				return w, nil
 			}
 		}
-		c.sweep()
+		c.sweep(Slots)
 	}
-	c.nwait.Add(-1)
 	return nil, c.errf("%d waiters already: %w", Slots, baton.ErrUnsupported)
+}
+
+// forget deletes w from the registrations of this handle.
+func (c *Cond) forget(w *waiter) {
+	c.amu.Lock()
+	delete(c.mine, w)
+	c.amu.Unlock()
 }
 
 // Wait blocks until a Signal or Broadcast chooses the ticket's slot, or ctx
@@ -136,34 +147,32 @@ func (c *Cond) Prepare(ctx context.Context) (any, error) {
 // passed on, and the error matches ctx.Err()), or the handle is closed
 // (ErrClosed).
 func (c *Cond) Wait(ctx context.Context, ticket any) error {
-	i, ok := ticket.(int)
-	if !ok || i < 0 || i >= Slots {
+	w, ok := ticket.(*waiter)
+	if !ok || w == nil {
 		return c.errf("%w: ticket %v", baton.ErrInvalidArgument, ticket)
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	c.amu.Lock()
-	if c.closed || !c.mine[i] {
+	if _, ok := c.mine[w]; c.closed || !ok {
 		closed := c.closed
 		c.amu.Unlock()
 		if closed {
 			return c.errf("%w", baton.ErrClosed) // Close withdraws the slot
 		}
-		return c.errf("%w: ticket %d is not registered", baton.ErrInvalidArgument, i)
+		return c.errf("%w: ticket of slot %d is not registered", baton.ErrInvalidArgument, w.slot)
 	}
 	c.amu.Unlock()
-	defer func() {
-		c.amu.Lock()
-		delete(c.mine, i)
-		c.amu.Unlock()
-	}()
-	s, w := c.slot(i), c.futexWord(i)
+	i := w.slot
+	s, fw := c.slot(i), c.futexWord(i)
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() {
-			// This may run after Wait returned, even after Close.
-			c.mu.RLock()
-			defer c.mu.RUnlock()
-			if c.r.Bytes() != nil {
+			// This may run after Wait returned, even after Close: the
+			// slot is kicked only while w is registered, which keeps
+			// both the slot w's and the mapping in place.
+			c.amu.Lock()
+			defer c.amu.Unlock()
+			if _, ok := c.mine[w]; ok {
 				c.kick(i)
 			}
 		})
@@ -176,21 +185,23 @@ func (c *Cond) Wait(ctx context.Context, ticket any) error {
 		case v&^sStatus != c.me || lo&(sWaiting|sSignalled) == 0:
 			// The slot is not ours any more: a sweep took this process for
 			// dead (it cannot be). Report a wake-up; the caller re-checks.
+			c.forget(w)
 			return nil
 		case lo&sSignalled != 0:
-			c.free(i, v)
+			c.forget(w)
+			c.leave(i, true)
 			return nil
 		}
-		if err := ctx.Err(); err != nil {
-			c.withdraw(i)
-			return c.errf("%w", err)
+		err := ctx.Err()
+		if err == nil && c.isClosed() {
+			err = baton.ErrClosed
 		}
-		if c.isClosed() {
-			c.withdraw(i)
-			return c.errf("%w", baton.ErrClosed)
+		if err == nil {
+			_, err = ipc.FutexWait(fw, lo, -1)
 		}
-		if _, err := ipc.FutexWait(w, lo, -1); err != nil {
-			c.withdraw(i)
+		if err != nil {
+			c.forget(w)
+			c.leave(i, false)
 			return c.errf("%w", err)
 		}
 	}
@@ -219,15 +230,16 @@ func (c *Cond) kick(i int) {
 // free releases slot i, which holds v.
 func (c *Cond) free(i int, v uint64) bool {
 	if c.slot(i).CompareAndSwap(v, 0) {
-		c.nwait.Add(-1)
+		c.lower()
 		return true
 	}
 	return false
 }
 
-// withdraw gives up this process's registration in slot i; a signal it had
-// received is passed on.
-func (c *Cond) withdraw(i int) {
+// leave frees slot i, which this process's registration holds (its word
+// may still change: a kick sets a bit). A signal the registration received
+// is consumed when consume is set and passed on otherwise.
+func (c *Cond) leave(i int, consume bool) {
 	s := c.slot(i)
 	for {
 		v := s.Load()
@@ -235,7 +247,7 @@ func (c *Cond) withdraw(i int) {
 			return
 		}
 		if c.free(i, v) {
-			if uint32(v)&sSignalled != 0 {
+			if !consume && uint32(v)&sSignalled != 0 {
 				c.signalOne()
 			}
 			return
@@ -245,18 +257,21 @@ func (c *Cond) withdraw(i int) {
 
 // Cancel withdraws a registration that will not be waited on.
 func (c *Cond) Cancel(ticket any) {
-	i, ok := ticket.(int)
-	if !ok || i < 0 || i >= Slots {
+	w, ok := ticket.(*waiter)
+	if !ok || w == nil {
 		return
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	c.amu.Lock()
-	ok = !c.closed && c.mine[i]
-	delete(c.mine, i)
+	_, ok = c.mine[w]
+	ok = ok && !c.closed // Close withdraws it
+	if ok {
+		delete(c.mine, w)
+	}
 	c.amu.Unlock()
 	if ok {
-		c.withdraw(i)
+		c.leave(w.slot, false)
 	}
 }
 
@@ -267,7 +282,7 @@ func (c *Cond) Signal(ctx context.Context) error {
 	if c.r.Bytes() == nil {
 		return c.errf("%w", baton.ErrClosed)
 	}
-	if c.nwait.Load() <= 0 {
+	if c.bound.Load()&boundMask == 0 {
 		return nil
 	}
 	return c.signalOne()
@@ -277,7 +292,8 @@ func (c *Cond) signalOne() error {
 	for {
 		best, bestOrder := -1, uint64(0)
 		var bv uint64
-		for i := range Slots {
+		top := c.top()
+		for i := range top {
 			v := c.slot(i).Load()
 			if uint32(v)&sWaiting == 0 {
 				continue
@@ -289,8 +305,8 @@ func (c *Cond) signalOne() error {
 			}
 		}
 		if best < 0 {
-			if c.nwait.Load() > 0 {
-				c.sweep()
+			if top > 0 {
+				c.sweep(top)
 			}
 			return nil
 		}
@@ -314,11 +330,11 @@ func (c *Cond) Broadcast(ctx context.Context) error {
 	if c.r.Bytes() == nil {
 		return c.errf("%w", baton.ErrClosed)
 	}
-	if c.nwait.Load() <= 0 {
+	if c.bound.Load()&boundMask == 0 {
 		return nil
 	}
 	var err error
-	for i := range Slots {
+	for i := range c.top() {
 		s := c.slot(i)
 		for {
 			v := s.Load()
@@ -336,10 +352,10 @@ func (c *Cond) Broadcast(ctx context.Context) error {
 	return err
 }
 
-// sweep frees the slots of dead processes; a signal a dead process had
-// received is passed on.
-func (c *Cond) sweep() {
-	for i := range Slots {
+// sweep frees the slots below n of dead processes; a signal a dead process
+// had received is passed on.
+func (c *Cond) sweep(n int) {
+	for i := range n {
 		v := c.slot(i).Load()
 		if uint32(v)&(sWaiting|sSignalled) == 0 || !c.foreignDead(v) {
 			continue
@@ -394,8 +410,8 @@ func (c *Cond) Close() error {
 		return nil
 	}
 	c.closed = true
-	for i := range c.mine {
-		c.kick(i)
+	for w := range c.mine {
+		c.kick(w.slot)
 	}
 	for k, w := range c.watches {
 		w.Close()
@@ -404,45 +420,13 @@ func (c *Cond) Close() error {
 	c.amu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// Slots prepared but never waited on.
-	for i := range c.mine {
-		c.withdraw(i)
-		delete(c.mine, i)
+	// Registrations prepared but never waited on.
+	c.amu.Lock()
+	left := c.mine
+	c.mine = map[*waiter]struct{}{}
+	c.amu.Unlock()
+	for w := range left {
+		c.leave(w.slot, false)
 	}
 	return c.r.Close()
-}
-
-// Inspect describes the condition variable name: the number of slots in use
-// (live waiters, plus slots of dead ones not yet swept) in Waiters. It
-// returns an error matching fs.ErrNotExist when there is none, and creates
-// nothing.
-func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	if _, err := ns.Path(kind, name); err != nil {
-		return baton.Info{}, err
-	}
-	r, err := ipc.OpenExistingRegion(ns, kind, name, fileSize)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return baton.Info{}, fmt.Errorf("condvar: %q: %w", name, fs.ErrNotExist)
-		}
-		return baton.Info{}, err
-	}
-	defer r.Close()
-	c := newCond(r, name)
-	return baton.Info{Name: name, Kind: baton.KindCond, Impl: "futex", Holders: []baton.Holder{}, Waiters: max(int(c.nwait.Load()), 0)}, nil
-}
-
-// List describes every condition variable of ns.
-func List(ns *ipc.Namespace) ([]baton.Info, error) {
-	return ipc.ListKind(ns, kind, Inspect)
-}
-
-// Remove removes the file of the condition variable name. Waiters that
-// still use it keep waiting on a mapping no new opener sees: wake them
-// first. It returns an error matching fs.ErrNotExist when there is none.
-func Remove(ns *ipc.Namespace, name string) error {
-	if err := ipc.RemoveRegion(ns, kind, name); err != nil {
-		return fmt.Errorf("condvar: %q: %w", name, err)
-	}
-	return nil
 }

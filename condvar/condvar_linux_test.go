@@ -118,6 +118,9 @@ func openQueue(ns *ipc.Namespace) (*queue, *ipc.Region, error) {
 // runRole: "produce" n items (waiting while the queue holds 8) or "consume"
 // n items (waiting while it is empty), with one Cond for each condition.
 func runRole(role, dir string, n int) error {
+	if role == "register" {
+		return registerAndSleep(dir, n)
+	}
 	b, err := openBackend(dir)
 	if err != nil {
 		return err
@@ -331,8 +334,8 @@ func TestSignalExactlyOne(t *testing.T) {
 			t.Fatal("Broadcast left a waiter asleep")
 		}
 	}
-	if c.nwait.Load() != 0 {
-		t.Fatalf("%d slots in use after every waiter returned", c.nwait.Load())
+	if c.inUse() != 0 {
+		t.Fatalf("%d slots in use after every waiter returned", c.inUse())
 	}
 }
 
@@ -352,7 +355,7 @@ func TestCancelPassesSignalOn(t *testing.T) {
 	if d := time.Since(t0); d > 60*time.Millisecond {
 		t.Fatalf("cancelled Wait returned after %v", d)
 	}
-	if c.nwait.Load() != 0 {
+	if c.inUse() != 0 {
 		t.Fatal("cancelled waiter kept its slot")
 	}
 	// Signalled, then cancelled before it looked: the signal moves on.
@@ -373,7 +376,7 @@ func TestCancelPassesSignalOn(t *testing.T) {
 	// Cancel before waiting withdraws.
 	tk3, _ := c.Prepare(ctx)
 	c.Cancel(tk3)
-	if c.nwait.Load() != 0 {
+	if c.inUse() != 0 {
 		t.Fatal("Cancel kept the slot")
 	}
 }
@@ -387,7 +390,7 @@ func TestDeadWaiter(t *testing.T) {
 			ns, _ := ipc.OpenNamespace(dir)
 			c := openCond(t, ns, "notempty")
 			cmd := helper(t, "consume", dir, 1) // waits on notempty
-			for c.nwait.Load() == 0 {
+			for c.inUse() == 0 {
 				time.Sleep(time.Millisecond)
 			}
 			syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
@@ -414,8 +417,8 @@ func TestDeadWaiter(t *testing.T) {
 			if err := c.Wait(wctx, tk); err != nil {
 				t.Fatalf("live waiter after a dead one: %v (the dead one took the signal)", err)
 			}
-			if c.nwait.Load() != 0 {
-				t.Fatalf("%d slots left", c.nwait.Load())
+			if c.inUse() != 0 {
+				t.Fatalf("%d slots left", c.inUse())
 			}
 		})
 	}

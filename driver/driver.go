@@ -8,8 +8,11 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/batonlock/baton/internal/errs"
 	"github.com/batonlock/baton/internal/word"
@@ -95,6 +98,9 @@ type Cond interface {
 
 // Backend opens drivers for names the core has already validated. A
 // backend that lacks a primitive returns an error matching baton.ErrUnsupported.
+// The core may open a second RWMutex driver of a name for one handle: it
+// tries a read lock through it, and gives it back at once, to learn whether
+// the backend would make a new reader wait (see baton.RWMutex).
 type Backend interface {
 	// Kind names the backend in errors and diagnostics ("file", "redis").
 	Kind() string
@@ -139,12 +145,60 @@ type WordLocker interface {
 // creates one per hold that can be lost (a lease, a file that can be removed)
 // and fires it with the cause; the core hands it to callers through Hold.
 //
+// A lease's Loss also carries the lease's deadline (SetDeadline), and every
+// read of it (Err, Done, and so Hold.Err, Hold.Lost and the context of
+// Hold.Context) compares the deadline with the monotonic clock and fires
+// the Loss at once when it has passed. A loss is thus seen the moment the
+// deadline passes, even when the timers that would fire it have not run (a
+// process paused by SIGSTOP or a long GC pause runs them only later).
+//
 // The zero Loss is not usable; use NewLoss. A nil *Loss never fires.
 type Loss struct {
-	once sync.Once
-	ch   chan struct{}
-	mu   sync.Mutex
-	err  error // guarded by mu; set once, before ch is closed
+	once     sync.Once
+	ch       chan struct{}
+	deadline atomic.Int64 // monotonic ns since monoEpoch; 0: none
+	mu       sync.Mutex
+	err      error // guarded by mu; set once, before ch is closed
+}
+
+// monoEpoch is the origin of Loss deadlines: durations since it are read
+// on the monotonic clock.
+var monoEpoch = time.Now()
+
+// errDeadline is the cause of a Loss fired by a read past its deadline.
+var errDeadline = errors.New("lease deadline passed before a renewal")
+
+// SetDeadline sets the time until which the hold can be trusted; the zero
+// time removes the deadline (for a hold given back). t must carry a
+// monotonic clock reading (derive it from time.Now). If the deadline in
+// force has already passed, the Loss fires instead: a lease that lapsed
+// cannot be extended.
+func (l *Loss) SetDeadline(t time.Time) {
+	if l == nil {
+		return
+	}
+	if l.expired() {
+		l.Fire(errDeadline)
+		return
+	}
+	var d int64
+	if !t.IsZero() {
+		d = max(int64(t.Sub(monoEpoch)), 1)
+	}
+	l.deadline.Store(d)
+}
+
+// expired reports whether the Loss has a deadline that has passed.
+func (l *Loss) expired() bool {
+	d := l.deadline.Load()
+	return d != 0 && int64(time.Since(monoEpoch)) >= d
+}
+
+// check fires the Loss if its deadline has passed.
+func (l *Loss) check() {
+	if l.expired() {
+		l.Fire(errDeadline)
+	}
 }
 
 // NewLoss returns a Loss that has not fired.
@@ -171,21 +225,24 @@ func (l *Loss) Fire(cause error) {
 	})
 }
 
-// Done returns a channel that is closed when the hold is lost. It returns nil
-// (a channel that never becomes ready) for a nil Loss.
+// Done returns a channel that is closed when the hold is lost; it is
+// already closed if the deadline has passed. It returns nil (a channel that
+// never becomes ready) for a nil Loss.
 func (l *Loss) Done() <-chan struct{} {
 	if l == nil {
 		return nil
 	}
+	l.check()
 	return l.ch
 }
 
-// Err returns nil until the Loss fires, and then an error matching baton.ErrLost
-// that wraps the cause.
+// Err returns nil until the Loss fires (or its deadline passes), and then an
+// error matching baton.ErrLost that wraps the cause.
 func (l *Loss) Err() error {
 	if l == nil {
 		return nil
 	}
+	l.check()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err

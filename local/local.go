@@ -13,7 +13,7 @@
 //	RWMutex    a System V semaphore set (RWSysV), or flock(2) on a data
 //	           and a gate file (RWFlock)
 //	Semaphore  a System V semaphore with SEM_UNDO
-//	Cond       a futex sequence word in shared memory
+//	Cond       one futex word per waiter slot in shared memory
 //
 // Holds are given back when their process dies: by the kernel for flock and
 // System V (SEM_UNDO), by the next waiter's owner-liveness check for the

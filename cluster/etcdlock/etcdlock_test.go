@@ -30,6 +30,9 @@ func TestOneMember(t *testing.T) {
 	t.Run("Downgrade", func(t *testing.T) { testDowngrade(t, c) })
 	t.Run("SemaphoreFIFO", func(t *testing.T) { testSemaphoreFIFO(t, c) })
 	t.Run("Inspector", func(t *testing.T) { testInspector(t, c) })
+	t.Run("RemovedHold", func(t *testing.T) { testRemovedHold(t, c) })
+	t.Run("ReleasedNotLost", func(t *testing.T) { testReleasedNotLost(t, c) })
+	t.Run("RemoveRacesUnlock", func(t *testing.T) { testRemoveRacesUnlock(t, c) })
 	t.Run("NamesDisjoint", func(t *testing.T) { testNamesDisjoint(t, c) })
 	t.Run("CancelledWrites", func(t *testing.T) { testCancelledWrites(t, c) })
 }

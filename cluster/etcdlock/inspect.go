@@ -184,8 +184,10 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 	return b.info(rctx, o, map[int64]time.Duration{}), nil
 }
 
-// Remove deletes every key of the object. Holders find out when they unlock
-// (ErrLost); waiters when they next read their queue (ErrLost).
+// Remove deletes every key of the object. Holders see their loss fire: those
+// of this Backend before Remove returns, others when the delete reaches the
+// watch of their key (holdwatch.go); their Unlock returns ErrLost. Waiters
+// get ErrLost when they next read their queue.
 func (b *backend) Remove(ctx context.Context, kind baton.Kind, name string) error {
 	if err := b.checkObject(kind, name); err != nil {
 		return err
@@ -202,6 +204,9 @@ func (b *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 	}
 	if deleted == 0 {
 		return fmt.Errorf("etcdlock: %s %q: %w", kind, name, fs.ErrNotExist)
+	}
+	if s := b.cur.Load(); s != nil {
+		s.removed(b.dir(kind, name), resp.Header.Revision)
 	}
 	return nil
 }

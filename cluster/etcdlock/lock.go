@@ -33,6 +33,7 @@ type lockGrant struct {
 	w    string // its writer marker, "" for mutexes and readers
 	rev  int64  // the create revision of q (and w): order and token
 	loss *driver.Loss
+	hw   *holdWatch // fires loss when q is deleted by someone else
 }
 
 func (b *backend) OpenMutex(_ context.Context, name string) (driver.Lock, error) {
@@ -85,11 +86,11 @@ func keysOf(q, w string) []string {
 
 func (d *lockDriver) grant(s *session, id, q, w string, rev int64) driver.Grant {
 	loss := driver.NewLoss()
-	s.track(loss)
+	s.track(loss, q, rev)
 	return driver.Grant{
 		Token: uint64(rev),
 		Loss:  loss,
-		Data:  &lockGrant{s: s, id: id, q: q, w: w, rev: rev, loss: loss},
+		Data:  &lockGrant{s: s, id: id, q: q, w: w, rev: rev, loss: loss, hw: d.b.watchHold(s, q, rev, loss)},
 	}
 }
 
@@ -219,6 +220,7 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 		return d.errf("unlock: %w: foreign grant", baton.ErrInvalidArgument)
 	}
 	lg.s.untrack(lg.loss)
+	lg.hw.release()
 	keys := keysOf(lg.q, lg.w)
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {

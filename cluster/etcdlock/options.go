@@ -82,8 +82,9 @@ func WithRenewal(d time.Duration) Option {
 
 // WithDriftMargin sets how long before the lease's deadline a hold is
 // declared lost when renewals fail, to cover clock rate differences and
-// delays; default a tenth of the TTL. It must be >= 0 and leave at least one
-// renewal period: TTL - margin >= renewal period.
+// delays; default a tenth of the TTL. It must be >= 0 (0 is no margin, not
+// the default) and leave at least one renewal period: TTL - margin >=
+// renewal period.
 func WithDriftMargin(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {

@@ -32,6 +32,7 @@ type semGrant struct {
 	key  string
 	rev  int64
 	loss *driver.Loss
+	hw   *holdWatch // fires loss when key is deleted by someone else
 }
 
 // OpenSemaphore records the capacity when the name is new and checks it
@@ -80,10 +81,13 @@ func (d *semDriver) weight(v []byte) int64 {
 func (d *semDriver) enqueue(ctx context.Context, s *session, n int64) (id, key string, rev int64, older map[string]int64, err error) {
 	id = d.ids.get(s)
 	key = d.queue + id
+	// The transaction may run on after a cancelled caller has returned (and
+	// overwritten the results): it must not read them.
+	put := clientv3.OpPut(key, d.b.holderValue("", n), clientv3.WithLease(s.id))
 	resp, err := d.b.commit(ctx, s, []string{key}, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 		return d.b.c.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(d.meta), ">", 0)).
-			Then(clientv3.OpPut(key, d.b.holderValue("", n), clientv3.WithLease(s.id)), clientv3.OpGet(d.queue, clientv3.WithPrefix())).
+			Then(put, clientv3.OpGet(d.queue, clientv3.WithPrefix())).
 			Commit()
 	})
 	if err != nil {
@@ -125,8 +129,8 @@ func (d *semDriver) drop(s *session, id, key string) {
 
 func (d *semDriver) grant(s *session, id, key string, rev, n int64) driver.Grant {
 	loss := driver.NewLoss()
-	s.track(loss)
-	return driver.Grant{Token: uint64(rev), Loss: loss, N: n, Data: &semGrant{s: s, id: id, key: key, rev: rev, loss: loss}}
+	s.track(loss, key, rev)
+	return driver.Grant{Token: uint64(rev), Loss: loss, N: n, Data: &semGrant{s: s, id: id, key: key, rev: rev, loss: loss, hw: d.b.watchHold(s, key, rev, loss)}}
 }
 
 // Acquire enqueues a key for n permits and waits until the permits of all
@@ -297,6 +301,7 @@ func (d *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error 
 		op = clientv3.OpPut(sg.key, d.b.holderValue("", g.N-n), clientv3.WithLease(sg.s.id))
 	} else {
 		sg.s.untrack(sg.loss)
+		sg.hw.release()
 	}
 	rctx, cancel := d.b.rctx(ctx)
 	resp, err := d.b.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(sg.key), "=", sg.rev)).Then(op).Commit()
@@ -309,6 +314,7 @@ func (d *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error 
 		return d.errf("release: %w", err)
 	case !resp.Succeeded:
 		sg.s.untrack(sg.loss)
+		sg.hw.release()
 		sg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
 		return d.errf("release: %w", sg.loss.Err())
 	}

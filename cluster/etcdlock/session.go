@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,8 +33,9 @@ type session struct {
 	wg   sync.WaitGroup
 
 	mu     sync.Mutex
-	err    error                     // guarded by mu; why the session ended
-	losses map[*driver.Loss]struct{} // guarded by mu; holds to tell when it ends
+	err    error                    // guarded by mu; why the session ended
+	losses map[*driver.Loss]heldKey // guarded by mu; holds to tell when it ends
+	dl     time.Time                // guarded by mu; the lease's local deadline, given to every loss
 }
 
 // newSession grants a lease and starts renewing it.
@@ -53,10 +55,11 @@ func newSession(ctx context.Context, c *clientv3.Client, o *options) (*session, 
 		hexd:   strconv.FormatInt(int64(resp.ID), 16),
 		stop:   stop,
 		done:   make(chan struct{}),
-		losses: make(map[*driver.Loss]struct{}),
+		losses: make(map[*driver.Loss]heldKey),
 	}
+	s.dl = s.deadline(sent, resp.TTL)
 	s.wg.Add(1)
-	go s.keepAlive(lctx, s.deadline(sent, resp.TTL))
+	go s.keepAlive(lctx, s.dl)
 	return s, nil
 }
 
@@ -91,6 +94,7 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 		switch {
 		case err == nil:
 			deadline = s.deadline(now, resp.TTL)
+			s.setDeadline(deadline)
 			wait = s.o.renewal
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(fmt.Errorf("etcdlock: lease %x expired or revoked", int64(s.id)))
@@ -103,6 +107,17 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 			wait = max(s.o.renewal/8, 50*time.Millisecond)
 		}
 		t.Reset(max(0, min(wait, time.Until(deadline))))
+	}
+}
+
+// setDeadline moves the deadline of the lease and of every hold on it
+// (a hold's Err and Lost compare it with the clock when read).
+func (s *session) setDeadline(dl time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dl = dl
+	for l := range s.losses {
+		l.SetDeadline(dl)
 	}
 }
 
@@ -140,8 +155,15 @@ func (s *session) lostErr() error {
 	return fmt.Errorf("%w: %w", baton.ErrLost, err)
 }
 
-// track registers a hold's loss; it fires at once if the session has ended.
-func (s *session) track(l *driver.Loss) {
+// heldKey is the key of a tracked hold and its create revision.
+type heldKey struct {
+	key string
+	rev int64
+}
+
+// track registers a hold's loss and key; the loss fires at once if the
+// session has ended.
+func (s *session) track(l *driver.Loss, key string, rev int64) {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
@@ -149,14 +171,33 @@ func (s *session) track(l *driver.Loss) {
 		l.Fire(err)
 		return
 	}
-	s.losses[l] = struct{}{}
+	s.losses[l] = heldKey{key, rev}
+	l.SetDeadline(s.dl)
 	s.mu.Unlock()
+}
+
+// removed fires the loss of the holds whose keys, under dir, a delete at
+// revision rev took away: keys created before rev. It lets a Remove made
+// through this backend return after its own holders know.
+func (s *session) removed(dir string, rev int64) {
+	var fire []*driver.Loss
+	s.mu.Lock()
+	for l, k := range s.losses {
+		if k.rev < rev && strings.HasPrefix(k.key, dir) {
+			fire = append(fire, l)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range fire {
+		l.Fire(errRemoved)
+	}
 }
 
 func (s *session) untrack(l *driver.Loss) {
 	s.mu.Lock()
 	delete(s.losses, l)
 	s.mu.Unlock()
+	l.SetDeadline(time.Time{})
 }
 
 // newID returns a key id unique among all sessions: the lease id and a

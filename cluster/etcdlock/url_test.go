@@ -43,7 +43,7 @@ func TestParseURL(t *testing.T) {
 	bad := []string{
 		"", "127.0.0.1:2379", "redis://h:1", "http://h:1", "etcd://", "etcd://h:0", "etcd://h:65536",
 		"etcd://h:x", "etcd://h1,,h2", "etcd://h?x=1", "etcd://h#f", "etcd://@h", "etcd://a b:1",
-		"etcd://h:1/%zz", "etcd://[::1:2379",
+		"etcd://h:1/%zz", "etcd://[::1:2379", "etcd://h:99999", "etcd://h:1?ttl=0s", "etcd://h:1,h:-1",
 	}
 	for _, u := range bad {
 		_, err := parseURL(u)
@@ -95,7 +95,7 @@ func TestOptions(t *testing.T) {
 		{WithRenewal(0)}, {WithRenewal(-time.Second)},
 		{WithTTL(4 * time.Second), WithRenewal(3 * time.Second)},
 		{WithTTL(4 * time.Second), WithRenewal(time.Second), WithDriftMargin(3500 * time.Millisecond)},
-		{WithDriftMargin(-1)}, {WithDialTimeout(0)}, {WithRequestTimeout(-1)},
+		{WithDriftMargin(-1)}, {WithDialTimeout(0)}, {WithDialTimeout(-1)}, {WithRequestTimeout(0)}, {WithRequestTimeout(-1)},
 		{WithPrefix("")}, {WithPrefix("a\x00b")}, {WithPrefix(strings.Repeat("p", 300))}, {WithTLS(nil)}, {nil},
 	}
 	for i, opts := range bad {

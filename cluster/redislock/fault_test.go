@@ -320,7 +320,7 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 func TestDeadWaiterExpires(t *testing.T) {
 	s := startRedis(t)
 	c := s.client()
-	keys := mutexKeys(DefaultPrefix, "dead")
+	keys := append(mutexKeys(DefaultPrefix, "dead"), DefaultPrefix+"alive")
 	// A queue entry as a client that died would leave it.
 	if err := scriptMutexAcquire.Run(context.Background(), c, keys, "holder", 1000, "1 h", 0, "").Err(); err != nil {
 		t.Fatal(err)

@@ -126,7 +126,11 @@ func (d *backend) localDone(name string) {
 func (d *backend) localPass(name string, g driver.Grant, h *hold) bool {
 	d.localMu.Lock()
 	ln := d.local[name]
-	if len(ln.q) == 0 || h.passes >= localPasses || time.Since(h.taken) >= localFor {
+	// A lease whose deadline is near (a renewal is late: the server is
+	// paused or unreachable) is not passed on; it goes back to the server,
+	// where the next handle acquires a lease of its own (see fresh).
+	if len(ln.q) == 0 || h.passes >= localPasses || time.Since(h.taken) >= localFor ||
+		!d.fresh(h.keeper.Deadline().Add(d.o.lease.Drift-d.o.lease.TTL)) {
 		d.localMu.Unlock()
 		return false
 	}

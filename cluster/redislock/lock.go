@@ -62,8 +62,14 @@ func pair(v any, err error) (bool, int64, error) {
 	}
 	f, _ := a[0].(int64)
 	t, _ := a[1].(int64)
+	if f == -1 {
+		return false, 0, errNotReady
+	}
 	return f == 1, t, nil
 }
+
+// marker returns the key of the marker (restart.go), the last of l.keys.
+func (l *lockDriver) marker() string { return l.keys[len(l.keys)-1] }
 
 func (l *lockDriver) what() string {
 	if l.rw {
@@ -102,17 +108,37 @@ func (l *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 }
 
 func (l *lockDriver) tryServer(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	id := l.d.holdID()
 	acquire, _, _, _ := l.scripts()
-	sent := time.Now()
-	ok, tok, err := pair(acquire.Run(ctx, l.d.c, l.keys, l.acquireArgs(id, mode, "", sent)...).Result())
-	if err != nil {
-		return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+	for {
+		id := l.d.holdID()
+		sent := time.Now()
+		ok, tok, err := pair(acquire.Run(ctx, l.d.c, l.keys, l.acquireArgs(id, mode, "", sent)...).Result())
+		if errors.Is(err, errNotReady) {
+			if err = l.d.notReady(ctx, l.marker()); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+		}
+		if !ok {
+			return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, baton.ErrLocked)
+		}
+		// A reply too late to bound the lease start: renew before
+		// trusting the lease (see fresh).
+		renew := l.renewFunc(id)
+		for err == nil && !l.d.fresh(sent) {
+			sent, err = renew(ctx)
+		}
+		if err == nil {
+			return l.granted(id, mode, tok, sent), nil
+		}
+		if !errors.Is(err, baton.ErrLost) {
+			l.cancel(ctx, id)
+			return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+		}
+		// It expired before it could be confirmed: try again.
 	}
-	if !ok {
-		return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, baton.ErrLocked)
-	}
-	return l.granted(id, mode, tok, sent), nil
 }
 
 func (l *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
@@ -150,35 +176,63 @@ func (l *lockDriver) acquireServer(ctx context.Context, mode driver.Mode) (drive
 	ok, tok, err := pair(acquire.Run(ctx, l.d.c, l.keys, args...).Result())
 	err = ctxErr(ctx, err)
 	for {
+		if errors.Is(err, errNotReady) {
+			// Nothing was changed on the server; poll once it is ready.
+			err = ctxErr(ctx, l.d.awaitReady(ctx, l.marker()))
+			if err == nil {
+				sent = time.Now()
+				ok, tok, err = pair(poll.Run(ctx, l.d.c, l.keys, args...).Result())
+				err = ctxErr(ctx, err)
+				continue
+			}
+		}
 		if err != nil {
 			l.cancel(ctx, id)
 			return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 		}
-		if ok {
+		switch {
+		case ok && l.d.fresh(sent):
 			return l.granted(id, mode, tok, sent), nil
-		}
-		// Queued: wait for the handoff message; check in every RenewEvery
-		// to keep the queue entry alive (and to catch a lost message).
-		t := time.NewTimer(l.d.o.lease.RenewEvery)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			l.cancel(ctx, id)
-			return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, ctx.Err())
-		case tok := <-wake:
-			t.Stop()
-			// The release script made us the holder with a lease that
-			// started when it ran, after the server answered our last
-			// request (which found us queued): that request's send time
-			// bounds the lease from below. The keeper renews at once if
-			// the lease is older than a renewal period.
-			return l.granted(id, mode, tok, sent), nil
-		case <-t.C:
+		case ok:
+			// Held, but on a reply too late to bound the lease start (the
+			// server was paused, say): poll at once, which renews the
+			// lease from now if it still stands and queues us again if
+			// it expired.
+		default:
+			// Queued: wait for the handoff message; check in every
+			// RenewEvery to keep the queue entry alive (and to catch a
+			// lost message).
+			t := time.NewTimer(l.d.o.lease.RenewEvery)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				l.cancel(ctx, id)
+				return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, ctx.Err())
+			case tok := <-wake:
+				t.Stop()
+				// The release script made us the holder with a lease
+				// that started when it ran, after the server answered
+				// our last request (which found us queued): that
+				// request's send time bounds the lease from below. A
+				// bound too old is confirmed by the poll below.
+				if l.d.fresh(sent) {
+					return l.granted(id, mode, tok, sent), nil
+				}
+			case <-t.C:
+			}
 		}
 		sent = time.Now()
 		ok, tok, err = pair(poll.Run(ctx, l.d.c, l.keys, args...).Result())
 		err = ctxErr(ctx, err)
 	}
+}
+
+// fresh reports whether a lease known to have started after sent may be
+// handed to a caller as it is: it has at least TTL - RenewEvery - drift
+// left, as much as a lease kept by the keeper has just before each
+// renewal. An older one is confirmed on the server first.
+func (d *backend) fresh(sent time.Time) bool {
+	return time.Since(sent) < d.o.lease.RenewEvery
 }
 
 // ctxErr returns ctx's error in place of err when a request failed because
@@ -213,12 +267,15 @@ func (l *lockDriver) cancel(ctx context.Context, id string) {
 func (l *lockDriver) granted(id string, mode driver.Mode, tok int64, sent time.Time) driver.Grant {
 	loss := driver.NewLoss()
 	h := &hold{id: id, loss: loss, excl: mode == driver.Exclusive, taken: time.Now()}
-	renew := l.d.renewFunc(l.keys[:2], id)
-	if !l.rw {
-		renew = l.d.mutexRenewFunc(l.keys[:1], id)
-	}
-	h.keeper = cluster.StartKeeper(sent, l.d.o.lease, renew, loss, l.log)
+	h.keeper = cluster.StartKeeper(sent, l.d.o.lease, l.renewFunc(id), loss, l.log)
 	return driver.Grant{Token: uint64(tok), Loss: loss, Data: h}
+}
+
+func (l *lockDriver) renewFunc(id string) cluster.RenewFunc {
+	if l.rw {
+		return l.d.renewFunc(l.keys[:2], id)
+	}
+	return l.d.mutexRenewFunc(l.keys[:1], id)
 }
 
 func (d *backend) renewFunc(keys []string, id string) cluster.RenewFunc {

@@ -16,9 +16,13 @@
 // (send time of the last successful request + TTL - drift margin, on the
 // monotonic clock), the hold's Loss fires; it fires before the server lets
 // the lease expire. A process that dies stops renewing: its locks and
-// permits come back after at most the TTL. Unlock and the renewal goroutine
-// compare the hold's unique id on the server, so a lost hold never deletes
-// another holder's lock; Unlock of a lost hold returns baton.ErrLost.
+// permits come back after at most the TTL. Lock never returns a lease with
+// less left than TTL - RenewEvery - drift (what a kept lease has just
+// before each renewal): a grant whose reply came later than a renewal
+// period after its request is confirmed on the server first. Unlock and the
+// renewal goroutine compare the hold's unique id on the server, so a lost
+// hold never deletes another holder's lock; Unlock of a lost hold returns
+// baton.ErrLost.
 //
 // # Fairness and handoff
 //
@@ -56,12 +60,39 @@
 // counter stays behind the server's clock, and the restart guarantee holds,
 // while a name is taken on the server fewer than 62,500 times a second.)
 //
+// # A server that loses its data
+//
+// A server restarted without persistence forgets the leases it gave and
+// would grant them again at once, while their holders still trust them.
+// Acquisitions therefore grant only while a marker key exists, which such
+// a restart loses with everything else: prefix + "alive" on a single node,
+// one prefix + "alive:{tag}" per hash slot on a Redis Cluster (a script may
+// touch the keys of one slot only). Checking it is one EXISTS inside the
+// acquire script. A script that finds it missing grants nothing and changes
+// nothing; the client then reads the server's uptime (INFO, on this path
+// only) and sets the marker once the server has run for a whole TTL, by
+// when every lease given before the restart has expired. Until then Lock
+// waits, and TryLock returns an error matching baton.ErrLocked. A new server
+// cannot be told apart from one that lost its data: grants wait until it
+// has run for a TTL (on a server started long before its first use, that
+// costs one INFO and one SET per marker, once). An operator who knows that
+// a server never gave a lease may set the marker by hand.
+//
+// What this does not cover: the wait is this client's TTL, so it assumes
+// that no client of the server uses a longer one; a restart that keeps the
+// marker but loses recent writes (an RDB snapshot, an AOF without
+// appendfsync always), a FLUSHALL or FLUSHDB, and a failover to a replica
+// that had not received the latest writes (see New) are not detected; the
+// uptime is counted by the server's wall clock. Fencing tokens still
+// increase across all of these (see Fencing tokens). Each Redlock node has
+// a marker of its own (see NewRedlock).
+//
 // # What failures leave behind
 //
 // Each name uses a handful of keys under the prefix (default "baton:"); they
 // expire one second after the last lease or queue entry ends (a Mutex's hold
-// key with its lease), except the token counter and a semaphore's capacity,
-// which stay.
+// key with its lease), except the token counter, a semaphore's capacity and
+// the markers (see above), which stay.
 //
 // A Mutex keeps its hold in one key whose expiry is the lease, so that an
 // uncontended Lock and Unlock are one short script each (three and two
@@ -124,18 +155,27 @@ type options struct {
 	log         *slog.Logger
 	nodeTimeout time.Duration
 	prefixSet   bool
+	err         error // the first option refused by its constructor
 }
 
 // WithTTL sets the lease TTL of every hold and queue entry. Default 10 s;
-// at least 10 ms, and at least twice the renewal period.
-func WithTTL(d time.Duration) Option { return func(o *options) { o.lease.TTL = d } }
+// at least 10 ms, and at least twice the renewal period. Zero and negative
+// values are refused.
+func WithTTL(d time.Duration) Option {
+	return func(o *options) { o.lease.TTL = d; o.refuse(d <= 0, "lease TTL", d) }
+}
 
-// WithRenewEvery sets the renewal period. Default TTL/3.
-func WithRenewEvery(d time.Duration) Option { return func(o *options) { o.lease.RenewEvery = d } }
+// WithRenewEvery sets the renewal period. Default TTL/3; it must be positive.
+func WithRenewEvery(d time.Duration) Option {
+	return func(o *options) { o.lease.RenewEvery = d; o.refuse(d <= 0, "renewal period", d) }
+}
 
 // WithDrift sets the drift margin subtracted from a lease's local deadline.
-// Default 1% of the TTL + 2 ms; less than TTL - RenewEvery.
-func WithDrift(d time.Duration) Option { return func(o *options) { o.lease.Drift = d } }
+// Default 1% of the TTL + 2 ms; it must be positive and less than
+// TTL - RenewEvery.
+func WithDrift(d time.Duration) Option {
+	return func(o *options) { o.lease.Drift = d; o.refuse(d <= 0, "drift margin", d) }
+}
 
 // WithPrefix sets the key prefix. Default DefaultPrefix. It must not contain
 // '{' or '}' (it would break the hash tag), nor control characters, and is
@@ -151,7 +191,17 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithNodeTimeout sets how long a Redlock request waits for one node. Default
 // DefaultNodeTimeout; it must be positive and at most a tenth of the TTL, so
 // that a paused node cannot take the time of a lease.
-func WithNodeTimeout(d time.Duration) Option { return func(o *options) { o.nodeTimeout = d } }
+func WithNodeTimeout(d time.Duration) Option {
+	return func(o *options) { o.nodeTimeout = d; o.refuse(d <= 0, "node timeout", d) }
+}
+
+// refuse records the first bad option value: the lease options take 0 to
+// mean "default", so an explicit zero must be caught here.
+func (o *options) refuse(bad bool, what string, d time.Duration) {
+	if bad && o.err == nil {
+		o.err = fmt.Errorf("redislock: %s %v, must be > 0: %w", what, d, baton.ErrInvalidArgument)
+	}
+}
 
 func buildOptions(opts []Option) (options, error) {
 	o := options{prefix: DefaultPrefix}
@@ -160,6 +210,9 @@ func buildOptions(opts []Option) (options, error) {
 			return o, fmt.Errorf("redislock: nil option: %w", baton.ErrInvalidArgument)
 		}
 		f(&o)
+	}
+	if o.err != nil {
+		return o, o.err
 	}
 	if err := o.lease.Normalize(); err != nil {
 		return o, fmt.Errorf("redislock: %w", err)
@@ -363,6 +416,9 @@ type backend struct {
 	meta string
 	wake string // this backend's wake-up channel
 	n    *notifier
+	// cluster: c is a Redis Cluster client, with a marker per hash slot
+	// (restart.go).
+	cluster bool
 
 	idPrefix string        // random, ends with '.'; see holdID
 	idSeq    atomic.Uint64 // sequence of holdID
@@ -385,6 +441,7 @@ func newDriver(client redis.UniversalClient, opts []Option) (*backend, error) {
 	}
 	d := &backend{c: client, o: o, meta: metaOnce(), idPrefix: newID() + ".", local: make(map[string]*localName)}
 	d.wake = o.prefix + "wake:" + newID()
+	_, d.cluster = client.(*redis.ClusterClient)
 	d.n = newNotifier(client, d.wake, o.log)
 	return d, nil
 }
@@ -408,21 +465,21 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: mutexKeys(d.o.prefix, name), wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
+	return &lockDriver{d: d, name: name, keys: append(mutexKeys(d.o.prefix, name), d.markerKey(name)), wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
 }
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: lockKeys(d.o.prefix, krw, name), rw: true, wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
+	return &lockDriver{d: d, name: name, keys: append(lockKeys(d.o.prefix, krw, name), d.markerKey(name)), rw: true, wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
 }
 
 func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	s := &semDriver{d: d, name: name, keys: semKeys(d.o.prefix, name), capacity: permits, log: d.o.log.With("name", name)}
+	s := &semDriver{d: d, name: name, keys: append(semKeys(d.o.prefix, name), d.markerKey(name)), capacity: permits, log: d.o.log.With("name", name)}
 	r, err := scriptSemOpen.Run(ctx, d.c, s.keys, permits).Int64()
 	if err != nil {
 		return nil, fmt.Errorf("redislock: semaphore %q: %w", name, err)

@@ -39,13 +39,19 @@ import (
 // the majority are raised to it, so any later majority, which shares a node
 // with this one, draws a greater token.
 //
-// What Redlock does not guarantee: a node restarted without persistence (or
-// with a lost fsync) forgets the leases it held, and a second client can then
-// win a majority while the first still holds; a node whose clock jumps
-// forward expires leases early, with the same effect; an unbounded pause of
-// the holder (GC, SIGSTOP) outlives its lease whatever the algorithm. Use
-// an odd number of nodes with persistence (appendfsync always) or a restart
-// delay of one TTL. Fencing tokens are what makes these cases safe for a
+// A node restarted without persistence forgets the leases it held; it
+// votes for no one until it has run for a TTL, by when they have expired
+// (the marker of restart.go, one key per node: prefix + "alive"; so each
+// node is a single server, not a Redis Cluster).
+//
+// What Redlock does not guarantee: a node restarted with its marker but
+// without recent writes (a lost fsync) forgets the leases given since, and
+// a second client can then win a majority while the first still holds; so
+// can clients with a longer TTL than the one that found the node restarted;
+// a node whose clock jumps forward expires leases early, with the same
+// effect; an unbounded pause of the holder (GC, SIGSTOP) outlives its lease
+// whatever the algorithm. Use an odd number of nodes with persistence
+// (appendfsync always) or a restart delay of one TTL. Fencing tokens are what makes these cases safe for a
 // resource that remembers the highest token it accepted: the second holder's
 // token is higher, and the stale holder's writes are refused.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) (baton.Backend, error) {
@@ -65,6 +71,10 @@ type rlDriver struct {
 
 	bg sync.WaitGroup // requests still out on slow nodes
 
+	readyMu  sync.Mutex
+	checking []bool      // guarded by readyMu: node's readiness check in flight
+	recheck  []time.Time // guarded by readyMu: when to check node's readiness again
+
 	mu      sync.Mutex
 	subs    []*redis.PubSub                  // guarded by mu; nil until the first wait
 	waiters map[string]map[chan int]struct{} // guarded by mu: lock key -> waiting handles
@@ -82,12 +92,16 @@ func newRedlockDriver(clients []redis.UniversalClient, opts []Option) (*rlDriver
 			return nil, fmt.Errorf("redislock: redlock node %d is nil: %w", i, baton.ErrInvalidArgument)
 		}
 	}
+	if err := distinctClients(clients); err != nil {
+		return nil, err
+	}
 	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
 	return &rlDriver{
 		nodes: slices.Clone(clients), o: o, meta: metaOnce(), quorum: len(clients)/2 + 1,
+		checking: make([]bool, len(clients)), recheck: make([]time.Time, len(clients)),
 		relChan: o.prefix + "redlock:released", waiters: make(map[string]map[chan int]struct{}),
 	}, nil
 }
@@ -102,7 +116,7 @@ func (r *rlDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, err
 	if closed {
 		return nil, errClosed
 	}
-	keys := r.keys(name)
+	keys := append(r.keys(name), r.o.prefix+"alive") // the marker (restart.go) last
 	return &rlLock{r: r, name: name, keys: keys, relKeys: []string{keys[0], keys[2]}, log: r.o.log.With("name", name)}, nil
 }
 
@@ -260,7 +274,7 @@ type rlHold struct {
 type rlLock struct {
 	r       *rlDriver
 	name    string
-	keys    []string     // lock key, counter key, waiters key (rl_acquire.lua)
+	keys    []string     // lock key, counter key, waiters key, marker (rl_acquire.lua)
 	relKeys []string     // lock key, waiters key: the keys of rl_release.lua
 	log     *slog.Logger // the backend's logger with the name
 }
@@ -301,6 +315,11 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driv
 		switch {
 		case rep.err != nil:
 			lastErr = rep.err
+			fails++
+		case rep.v.([3]int64)[0] == -1:
+			// The node lost its data: it may vote again once every
+			// lease it gave before could have expired.
+			r.checkNode(rep.node, l.keys[3])
 			fails++
 		default:
 			v := rep.v.([3]int64)

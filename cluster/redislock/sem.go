@@ -24,6 +24,13 @@ type semDriver struct {
 
 var _ driver.Semaphore = (*semDriver)(nil)
 
+// semNotReady is the reply of sem_acquire.lua and sem_poll.lua when the
+// marker is missing (restart.go).
+const semNotReady = -2
+
+// marker returns the key of the marker (restart.go), the last of s.keys.
+func (s *semDriver) marker() string { return s.keys[len(s.keys)-1] }
+
 func (s *semDriver) Capacity() int64 { return s.capacity }
 func (s *semDriver) Close() error    { return nil }
 
@@ -32,18 +39,36 @@ func (s *semDriver) mismatch() error {
 }
 
 func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
-	id := newID()
-	sent := time.Now()
-	r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
-	switch {
-	case err != nil:
-		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
-	case r < 0:
-		return driver.Grant{}, s.mismatch()
-	case r == 0:
-		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
+	for {
+		id := newID()
+		sent := time.Now()
+		r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
+		if err == nil && r == semNotReady {
+			if err = s.d.notReady(ctx, s.marker()); err == nil {
+				continue
+			}
+		}
+		switch {
+		case err != nil:
+			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		case r < 0:
+			return driver.Grant{}, s.mismatch()
+		case r == 0:
+			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
+		}
+		// A reply too late to bound the lease: renew before trusting it.
+		renew := s.d.renewFunc(s.keys, id)
+		for err == nil && !s.d.fresh(sent) {
+			sent, err = renew(ctx)
+		}
+		if err == nil {
+			return s.granted(id, n, sent), nil
+		}
+		if !errors.Is(err, baton.ErrLost) {
+			s.cancel(ctx, id)
+			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		}
 	}
-	return s.granted(id, n, sent), nil
 }
 
 func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
@@ -62,6 +87,15 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 	r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, args...).Int64()
 	err = ctxErr(ctx, err)
 	for {
+		if err == nil && r == semNotReady {
+			// Nothing was changed on the server; poll once it is ready.
+			if err = ctxErr(ctx, s.d.awaitReady(ctx, s.marker())); err == nil {
+				sent = time.Now()
+				r, err = scriptSemPoll.Run(ctx, s.d.c, s.keys, args...).Int64()
+				err = ctxErr(ctx, err)
+				continue
+			}
+		}
 		switch {
 		case err != nil:
 			s.cancel(ctx, id)
@@ -69,21 +103,27 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 		case r < 0:
 			s.cancel(ctx, id)
 			return driver.Grant{}, s.mismatch()
+		case r == 1 && s.d.fresh(sent):
+			return s.granted(id, n, sent), nil
 		case r == 1:
-			return s.granted(id, n, sent), nil
-		}
-		t := time.NewTimer(s.d.o.lease.RenewEvery)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			s.cancel(ctx, id)
-			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
-		case <-wake:
-			// Handed over by a release (see lockDriver.Acquire for why
-			// sent bounds the lease).
-			t.Stop()
-			return s.granted(id, n, sent), nil
-		case <-t.C:
+			// Held on a reply too late to bound the lease: poll at once
+			// (see lockDriver.acquireServer).
+		default:
+			t := time.NewTimer(s.d.o.lease.RenewEvery)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				s.cancel(ctx, id)
+				return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
+			case <-wake:
+				// Handed over by a release (see lockDriver.acquireServer
+				// for why sent bounds the lease).
+				t.Stop()
+				if s.d.fresh(sent) {
+					return s.granted(id, n, sent), nil
+				}
+			case <-t.C:
+			}
 		}
 		sent = time.Now()
 		r, err = scriptSemPoll.Run(ctx, s.d.c, s.keys, args...).Int64()

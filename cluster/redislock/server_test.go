@@ -54,7 +54,20 @@ func startRedis(t testing.TB, extra ...string) *server {
 	s := &server{t: t, port: freePort(t), dir: t.TempDir(), args: extra}
 	s.start()
 	t.Cleanup(s.kill)
+	s.markNew()
 	return s
+}
+
+// markNew sets the marker (restart.go) on a server just started, as an
+// operator may on a server known never to have served a lease: otherwise
+// the first grant waits until the server has run for a TTL. restart does
+// not call it, so a restarted server is taken for one that lost its data.
+func (s *server) markNew() {
+	c := redis.NewClient(&redis.Options{Addr: s.addr()})
+	defer c.Close()
+	if err := c.Set(context.Background(), DefaultPrefix+"alive", "new", 0).Err(); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 func (s *server) start() {
@@ -154,6 +167,17 @@ func startCluster(t testing.TB, n int) []*server {
 			time.Sleep(50 * time.Millisecond)
 		}
 		c.Close()
+	}
+	// Mark every slot, as markNew does for a single server.
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer cc.Close()
+	if _, err := cc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, tag := range slotTags() {
+			p.Set(ctx, DefaultPrefix+"alive:{"+tag+"}", "new", 0)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	return ss
 }

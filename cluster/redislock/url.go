@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"net/url"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +75,9 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (baton.Backend,
 	scheme := strings.ToLower(u.Scheme)
 	switch scheme {
 	case "redis", "rediss":
+		if err := checkPort(u.Host); err != nil {
+			return nil, err
+		}
 		o, err := redis.ParseURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("redislock: URL: %v: %w", err, baton.ErrInvalidArgument)
@@ -121,6 +128,13 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (baton.Backend,
 			o.ContextTimeoutEnabled = true
 			nodeOpts = append(nodeOpts, o)
 		}
+		addrs := make([]nodeAddr, len(nodeOpts))
+		for i, o := range nodeOpts {
+			addrs[i] = nodeAddr{network: o.Network, addr: o.Addr}
+		}
+		if err := distinctNodes(ctx, addrs); err != nil {
+			return nil, err
+		}
 		clients := make([]redis.UniversalClient, len(nodeOpts))
 		closers := make([]io.Closer, len(nodeOpts))
 		for i, o := range nodeOpts {
@@ -162,10 +176,104 @@ func hostList(u *url.URL) ([]string, error) {
 		if h == "" {
 			return nil, fmt.Errorf("redislock: URL %q has an empty host (accepted: %s): %w", u.Redacted(), urlForms, baton.ErrInvalidArgument)
 		}
+		if err := checkPort(h); err != nil {
+			return nil, err
+		}
 		hosts = append(hosts, h)
 	}
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("redislock: URL %q has no host (accepted: %s): %w", u.Redacted(), urlForms, baton.ErrInvalidArgument)
 	}
 	return hosts, nil
+}
+
+// checkPort refuses a host whose port is not a number in 1..65535; a host
+// without a port gets go-redis's default.
+func checkPort(host string) error {
+	u := url.URL{Host: host}
+	p := u.Port()
+	if p == "" && !strings.HasSuffix(host, ":") {
+		return nil
+	}
+	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("redislock: URL host %q: port must be in 1..65535: %w", host, baton.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// nodeAddr is where a Redlock node is reached.
+type nodeAddr struct{ network, addr string }
+
+// distinctClients refuses a Redlock node list that names one node twice: the
+// same client, or clients whose addresses are the same node. Such a list
+// can never gather a majority of distinct nodes, so Lock would wait
+// forever. Clients that do not tell their address (Cluster, Sentinel
+// failover) are compared as clients only.
+func distinctClients(clients []redis.UniversalClient) error {
+	var addrs []nodeAddr
+	for i, c := range clients {
+		for j := range i {
+			if clients[j] == c {
+				return fmt.Errorf("redislock: redlock nodes %d and %d are the same client: %w", j, i, baton.ErrInvalidArgument)
+			}
+		}
+		// A failover client's address is a placeholder; its Sentinels
+		// find the node.
+		if oc, ok := c.(interface{ Options() *redis.Options }); ok && oc.Options().Addr != "FailoverClient" {
+			o := oc.Options()
+			addrs = append(addrs, nodeAddr{network: o.Network, addr: o.Addr})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	defer cancel()
+	return distinctNodes(ctx, addrs)
+}
+
+// resolveTimeout bounds the name lookups of distinctNodes.
+const resolveTimeout = 2 * time.Second
+
+// distinctNodes refuses two addresses that reach the same node: equal after
+// name resolution ("localhost:6379" and "127.0.0.1:6379"). A name that does
+// not resolve is compared as written, so a node that is down for now does
+// not make the list invalid.
+func distinctNodes(ctx context.Context, addrs []nodeAddr) error {
+	seen := make(map[string]string) // endpoint -> the address that named it
+	for _, a := range addrs {
+		eps := endpoints(ctx, a)
+		for _, ep := range eps {
+			if prev, ok := seen[ep]; ok {
+				return fmt.Errorf("redislock: redlock nodes %s and %s are the same node (%s): %w", prev, a.addr, ep, baton.ErrInvalidArgument)
+			}
+		}
+		for _, ep := range eps {
+			seen[ep] = a.addr
+		}
+	}
+	return nil
+}
+
+// endpoints returns the resolved forms of one node's address.
+func endpoints(ctx context.Context, a nodeAddr) []string {
+	if a.network == "unix" {
+		return []string{"unix:" + filepath.Clean(a.addr)}
+	}
+	host, port, err := net.SplitHostPort(a.addr)
+	if err != nil {
+		return []string{strings.ToLower(a.addr)}
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return []string{net.JoinHostPort(ip.Unmap().String(), port)}
+	}
+	ips, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return []string{net.JoinHostPort(strings.ToLower(strings.TrimSuffix(host, ".")), port)}
+	}
+	eps := make([]string, 0, len(ips))
+	for _, s := range ips {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			s = ip.Unmap().String()
+		}
+		eps = append(eps, net.JoinHostPort(s, port))
+	}
+	return eps
 }

@@ -18,8 +18,11 @@ import (
 )
 
 // jsonSchema is the version of the --json output. It changes only when a
-// field changes meaning or goes away; new fields may appear within a version.
-const jsonSchema = 1
+// field changes meaning, form or goes away; new fields may appear within a
+// version. Schema 2 writes tokens as decimal strings: tokens go past 2^53,
+// where readers that keep JSON numbers as doubles (jq, JavaScript) round
+// them.
+const jsonSchema = 2
 
 // jsonReport is the --json output of status and ls.
 type jsonReport struct {
@@ -36,7 +39,7 @@ type jsonObject struct {
 	Holders   []jsonHolder `json:"holders"`
 	Waiters   int          `json:"waiters"` // -1 when unknown
 	Capacity  int64        `json:"capacity,omitempty"`
-	LastToken uint64       `json:"last_token,omitempty"`
+	LastToken uint64       `json:"last_token,omitempty,string"`
 	Detail    string       `json:"detail,omitempty"`
 }
 
@@ -45,7 +48,7 @@ type jsonHolder struct {
 	Host       string   `json:"host,omitempty"`
 	Since      string   `json:"since,omitempty"`       // RFC 3339, when known
 	AgeSeconds *float64 `json:"age_seconds,omitempty"` // when Since is known
-	Token      uint64   `json:"token,omitempty"`
+	Token      uint64   `json:"token,omitempty,string"`
 	Mode       string   `json:"mode,omitempty"`
 	N          int64    `json:"n,omitempty"`
 	TTLSeconds *float64 `json:"ttl_seconds,omitempty"` // lease time left, lease backends
@@ -151,7 +154,7 @@ func newStatusCmd() *cobra.Command {
 holders (pid, host, mode, token, age, lease time left where there is one) and
 how many wait. Exits 1 when the backend has no object of that name.
 
---json prints {"schema":1,"backend":URL,"objects":[...]}; see docs/CLI.md.`,
+--json prints {"schema":2,"backend":URL,"objects":[...]}; see docs/CLI.md.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -173,7 +176,7 @@ how many wait. Exits 1 when the backend has no object of that name.
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (schema 1)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (schema 2)")
 	cmd.Flags().StringVar(&kind, "kind", "", "only this kind: mutex, rwmutex, semaphore, cond")
 	return cmd
 }
@@ -185,7 +188,7 @@ func newLsCmd() *cobra.Command {
 		Short: "List the objects of the backend and who holds them",
 		Long: `List every object of the backend with its kind, holders and waiters.
 
---json prints {"schema":1,"backend":URL,"objects":[...]}; see docs/CLI.md.`,
+--json prints {"schema":2,"backend":URL,"objects":[...]}; see docs/CLI.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
@@ -212,7 +215,7 @@ func newLsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (schema 1)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (schema 2)")
 	return cmd
 }
 

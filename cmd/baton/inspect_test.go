@@ -18,8 +18,8 @@ func decodeReport(t *testing.T, s string) jsonReport {
 	if err := dec.Decode(&rep); err != nil {
 		t.Fatalf("decode %q: %v", s, err)
 	}
-	if rep.Schema != 1 {
-		t.Fatalf("schema %d, want 1", rep.Schema)
+	if rep.Schema != jsonSchema {
+		t.Fatalf("schema %d, want %d", rep.Schema, jsonSchema)
 	}
 	return rep
 }

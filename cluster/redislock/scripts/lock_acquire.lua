@@ -3,19 +3,14 @@
 -- ARGV[1] hold id (unique per acquisition), ARGV[2] mode "w" or "r",
 -- ARGV[3] lease TTL ms, ARGV[4] meta "pid host",
 -- ARGV[5] wake channel; "" means do not queue (try-lock)
--- Returns {1, token} when held, {0, 0} otherwise.
+-- Returns {1, token} when held, {0, 0} otherwise, {-1, 0} when the marker
+-- is missing.
 local id, mode, ttl, meta, ch = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+-- The server lost its data (or is new): grant nothing (restart.go).
+if redis.call('EXISTS', KEYS[8]) == 0 then return {-1, 0} end
 -- Fast path: the name has no holder and no waiter.
 if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[3]) == 0 then
-  local tok = redis.call('INCR', KEYS[6])
-  if tok == 1 then
-    -- A missing counter starts at the server clock (see next_token).
-    tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('SET', KEYS[6], string.format('%d', tok))
-  end
-  local ms = string.format('%d', now)
-  redis.call('ZADD', KEYS[1], now + ttl, id)
-  redis.call('HSET', KEYS[2], id, mode .. '|' .. string.format('%d', tok) .. '|' .. ms .. '|' .. meta, '!m', mode)
+  local tok = grant(id, mode, ttl, meta)
   redis.call('PEXPIRE', KEYS[1], ttl + 1000)
   redis.call('PEXPIRE', KEYS[2], ttl + 1000)
   return {1, tok}

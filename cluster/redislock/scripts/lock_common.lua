@@ -7,8 +7,37 @@
 -- KEYS[5] qdata    hash    waiter id -> "mode|ttl ms|wake channel|meta"
 -- KEYS[6] counter  string  fencing token counter (never expires)
 -- KEYS[7] seq      string  waiter sequence
+-- KEYS[8] marker   string  set while the server has its data (restart.go);
+--                          acquire and poll grant nothing without it
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- The token rule, for every path that grants (the fast path of
+-- lock_acquire.lua included): a writer advances the counter by one and takes
+-- its value; a reader takes the counter as it is (the token of the last
+-- writer) and advances nothing. A missing counter (new name, or a server
+-- restarted without persistence) starts at the server clock in
+-- microseconds, so that tokens keep growing across such a restart unless
+-- the server clock goes back.
+local function next_token(incr)
+  if incr then
+    local n = redis.call('INCR', KEYS[6])
+    if n ~= 1 then return n end
+  else
+    local c = redis.call('GET', KEYS[6])
+    if c then return tonumber(c) end
+  end
+  local start = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('SET', KEYS[6], string.format('%d', start))
+  return start
+end
+
+local function grant(id, mode, ttl, meta)
+  local tok = next_token(mode == 'w')
+  redis.call('ZADD', KEYS[1], now + ttl, id)
+  redis.call('HSET', KEYS[2], id, mode .. '|' .. string.format('%d', tok) .. '|' .. string.format('%d', now) .. '|' .. meta, '!m', mode)
+  return tok
+end
 -- @end head
 
 -- @include queue_common
@@ -21,32 +50,9 @@ local function prune_holders()
   end
 end
 
--- A missing counter (new name, or a server restarted without persistence)
--- starts at the server clock in microseconds, so that tokens keep growing
--- across such a restart unless the server clock goes back.
-local function next_token(incr)
-  if incr then
-    local n = redis.call('INCR', KEYS[6])
-    if n ~= 1 then return n end
-  else
-    local c = redis.call('GET', KEYS[6])
-    if c then return tonumber(c) end
-  end
-  local start = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  redis.call('SET', KEYS[6], fmt(start))
-  return start
-end
-
 local function holders_mode()
   if redis.call('ZCARD', KEYS[1]) == 0 then return nil end
   return redis.call('HGET', KEYS[2], '!m')
-end
-
-local function grant(id, mode, ttl, meta)
-  local tok = next_token(mode == 'w')
-  redis.call('ZADD', KEYS[1], now + ttl, id)
-  redis.call('HSET', KEYS[2], id, mode .. '|' .. fmt(tok) .. '|' .. fmt(now) .. '|' .. meta, '!m', mode)
-  return tok
 end
 
 local function enqueue(id, mode, ttl, ch, meta)

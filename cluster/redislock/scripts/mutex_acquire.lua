@@ -4,8 +4,11 @@
 -- ARGV[3] meta "pid host", ARGV[4] the client's clock in ms (the start
 -- shown by inspection), ARGV[5] wake channel; "" means do not queue
 -- (try-lock)
--- Returns {1, token} when held, {0, 0} otherwise.
+-- Returns {1, token} when held, {0, 0} otherwise, {-1, 0} when the marker
+-- is missing.
 local id, ttl, meta, ch = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[5]
+-- The server lost its data (or is new): grant nothing (restart.go).
+if redis.call('EXISTS', KEYS[7]) == 0 then return {-1, 0} end
 -- Fast path: no holder and no waiter. Three commands, no clock read.
 if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
   local tok = next_token()

@@ -8,6 +8,8 @@
 -- KEYS[4] qexp     zset    waiter id -> expiry of the waiter entry (server ms)
 -- KEYS[5] qdata    hash    waiter id -> "ttl ms|wake channel|meta"
 -- KEYS[6] seq      string  waiter sequence
+-- KEYS[7] marker   string  set while the server has its data (restart.go);
+--                          acquire and poll grant nothing without it
 
 -- next_token draws the token of an acquisition and reserves the 15 after
 -- it, which the holder's backend gives when its handles pass the lock among

@@ -3,8 +3,11 @@
 -- lost), and queues it again if its entry expired while it was paused.
 -- KEYS: as in mutex_common.lua
 -- ARGV as in mutex_acquire.lua
--- Returns {1, token} when held (lease renewed from now), {0, 0} when still queued.
+-- Returns {1, token} when held (lease renewed from now), {0, 0} when still
+-- queued, {-1, 0} when the marker is missing.
 local id, ttl, meta, ch = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[5]
+-- The server lost its data (or is new): grant nothing (restart.go).
+if redis.call('EXISTS', KEYS[7]) == 0 then return {-1, 0} end
 -- @prelude
 handoff()
 local tok = owner_token(id)

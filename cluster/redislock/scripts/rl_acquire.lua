@@ -3,13 +3,16 @@
 -- counters of nodes that see the same attempts stay equal (see
 -- syncCounters in redlock.go).
 -- KEYS[1] lock key (string: "hold id|since ms|meta"), KEYS[2] token counter,
--- KEYS[3] waiters (set of the waiters refused since the last release)
+-- KEYS[3] waiters (set of the waiters refused since the last release),
+-- KEYS[4] marker, set while the node has its data (restart.go)
 -- ARGV[1] hold id, ARGV[2] lease TTL ms, ARGV[3] meta, ARGV[4] the client's
 -- clock in ms (the start shown by inspection), ARGV[5] the waiter's id when
 -- the caller waits for a release after a refusal, else "", ARGV[6] "1" when
 -- an earlier attempt of this waiter was refused (it may be in the set)
 -- Returns {1, token} when taken, {0, counter, ms left on the holder's
--- lease} otherwise.
+-- lease} otherwise, {-1, 0, 0} when the marker is missing (the node lost
+-- its data, or is new): it votes for no one and draws no token.
+if redis.call('EXISTS', KEYS[4]) == 0 then return {-1, 0, 0} end
 local n = redis.call('INCR', KEYS[2])
 if n == 1 then
   -- A missing counter starts at the server clock in microseconds (see

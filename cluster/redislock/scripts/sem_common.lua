@@ -7,6 +7,8 @@
 -- KEYS[5] qdata    hash    waiter id -> "n|ttl ms|wake channel|meta"
 -- KEYS[6] capacity string  number of permits (never expires)
 -- KEYS[7] seq      string  waiter sequence
+-- KEYS[8] marker   string  set while the server has its data (restart.go);
+--                          acquire and poll grant nothing without it
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 

@@ -3,8 +3,10 @@
 -- ARGV[1] hold id, ARGV[2] n, ARGV[3] lease TTL ms, ARGV[4] meta,
 -- ARGV[5] wake channel, ARGV[6] capacity
 -- Returns 1 when held (lease renewed from now), 0 when still queued, -1 on
--- a capacity mismatch.
+-- a capacity mismatch, -2 when the marker is missing.
 local id, n, ttl, meta, ch = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
+-- The server lost its data (or is new): grant nothing (restart.go).
+if redis.call('EXISTS', KEYS[8]) == 0 then return -2 end
 local cap = capacity(tonumber(ARGV[6]))
 if not cap then return -1 end
 prune_holders()
