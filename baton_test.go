@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/driver"
 )
 
 func TestValidateName(t *testing.T) {
@@ -34,13 +36,13 @@ func TestValidatePermits(t *testing.T) {
 }
 
 func TestLoss(t *testing.T) {
-	var none *Loss
+	var none *driver.Loss
 	if none.Done() != nil || none.Err() != nil {
 		t.Error("a nil Loss must never fire")
 	}
 	none.Fire(errors.New("ignored"))
-	l := NewLoss()
-	h := NewHold(7, Exclusive, false, l)
+	l := driver.NewLoss()
+	h := newHold(7, Exclusive, false, l)
 	ctx, cancel := h.Context(context.Background())
 	defer cancel()
 	select {
@@ -62,6 +64,39 @@ func TestLoss(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 		t.Fatal("Hold.Context not cancelled by the loss")
+	}
+}
+
+// TestLossDeadline: a Loss whose deadline passed reads as lost through
+// Hold.Err, Hold.Lost and Hold.Context at once, with no timer having fired
+// it.
+func TestLossDeadline(t *testing.T) {
+	l := driver.NewLoss()
+	l.SetDeadline(time.Now().Add(20 * time.Millisecond))
+	h := newHold(7, Exclusive, false, l)
+	ctx, cancel := h.Context(context.Background())
+	defer cancel()
+	if h.Err() != nil || ctx.Err() != nil {
+		t.Fatalf("lost before the deadline: %v, %v", h.Err(), ctx.Err())
+	}
+	time.Sleep(21 * time.Millisecond)
+	if !errors.Is(h.Err(), ErrLost) {
+		t.Errorf("Err right after the deadline: %v, want ErrLost", h.Err())
+	}
+	select {
+	case <-h.Lost():
+	default:
+		t.Error("Lost not closed right after the deadline")
+	}
+	if ctx.Err() == nil || !errors.Is(context.Cause(ctx), ErrLost) {
+		t.Errorf("Hold.Context right after the deadline: err %v, cause %v", ctx.Err(), context.Cause(ctx))
+	}
+	l2 := driver.NewLoss()
+	l2.SetDeadline(time.Now().Add(10 * time.Millisecond))
+	l2.SetDeadline(time.Time{}) // given back
+	time.Sleep(11 * time.Millisecond)
+	if l2.Err() != nil {
+		t.Errorf("a Loss whose deadline was taken off fired: %v", l2.Err())
 	}
 }
 

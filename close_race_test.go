@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/driver"
 )
 
 // lateDriver grants after its caller's context is done (a grant may cross a
@@ -22,10 +24,10 @@ func newLateDriver() *lateDriver {
 	return &lateDriver{entered: make(chan struct{}, 1), proceed: make(chan struct{})}
 }
 
-func (d *lateDriver) acquire() (Grant, error) {
+func (d *lateDriver) acquire() (driver.Grant, error) {
 	d.entered <- struct{}{}
 	<-d.proceed
-	return Grant{Token: 1, Loss: NewLoss(), N: 1}, nil
+	return driver.Grant{Token: 1, Loss: driver.NewLoss(), N: 1}, nil
 }
 
 func (d *lateDriver) release() error {
@@ -36,39 +38,41 @@ func (d *lateDriver) release() error {
 	return nil
 }
 
-func (d *lateDriver) Acquire(ctx context.Context, mode Mode) (Grant, error) { return d.acquire() }
-func (d *lateDriver) TryAcquire(ctx context.Context, mode Mode) (Grant, error) {
-	return Grant{}, ErrLocked
+func (d *lateDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	return d.acquire()
 }
-func (d *lateDriver) Release(ctx context.Context, g Grant) error { return d.release() }
-func (d *lateDriver) Downgrade(ctx context.Context, g Grant) (Grant, error) {
-	return Grant{}, ErrUnsupported
+func (d *lateDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	return driver.Grant{}, ErrLocked
+}
+func (d *lateDriver) Release(ctx context.Context, g driver.Grant) error { return d.release() }
+func (d *lateDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
+	return driver.Grant{}, ErrUnsupported
 }
 func (d *lateDriver) Close() error { d.closed.Store(true); return nil }
 
 type lateSem struct{ *lateDriver }
 
-func (s lateSem) Acquire(ctx context.Context, n int64) (Grant, error) { return s.acquire() }
-func (s lateSem) TryAcquire(ctx context.Context, n int64) (Grant, error) {
-	return Grant{}, ErrLocked
+func (s lateSem) Acquire(ctx context.Context, n int64) (driver.Grant, error) { return s.acquire() }
+func (s lateSem) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
+	return driver.Grant{}, ErrLocked
 }
-func (s lateSem) Release(ctx context.Context, g Grant, n int64) error { return s.release() }
-func (s lateSem) Capacity() int64                                     { return 1 }
+func (s lateSem) Release(ctx context.Context, g driver.Grant, n int64) error { return s.release() }
+func (s lateSem) Capacity() int64                                            { return 1 }
 
 type lateBackend struct{ d *lateDriver }
 
 func (b lateBackend) Kind() string                   { return "late" }
 func (b lateBackend) ValidateName(name string) error { return nil }
-func (b lateBackend) OpenMutex(ctx context.Context, name string) (LockDriver, error) {
+func (b lateBackend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return b.d, nil
 }
-func (b lateBackend) OpenRWMutex(ctx context.Context, name string) (LockDriver, error) {
+func (b lateBackend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return nil, ErrUnsupported
 }
-func (b lateBackend) OpenSemaphore(ctx context.Context, name string, permits int64) (SemaphoreDriver, error) {
+func (b lateBackend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	return lateSem{b.d}, nil
 }
-func (b lateBackend) OpenCond(ctx context.Context, name string) (CondDriver, error) {
+func (b lateBackend) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	return nil, ErrUnsupported
 }
 func (b lateBackend) Close() error { return nil }

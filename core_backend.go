@@ -5,14 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/batonlock/baton/driver"
 )
 
-// NewBackend wraps a BackendDriver in the core, which gives every backend the
+// NewBackend wraps a driver.Backend in the core, which gives every backend the
 // same user-visible semantics: validation before any side effect, goroutines
 // sharing a handle queued in FIFO order, owners and hold counts, writer
 // preference, ErrNotHeld, ErrUpgrade, ErrClosed. If d implements Inspector,
 // so does the returned Backend.
-func NewBackend(d BackendDriver) Backend {
+func NewBackend(d driver.Backend) Backend {
 	b := &coreBackend{d: d, handles: make(map[any]func() error)}
 	if in, ok := d.(Inspector); ok {
 		return &inspectingBackend{coreBackend: b, in: in}
@@ -21,7 +23,7 @@ func NewBackend(d BackendDriver) Backend {
 }
 
 type coreBackend struct {
-	d BackendDriver
+	d driver.Backend
 
 	mu      sync.Mutex
 	closed  bool                 // guarded by mu

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/batonlock/baton/driver"
 )
 
 // condHandle is the core of a Cond handle.
 type condHandle struct {
 	b    *coreBackend
 	name string
-	d    CondDriver
+	d    driver.Cond
 
 	closed atomic.Bool
 }

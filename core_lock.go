@@ -8,6 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/word"
 )
 
 // waiter is a goroutine queued on a handle.
@@ -19,20 +22,19 @@ type waiter struct {
 
 // lockHandle is the core of Mutex and RWMutex handles: it queues the
 // goroutines that share the handle in FIFO order, keeps owners and hold
-// counts, and drives one LockDriver with at most one grant at a time.
+// counts, and drives one driver.Lock with at most one grant at a time.
 type lockHandle struct {
 	b    *coreBackend
 	name string
 	kind Kind
-	d    LockDriver
+	d    driver.Lock
 
-	// The word path (mutex drivers that implement WordLocker). A hold taken
-	// on the word is not in the fields under mu: the word says that this
-	// handle holds (State&Mask == Me), its Slot names the owner, and its
-	// Fence is the token. Holds from the driver set Slot to slotDriver.
-	word    *WordLock   // nil, or &wordv
-	wordv   WordLock    // a copy, one indirection less on the word path
-	closedA atomic.Bool // closed, readable without mu
+	// The word path (mutex drivers that implement driver.WordLocker). A
+	// hold taken on the word is not in the fields under mu: the word says
+	// that this handle holds it, for which owner, and with which token.
+	word     *word.Lock   // nil: no word path
+	wordLoss *driver.Loss // goes with every hold taken on the word
+	closedA  atomic.Bool  // closed, readable without mu
 
 	mu sync.Mutex
 	// All below guarded by mu.
@@ -42,29 +44,26 @@ type lockHandle struct {
 	idle      *sync.Cond         // signalled when acquiring or busy becomes false
 	cancelAcq context.CancelFunc // cancels the Acquire in progress, for Close
 	held      bool               // a grant is held (writer || readers > 0)
-	grant     Grant
+	grant     driver.Grant
 	writer    bool  // the grant is Exclusive and held locally
 	wOwner    Owner // owner of the write hold (0: anonymous)
 	wCount    int   // write hold count (reentrancy)
 	readers   int   // local read holds, owned and anonymous
 	anon      int   // anonymous read holds (part of readers)
 	rOwners   map[Owner]int
-	batchEnd  time.Time  // Shared grant admits new readers until then
-	q         []*waiter  // FIFO of goroutines waiting for their turn
-	probing   bool       // a reader is asking the backend through spare
-	spare     LockDriver // second driver of the name, for probe; nil until needed
-	probeAt   time.Time  // no probe before then (the last one failed)
+	batchEnd  time.Time   // Shared grant admits new readers until then
+	q         []*waiter   // FIFO of goroutines waiting for their turn
+	probing   bool        // a reader is asking the backend through spare
+	spare     driver.Lock // second driver of the name, for probe; nil until needed
+	probeAt   time.Time   // no probe before then (the last one failed)
 	probeWait time.Duration
 }
 
-func newLockHandle(b *coreBackend, kind Kind, name string, d LockDriver) *lockHandle {
+func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock) *lockHandle {
 	h := &lockHandle{b: b, name: name, kind: kind, d: d}
 	h.idle = sync.NewCond(&h.mu)
-	if wl, ok := d.(WordLocker); ok && kind == KindMutex {
-		if w := wl.WordLock(); w != nil {
-			h.wordv = *w
-			h.word = &h.wordv
-		}
+	if wl, ok := d.(driver.WordLocker); ok && kind == KindMutex {
+		h.word, h.wordLoss = wl.WordLock()
 	}
 	return h
 }
@@ -78,7 +77,7 @@ func (h *lockHandle) hold() Hold {
 	if !h.writer {
 		m = Shared
 	}
-	return NewHold(h.grant.Token, m, h.grant.Recovered, h.grant.Loss)
+	return newHold(Token(h.grant.Token), m, h.grant.Recovered, h.grant.Loss)
 }
 
 // kick nudges the head of the queue to re-check the state. Readers that
@@ -134,7 +133,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 	if owner != 0 && h.wordHeldBy(owner) {
 		// The owner locks again what it took on the word: move the hold
 		// into the regular bookkeeping, which counts reentrancy.
-		*h.word.Slot = slotDriver
+		h.word.Granted()
 		h.held, h.grant = true, h.wordGrant()
 		h.writer, h.wOwner, h.wCount = true, owner, 1
 	}
@@ -254,7 +253,7 @@ func plainCtx(ctx context.Context) bool {
 }
 
 // wordCtx returns the owner in ctx and whether ctx is usable for the word
-// path: not nil and not done. (mutexHandle.Lock has the same steps inline.)
+// path: not nil and not done.
 func wordCtx(ctx context.Context) (Owner, bool) {
 	if plainCtx(ctx) {
 		return 0, true
@@ -265,30 +264,23 @@ func wordCtx(ctx context.Context) (Owner, bool) {
 	return OwnerOf(ctx), true
 }
 
-// slotDriver in WordLock.Slot marks a hold that the driver gave (or that
-// the core moved into its regular bookkeeping): never an Owner, which
-// counts up from 1.
-const slotDriver = ^uint64(0)
-
-// lockWord takes the word of a WordLocker with one compare-and-swap when it
-// is free and nobody waits. When ok is false nothing is held and the caller
-// takes the regular path (which also reports a done ctx or a closed handle).
-// Lock inlines the same steps.
+// lockWord takes the word with one compare-and-swap when it is free and
+// nobody waits. When ok is false nothing is held and the caller takes the
+// regular path (which also reports a done ctx or a closed handle).
 func (h *lockHandle) lockWord(ctx context.Context) (hd Hold, ok bool) {
-	w := h.word
 	owner, live := wordCtx(ctx)
-	if !live || h.closedA.Load() || !w.State.CompareAndSwap(0, w.Me) {
+	if !live || h.closedA.Load() {
 		return Hold{}, false
 	}
-	t := atomic.LoadUint64(w.Fence) + 1
-	*w.Fence = t
-	*w.Slot = uint64(owner)
-	raceAcquire(w.Sync)
+	t, ok := h.word.TryLock(uint64(owner))
+	if !ok {
+		return Hold{}, false
+	}
 	if h.closedA.Load() {
 		h.lockedClosed(ctx, owner)
 		return Hold{}, false
 	}
-	return Hold{token: Token(t), mode: Exclusive, loss: w.Loss}, true
+	return Hold{token: Token(t), mode: Exclusive, loss: h.wordLoss}, true
 }
 
 // lockedClosed gives back a hold just taken on the word of a handle being
@@ -306,13 +298,12 @@ func (h *lockHandle) lockedClosed(ctx context.Context, owner Owner) {
 // wordHeldBy reports whether owner holds the word through this handle
 // without the regular bookkeeping.
 func (h *lockHandle) wordHeldBy(owner Owner) bool {
-	w := h.word
-	return w != nil && w.State.Load()&w.Mask == w.Me && atomic.LoadUint64(w.Slot) == uint64(owner)
+	return h.word != nil && h.word.HeldBy(uint64(owner))
 }
 
 // wordGrant returns the grant of the hold on the word that the caller has.
-func (h *lockHandle) wordGrant() Grant {
-	return Grant{Token: Token(atomic.LoadUint64(h.word.Fence)), Loss: h.word.Loss}
+func (h *lockHandle) wordGrant() driver.Grant {
+	return driver.Grant{Token: h.word.Token(), Loss: h.wordLoss}
 }
 
 // unlockWord gives back the hold on the word that the caller has: with one
@@ -320,9 +311,7 @@ func (h *lockHandle) wordGrant() Grant {
 // handle is closed, Close may have given it back already: the error is
 // then ErrClosed.
 func (h *lockHandle) unlockWord(ctx context.Context) error {
-	w := h.word
-	raceRelease(w.Sync)
-	if !w.Gone.Load() && w.State.CompareAndSwap(w.Me, 0) {
+	if h.word.TryUnlock() {
 		return nil
 	}
 	return h.releaseWord(ctx)
@@ -348,8 +337,7 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 	h.acquiring = true
 	g, err := h.callDriver(ctx, mode, try)
 	if h.word != nil && err == nil {
-		*h.word.Slot = slotDriver
-		raceAcquire(h.word.Sync)
+		h.word.Granted()
 	}
 	h.mu.Lock()
 	h.cancelAcq = nil
@@ -399,18 +387,18 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 // callDriver runs the driver's acquisition. It is entered with h.mu held
 // and returns with h.mu released. Drivers whose TryAcquire is cheap are tried
 // first, so that an uncontended Lock does not pay for a cancellable wait.
-func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (Grant, error) {
-	tf, cheap := h.d.(TryFirst)
+func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (driver.Grant, error) {
+	tf, cheap := h.d.(driver.TryFirst)
 	if try || cheap && tf.TryFirst() {
 		h.mu.Unlock()
-		g, err := h.d.TryAcquire(ctx, mode)
+		g, err := h.d.TryAcquire(ctx, driver.Mode(mode))
 		if try || !errors.Is(err, ErrLocked) {
 			return g, err
 		}
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
-			return Grant{}, h.errf("%w", ErrClosed)
+			return driver.Grant{}, h.errf("%w", ErrClosed)
 		}
 	}
 	// Close cancels the wait through cancelAcq.
@@ -418,7 +406,7 @@ func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (Grant
 	defer cancel()
 	h.cancelAcq = cancel
 	h.mu.Unlock()
-	return h.d.Acquire(actx, mode)
+	return h.d.Acquire(actx, driver.Mode(mode))
 }
 
 // waitIdle waits until no Release or Downgrade of the holder is in
@@ -443,10 +431,10 @@ func (h *lockHandle) waitQuiet() {
 // held and the local holds already cleared, and returns with h.mu released.
 func (h *lockHandle) releaseGrant(ctx context.Context) error {
 	g := h.grant
-	h.held, h.grant, h.writer = false, Grant{}, false
+	h.held, h.grant, h.writer = false, driver.Grant{}, false
 	h.busy = true
 	if h.word != nil {
-		raceRelease(h.word.Sync)
+		h.word.Releasing()
 	}
 	h.mu.Unlock()
 	err := h.d.Release(context.WithoutCancel(ctx), g)
@@ -612,7 +600,7 @@ func (h *lockHandle) close() error {
 	}
 	h.waitQuiet()
 	var err error
-	if w := h.word; w != nil && w.State.Load()&w.Mask == w.Me && atomic.LoadUint64(w.Slot) != slotDriver {
+	if w := h.word; w != nil && w.HeldOnWord() {
 		// A hold of the handle on the word (or one being taken, whose Lock
 		// then finds it given back). Its owner's Unlock may be giving it
 		// back at this moment too: whichever comes second finds the word
@@ -644,7 +632,8 @@ func (h *lockHandle) close() error {
 type mutexHandle struct{ h *lockHandle }
 
 func (m mutexHandle) Lock(ctx context.Context) (Hold, error) {
-	// lockWord, inlined (wordCtx too): an uncontended Lock is one call.
+	// lockWord spelled out (it is over the inliner's budget): an
+	// uncontended Lock is one call.
 	h := m.h
 	if w := h.word; w != nil && !h.closedA.Load() {
 		var owner Owner
@@ -652,15 +641,13 @@ func (m mutexHandle) Lock(ctx context.Context) (Hold, error) {
 		if !live && ctx != nil && ctx.Err() == nil {
 			live, owner = true, OwnerOf(ctx)
 		}
-		if live && w.State.CompareAndSwap(0, w.Me) {
-			t := atomic.LoadUint64(w.Fence) + 1
-			*w.Fence = t
-			*w.Slot = uint64(owner)
-			raceAcquire(w.Sync)
-			if !h.closedA.Load() {
-				return Hold{token: Token(t), mode: Exclusive, loss: w.Loss}, nil
+		if live {
+			if t, ok := w.TryLock(uint64(owner)); ok {
+				if !h.closedA.Load() {
+					return Hold{token: Token(t), mode: Exclusive, loss: h.wordLoss}, nil
+				}
+				h.lockedClosed(ctx, owner)
 			}
-			h.lockedClosed(ctx, owner)
 		}
 	}
 	return h.lock(ctx, Exclusive, false)
@@ -676,16 +663,13 @@ func (m mutexHandle) TryLock(ctx context.Context) (Hold, error) {
 }
 
 func (m mutexHandle) Unlock(ctx context.Context) error {
-	// unlockWord, inlined: it is over the inliner's budget, and a call
-	// costs a tenth of an uncontended Lock+Unlock.
 	h := m.h
 	var owner Owner
 	if !plainCtx(ctx) {
 		owner = OwnerOf(ctx)
 	}
-	if w := h.word; w != nil && w.State.Load()&w.Mask == w.Me && atomic.LoadUint64(w.Slot) == uint64(owner) && ctx != nil {
-		raceRelease(w.Sync)
-		if !w.Gone.Load() && w.State.CompareAndSwap(w.Me, 0) {
+	if w := h.word; w != nil && ctx != nil && w.HeldBy(uint64(owner)) {
+		if w.TryUnlock() {
 			return nil
 		}
 		return h.releaseWord(ctx)

@@ -3,6 +3,8 @@ package baton
 import (
 	"context"
 	"time"
+
+	"github.com/batonlock/baton/driver"
 )
 
 // Readers of one handle share one Shared grant of the driver; this file
@@ -54,15 +56,15 @@ func (h *lockHandle) probe(ctx context.Context) {
 	h.mu.Unlock()
 	var err error
 	if sp == nil {
-		var d LockDriver
+		var d driver.Lock
 		if d, err = h.b.d.OpenRWMutex(ctx, h.name); err == nil {
 			sp = d
 		}
 	}
 	free := false
 	if err == nil {
-		var g Grant
-		if g, err = sp.TryAcquire(ctx, Shared); err == nil {
+		var g driver.Grant
+		if g, err = sp.TryAcquire(ctx, driver.Shared); err == nil {
 			free = true
 			_ = sp.Release(context.WithoutCancel(ctx), g)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/batonlock/baton/driver"
 )
 
 // semHandle is the core of a Semaphore handle: FIFO among the goroutines of
@@ -14,7 +16,7 @@ type semHandle struct {
 	b        *coreBackend
 	name     string
 	capacity int64
-	d        SemaphoreDriver
+	d        driver.Semaphore
 
 	mu sync.Mutex
 	// All below guarded by mu.
@@ -23,8 +25,8 @@ type semHandle struct {
 	idle      *sync.Cond // on mu: signalled when busy becomes false
 	cancelAcq context.CancelFunc
 	q         []*waiter
-	grants    []Grant // held grants, newest last
-	held      int64   // permits held, the sum of grants[i].N
+	grants    []driver.Grant // held grants, newest last
+	held      int64          // permits held, the sum of grants[i].N
 	releasing sync.WaitGroup
 }
 
@@ -105,7 +107,7 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 	}
 	s.busy = true
 	var (
-		g   Grant
+		g   driver.Grant
 		err error
 	)
 	g, err = s.callDriver(ctx, n, try)
@@ -142,14 +144,14 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 	s.grants = append(s.grants, g)
 	s.held += n
 	s.mu.Unlock()
-	return NewHold(g.Token, Shared, g.Recovered, g.Loss), nil
+	return newHold(Token(g.Token), Shared, g.Recovered, g.Loss), nil
 }
 
 // callDriver runs the driver's acquisition. It is entered with s.mu held
 // and returns with s.mu released. Drivers whose TryAcquire is cheap are tried
 // first, so that an uncontended Acquire does not pay for a cancellable wait.
-func (s *semHandle) callDriver(ctx context.Context, n int64, try bool) (Grant, error) {
-	tf, cheap := s.d.(TryFirst)
+func (s *semHandle) callDriver(ctx context.Context, n int64, try bool) (driver.Grant, error) {
+	tf, cheap := s.d.(driver.TryFirst)
 	if try || cheap && tf.TryFirst() {
 		s.mu.Unlock()
 		g, err := s.d.TryAcquire(ctx, n)
@@ -159,7 +161,7 @@ func (s *semHandle) callDriver(ctx context.Context, n int64, try bool) (Grant, e
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return Grant{}, s.errf("%w", ErrClosed)
+			return driver.Grant{}, s.errf("%w", ErrClosed)
 		}
 	}
 	// Close cancels the wait through cancelAcq.
@@ -201,7 +203,7 @@ func (s *semHandle) Release(ctx context.Context, n int64) error {
 		return s.errf("release of %d permits, %d held: %w", n, held, ErrNotHeld)
 	}
 	type part struct {
-		g Grant
+		g driver.Grant
 		k int64
 	}
 	var buf [1]part // the usual case: one grant, no allocation

@@ -58,8 +58,8 @@
 //
 // # Writing a backend
 //
-// A backend implements BackendDriver and the per-handle LockDriver,
-// SemaphoreDriver and CondDriver (driver.go); NewBackend wraps it in the
+// A backend implements driver.Backend and the per-handle driver.Lock,
+// driver.Semaphore and driver.Cond (package driver); NewBackend wraps it in the
 // core, which keeps the semantics above. Optional interfaces: Inspector
 // (listing, for the baton command), TryFirst and WordLocker (cheaper
 // uncontended paths). The conformance suite in package locktest checks a

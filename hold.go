@@ -2,11 +2,8 @@ package baton
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
-	"time"
+
+	"github.com/batonlock/baton/driver"
 )
 
 // Token is a fencing token: every exclusive acquisition of a name returns a
@@ -34,113 +31,6 @@ func (m Mode) String() string {
 	return "exclusive"
 }
 
-// Loss is a one-shot signal that a hold can no longer be trusted. A driver
-// creates one per hold that can be lost (a lease, a file that can be removed)
-// and fires it with the cause; the core hands it to callers through Hold.
-//
-// A lease's Loss also carries the lease's deadline (SetDeadline), and every
-// read of it (Err, Done, and so Hold.Err, Hold.Lost and the context of
-// Hold.Context) compares the deadline with the monotonic clock and fires
-// the Loss at once when it has passed. A loss is thus seen the moment the
-// deadline passes, even when the timers that would fire it have not run (a
-// process paused by SIGSTOP or a long GC pause runs them only later).
-//
-// The zero Loss is not usable; use NewLoss. A nil *Loss never fires.
-type Loss struct {
-	once     sync.Once
-	ch       chan struct{}
-	deadline atomic.Int64 // monotonic ns since monoEpoch; 0: none
-	mu       sync.Mutex
-	err      error // guarded by mu; set once, before ch is closed
-}
-
-// monoEpoch is the origin of Loss deadlines: durations since it are read
-// on the monotonic clock.
-var monoEpoch = time.Now()
-
-// errDeadline is the cause of a Loss fired by a read past its deadline.
-var errDeadline = errors.New("lease deadline passed before a renewal")
-
-// SetDeadline sets the time until which the hold can be trusted; the zero
-// time removes the deadline (for a hold given back). t must carry a
-// monotonic clock reading (derive it from time.Now). If the deadline in
-// force has already passed, the Loss fires instead: a lease that lapsed
-// cannot be extended.
-func (l *Loss) SetDeadline(t time.Time) {
-	if l == nil {
-		return
-	}
-	if l.expired() {
-		l.Fire(errDeadline)
-		return
-	}
-	var d int64
-	if !t.IsZero() {
-		d = max(int64(t.Sub(monoEpoch)), 1)
-	}
-	l.deadline.Store(d)
-}
-
-// expired reports whether the Loss has a deadline that has passed.
-func (l *Loss) expired() bool {
-	d := l.deadline.Load()
-	return d != 0 && int64(time.Since(monoEpoch)) >= d
-}
-
-// check fires the Loss if its deadline has passed.
-func (l *Loss) check() {
-	if l.expired() {
-		l.Fire(errDeadline)
-	}
-}
-
-// NewLoss returns a Loss that has not fired.
-func NewLoss() *Loss { return &Loss{ch: make(chan struct{})} }
-
-// Fire marks the hold lost with cause (which is wrapped so that
-// errors.Is(err, ErrLost) holds). Only the first call has an effect.
-func (l *Loss) Fire(cause error) {
-	if l == nil {
-		return
-	}
-	l.once.Do(func() {
-		var err error
-		switch {
-		case cause == nil:
-			err = ErrLost
-		default:
-			err = fmt.Errorf("%w: %w", ErrLost, cause)
-		}
-		l.mu.Lock()
-		l.err = err
-		l.mu.Unlock()
-		close(l.ch)
-	})
-}
-
-// Done returns a channel that is closed when the hold is lost; it is
-// already closed if the deadline has passed. It returns nil (a channel that
-// never becomes ready) for a nil Loss.
-func (l *Loss) Done() <-chan struct{} {
-	if l == nil {
-		return nil
-	}
-	l.check()
-	return l.ch
-}
-
-// Err returns nil until the Loss fires (or its deadline passes), and then an
-// error matching ErrLost that wraps the cause.
-func (l *Loss) Err() error {
-	if l == nil {
-		return nil
-	}
-	l.check()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
-
 // Hold describes one acquisition: its fencing token, whether the previous
 // holder died while holding, and the signal that fires if the hold is lost.
 // A Hold is a small value; copying it is cheap. Reentrant acquisitions by the
@@ -154,11 +44,11 @@ type Hold struct {
 	token     Token
 	mode      Mode
 	recovered bool
-	loss      *Loss
+	loss      *driver.Loss
 }
 
-// NewHold is for drivers and the core; applications receive Holds from Lock.
-func NewHold(token Token, mode Mode, recovered bool, loss *Loss) Hold {
+// newHold is the core's constructor of a Hold.
+func newHold(token Token, mode Mode, recovered bool, loss *driver.Loss) Hold {
 	return Hold{token: token, mode: mode, recovered: recovered, loss: loss}
 }
 
@@ -212,7 +102,7 @@ func (h Hold) Context(parent context.Context) (context.Context, context.CancelFu
 // than when the goroutine that waits for the loss gets to run.
 type lossCtx struct {
 	context.Context
-	loss   *Loss
+	loss   *driver.Loss
 	cancel context.CancelCauseFunc
 }
 

@@ -31,7 +31,7 @@ type Holder struct {
 type Info struct {
 	Name      string   `json:"name"`
 	Kind      Kind     `json:"kind"`
-	Backend   string   `json:"backend"`            // BackendDriver.Kind
+	Backend   string   `json:"backend"`            // driver.Backend.Kind
 	Impl      string   `json:"impl,omitempty"`     // mechanism, e.g. "flock", "futex", "sysv"
 	Holders   []Holder `json:"holders"`            // empty when free
 	Waiters   int      `json:"waiters"`            // -1 when unknown

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // Defaults of LeaseOptions.
@@ -104,7 +105,7 @@ type RenewFunc func(ctx context.Context) (sent time.Time, err error)
 // A keeper runs no goroutine between renewals: renewals and the expiry run
 // from timers, so that starting and stopping a keeper around a short hold
 // costs no scheduling. Timers can run late (the process was paused), so the
-// keeper also gives the lease deadline to the Loss (baton.Loss.SetDeadline)
+// keeper also gives the lease deadline to the Loss (driver.Loss.SetDeadline)
 // whenever it changes: every read of the hold's Err or Lost compares it with
 // the monotonic clock and fires the loss on the spot once it has passed.
 type Keeper struct {
@@ -113,7 +114,7 @@ type Keeper struct {
 	log   *slog.Logger
 
 	mu       sync.Mutex
-	loss     *baton.Loss        // guarded by mu: fired when the lease is lost
+	loss     *driver.Loss       // guarded by mu: fired when the lease is lost
 	deadline time.Time          // guarded by mu: local deadline of the lease
 	stopped  bool               // guarded by mu: Stop was called or the loss fired
 	next     *time.Timer        // guarded by mu: the next renewal
@@ -128,7 +129,7 @@ type Keeper struct {
 // (at once if that has passed). The keeper fires loss (with the cause) when
 // renewals fail until the deadline, or when the server reports the lease
 // gone. log receives background failures; nil means slog.Default.
-func StartKeeper(sent time.Time, opts LeaseOptions, renew RenewFunc, loss *baton.Loss, log *slog.Logger) *Keeper {
+func StartKeeper(sent time.Time, opts LeaseOptions, renew RenewFunc, loss *driver.Loss, log *slog.Logger) *Keeper {
 	k := &Keeper{opts: opts, renew: renew, loss: loss, log: log, deadline: opts.Deadline(sent)}
 	loss.SetDeadline(k.deadline)
 	k.mu.Lock()
@@ -179,7 +180,7 @@ func (k *Keeper) Stop() {
 // fires; its deadline is taken off). It reports false and changes nothing
 // when the lease is already lost, its deadline has passed, or the keeper
 // stopped.
-func (k *Keeper) Pass(loss *baton.Loss) bool {
+func (k *Keeper) Pass(loss *driver.Loss) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.stopped || !time.Now().Before(k.deadline) {

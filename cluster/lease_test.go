@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -52,7 +53,7 @@ func TestNormalize(t *testing.T) {
 func TestKeeperRenews(t *testing.T) {
 	o := testOpts(t)
 	var n atomic.Int32
-	loss := baton.NewLoss()
+	loss := driver.NewLoss()
 	k := StartKeeper(time.Now(), o, func(ctx context.Context) (time.Time, error) {
 		n.Add(1)
 		return time.Now(), nil
@@ -77,7 +78,7 @@ func TestKeeperRenews(t *testing.T) {
 
 func TestKeeperFiresAtDeadline(t *testing.T) {
 	o := testOpts(t)
-	loss := baton.NewLoss()
+	loss := driver.NewLoss()
 	sent := time.Now()
 	k := StartKeeper(sent, o, func(ctx context.Context) (time.Time, error) {
 		return time.Now(), errors.New("connection refused")
@@ -98,7 +99,7 @@ func TestKeeperFiresAtDeadline(t *testing.T) {
 
 func TestKeeperFiresOnLost(t *testing.T) {
 	o := testOpts(t)
-	loss := baton.NewLoss()
+	loss := driver.NewLoss()
 	start := time.Now()
 	k := StartKeeper(start, o, func(ctx context.Context) (time.Time, error) {
 		return time.Now(), baton.ErrLost
@@ -124,7 +125,7 @@ func TestKeeperStopWaitsForRenewal(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		returned.Store(true)
 		return time.Now(), ctx.Err()
-	}, baton.NewLoss(), quiet)
+	}, driver.NewLoss(), quiet)
 	<-started
 	k.Stop()
 	if !returned.Load() {
@@ -147,7 +148,7 @@ func TestKeeperOldLeaseRenewsAtOnce(t *testing.T) {
 		default:
 		}
 		return time.Now(), nil
-	}, baton.NewLoss(), quiet)
+	}, driver.NewLoss(), quiet)
 	defer k.Stop()
 	select {
 	case at := <-renewed:
@@ -171,7 +172,7 @@ func contains(s, sub string) bool {
 func TestKeeperPass(t *testing.T) {
 	o := testOpts(t)
 	var lost atomic.Bool
-	first, second := baton.NewLoss(), baton.NewLoss()
+	first, second := driver.NewLoss(), driver.NewLoss()
 	k := StartKeeper(time.Now(), o, func(ctx context.Context) (time.Time, error) {
 		if lost.Load() {
 			return time.Now(), fmt.Errorf("gone: %w", baton.ErrLost)
@@ -191,7 +192,7 @@ func TestKeeperPass(t *testing.T) {
 	if first.Err() != nil {
 		t.Fatalf("the loss passed from fired: %v", first.Err())
 	}
-	if k.Pass(baton.NewLoss()) {
+	if k.Pass(driver.NewLoss()) {
 		t.Fatal("Pass accepted after the lease was lost")
 	}
 }
@@ -202,7 +203,7 @@ func TestKeeperPass(t *testing.T) {
 // the deadline, through Err, Lost and the context of Hold.Context.
 func TestKeeperFrozenLossAtDeadline(t *testing.T) {
 	o := testOpts(t)
-	loss := baton.NewLoss()
+	loss := driver.NewLoss()
 	unblock := make(chan struct{})
 	sent := time.Now()
 	k := StartKeeper(sent, o, func(ctx context.Context) (time.Time, error) {
@@ -218,26 +219,19 @@ func TestKeeperFrozenLossAtDeadline(t *testing.T) {
 		close(unblock)
 		k.Stop()
 	}()
-	hd := baton.NewHold(1, baton.Exclusive, false, loss)
-	hctx, stop := hd.Context(context.Background())
-	defer stop()
-	if err := hd.Err(); err != nil {
+	// Hold.Err, Hold.Lost and Hold.Context read the Loss (see the root
+	// package's TestLossDeadline); the keeper must have set its deadline.
+	if err := loss.Err(); err != nil {
 		t.Fatalf("Err before the deadline: %v", err)
 	}
 	time.Sleep(time.Until(o.Deadline(sent)) + time.Millisecond)
-	if err := hd.Err(); !errors.Is(err, baton.ErrLost) {
+	if err := loss.Err(); !errors.Is(err, baton.ErrLost) {
 		t.Errorf("Err right after the deadline, keeper frozen: %v, want ErrLost", err)
 	}
 	select {
-	case <-hd.Lost():
+	case <-loss.Done():
 	default:
-		t.Error("Lost not closed right after the deadline, keeper frozen")
-	}
-	if err := hctx.Err(); err == nil {
-		t.Error("Hold.Context not done right after the deadline, keeper frozen")
-	}
-	if err := context.Cause(hctx); !errors.Is(err, baton.ErrLost) {
-		t.Errorf("cause of Hold.Context: %v, want ErrLost", err)
+		t.Error("Done not closed right after the deadline, keeper frozen")
 	}
 	frozen = false
 	k.mu.Unlock()
@@ -247,7 +241,7 @@ func TestKeeperFrozenLossAtDeadline(t *testing.T) {
 // when its old deadline passes.
 func TestKeeperStopTakesDeadlineOff(t *testing.T) {
 	o := testOpts(t)
-	loss := baton.NewLoss()
+	loss := driver.NewLoss()
 	sent := time.Now()
 	k := StartKeeper(sent, o, func(ctx context.Context) (time.Time, error) {
 		return time.Now(), nil

@@ -2,7 +2,7 @@
 // table of waiter slots in a shared mapping of a file of an ipc.Namespace,
 // each slot a futex word of its own.
 //
-// A Cond implements baton.CondDriver; baton.NewBackend (through the local
+// A Cond implements driver.Cond; baton.NewBackend (through the local
 // backend) turns it into a baton.Cond that works with any baton lock.
 //
 // # Guarantees
@@ -54,7 +54,7 @@
 // The zero Cond is not usable; use Open.
 package condvar
 
-import "github.com/batonlock/baton"
+import "github.com/batonlock/baton/driver"
 
 // Slots is the number of waiters one name can have at a time.
 const Slots = 4096
@@ -92,4 +92,4 @@ const (
 	sStatus = sWaiting | sSignalled | sKick
 )
 
-var _ baton.CondDriver = (*Cond)(nil)
+var _ driver.Cond = (*Cond)(nil)

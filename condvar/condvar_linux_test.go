@@ -19,8 +19,10 @@ import (
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/locktest"
+	"github.com/batonlock/baton/mutex"
 )
 
 // futexDriver serves the futex mutex of ipc and this package's Cond over a
@@ -29,16 +31,16 @@ type futexDriver struct{ ns *ipc.Namespace }
 
 func (d futexDriver) Kind() string                   { return "futex" }
 func (d futexDriver) ValidateName(name string) error { _, err := ipc.EncodeName(name); return err }
-func (d futexDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
-	return ipc.OpenMutex(d.ns, name)
+func (d futexDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
+	return mutex.Open(d.ns, name)
 }
-func (d futexDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (d futexDriver) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return nil, baton.ErrUnsupported
 }
-func (d futexDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+func (d futexDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	return nil, baton.ErrUnsupported
 }
-func (d futexDriver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+func (d futexDriver) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	return Open(d.ns, name)
 }
 func (d futexDriver) Close() error { return nil }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -158,13 +159,13 @@ func unlock(fd int) error {
 
 // grantData is the driver-private part of a grant.
 type grantData struct {
-	loss *baton.Loss
+	loss *driver.Loss
 	stop func() // ends the watch of the file
-	mode baton.Mode
+	mode driver.Mode
 }
 
-func newGrant(lf *lockFile, mode baton.Mode, token baton.Token) baton.Grant {
-	loss := baton.NewLoss()
+func newGrant(lf *lockFile, mode driver.Mode, token uint64) driver.Grant {
+	loss := driver.NewLoss()
 	path, dev, ino := lf.path, lf.dev, lf.ino
 	stop := ipc.WatchLoss(func() error {
 		var st unix.Stat_t
@@ -173,10 +174,10 @@ func newGrant(lf *lockFile, mode baton.Mode, token baton.Token) baton.Grant {
 		}
 		return nil
 	}, loss)
-	return baton.Grant{Token: token, Loss: loss, Data: &grantData{loss: loss, mode: mode, stop: stop}}
+	return driver.Grant{Token: token, Loss: loss, Data: &grantData{loss: loss, mode: mode, stop: stop}}
 }
 
-func endGrant(g baton.Grant) error {
+func endGrant(g driver.Grant) error {
 	gd, ok := g.Data.(*grantData)
 	if !ok {
 		return fmt.Errorf("filelock: release of a foreign grant: %w", baton.ErrNotHeld)
@@ -192,7 +193,7 @@ var pid = int64(os.Getpid())
 
 var errFileGone = errors.New("lock file removed or replaced while held")
 
-// Mutex is a flock(2) mutex over one file; it implements baton.LockDriver
+// Mutex is a flock(2) mutex over one file; it implements driver.Lock
 // (Exclusive mode only). The zero value is not usable; use OpenMutex.
 type Mutex struct {
 	mu     sync.Mutex // guards lf against Close; the core serializes the rest
@@ -210,11 +211,11 @@ func OpenMutex(path string) (*Mutex, error) {
 	return &Mutex{lf: lf}, nil
 }
 
-func (m *Mutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	return m.acquire(ctx, mode, true)
 }
 
-func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	return m.acquire(ctx, mode, false)
 }
 
@@ -227,34 +228,34 @@ func (m *Mutex) file() (*lockFile, error) {
 	return m.lf, nil
 }
 
-func (m *Mutex) acquire(ctx context.Context, mode baton.Mode, block bool) (baton.Grant, error) {
-	if mode != baton.Exclusive {
-		return baton.Grant{}, fmt.Errorf("filelock: mutex in %s mode: %w", mode, baton.ErrUnsupported)
+func (m *Mutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driver.Grant, error) {
+	if mode != driver.Exclusive {
+		return driver.Grant{}, fmt.Errorf("filelock: mutex in %s mode: %w", mode, baton.ErrUnsupported)
 	}
 	lf, err := m.file()
 	if err != nil {
-		return baton.Grant{}, err
+		return driver.Grant{}, err
 	}
 	for {
 		if err := flockWait(ctx, lf.fd, unix.LOCK_EX, lf.pg, block); err != nil {
-			return baton.Grant{}, err
+			return driver.Grant{}, err
 		}
 		if !lf.current() {
 			// Locked an orphan: the file was removed or replaced.
 			_ = unlock(lf.fd)
 			if err := lf.reopen(); err != nil {
-				return baton.Grant{}, fmt.Errorf("filelock: %w", err)
+				return driver.Grant{}, fmt.Errorf("filelock: %w", err)
 			}
 			continue
 		}
 		tok := lf.pg.token.Add(1)
 		lf.pg.pid.Store(pid)
 		lf.pg.since.Store(time.Now().UnixNano())
-		return newGrant(lf, baton.Exclusive, baton.Token(tok)), nil
+		return newGrant(lf, driver.Exclusive, tok), nil
 	}
 }
 
-func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
+func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
 	lf := m.lf
 	lostErr := endGrant(g)
 	if lostErr == nil {
@@ -273,8 +274,8 @@ func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
 // TryFirst tells the core that TryAcquire is a local syscall.
 func (m *Mutex) TryFirst() bool { return true }
 
-func (m *Mutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
-	return baton.Grant{}, fmt.Errorf("filelock: mutex downgrade: %w", baton.ErrUnsupported)
+func (m *Mutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
+	return driver.Grant{}, fmt.Errorf("filelock: mutex downgrade: %w", baton.ErrUnsupported)
 }
 
 // Close closes the lock file; a hold still held is released by the kernel.
@@ -289,7 +290,7 @@ func (m *Mutex) Close() error {
 }
 
 // RWMutex is a writer-preferring reader/writer lock on flock(2) over a data
-// file and a gate file; it implements baton.LockDriver with an atomic
+// file and a gate file; it implements driver.Lock with an atomic
 // Downgrade. The zero value is not usable; use OpenRWMutex.
 //
 // Protocol: every acquirer first takes the gate exclusively. A reader then
@@ -320,67 +321,67 @@ func OpenRWMutex(dataPath, gatePath string) (*RWMutex, error) {
 	return &RWMutex{data: data, gate: gate}, nil
 }
 
-func (rw *RWMutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (rw *RWMutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	return rw.acquire(ctx, mode, true)
 }
 
-func (rw *RWMutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (rw *RWMutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	return rw.acquire(ctx, mode, false)
 }
 
-func (rw *RWMutex) acquire(ctx context.Context, mode baton.Mode, block bool) (baton.Grant, error) {
+func (rw *RWMutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driver.Grant, error) {
 	rw.mu.Lock()
 	closed := rw.closed
 	rw.mu.Unlock()
 	if closed {
-		return baton.Grant{}, fmt.Errorf("filelock: %w", baton.ErrClosed)
+		return driver.Grant{}, fmt.Errorf("filelock: %w", baton.ErrClosed)
 	}
 	d := rw.data
 	for {
 		if err := flockWait(ctx, rw.gate, unix.LOCK_EX, d.pg, block); err != nil {
-			return baton.Grant{}, err
+			return driver.Grant{}, err
 		}
 		how := unix.LOCK_EX
-		if mode == baton.Shared {
+		if mode == driver.Shared {
 			how = unix.LOCK_SH
 		}
 		if err := flockWait(ctx, d.fd, how, d.pg, block); err != nil {
 			_ = unlock(rw.gate)
 			released(d.pg)
-			return baton.Grant{}, err
+			return driver.Grant{}, err
 		}
 		if !d.current() {
 			_ = unlock(d.fd)
 			_ = unlock(rw.gate)
 			released(d.pg)
 			if err := d.reopen(); err != nil {
-				return baton.Grant{}, fmt.Errorf("filelock: %w", err)
+				return driver.Grant{}, fmt.Errorf("filelock: %w", err)
 			}
 			continue
 		}
-		if mode == baton.Shared {
+		if mode == driver.Shared {
 			_ = unlock(rw.gate)
 			released(d.pg)
-			return newGrant(d, baton.Shared, baton.Token(d.pg.token.Load())), nil
+			return newGrant(d, driver.Shared, d.pg.token.Load()), nil
 		}
 		tok := d.pg.token.Add(1)
 		d.pg.pid.Store(pid)
 		d.pg.since.Store(time.Now().UnixNano())
-		return newGrant(d, baton.Exclusive, baton.Token(tok)), nil
+		return newGrant(d, driver.Exclusive, tok), nil
 	}
 }
 
-func (rw *RWMutex) Release(ctx context.Context, g baton.Grant) error {
+func (rw *RWMutex) Release(ctx context.Context, g driver.Grant) error {
 	d := rw.data
 	gd, _ := g.Data.(*grantData)
 	lostErr := endGrant(g)
-	if gd != nil && gd.mode == baton.Exclusive && lostErr == nil {
+	if gd != nil && gd.mode == driver.Exclusive && lostErr == nil {
 		d.pg.pid.Store(0)
 	}
 	if err := unlock(d.fd); err != nil {
 		return fmt.Errorf("filelock: unlock: %w", err)
 	}
-	if gd != nil && gd.mode == baton.Exclusive {
+	if gd != nil && gd.mode == driver.Exclusive {
 		if err := unlock(rw.gate); err != nil {
 			return fmt.Errorf("filelock: unlock gate: %w", err)
 		}
@@ -397,13 +398,13 @@ func (rw *RWMutex) TryFirst() bool { return true }
 
 // Downgrade converts the exclusive hold to shared while keeping the gate, so
 // that no writer can slip into the instant flock's conversion leaves open.
-func (rw *RWMutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (rw *RWMutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
 	gd, ok := g.Data.(*grantData)
-	if !ok || gd.mode != baton.Exclusive {
-		return baton.Grant{}, fmt.Errorf("filelock: downgrade: %w", baton.ErrNotHeld)
+	if !ok || gd.mode != driver.Exclusive {
+		return driver.Grant{}, fmt.Errorf("filelock: downgrade: %w", baton.ErrNotHeld)
 	}
 	if err := gd.loss.Err(); err != nil {
-		return baton.Grant{}, err
+		return driver.Grant{}, err
 	}
 	d := rw.data
 	d.pg.pid.Store(0)
@@ -415,15 +416,15 @@ func (rw *RWMutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, e
 			break
 		}
 		if !errors.Is(err, unix.EINTR) {
-			return baton.Grant{}, fmt.Errorf("filelock: downgrade: %w", err)
+			return driver.Grant{}, fmt.Errorf("filelock: downgrade: %w", err)
 		}
 	}
 	if err := unlock(rw.gate); err != nil {
-		return baton.Grant{}, fmt.Errorf("filelock: downgrade: unlock gate: %w", err)
+		return driver.Grant{}, fmt.Errorf("filelock: downgrade: unlock gate: %w", err)
 	}
 	released(d.pg)
-	gd.mode = baton.Shared
-	return baton.Grant{Token: g.Token, Loss: g.Loss, Data: gd}, nil
+	gd.mode = driver.Shared
+	return driver.Grant{Token: g.Token, Loss: g.Loss, Data: gd}, nil
 }
 
 // Close closes both files; holds still held are released by the kernel.
@@ -442,6 +443,6 @@ func (rw *RWMutex) Close() error {
 }
 
 var (
-	_ baton.LockDriver = (*Mutex)(nil)
-	_ baton.LockDriver = (*RWMutex)(nil)
+	_ driver.Lock = (*Mutex)(nil)
+	_ driver.Lock = (*RWMutex)(nil)
 )

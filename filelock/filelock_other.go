@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // Mutex is unsupported on this system.
@@ -26,26 +27,26 @@ func OpenMutex(path string) (*Mutex, error) { return nil, unsupported(path) }
 // OpenRWMutex returns an error matching errors.ErrUnsupported on this system.
 func OpenRWMutex(dataPath, gatePath string) (*RWMutex, error) { return nil, unsupported(dataPath) }
 
-func (*Mutex) Acquire(context.Context, baton.Mode) (baton.Grant, error) {
-	return baton.Grant{}, unsupported("")
+func (*Mutex) Acquire(context.Context, driver.Mode) (driver.Grant, error) {
+	return driver.Grant{}, unsupported("")
 }
-func (*Mutex) TryAcquire(context.Context, baton.Mode) (baton.Grant, error) {
-	return baton.Grant{}, unsupported("")
+func (*Mutex) TryAcquire(context.Context, driver.Mode) (driver.Grant, error) {
+	return driver.Grant{}, unsupported("")
 }
-func (*Mutex) Release(context.Context, baton.Grant) error { return unsupported("") }
-func (*Mutex) Downgrade(context.Context, baton.Grant) (baton.Grant, error) {
-	return baton.Grant{}, unsupported("")
+func (*Mutex) Release(context.Context, driver.Grant) error { return unsupported("") }
+func (*Mutex) Downgrade(context.Context, driver.Grant) (driver.Grant, error) {
+	return driver.Grant{}, unsupported("")
 }
 func (*Mutex) Close() error { return nil }
 
-func (*RWMutex) Acquire(context.Context, baton.Mode) (baton.Grant, error) {
-	return baton.Grant{}, unsupported("")
+func (*RWMutex) Acquire(context.Context, driver.Mode) (driver.Grant, error) {
+	return driver.Grant{}, unsupported("")
 }
-func (*RWMutex) TryAcquire(context.Context, baton.Mode) (baton.Grant, error) {
-	return baton.Grant{}, unsupported("")
+func (*RWMutex) TryAcquire(context.Context, driver.Mode) (driver.Grant, error) {
+	return driver.Grant{}, unsupported("")
 }
-func (*RWMutex) Release(context.Context, baton.Grant) error { return unsupported("") }
-func (*RWMutex) Downgrade(context.Context, baton.Grant) (baton.Grant, error) {
-	return baton.Grant{}, unsupported("")
+func (*RWMutex) Release(context.Context, driver.Grant) error { return unsupported("") }
+func (*RWMutex) Downgrade(context.Context, driver.Grant) (driver.Grant, error) {
+	return driver.Grant{}, unsupported("")
 }
 func (*RWMutex) Close() error { return nil }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // State describes a lock file as the kernel and its page tell it.
@@ -53,7 +54,7 @@ func Inspect(path string) (State, error) {
 		return s, err
 	}
 	for i := range s.Holders {
-		if s.Holders[i].Mode == baton.Exclusive.String() && int64(s.Holders[i].PID) == exPID {
+		if s.Holders[i].Mode == driver.Exclusive.String() && int64(s.Holders[i].PID) == exPID {
 			s.Holders[i].Since = since
 			s.Holders[i].Token = s.LastToken
 		}
@@ -82,9 +83,9 @@ func flockHolders(dev, ino uint64) ([]baton.Holder, error) {
 		if err != nil {
 			continue
 		}
-		mode := baton.Shared.String()
+		mode := driver.Shared.String()
 		if fs[3] == "WRITE" {
-			mode = baton.Exclusive.String()
+			mode = driver.Exclusive.String()
 		}
 		hs = append(hs, baton.Holder{PID: pid, Mode: mode})
 	}

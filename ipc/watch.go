@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 const (
@@ -19,7 +19,7 @@ const (
 // watched is one registration: a check and the loss it fires.
 type watched struct {
 	check func() error
-	loss  *baton.Loss
+	loss  *driver.Loss
 }
 
 var watcher struct {
@@ -32,7 +32,7 @@ var watcher struct {
 // loss with check's error the first time it returns one (the object behind
 // a hold was removed or replaced). One goroutine serves every registration
 // of the process; it ends shortly after the last one stops.
-func WatchLoss(check func() error, loss *baton.Loss) (stop func()) {
+func WatchLoss(check func() error, loss *driver.Loss) (stop func()) {
 	w := &watched{check: check, loss: loss}
 	watcher.mu.Lock()
 	if watcher.set == nil {

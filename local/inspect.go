@@ -10,7 +10,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/condvar"
 	"github.com/batonlock/baton/filelock"
-	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/mutex"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/semaphore"
 )
@@ -19,7 +19,7 @@ import (
 // namespace, whatever the options of this Backend: a namespace may hold
 // objects made by programs that chose other mechanisms.
 
-func (d *driver) flockInfo(kind baton.Kind, dirKind, name string) (baton.Info, error) {
+func (d *backend) flockInfo(kind baton.Kind, dirKind, name string) (baton.Info, error) {
 	p, err := d.ns.Path(dirKind, name)
 	if err != nil {
 		return baton.Info{}, err
@@ -34,7 +34,7 @@ func (d *driver) flockInfo(kind baton.Kind, dirKind, name string) (baton.Info, e
 	}, nil
 }
 
-func (d *driver) List(ctx context.Context) ([]baton.Info, error) {
+func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
 	var out []baton.Info
 	var errs []error
 	add := func(infos []baton.Info, err error) {
@@ -46,7 +46,7 @@ func (d *driver) List(ctx context.Context) ([]baton.Info, error) {
 			out = append(out, in)
 		}
 	}
-	add(ipc.ListMutexes(d.ns))
+	add(mutex.List(d.ns))
 	add(rwlock.List(d.ns))
 	add(semaphore.List(d.ns))
 	add(condvar.List(d.ns))
@@ -75,11 +75,11 @@ func (d *driver) List(ctx context.Context) ([]baton.Info, error) {
 
 // Inspect reports on the object of kind called name, trying the
 // mechanism this Backend uses first, then the other.
-func (d *driver) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
+func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
 	var tries []func() (baton.Info, error)
 	switch kind {
 	case baton.KindMutex:
-		futex := func() (baton.Info, error) { return ipc.InspectMutex(d.ns, name) }
+		futex := func() (baton.Info, error) { return mutex.Inspect(d.ns, name) }
 		flock := func() (baton.Info, error) { return d.flockInfo(kind, kindFlock, name) }
 		tries = []func() (baton.Info, error){futex, flock}
 		if d.o.mutex == MutexFlock {
@@ -114,7 +114,7 @@ func (d *driver) Inspect(ctx context.Context, kind baton.Kind, name string) (bat
 
 // Remove deletes every object of kind called name, whatever its mechanism.
 // Holders of a removed flock or System V lock see their holds lost.
-func (d *driver) Remove(ctx context.Context, kind baton.Kind, name string) error {
+func (d *backend) Remove(ctx context.Context, kind baton.Kind, name string) error {
 	var removes []func() error
 	rmFlock := func(dirKind string, extra ...string) func() error {
 		return func() error {
@@ -133,7 +133,7 @@ func (d *driver) Remove(ctx context.Context, kind baton.Kind, name string) error
 	}
 	switch kind {
 	case baton.KindMutex:
-		removes = append(removes, func() error { return ipc.RemoveMutex(d.ns, name) }, rmFlock(kindFlock))
+		removes = append(removes, func() error { return mutex.Remove(d.ns, name) }, rmFlock(kindFlock))
 	case baton.KindRWMutex:
 		removes = append(removes, func() error { return rwlock.Remove(d.ns, name) }, rmFlock(kindRWFlock, gateSuffix))
 	case baton.KindSemaphore:
@@ -163,4 +163,4 @@ func (d *driver) Remove(ctx context.Context, kind baton.Kind, name string) error
 	return nil
 }
 
-var _ baton.Inspector = (*driver)(nil)
+var _ baton.Inspector = (*backend)(nil)

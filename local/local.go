@@ -26,8 +26,10 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/condvar"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/filelock"
 	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/mutex"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/semaphore"
 )
@@ -96,7 +98,7 @@ func Open(dir string, opts ...Option) (baton.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return baton.NewBackend(&driver{ns: ns, o: o}), nil
+	return baton.NewBackend(&backend{ns: ns, o: o}), nil
 }
 
 // Kind directories in the namespace.
@@ -106,28 +108,28 @@ const (
 	gateSuffix  = "%gate"   // never part of an encoded name ('%' is followed by hex there)
 )
 
-type driver struct {
+type backend struct {
 	ns *ipc.Namespace
 	o  options
 }
 
-func (d *driver) Kind() string { return "local" }
+func (d *backend) Kind() string { return "local" }
 
-func (d *driver) ValidateName(name string) error {
+func (d *backend) ValidateName(name string) error {
 	_, err := ipc.EncodeName(name)
 	return err
 }
 
-func (d *driver) path(kind, name string) (string, error) {
+func (d *backend) path(kind, name string) (string, error) {
 	if err := d.ns.EnsureKind(kind); err != nil {
 		return "", err
 	}
 	return d.ns.Path(kind, name)
 }
 
-func (d *driver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if d.o.mutex == MutexFutex {
-		return ipc.OpenMutex(d.ns, name)
+		return mutex.Open(d.ns, name)
 	}
 	p, err := d.path(kindFlock, name)
 	if err != nil {
@@ -136,7 +138,7 @@ func (d *driver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, 
 	return filelock.OpenMutex(p)
 }
 
-func (d *driver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if d.o.rw == RWSysV {
 		return rwlock.Open(d.ns, name)
 	}
@@ -147,12 +149,12 @@ func (d *driver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver
 	return filelock.OpenRWMutex(p, p+gateSuffix)
 }
 
-func (d *driver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	return semaphore.Open(d.ns, name, permits)
 }
 
-func (d *driver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+func (d *backend) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	return condvar.Open(d.ns, name)
 }
 
-func (d *driver) Close() error { return nil }
+func (d *backend) Close() error { return nil }

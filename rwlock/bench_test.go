@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/locktest"
 )
@@ -51,7 +52,7 @@ func BenchmarkRLockRUnlock(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		g, err := l.Acquire(ctx, baton.Shared)
+		g, err := l.Acquire(ctx, driver.Shared)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -68,7 +69,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		g, err := l.Acquire(ctx, baton.Exclusive)
+		g, err := l.Acquire(ctx, driver.Exclusive)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -114,7 +115,7 @@ func BenchmarkKillToHold(b *testing.B) {
 		h.expect(b, "held")
 		got := make(chan int64, 1)
 		go func() {
-			g, err := l.Acquire(ctx, baton.Exclusive)
+			g, err := l.Acquire(ctx, driver.Exclusive)
 			if err != nil {
 				b.Error(err)
 				got <- 0
@@ -171,7 +172,7 @@ func BenchmarkRatioToRaw(b *testing.B) {
 		raw := time.Since(t0)
 		t0 = time.Now()
 		for range round {
-			g, err := l.Acquire(ctx, baton.Shared)
+			g, err := l.Acquire(ctx, driver.Shared)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -56,14 +57,14 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 		// A completed semop records its caller's pid on every semaphore it
 		// touches, and no operation on semW completes while a writer
 		// holds: the last pid of semW is the writer's.
-		h := baton.Holder{Mode: baton.Exclusive.String(), Token: baton.Token(rec.Counter)}
+		h := baton.Holder{Mode: driver.Exclusive.String(), Token: baton.Token(rec.Counter)}
 		if pid, err := set.LastPID(semW); err == nil && pid > 0 {
 			h.PID = pid
 		}
 		in.Holders = append(in.Holders, h)
 	}
 	if vals[semR] > 0 {
-		in.Holders = append(in.Holders, baton.Holder{Mode: baton.Shared.String(), N: int64(vals[semR])})
+		in.Holders = append(in.Holders, baton.Holder{Mode: driver.Shared.String(), N: int64(vals[semR])})
 	}
 	in.Detail += fmt.Sprintf(" writers-waiting %d", vals[semWW])
 	in.LastToken = baton.Token(rec.Counter)

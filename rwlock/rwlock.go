@@ -20,7 +20,7 @@
 // in the namespace, incremented while the write lock is held, so tokens are
 // strictly increasing across processes. Readers get the token 0.
 //
-// A Lock is a baton.LockDriver: applications normally use it through a
+// A Lock is a driver.Lock: applications normally use it through a
 // baton.Backend (package local), which adds the queueing of goroutines that
 // share a handle, owners and reentrancy.
 //
@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -51,7 +52,7 @@ const (
 )
 
 // Lock is one handle on a named read-write lock. The zero value is not
-// usable; use Open. The methods of baton.LockDriver may be called by one
+// usable; use Open. The methods of driver.Lock may be called by one
 // goroutine at a time (the baton core does so), and the handle holds at most
 // one grant at a time.
 type Lock struct {
@@ -72,7 +73,7 @@ type incarnation struct {
 	shared *held
 	// loss fires when this set is removed (baton rm, Remove) while the
 	// handle uses it; every grant on the set carries it.
-	loss *baton.Loss
+	loss *driver.Loss
 	stop func() // ends the watch of the set
 }
 
@@ -80,10 +81,10 @@ var errSetRemoved = errors.New("System V set removed")
 
 type held struct {
 	inc  *incarnation
-	mode baton.Mode
+	mode driver.Mode
 }
 
-var _ baton.LockDriver = (*Lock)(nil)
+var _ driver.Lock = (*Lock)(nil)
 
 // Open opens the lock called name in ns, creating it, free, when it does not
 // exist. A bad name gives an error matching baton.ErrInvalidName and
@@ -109,9 +110,9 @@ func (l *Lock) open() error {
 	if err != nil {
 		return fmt.Errorf("rwlock %q: %w", l.name, err)
 	}
-	inc := &incarnation{obj: obj, set: obj.Sem(), loss: baton.NewLoss()}
-	inc.excl = &held{inc: inc, mode: baton.Exclusive}
-	inc.shared = &held{inc: inc, mode: baton.Shared}
+	inc := &incarnation{obj: obj, set: obj.Sem(), loss: driver.NewLoss()}
+	inc.excl = &held{inc: inc, mode: driver.Exclusive}
+	inc.shared = &held{inc: inc, mode: driver.Shared}
 	id, key := obj.ID, obj.Key
 	inc.stop = ipc.WatchLoss(func() error {
 		if st, err := ipc.StatSemSet(id); err != nil || st.Key != key {
@@ -156,7 +157,7 @@ func (l *Lock) Name() string { return l.name }
 // Acquire takes the lock in mode, waiting until it can or until ctx is done;
 // then it returns an error matching ctx.Err(), holds nothing and is no
 // longer counted as a waiting writer.
-func (l *Lock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (l *Lock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	return l.acquire(ctx, mode, true)
 }
 
@@ -166,18 +167,18 @@ func (l *Lock) TryFirst() bool { return true }
 
 // TryAcquire takes the lock in mode if it can at once, and otherwise returns
 // an error matching baton.ErrLocked. A reader fails too when a writer waits.
-func (l *Lock) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (l *Lock) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	return l.acquire(ctx, mode, false)
 }
 
-func (l *Lock) acquire(ctx context.Context, mode baton.Mode, wait bool) (baton.Grant, error) {
+func (l *Lock) acquire(ctx context.Context, mode driver.Mode, wait bool) (driver.Grant, error) {
 	inc, err := l.current()
 	if err != nil {
-		return baton.Grant{}, err
+		return driver.Grant{}, err
 	}
 	for range 8 {
-		var g baton.Grant
-		if mode == baton.Shared {
+		var g driver.Grant
+		if mode == driver.Shared {
 			g, err = l.rlock(ctx, inc, wait)
 		} else {
 			g, err = l.wlock(ctx, inc, wait)
@@ -186,13 +187,13 @@ func (l *Lock) acquire(ctx context.Context, mode baton.Mode, wait bool) (baton.G
 			return g, err
 		}
 		if inc, err = l.reopen(inc); err != nil {
-			return baton.Grant{}, err
+			return driver.Grant{}, err
 		}
 	}
-	return baton.Grant{}, fmt.Errorf("rwlock %q: the set keeps being removed: %w", l.name, err)
+	return driver.Grant{}, fmt.Errorf("rwlock %q: the set keeps being removed: %w", l.name, err)
 }
 
-func (l *Lock) rlock(ctx context.Context, inc *incarnation, wait bool) (baton.Grant, error) {
+func (l *Lock) rlock(ctx context.Context, inc *incarnation, wait bool) (driver.Grant, error) {
 	ops := [3]ipc.SemOp{
 		{Num: semWW, Op: 0},
 		{Num: semW, Op: 0},
@@ -201,17 +202,17 @@ func (l *Lock) rlock(ctx context.Context, inc *incarnation, wait bool) (baton.Gr
 	err := inc.set.TryOp(ops[:])
 	if errors.Is(err, ipc.ErrWouldBlock) {
 		if !wait {
-			return baton.Grant{}, fmt.Errorf("rwlock %q: read: %w", l.name, baton.ErrLocked)
+			return driver.Grant{}, fmt.Errorf("rwlock %q: read: %w", l.name, baton.ErrLocked)
 		}
 		err = inc.set.Op(ctx, ops[:])
 	}
 	if err != nil {
-		return baton.Grant{}, l.wrap(err)
+		return driver.Grant{}, l.wrap(err)
 	}
-	return baton.Grant{Data: inc.shared, Loss: inc.loss}, nil
+	return driver.Grant{Data: inc.shared, Loss: inc.loss}, nil
 }
 
-func (l *Lock) wlock(ctx context.Context, inc *incarnation, wait bool) (baton.Grant, error) {
+func (l *Lock) wlock(ctx context.Context, inc *incarnation, wait bool) (driver.Grant, error) {
 	fast := [3]ipc.SemOp{
 		{Num: semW, Op: 0},
 		{Num: semR, Op: 0},
@@ -220,19 +221,19 @@ func (l *Lock) wlock(ctx context.Context, inc *incarnation, wait bool) (baton.Gr
 	err := inc.set.TryOp(fast[:])
 	if errors.Is(err, ipc.ErrWouldBlock) {
 		if !wait {
-			return baton.Grant{}, fmt.Errorf("rwlock %q: write: %w", l.name, baton.ErrLocked)
+			return driver.Grant{}, fmt.Errorf("rwlock %q: write: %w", l.name, baton.ErrLocked)
 		}
 		err = l.wlockSlow(ctx, inc)
 	}
 	if err != nil {
-		return baton.Grant{}, l.wrap(err)
+		return driver.Grant{}, l.wrap(err)
 	}
 	tok, err := inc.obj.NextCounter()
 	if err != nil {
-		l.unlock(inc, baton.Exclusive)
-		return baton.Grant{}, fmt.Errorf("rwlock %q: fencing token: %w", l.name, err)
+		l.unlock(inc, driver.Exclusive)
+		return driver.Grant{}, fmt.Errorf("rwlock %q: fencing token: %w", l.name, err)
 	}
-	return baton.Grant{Token: baton.Token(tok), Data: inc.excl, Loss: inc.loss}, nil
+	return driver.Grant{Token: uint64(tok), Data: inc.excl, Loss: inc.loss}, nil
 }
 
 // wlockSlow registers as a waiting writer (which stops new readers), then
@@ -262,9 +263,9 @@ func (l *Lock) wrap(err error) error {
 	return fmt.Errorf("rwlock %q: %w", l.name, err)
 }
 
-func (l *Lock) unlock(inc *incarnation, mode baton.Mode) error {
+func (l *Lock) unlock(inc *incarnation, mode driver.Mode) error {
 	var ops [1]ipc.SemOp
-	if mode == baton.Shared {
+	if mode == driver.Shared {
 		ops[0] = ipc.SemOp{Num: semR, Op: -1, Flags: ipc.SemUndo}
 	} else {
 		ops[0] = ipc.SemOp{Num: semW, Op: -1, Flags: ipc.SemUndo}
@@ -279,7 +280,7 @@ func (l *Lock) unlock(inc *incarnation, mode baton.Mode) error {
 	return nil
 }
 
-func grantOf(g baton.Grant) (*held, error) {
+func grantOf(g driver.Grant) (*held, error) {
 	h, ok := g.Data.(*held)
 	if !ok || h == nil {
 		return nil, fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
@@ -289,7 +290,7 @@ func grantOf(g baton.Grant) (*held, error) {
 
 // Release releases grant g. If the set of g was removed meanwhile, it
 // returns an error matching baton.ErrLost.
-func (l *Lock) Release(ctx context.Context, g baton.Grant) error {
+func (l *Lock) Release(ctx context.Context, g driver.Grant) error {
 	h, err := grantOf(g)
 	if err != nil {
 		return l.wrap(err)
@@ -300,13 +301,13 @@ func (l *Lock) Release(ctx context.Context, g baton.Grant) error {
 // Downgrade turns the exclusive grant g into a shared one in one semop:
 // the write lock is never free in between. The shared grant keeps g's
 // token.
-func (l *Lock) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (l *Lock) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
 	h, err := grantOf(g)
 	if err != nil {
-		return baton.Grant{}, l.wrap(err)
+		return driver.Grant{}, l.wrap(err)
 	}
-	if h.mode != baton.Exclusive {
-		return baton.Grant{}, fmt.Errorf("rwlock %q: downgrade of a read lock: %w", l.name, baton.ErrNotHeld)
+	if h.mode != driver.Exclusive {
+		return driver.Grant{}, fmt.Errorf("rwlock %q: downgrade of a read lock: %w", l.name, baton.ErrNotHeld)
 	}
 	ops := [2]ipc.SemOp{
 		{Num: semW, Op: -1, Flags: ipc.SemUndo},
@@ -314,11 +315,11 @@ func (l *Lock) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error
 	}
 	if err := h.inc.set.TryOp(ops[:]); err != nil {
 		if errors.Is(err, ipc.ErrWouldBlock) {
-			return baton.Grant{}, fmt.Errorf("rwlock %q: %w: the write lock is not held in the set", l.name, baton.ErrLost)
+			return driver.Grant{}, fmt.Errorf("rwlock %q: %w: the write lock is not held in the set", l.name, baton.ErrLost)
 		}
-		return baton.Grant{}, l.wrap(err)
+		return driver.Grant{}, l.wrap(err)
 	}
-	return baton.Grant{Token: g.Token, Data: h.inc.shared, Loss: h.inc.loss}, nil
+	return driver.Grant{Token: g.Token, Data: h.inc.shared, Loss: h.inc.loss}, nil
 }
 
 // Token returns the last fencing token given to a writer.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/locktest"
 	"github.com/batonlock/baton/semaphore"
@@ -34,16 +35,16 @@ func (d *sysvDriver) ValidateName(name string) error {
 	_, err := ipc.EncodeName(name)
 	return err
 }
-func (d *sysvDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (d *sysvDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return Open(d.ns, name)
 }
-func (d *sysvDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (d *sysvDriver) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return Open(d.ns, name)
 }
-func (d *sysvDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+func (d *sysvDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	return semaphore.Open(d.ns, name, permits)
 }
-func (d *sysvDriver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+func (d *sysvDriver) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	return nil, fmt.Errorf("sysv: cond: %w", baton.ErrUnsupported)
 }
 func (d *sysvDriver) Close() error { return nil }
@@ -116,9 +117,9 @@ func helper(role string) int {
 	ctx := context.Background()
 	switch role {
 	case "write", "read":
-		mode := baton.Exclusive
+		mode := driver.Exclusive
 		if role == "read" {
-			mode = baton.Shared
+			mode = driver.Shared
 		}
 		if _, err := l.Acquire(ctx, mode); err != nil {
 			return fail(err)
@@ -129,7 +130,7 @@ func helper(role string) int {
 		// Waits for the write lock (registering as a waiting writer) and
 		// says when it has it; then holds it until told on stdin.
 		fmt.Println("waiting")
-		g, err := l.Acquire(ctx, baton.Exclusive)
+		g, err := l.Acquire(ctx, driver.Exclusive)
 		if err != nil {
 			return fail(err)
 		}
@@ -306,34 +307,34 @@ func TestReadersShareWritersExclude(t *testing.T) {
 	r := spawn(t, ns, "rw", "read")
 	r.expect(t, "held")
 	l := open(t, ns, "rw")
-	g, err := l.TryAcquire(ctx, baton.Shared)
+	g, err := l.TryAcquire(ctx, driver.Shared)
 	if err != nil {
 		t.Fatalf("second reader: %v", err)
 	}
-	if _, err := open(t, ns, "rw").TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+	if _, err := open(t, ns, "rw").TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("writer while readers hold: %v", err)
 	}
 	if err := l.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
 	r.kill() // the kernel releases the reader's hold
-	w, err := l.TryAcquire(ctx, baton.Exclusive)
+	w, err := l.TryAcquire(ctx, driver.Exclusive)
 	if err != nil {
 		t.Fatalf("writer after the reader died: %v", err)
 	}
 	other := open(t, ns, "rw")
-	if _, err := other.TryAcquire(ctx, baton.Shared); !errors.Is(err, baton.ErrLocked) {
+	if _, err := other.TryAcquire(ctx, driver.Shared); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("reader while a writer holds: %v", err)
 	}
-	if _, err := other.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+	if _, err := other.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("writer while a writer holds: %v", err)
 	}
 	in, err := Inspect(ns, "rw")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(in.Holders) != 1 || in.Holders[0].Mode != "exclusive" || in.LastToken != w.Token ||
-		in.Holders[0].PID != os.Getpid() || in.Holders[0].Token != w.Token {
+	if len(in.Holders) != 1 || in.Holders[0].Mode != "exclusive" || in.LastToken != baton.Token(w.Token) ||
+		in.Holders[0].PID != os.Getpid() || in.Holders[0].Token != baton.Token(w.Token) {
 		t.Fatalf("inspect: %+v (token %d, pid %d)", in, w.Token, os.Getpid())
 	}
 	if err := l.Release(ctx, w); err != nil {
@@ -352,9 +353,9 @@ func TestKill(t *testing.T) {
 	l := open(t, ns, "k")
 	h := spawn(t, ns, "k", "write")
 	h.expect(t, "held")
-	done := make(chan baton.Grant, 1)
+	done := make(chan driver.Grant, 1)
 	go func() {
-		g, err := l.Acquire(ctx, baton.Exclusive)
+		g, err := l.Acquire(ctx, driver.Exclusive)
 		if err != nil {
 			t.Error(err)
 		}
@@ -371,19 +372,19 @@ func TestKill(t *testing.T) {
 		t.Fatal("waiter did not get the lock of a killed writer")
 	}
 
-	g, err := l.Acquire(ctx, baton.Shared)
+	g, err := l.Acquire(ctx, driver.Shared)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ww := spawn(t, ns, "k", "waitwrite")
 	ww.expect(t, "waiting")
 	waitFor(t, "writer registered", func() bool { return values(t, ns, "k")[semWW] == 1 })
-	if _, err := open(t, ns, "k").TryAcquire(ctx, baton.Shared); !errors.Is(err, baton.ErrLocked) {
+	if _, err := open(t, ns, "k").TryAcquire(ctx, driver.Shared); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("new reader while a writer waits: %v", err)
 	}
 	ww.kill()
 	waitFor(t, "killed waiting writer unregistered", func() bool { return values(t, ns, "k")[semWW] == 0 })
-	g2, err := open(t, ns, "k").TryAcquire(ctx, baton.Shared)
+	g2, err := open(t, ns, "k").TryAcquire(ctx, driver.Shared)
 	if err != nil {
 		t.Fatalf("reader after the waiting writer died: %v", err)
 	}
@@ -400,7 +401,7 @@ func TestDowngrade(t *testing.T) {
 	ns := newNS(t)
 	ctx := context.Background()
 	l := open(t, ns, "d")
-	w, err := l.Acquire(ctx, baton.Exclusive)
+	w, err := l.Acquire(ctx, driver.Exclusive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +418,7 @@ func TestDowngrade(t *testing.T) {
 	if v := values(t, ns, "d"); v != [nsems]int{0, 1, 1} {
 		t.Fatalf("after downgrade W,R,WW = %v, want [0 1 1]", v)
 	}
-	if _, err := open(t, ns, "d").TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+	if _, err := open(t, ns, "d").TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("writer after downgrade: %v", err)
 	}
 	got := make(chan string, 1)
@@ -456,7 +457,7 @@ func TestWriterNotStarved(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				g, err := l.Acquire(ctx, baton.Shared)
+				g, err := l.Acquire(ctx, driver.Shared)
 				if err != nil {
 					return
 				}
@@ -470,7 +471,7 @@ func TestWriterNotStarved(t *testing.T) {
 	w := open(t, ns, "s")
 	for range 5 {
 		t0 := time.Now()
-		g, err := w.Acquire(context.Background(), baton.Exclusive)
+		g, err := w.Acquire(context.Background(), driver.Exclusive)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -496,14 +497,14 @@ func TestCancelWaitingWriter(t *testing.T) {
 	ns := newNS(t)
 	ctx := context.Background()
 	l := open(t, ns, "c")
-	g, err := l.Acquire(ctx, baton.Shared)
+	g, err := l.Acquire(ctx, driver.Shared)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := open(t, ns, "c")
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, err := w.Acquire(cctx, baton.Exclusive); done <- err }()
+	go func() { _, err := w.Acquire(cctx, driver.Exclusive); done <- err }()
 	waitFor(t, "writer registered", func() bool { return values(t, ns, "c")[semWW] == 1 })
 	t0 := time.Now()
 	cancel()
@@ -526,7 +527,7 @@ func TestRemoveWhileHeld(t *testing.T) {
 	ns := newNS(t)
 	ctx := context.Background()
 	l := open(t, ns, "x")
-	g, err := l.Acquire(ctx, baton.Exclusive)
+	g, err := l.Acquire(ctx, driver.Exclusive)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +537,7 @@ func TestRemoveWhileHeld(t *testing.T) {
 	if err := l.Release(ctx, g); !errors.Is(err, baton.ErrLost) {
 		t.Fatalf("release in a removed set: %v", err)
 	}
-	g2, err := l.Acquire(ctx, baton.Exclusive)
+	g2, err := l.Acquire(ctx, driver.Exclusive)
 	if err != nil {
 		t.Fatalf("acquire after remove: %v", err)
 	}

@@ -7,7 +7,7 @@
 // beside it in the namespace; an opener that asks for another capacity gets
 // an error matching baton.ErrMismatch rather than a second, silent limit.
 //
-// A Sem is a baton.SemaphoreDriver: applications normally use it through a
+// A Sem is a driver.Semaphore: applications normally use it through a
 // baton.Backend (package local), which adds FIFO queueing of the goroutines
 // that share a handle and the accounting of what each holds. Used directly,
 // a Sem does not check that Release gives back only what was acquired.
@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -52,23 +53,23 @@ type Sem struct {
 // Remove): every grant on the set carries it.
 type watchedSet struct {
 	set  *ipc.SemSet
-	loss *baton.Loss
+	loss *driver.Loss
 }
 
 var errSetRemoved = errors.New("System V set removed")
 
 // lossFor returns the loss of set, which the handle used for a grant; if the
 // handle has moved to another set meanwhile, set was removed.
-func (s *Sem) lossFor(set *ipc.SemSet) *baton.Loss {
+func (s *Sem) lossFor(set *ipc.SemSet) *driver.Loss {
 	if w := s.cur.Load(); w != nil && w.set == set {
 		return w.loss
 	}
-	l := baton.NewLoss()
+	l := driver.NewLoss()
 	l.Fire(errSetRemoved)
 	return l
 }
 
-var _ baton.SemaphoreDriver = (*Sem)(nil)
+var _ driver.Semaphore = (*Sem)(nil)
 
 // Open opens the semaphore called name in ns, creating it with permits
 // permits (1 to MaxPermits) when it does not exist. Bad arguments give errors
@@ -108,7 +109,7 @@ func (s *Sem) open() error {
 	}
 	s.obj = obj
 	set := obj.Sem()
-	w := &watchedSet{set: set, loss: baton.NewLoss()}
+	w := &watchedSet{set: set, loss: driver.NewLoss()}
 	id, key := obj.ID, obj.Key
 	stop := ipc.WatchLoss(func() error {
 		if st, err := ipc.StatSemSet(id); err != nil || st.Key != key {
@@ -165,7 +166,7 @@ func (s *Sem) checkN(n int64) error {
 // done; then it returns an error matching ctx.Err() and holds nothing. If
 // the set was removed while waiting, Acquire waits on the set the name
 // stands for now.
-func (s *Sem) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
+func (s *Sem) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	return s.acquire(ctx, n, true)
 }
 
@@ -175,44 +176,44 @@ func (s *Sem) TryFirst() bool { return true }
 
 // TryAcquire takes n permits if they are free now, and otherwise returns an
 // error matching baton.ErrLocked.
-func (s *Sem) TryAcquire(ctx context.Context, n int64) (baton.Grant, error) {
+func (s *Sem) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
 	return s.acquire(ctx, n, false)
 }
 
-func (s *Sem) acquire(ctx context.Context, n int64, wait bool) (baton.Grant, error) {
+func (s *Sem) acquire(ctx context.Context, n int64, wait bool) (driver.Grant, error) {
 	if err := s.checkN(n); err != nil {
-		return baton.Grant{}, err
+		return driver.Grant{}, err
 	}
 	set, err := s.current()
 	if err != nil {
-		return baton.Grant{}, err
+		return driver.Grant{}, err
 	}
 	for range 8 {
 		ops := [1]ipc.SemOp{{Num: 0, Op: -int16(n), Flags: ipc.SemUndo}}
 		err = set.TryOp(ops[:])
 		if errors.Is(err, ipc.ErrWouldBlock) {
 			if !wait {
-				return baton.Grant{}, fmt.Errorf("semaphore %q: %d permits: %w", s.name, n, baton.ErrLocked)
+				return driver.Grant{}, fmt.Errorf("semaphore %q: %d permits: %w", s.name, n, baton.ErrLocked)
 			}
 			err = set.Op(ctx, ops[:])
 		}
 		if err == nil {
-			return baton.Grant{N: n, Data: set, Loss: s.lossFor(set)}, nil
+			return driver.Grant{N: n, Data: set, Loss: s.lossFor(set)}, nil
 		}
 		if !errors.Is(err, ipc.ErrRemoved) {
-			return baton.Grant{}, fmt.Errorf("semaphore %q: %w", s.name, err)
+			return driver.Grant{}, fmt.Errorf("semaphore %q: %w", s.name, err)
 		}
 		if set, err = s.reopen(set); err != nil {
-			return baton.Grant{}, err
+			return driver.Grant{}, err
 		}
 	}
-	return baton.Grant{}, fmt.Errorf("semaphore %q: the set keeps being removed: %w", s.name, err)
+	return driver.Grant{}, fmt.Errorf("semaphore %q: the set keeps being removed: %w", s.name, err)
 }
 
 // Release gives back n of the permits of grant g. If the set of g was
 // removed meanwhile, it returns an error matching baton.ErrLost and changes
 // nothing else.
-func (s *Sem) Release(ctx context.Context, g baton.Grant, n int64) error {
+func (s *Sem) Release(ctx context.Context, g driver.Grant, n int64) error {
 	if n <= 0 || n > g.N {
 		return fmt.Errorf("semaphore %q: release %d of a grant of %d: %w", s.name, n, g.N, baton.ErrNotHeld)
 	}

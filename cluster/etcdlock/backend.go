@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // Key layout, under the prefix P (default "baton/"), with <n> the name with
@@ -324,6 +325,6 @@ func backoff(ctx context.Context, s *session, attempt int) error {
 }
 
 var (
-	_ baton.BackendDriver = (*backend)(nil)
-	_ baton.Inspector     = (*backend)(nil)
+	_ driver.Backend  = (*backend)(nil)
+	_ baton.Inspector = (*backend)(nil)
 )

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // condDriver is one handle's connection to a Cond name. A waiter is a key
@@ -28,7 +29,7 @@ type condTicket struct {
 	rev int64
 }
 
-func (b *backend) OpenCond(_ context.Context, name string) (baton.CondDriver, error) {
+func (b *backend) OpenCond(_ context.Context, name string) (driver.Cond, error) {
 	return &condDriver{b: b, name: name, queue: b.dir(baton.KindCond, name) + "q/"}, nil
 }
 
@@ -158,4 +159,4 @@ func (d *condDriver) Broadcast(ctx context.Context) error {
 
 func (d *condDriver) Close() error { return nil }
 
-var _ baton.CondDriver = (*condDriver)(nil)
+var _ driver.Cond = (*condDriver)(nil)

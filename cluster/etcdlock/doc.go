@@ -33,7 +33,7 @@
 // # Leases and loss
 //
 // The lease is renewed every renewal period (default a third of the TTL).
-// A hold's baton.Loss fires when the lease is known to be gone (revoked or
+// A hold's driver.Loss fires when the lease is known to be gone (revoked or
 // expired) or when it has not been renewed in time: the deadline is counted
 // from when the last successful renewal was sent, less a drift margin, so it
 // passes before the server can expire the lease and give the lock to someone

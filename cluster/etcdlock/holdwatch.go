@@ -5,11 +5,10 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/batonlock/baton/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
-
-	"github.com/batonlock/baton"
 )
 
 // errRemoved is the cause of the loss of a hold whose key someone else
@@ -41,7 +40,7 @@ type holdWatch struct {
 
 // watchHold starts watching key, created at revision rev, for a hold whose
 // loss is loss.
-func (b *backend) watchHold(s *session, key string, rev int64, loss *baton.Loss) *holdWatch {
+func (b *backend) watchHold(s *session, key string, rev int64, loss *driver.Loss) *holdWatch {
 	ctx, cancel := context.WithCancel(b.bgCtx)
 	w := &holdWatch{stop: cancel}
 	b.bg.Add(1)

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // lockDriver is one handle's connection to a Mutex or RWMutex name. The core
@@ -31,15 +32,15 @@ type lockGrant struct {
 	q    string // the acquisition's key in the queue
 	w    string // its writer marker, "" for mutexes and readers
 	rev  int64  // the create revision of q (and w): order and token
-	loss *baton.Loss
+	loss *driver.Loss
 	hw   *holdWatch // fires loss when q is deleted by someone else
 }
 
-func (b *backend) OpenMutex(_ context.Context, name string) (baton.LockDriver, error) {
+func (b *backend) OpenMutex(_ context.Context, name string) (driver.Lock, error) {
 	return &lockDriver{b: b, kind: baton.KindMutex, name: name, dir: b.dir(baton.KindMutex, name)}, nil
 }
 
-func (b *backend) OpenRWMutex(_ context.Context, name string) (baton.LockDriver, error) {
+func (b *backend) OpenRWMutex(_ context.Context, name string) (driver.Lock, error) {
 	return &lockDriver{b: b, kind: baton.KindRWMutex, name: name, dir: b.dir(baton.KindRWMutex, name), rw: true}, nil
 }
 
@@ -49,19 +50,19 @@ func (d *lockDriver) errf(format string, args ...any) error {
 
 // blockers is the directory whose older keys a request of mode waits for:
 // every key for a writer, writer markers for a reader.
-func (d *lockDriver) blockers(mode baton.Mode) string {
-	if mode == baton.Shared {
+func (d *lockDriver) blockers(mode driver.Mode) string {
+	if mode == driver.Shared {
 		return d.dir + "w/"
 	}
 	return d.dir + "q/"
 }
 
 // puts returns the keys and the writes of a new acquisition.
-func (d *lockDriver) puts(s *session, mode baton.Mode) (id, q, w string, ops []clientv3.Op) {
+func (d *lockDriver) puts(s *session, mode driver.Mode) (id, q, w string, ops []clientv3.Op) {
 	id = d.ids.get(s)
 	q = d.dir + "q/" + id
 	ops = []clientv3.Op{clientv3.OpPut(q, d.b.holderValue(mode.String(), 0), clientv3.WithLease(s.id))}
-	if d.rw && mode == baton.Exclusive {
+	if d.rw && mode == driver.Exclusive {
 		w = d.dir + "w/" + id
 		ops = append(ops, clientv3.OpPut(w, "", clientv3.WithLease(s.id)))
 	}
@@ -83,22 +84,22 @@ func keysOf(q, w string) []string {
 	return []string{q, w}
 }
 
-func (d *lockDriver) grant(s *session, id, q, w string, rev int64) baton.Grant {
-	loss := baton.NewLoss()
+func (d *lockDriver) grant(s *session, id, q, w string, rev int64) driver.Grant {
+	loss := driver.NewLoss()
 	s.track(loss, q, rev)
-	return baton.Grant{
-		Token: baton.Token(rev),
+	return driver.Grant{
+		Token: uint64(rev),
 		Loss:  loss,
 		Data:  &lockGrant{s: s, id: id, q: q, w: w, rev: rev, loss: loss, hw: d.b.watchHold(s, q, rev, loss)},
 	}
 }
 
 // Acquire enqueues a key and waits until no key that blocks it is older.
-func (d *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
-			return baton.Grant{}, d.errf("lock: %w", err)
+			return driver.Grant{}, d.errf("lock: %w", err)
 		}
 		id, q, w, ops := d.puts(s, mode)
 		// The newest key in the blockers' directory is the caller's own
@@ -113,10 +114,10 @@ func (d *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
 			} else if ctx.Err() != nil || !transient(err) {
-				return baton.Grant{}, d.errf("lock: %w", ctxErr(ctx, err))
+				return driver.Grant{}, d.errf("lock: %w", ctxErr(ctx, err))
 			}
 			if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
-				return baton.Grant{}, d.errf("lock: %w", ctx.Err())
+				return driver.Grant{}, d.errf("lock: %w", ctx.Err())
 			}
 			continue
 		}
@@ -124,7 +125,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 		pred := before(resp.Responses[len(ops)].GetResponseRange().Kvs, rev)
 		if err := d.wait(ctx, s, q, rev, mode, pred, rev); err != nil {
 			d.drop(s, id, q, w)
-			return baton.Grant{}, d.errf("lock: %w", err)
+			return driver.Grant{}, d.errf("lock: %w", err)
 		}
 		return d.grant(s, id, q, w, rev), nil
 	}
@@ -143,7 +144,7 @@ func before(kvs []*mvccpb.KeyValue, rev int64) *mvccpb.KeyValue {
 // wait waits until no key that blocks the acquisition (key q, create
 // revision rev) is left; pred is the newest such key, read at revision
 // read. Each round watches only pred, so a release wakes one waiter.
-func (d *lockDriver) wait(ctx context.Context, s *session, q string, rev int64, mode baton.Mode, pred *mvccpb.KeyValue, read int64) error {
+func (d *lockDriver) wait(ctx context.Context, s *session, q string, rev int64, mode driver.Mode, pred *mvccpb.KeyValue, read int64) error {
 	get := clientv3.OpGet(d.blockers(mode), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(rev-1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	mine := clientv3.Compare(clientv3.CreateRevision(q), "=", rev)
@@ -186,11 +187,11 @@ func (d *lockDriver) wait(ctx context.Context, s *session, q string, rev int64, 
 }
 
 // TryAcquire writes the key only if no key blocks it, in one transaction.
-func (d *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
-			return baton.Grant{}, d.errf("trylock: %w", err)
+			return driver.Grant{}, d.errf("trylock: %w", err)
 		}
 		id, q, w, ops := d.puts(s, mode)
 		free := clientv3.Compare(clientv3.CreateRevision(d.blockers(mode)), "=", 0).WithPrefix()
@@ -202,18 +203,18 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Gra
 				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
 				continue
 			}
-			return baton.Grant{}, d.errf("trylock: %w", ctxErr(ctx, err))
+			return driver.Grant{}, d.errf("trylock: %w", ctxErr(ctx, err))
 		}
 		if !resp.Succeeded {
 			d.ids.put(s, id) // nothing was written
-			return baton.Grant{}, d.errf("%w", baton.ErrLocked)
+			return driver.Grant{}, d.errf("%w", baton.ErrLocked)
 		}
 		return d.grant(s, id, q, w, resp.Header.Revision), nil
 	}
 }
 
 // Release deletes the hold's keys if they are still the ones it wrote.
-func (d *lockDriver) Release(ctx context.Context, g baton.Grant) error {
+func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 	lg, ok := g.Data.(*lockGrant)
 	if !ok {
 		return d.errf("unlock: %w: foreign grant", baton.ErrInvalidArgument)
@@ -251,29 +252,29 @@ func (d *lockDriver) Release(ctx context.Context, g baton.Grant) error {
 // Downgrade rewrites the writer's key as a reader's and deletes its writer
 // marker in one transaction. The key keeps its create revision, so later
 // writers still wait for it, and readers waiting for the marker go ahead.
-func (d *lockDriver) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
 	if !d.rw {
-		return baton.Grant{}, d.errf("downgrade: %w", baton.ErrUnsupported)
+		return driver.Grant{}, d.errf("downgrade: %w", baton.ErrUnsupported)
 	}
 	lg, ok := g.Data.(*lockGrant)
 	if !ok || lg.w == "" {
-		return baton.Grant{}, d.errf("downgrade: %w: not a write grant", baton.ErrInvalidArgument)
+		return driver.Grant{}, d.errf("downgrade: %w: not a write grant", baton.ErrInvalidArgument)
 	}
 	if lerr := lg.loss.Err(); lerr != nil {
-		return baton.Grant{}, d.errf("downgrade: %w", lerr)
+		return driver.Grant{}, d.errf("downgrade: %w", lerr)
 	}
 	rctx, cancel := d.b.rctx(ctx)
 	resp, err := d.b.c.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(lg.q), "=", lg.rev)).
-		Then(clientv3.OpPut(lg.q, d.b.holderValue(baton.Shared.String(), 0), clientv3.WithLease(lg.s.id)), clientv3.OpDelete(lg.w)).
+		Then(clientv3.OpPut(lg.q, d.b.holderValue(driver.Shared.String(), 0), clientv3.WithLease(lg.s.id)), clientv3.OpDelete(lg.w)).
 		Commit()
 	cancel()
 	switch {
 	case err != nil:
-		return baton.Grant{}, d.errf("downgrade: %w", err)
+		return driver.Grant{}, d.errf("downgrade: %w", err)
 	case !resp.Succeeded:
 		lg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
-		return baton.Grant{}, d.errf("downgrade: %w", lg.loss.Err())
+		return driver.Grant{}, d.errf("downgrade: %w", lg.loss.Err())
 	}
 	ng := *lg
 	ng.w = ""
@@ -283,4 +284,4 @@ func (d *lockDriver) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant,
 
 func (d *lockDriver) Close() error { return nil }
 
-var _ baton.LockDriver = (*lockDriver)(nil)
+var _ driver.Lock = (*lockDriver)(nil)

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // semDriver is one handle's connection to a Semaphore name.
@@ -30,13 +31,13 @@ type semGrant struct {
 	id   string
 	key  string
 	rev  int64
-	loss *baton.Loss
+	loss *driver.Loss
 	hw   *holdWatch // fires loss when key is deleted by someone else
 }
 
 // OpenSemaphore records the capacity when the name is new and checks it
 // otherwise, in one transaction.
-func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	dir := b.dir(baton.KindSemaphore, name)
 	d := &semDriver{b: b, name: name, meta: strings.TrimSuffix(dir, "/"), queue: dir + "q/", capacity: permits}
 	rctx, cancel := b.rctx(ctx)
@@ -126,35 +127,35 @@ func (d *semDriver) drop(s *session, id, key string) {
 	}
 }
 
-func (d *semDriver) grant(s *session, id, key string, rev, n int64) baton.Grant {
-	loss := baton.NewLoss()
+func (d *semDriver) grant(s *session, id, key string, rev, n int64) driver.Grant {
+	loss := driver.NewLoss()
 	s.track(loss, key, rev)
-	return baton.Grant{Token: baton.Token(rev), Loss: loss, N: n, Data: &semGrant{s: s, id: id, key: key, rev: rev, loss: loss, hw: d.b.watchHold(s, key, rev, loss)}}
+	return driver.Grant{Token: uint64(rev), Loss: loss, N: n, Data: &semGrant{s: s, id: id, key: key, rev: rev, loss: loss, hw: d.b.watchHold(s, key, rev, loss)}}
 }
 
 // Acquire enqueues a key for n permits and waits until the permits of all
 // keys up to its own fit in the capacity.
-func (d *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
+func (d *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
-			return baton.Grant{}, d.errf("acquire: %w", err)
+			return driver.Grant{}, d.errf("acquire: %w", err)
 		}
 		id, key, rev, older, err := d.enqueue(ctx, s, n)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
 			} else if ctx.Err() != nil || !transient(err) {
-				return baton.Grant{}, d.errf("acquire: %w", ctxErr(ctx, err))
+				return driver.Grant{}, d.errf("acquire: %w", ctxErr(ctx, err))
 			}
 			if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
-				return baton.Grant{}, d.errf("acquire: %w", ctx.Err())
+				return driver.Grant{}, d.errf("acquire: %w", ctx.Err())
 			}
 			continue
 		}
 		if err := d.wait(ctx, s, key, rev, n, older, rev); err != nil {
 			d.drop(s, id, key)
-			return baton.Grant{}, d.errf("acquire: %w", err)
+			return driver.Grant{}, d.errf("acquire: %w", err)
 		}
 		return d.grant(s, id, key, rev, n), nil
 	}
@@ -266,11 +267,11 @@ func (d *semDriver) watch(ctx context.Context, s *session, key string, rev, n in
 }
 
 // TryAcquire enqueues a key and keeps it only if it fits at once.
-func (d *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error) {
+func (d *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
-			return baton.Grant{}, d.errf("tryacquire: %w", err)
+			return driver.Grant{}, d.errf("tryacquire: %w", err)
 		}
 		id, key, rev, older, err := d.enqueue(ctx, s, n)
 		if err != nil {
@@ -278,11 +279,11 @@ func (d *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error
 				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
 				continue
 			}
-			return baton.Grant{}, d.errf("tryacquire: %w", ctxErr(ctx, err))
+			return driver.Grant{}, d.errf("tryacquire: %w", ctxErr(ctx, err))
 		}
 		if sum(older)+n > d.capacity {
 			d.drop(s, id, key)
-			return baton.Grant{}, d.errf("%w", baton.ErrLocked)
+			return driver.Grant{}, d.errf("%w", baton.ErrLocked)
 		}
 		return d.grant(s, id, key, rev, n), nil
 	}
@@ -290,7 +291,7 @@ func (d *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error
 
 // Release gives back n permits of g: it deletes the key when n is all of
 // them, and otherwise rewrites it with the rest, keeping its place.
-func (d *semDriver) Release(ctx context.Context, g baton.Grant, n int64) error {
+func (d *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error {
 	sg, ok := g.Data.(*semGrant)
 	if !ok {
 		return d.errf("release: %w: foreign grant", baton.ErrInvalidArgument)
@@ -328,4 +329,4 @@ func (d *semDriver) Release(ctx context.Context, g baton.Grant, n int64) error {
 
 func (d *semDriver) Close() error { return nil }
 
-var _ baton.SemaphoreDriver = (*semDriver)(nil)
+var _ driver.Semaphore = (*semDriver)(nil)

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // session is one lease and the loop that keeps it alive. Every key an
@@ -32,9 +33,9 @@ type session struct {
 	wg   sync.WaitGroup
 
 	mu     sync.Mutex
-	err    error                   // guarded by mu; why the session ended
-	losses map[*baton.Loss]heldKey // guarded by mu; holds to tell when it ends
-	dl     time.Time               // guarded by mu; the lease's local deadline, given to every loss
+	err    error                    // guarded by mu; why the session ended
+	losses map[*driver.Loss]heldKey // guarded by mu; holds to tell when it ends
+	dl     time.Time                // guarded by mu; the lease's local deadline, given to every loss
 }
 
 // newSession grants a lease and starts renewing it.
@@ -54,7 +55,7 @@ func newSession(ctx context.Context, c *clientv3.Client, o *options) (*session, 
 		hexd:   strconv.FormatInt(int64(resp.ID), 16),
 		stop:   stop,
 		done:   make(chan struct{}),
-		losses: make(map[*baton.Loss]heldKey),
+		losses: make(map[*driver.Loss]heldKey),
 	}
 	s.dl = s.deadline(sent, resp.TTL)
 	s.wg.Add(1)
@@ -162,7 +163,7 @@ type heldKey struct {
 
 // track registers a hold's loss and key; the loss fires at once if the
 // session has ended.
-func (s *session) track(l *baton.Loss, key string, rev int64) {
+func (s *session) track(l *driver.Loss, key string, rev int64) {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
@@ -179,7 +180,7 @@ func (s *session) track(l *baton.Loss, key string, rev int64) {
 // revision rev took away: keys created before rev. It lets a Remove made
 // through this backend return after its own holders know.
 func (s *session) removed(dir string, rev int64) {
-	var fire []*baton.Loss
+	var fire []*driver.Loss
 	s.mu.Lock()
 	for l, k := range s.losses {
 		if k.rev < rev && strings.HasPrefix(k.key, dir) {
@@ -192,7 +193,7 @@ func (s *session) removed(dir string, rev int64) {
 	}
 }
 
-func (s *session) untrack(l *baton.Loss) {
+func (s *session) untrack(l *driver.Loss) {
 	s.mu.Lock()
 	delete(s.losses, l)
 	s.mu.Unlock()

@@ -6,18 +6,19 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // condDriver serves one Cond handle. A waiter is a registration (a ticket)
 // in a FIFO queue on the server, itself a lease refreshed every RenewEvery;
 // Signal removes the oldest registration and publishes to its owner.
 type condDriver struct {
-	d    *driver
+	d    *backend
 	name string
 	keys []string
 }
 
-var _ baton.CondDriver = (*condDriver)(nil)
+var _ driver.Cond = (*condDriver)(nil)
 
 type ticket struct {
 	id   string

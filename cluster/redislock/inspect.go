@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,7 +23,7 @@ import (
 // Remove deletes every key of one name, its token counter included.
 
 var (
-	_ baton.Inspector = (*driver)(nil)
+	_ baton.Inspector = (*backend)(nil)
 	_ baton.Inspector = (*rlDriver)(nil)
 )
 
@@ -131,7 +132,7 @@ func sortInfos(out []baton.Info) {
 // List returns every mutex, rwmutex, semaphore and cond that has a key
 // under the prefix. An object whose keys expire between the scan and its
 // inspection is left out.
-func (d *driver) List(ctx context.Context) ([]baton.Info, error) {
+func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
 	keys, err := scanKeys(ctx, d.c, globEscape(d.o.prefix)+"*")
 	if err != nil {
 		return nil, fmt.Errorf("redislock: list: %w", err)
@@ -163,7 +164,7 @@ func (d *driver) List(ctx context.Context) ([]baton.Info, error) {
 
 // objectKeys returns the keys of one object and the script's name for its
 // kind.
-func (d *driver) objectKeys(kind baton.Kind, name string) ([]string, string, error) {
+func (d *backend) objectKeys(kind baton.Kind, name string) ([]string, string, error) {
 	kk, err := keyKind(kind)
 	if err != nil {
 		return nil, "", err
@@ -183,7 +184,7 @@ func (d *driver) objectKeys(kind baton.Kind, name string) ([]string, string, err
 // host, start, token, lease time left), waiters with a live queue entry, the
 // capacity of a semaphore and the last token of a lock. It returns an error
 // matching fs.ErrNotExist when the object has no key.
-func (d *driver) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
+func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
 	keys, what, err := d.objectKeys(kind, name)
 	if err != nil {
 		return baton.Info{}, err
@@ -247,9 +248,9 @@ func parseHoldInfo(kind baton.Kind, s string, h *baton.Holder) {
 		if len(f) != 4 {
 			return
 		}
-		h.Mode = baton.Exclusive.String()
+		h.Mode = driver.Exclusive.String()
 		if f[0] == "r" {
-			h.Mode = baton.Shared.String()
+			h.Mode = driver.Shared.String()
 		}
 		t, _ := strconv.ParseUint(f[1], 10, 64)
 		h.Token = baton.Token(t)
@@ -275,7 +276,7 @@ func parseMeta(s string, h *baton.Holder) {
 // the server clock in microseconds, above the earlier tokens unless they
 // were drawn faster than one per microsecond. It returns an error matching
 // fs.ErrNotExist when the object had no key.
-func (d *driver) Remove(ctx context.Context, kind baton.Kind, name string) error {
+func (d *backend) Remove(ctx context.Context, kind baton.Kind, name string) error {
 	keys, _, err := d.objectKeys(kind, name)
 	if err != nil {
 		return err

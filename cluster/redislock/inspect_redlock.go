@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -187,7 +188,7 @@ func (r *rlDriver) Inspect(ctx context.Context, kind baton.Kind, name string) (b
 		// The majority holds until its quorum-th longest lease ends.
 		slices.Sort(h.ttls)
 		slices.Reverse(h.ttls)
-		hd := baton.Holder{Mode: baton.Exclusive.String(), TTL: time.Duration(h.ttls[r.quorum-1]) * time.Millisecond}
+		hd := baton.Holder{Mode: driver.Exclusive.String(), TTL: time.Duration(h.ttls[r.quorum-1]) * time.Millisecond}
 		f := strings.SplitN(h.value, "|", 3)
 		if len(f) == 3 {
 			if ms, err := strconv.ParseInt(f[1], 10, 64); err == nil {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // Handles of one backend pass a Mutex among themselves.
@@ -45,13 +45,13 @@ type localWaiter struct {
 
 type localTurn struct {
 	pass bool
-	g    baton.Grant
+	g    driver.Grant
 }
 
 // localTurnFor waits until the handle may acquire name on the server
 // (turn), or is passed a hold by another handle of the backend (ok), or
 // ctx is done.
-func (d *driver) localTurnFor(ctx context.Context, name string) (g baton.Grant, passed bool, err error) {
+func (d *backend) localTurnFor(ctx context.Context, name string) (g driver.Grant, passed bool, err error) {
 	d.localMu.Lock()
 	ln := d.local[name]
 	if ln == nil {
@@ -61,7 +61,7 @@ func (d *driver) localTurnFor(ctx context.Context, name string) (g baton.Grant, 
 	if !ln.busy {
 		ln.busy = true
 		d.localMu.Unlock()
-		return baton.Grant{}, false, nil
+		return driver.Grant{}, false, nil
 	}
 	w := &localWaiter{ch: make(chan localTurn, 1)}
 	ln.q = append(ln.q, w)
@@ -75,7 +75,7 @@ func (d *driver) localTurnFor(ctx context.Context, name string) (g baton.Grant, 
 	if i := slices.Index(ln.q, w); i >= 0 {
 		ln.q = slices.Delete(ln.q, i, i+1)
 		d.localMu.Unlock()
-		return baton.Grant{}, false, ctx.Err()
+		return driver.Grant{}, false, ctx.Err()
 	}
 	d.localMu.Unlock()
 	// Something was sent before the cancellation was seen: give it on.
@@ -85,12 +85,12 @@ func (d *driver) localTurnFor(ctx context.Context, name string) (g baton.Grant, 
 	} else {
 		d.localDone(name)
 	}
-	return baton.Grant{}, false, ctx.Err()
+	return driver.Grant{}, false, ctx.Err()
 }
 
 // localTry takes the turn for a try-lock: it reports false when another
 // handle of the backend holds the name or is acquiring it.
-func (d *driver) localTry(name string) bool {
+func (d *backend) localTry(name string) bool {
 	d.localMu.Lock()
 	defer d.localMu.Unlock()
 	ln := d.local[name]
@@ -107,7 +107,7 @@ func (d *driver) localTry(name string) bool {
 
 // localDone ends the turn of a handle that holds nothing on the server (it
 // failed to acquire, or released): the next waiting handle gets the turn.
-func (d *driver) localDone(name string) {
+func (d *backend) localDone(name string) {
 	d.localMu.Lock()
 	defer d.localMu.Unlock()
 	ln := d.local[name]
@@ -123,7 +123,7 @@ func (d *driver) localDone(name string) {
 // localPass passes the hold of g to the next waiting handle, if there is
 // one and the hold may still go round. It reports false, changing nothing,
 // otherwise.
-func (d *driver) localPass(name string, g baton.Grant, h *hold) bool {
+func (d *backend) localPass(name string, g driver.Grant, h *hold) bool {
 	d.localMu.Lock()
 	ln := d.local[name]
 	// A lease whose deadline is near (a renewal is late: the server is
@@ -134,7 +134,7 @@ func (d *driver) localPass(name string, g baton.Grant, h *hold) bool {
 		d.localMu.Unlock()
 		return false
 	}
-	nh := &hold{id: h.id, keeper: h.keeper, loss: baton.NewLoss(), excl: true, passes: h.passes + 1, taken: h.taken}
+	nh := &hold{id: h.id, keeper: h.keeper, loss: driver.NewLoss(), excl: true, passes: h.passes + 1, taken: h.taken}
 	if !h.keeper.Pass(nh.loss) {
 		d.localMu.Unlock()
 		return false // lost: the release on the server says so
@@ -142,14 +142,14 @@ func (d *driver) localPass(name string, g baton.Grant, h *hold) bool {
 	w := ln.q[0]
 	ln.q = ln.q[1:]
 	d.localMu.Unlock()
-	w.ch <- localTurn{pass: true, g: baton.Grant{Token: g.Token + 1, Loss: nh.loss, Data: nh}}
+	w.ch <- localTurn{pass: true, g: driver.Grant{Token: g.Token + 1, Loss: nh.loss, Data: nh}}
 	return true
 }
 
 // releaseMutex passes the Mutex hold h (of grant g) to the next waiting
 // handle of the backend, or else releases it on the server: then released
 // and err are the release script's reply. keys are the name's keys.
-func (d *driver) releaseMutex(ctx context.Context, name string, keys []string, g baton.Grant, h *hold) (passed bool, released int64, err error) {
+func (d *backend) releaseMutex(ctx context.Context, name string, keys []string, g driver.Grant, h *hold) (passed bool, released int64, err error) {
 	if d.localPass(name, g, h) {
 		return true, 0, nil
 	}
@@ -160,7 +160,7 @@ func (d *driver) releaseMutex(ctx context.Context, name string, keys []string, g
 }
 
 // passOrRelease gives back a Mutex hold that a cancelled waiter was passed.
-func (d *driver) passOrRelease(ctx context.Context, name string, g baton.Grant) {
+func (d *backend) passOrRelease(ctx context.Context, name string, g driver.Grant) {
 	h, _ := holdOf(g)
 	if _, _, err := d.releaseMutex(ctx, name, mutexKeys(d.o.prefix, name), g, h); err != nil {
 		d.o.log.Warn("redislock: releasing a hold passed to a cancelled waiter failed; it expires with the lease",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,7 +20,7 @@ var errClosed = fmt.Errorf("redislock: %w", baton.ErrClosed)
 type hold struct {
 	id     string
 	keeper *cluster.Keeper
-	loss   *baton.Loss
+	loss   *driver.Loss
 	excl   bool // an exclusive lock hold (not a read hold, not permits)
 	// A Mutex hold goes round the handles of its backend (local.go):
 	passes int       // times passed on since taken on the server
@@ -33,7 +34,7 @@ type hold struct {
 // mutex_common.lua); an RWMutex uses the lock_*.lua scripts, whose holders
 // are a sorted set.
 type lockDriver struct {
-	d    *driver
+	d    *backend
 	name string
 	keys []string
 	rw   bool
@@ -41,10 +42,10 @@ type lockDriver struct {
 	log  *slog.Logger // the backend's logger with the name
 }
 
-var _ baton.LockDriver = (*lockDriver)(nil)
+var _ driver.Lock = (*lockDriver)(nil)
 
-func modeArg(m baton.Mode) string {
-	if m == baton.Shared {
+func modeArg(m driver.Mode) string {
+	if m == driver.Shared {
 		return "r"
 	}
 	return "w"
@@ -78,7 +79,7 @@ func (l *lockDriver) what() string {
 }
 
 // acquireArgs returns the ARGV of the acquire and poll scripts.
-func (l *lockDriver) acquireArgs(id string, mode baton.Mode, ch string, now time.Time) []any {
+func (l *lockDriver) acquireArgs(id string, mode driver.Mode, ch string, now time.Time) []any {
 	if l.rw {
 		return []any{id, modeArg(mode), l.d.ttlMS(), l.d.meta, ch}
 	}
@@ -92,12 +93,12 @@ func (l *lockDriver) scripts() (acquire, poll, cancel, release *redis.Script) {
 	return scriptMutexAcquire, scriptMutexPoll, scriptMutexCancel, scriptMutexRelease
 }
 
-func (l *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (l *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if l.rw {
 		return l.tryServer(ctx, mode)
 	}
 	if !l.d.localTry(l.name) {
-		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, baton.ErrLocked)
+		return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, baton.ErrLocked)
 	}
 	g, err := l.tryServer(ctx, mode)
 	if err != nil {
@@ -106,7 +107,7 @@ func (l *lockDriver) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Gra
 	return g, err
 }
 
-func (l *lockDriver) tryServer(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (l *lockDriver) tryServer(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	acquire, _, _, _ := l.scripts()
 	for {
 		id := l.d.holdID()
@@ -118,10 +119,10 @@ func (l *lockDriver) tryServer(ctx context.Context, mode baton.Mode) (baton.Gran
 			}
 		}
 		if err != nil {
-			return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+			return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 		}
 		if !ok {
-			return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, baton.ErrLocked)
+			return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, baton.ErrLocked)
 		}
 		// A reply too late to bound the lease start: renew before
 		// trusting the lease (see fresh).
@@ -134,22 +135,22 @@ func (l *lockDriver) tryServer(ctx context.Context, mode baton.Mode) (baton.Gran
 		}
 		if !errors.Is(err, baton.ErrLost) {
 			l.cancel(ctx, id)
-			return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+			return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 		}
 		// It expired before it could be confirmed: try again.
 	}
 }
 
-func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (l *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 	}
 	if l.rw {
 		return l.acquireServer(ctx, mode)
 	}
 	g, passed, err := l.d.localTurnFor(ctx, l.name)
 	if err != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 	}
 	if passed {
 		return g, nil
@@ -161,9 +162,9 @@ func (l *lockDriver) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant,
 	return g, err
 }
 
-func (l *lockDriver) acquireServer(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (l *lockDriver) acquireServer(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if err := l.d.n.start(ctx); err != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 	}
 	id := l.d.holdID()
 	wake := l.wake
@@ -187,7 +188,7 @@ func (l *lockDriver) acquireServer(ctx context.Context, mode baton.Mode) (baton.
 		}
 		if err != nil {
 			l.cancel(ctx, id)
-			return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
+			return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, err)
 		}
 		switch {
 		case ok && l.d.fresh(sent):
@@ -206,7 +207,7 @@ func (l *lockDriver) acquireServer(ctx context.Context, mode baton.Mode) (baton.
 			case <-ctx.Done():
 				t.Stop()
 				l.cancel(ctx, id)
-				return baton.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, ctx.Err())
+				return driver.Grant{}, fmt.Errorf("redislock: %s %q: %w", l.what(), l.name, ctx.Err())
 			case tok := <-wake:
 				t.Stop()
 				// The release script made us the holder with a lease
@@ -230,7 +231,7 @@ func (l *lockDriver) acquireServer(ctx context.Context, mode baton.Mode) (baton.
 // handed to a caller as it is: it has at least TTL - RenewEvery - drift
 // left, as much as a lease kept by the keeper has just before each
 // renewal. An older one is confirmed on the server first.
-func (d *driver) fresh(sent time.Time) bool {
+func (d *backend) fresh(sent time.Time) bool {
 	return time.Since(sent) < d.o.lease.RenewEvery
 }
 
@@ -263,11 +264,11 @@ func (l *lockDriver) cancel(ctx context.Context, id string) {
 	}
 }
 
-func (l *lockDriver) granted(id string, mode baton.Mode, tok int64, sent time.Time) baton.Grant {
-	loss := baton.NewLoss()
-	h := &hold{id: id, loss: loss, excl: mode == baton.Exclusive, taken: time.Now()}
+func (l *lockDriver) granted(id string, mode driver.Mode, tok int64, sent time.Time) driver.Grant {
+	loss := driver.NewLoss()
+	h := &hold{id: id, loss: loss, excl: mode == driver.Exclusive, taken: time.Now()}
 	h.keeper = cluster.StartKeeper(sent, l.d.o.lease, l.renewFunc(id), loss, l.log)
-	return baton.Grant{Token: baton.Token(tok), Loss: loss, Data: h}
+	return driver.Grant{Token: uint64(tok), Loss: loss, Data: h}
 }
 
 func (l *lockDriver) renewFunc(id string) cluster.RenewFunc {
@@ -277,7 +278,7 @@ func (l *lockDriver) renewFunc(id string) cluster.RenewFunc {
 	return l.d.mutexRenewFunc(l.keys[:1], id)
 }
 
-func (d *driver) renewFunc(keys []string, id string) cluster.RenewFunc {
+func (d *backend) renewFunc(keys []string, id string) cluster.RenewFunc {
 	ttl := d.ttlMS()
 	return func(ctx context.Context) (time.Time, error) {
 		sent := time.Now()
@@ -285,7 +286,7 @@ func (d *driver) renewFunc(keys []string, id string) cluster.RenewFunc {
 	}
 }
 
-func (d *driver) mutexRenewFunc(keys []string, id string) cluster.RenewFunc {
+func (d *backend) mutexRenewFunc(keys []string, id string) cluster.RenewFunc {
 	ttl := d.ttlMS()
 	return func(ctx context.Context) (time.Time, error) {
 		sent := time.Now()
@@ -304,7 +305,7 @@ func renewed(r int64, err error) error {
 	return nil
 }
 
-func holdOf(g baton.Grant) (*hold, error) {
+func holdOf(g driver.Grant) (*hold, error) {
 	h, ok := g.Data.(*hold)
 	if !ok || h == nil {
 		return nil, fmt.Errorf("redislock: grant of another backend: %w", baton.ErrInvalidArgument)
@@ -330,7 +331,7 @@ func finish(what, name string, h *hold, released int64, err error) error {
 	return nil
 }
 
-func (l *lockDriver) Release(ctx context.Context, g baton.Grant) error {
+func (l *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 	h, err := holdOf(g)
 	if err != nil {
 		return err
@@ -351,27 +352,27 @@ func (l *lockDriver) Release(ctx context.Context, g baton.Grant) error {
 	return finish(l.what(), l.name, h, r, err)
 }
 
-func (l *lockDriver) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
+func (l *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
 	if !l.rw {
-		return baton.Grant{}, fmt.Errorf("redislock: mutex %q: downgrade: %w", l.name, baton.ErrUnsupported)
+		return driver.Grant{}, fmt.Errorf("redislock: mutex %q: downgrade: %w", l.name, baton.ErrUnsupported)
 	}
 	h, err := holdOf(g)
 	if err != nil {
-		return baton.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if e := h.loss.Err(); e != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: rwmutex %q: downgrade: %w", l.name, e)
+		return driver.Grant{}, fmt.Errorf("redislock: rwmutex %q: downgrade: %w", l.name, e)
 	}
 	ok, tok, err := pair(scriptLockDowngrade.Run(ctx, l.d.c, l.keys, h.id).Result())
 	if err != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: rwmutex %q: downgrade: %w", l.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: rwmutex %q: downgrade: %w", l.name, err)
 	}
 	if !ok {
 		h.loss.Fire(errors.New("the server no longer had the hold at downgrade"))
-		return baton.Grant{}, fmt.Errorf("redislock: rwmutex %q: downgrade: %w", l.name, baton.ErrLost)
+		return driver.Grant{}, fmt.Errorf("redislock: rwmutex %q: downgrade: %w", l.name, baton.ErrLost)
 	}
 	h.excl = false
-	g.Token = baton.Token(tok)
+	g.Token = uint64(tok)
 	return g, nil
 }
 

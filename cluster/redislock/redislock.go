@@ -136,6 +136,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -378,7 +379,7 @@ func newID() string {
 
 // holdID returns an id unique to one acquisition: the backend's random
 // prefix and a sequence number. It costs no system call, unlike newID.
-func (d *driver) holdID() string {
+func (d *backend) holdID() string {
 	return d.idPrefix + strconv.FormatUint(d.idSeq.Add(1), 36)
 }
 
@@ -409,7 +410,7 @@ func New(client redis.UniversalClient, opts ...Option) (baton.Backend, error) {
 	return baton.NewBackend(d), nil
 }
 
-type driver struct {
+type backend struct {
 	c    redis.UniversalClient
 	o    options
 	meta string
@@ -430,7 +431,7 @@ type driver struct {
 	local   map[string]*localName // guarded by localMu: Mutex names in use (local.go)
 }
 
-func newDriver(client redis.UniversalClient, opts []Option) (*driver, error) {
+func newDriver(client redis.UniversalClient, opts []Option) (*backend, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redislock: nil client: %w", baton.ErrInvalidArgument)
 	}
@@ -438,20 +439,20 @@ func newDriver(client redis.UniversalClient, opts []Option) (*driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &driver{c: client, o: o, meta: metaOnce(), idPrefix: newID() + ".", local: make(map[string]*localName)}
+	d := &backend{c: client, o: o, meta: metaOnce(), idPrefix: newID() + ".", local: make(map[string]*localName)}
 	d.wake = o.prefix + "wake:" + newID()
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.n = newNotifier(client, d.wake, o.log)
 	return d, nil
 }
 
-func (d *driver) Kind() string { return "redis" }
+func (d *backend) Kind() string { return "redis" }
 
-func (d *driver) ValidateName(name string) error { return nil }
+func (d *backend) ValidateName(name string) error { return nil }
 
-func (d *driver) ttlMS() int64 { return d.o.lease.TTL.Milliseconds() }
+func (d *backend) ttlMS() int64 { return d.o.lease.TTL.Milliseconds() }
 
-func (d *driver) checkOpen() error {
+func (d *backend) checkOpen() error {
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
 	if d.closed {
@@ -460,21 +461,21 @@ func (d *driver) checkOpen() error {
 	return nil
 }
 
-func (d *driver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
 	return &lockDriver{d: d, name: name, keys: append(mutexKeys(d.o.prefix, name), d.markerKey(name)), wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
 }
 
-func (d *driver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
 	return &lockDriver{d: d, name: name, keys: append(lockKeys(d.o.prefix, krw, name), d.markerKey(name)), rw: true, wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
 }
 
-func (d *driver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -489,14 +490,14 @@ func (d *driver) OpenSemaphore(ctx context.Context, name string, permits int64) 
 	return s, nil
 }
 
-func (d *driver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+func (d *backend) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
 	return &condDriver{d: d, name: name, keys: condKeys(d.o.prefix, name)}, nil
 }
 
-func (d *driver) Close() error {
+func (d *backend) Close() error {
 	d.closeMu.Lock()
 	if d.closed {
 		d.closeMu.Unlock()
@@ -516,6 +517,6 @@ func (d *driver) Close() error {
 
 // cleanupCtx gives a request that undoes a step (withdraw a queue entry) a
 // short time of its own, after the caller's context ended.
-func (d *driver) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (d *backend) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), min(d.o.lease.TTL/4, 500*time.Millisecond))
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -108,7 +109,7 @@ func newRedlockDriver(clients []redis.UniversalClient, opts []Option) (*rlDriver
 func (r *rlDriver) Kind() string                   { return "redlock" }
 func (r *rlDriver) ValidateName(name string) error { return nil }
 
-func (r *rlDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (r *rlDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
@@ -119,15 +120,15 @@ func (r *rlDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver
 	return &rlLock{r: r, name: name, keys: keys, relKeys: []string{keys[0], keys[2]}, log: r.o.log.With("name", name)}, nil
 }
 
-func (r *rlDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (r *rlDriver) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return nil, errRedlockOnly("rwmutex")
 }
 
-func (r *rlDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+func (r *rlDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	return nil, errRedlockOnly("semaphore")
 }
 
-func (r *rlDriver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+func (r *rlDriver) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	return nil, errRedlockOnly("cond")
 }
 
@@ -278,7 +279,7 @@ type rlLock struct {
 	log     *slog.Logger // the backend's logger with the name
 }
 
-var _ baton.LockDriver = (*rlLock)(nil)
+var _ driver.Lock = (*rlLock)(nil)
 
 // attempt tries once to take the lock on a majority. On failure it has sent
 // the release to every node and reports how long to wait before the next
@@ -286,7 +287,7 @@ var _ baton.LockDriver = (*rlLock)(nil)
 // is recorded by every node that refused it, so that the node's next
 // release is announced with the number of waiters; with again set (an
 // earlier attempt was refused), a node that grants removes it.
-func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g baton.Grant, ok bool, wait time.Duration, err error) {
+func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driver.Grant, ok bool, wait time.Duration, err error) {
 	r := l.r
 	h := &rlHold{hold: hold{id: newID()}}
 	ttl := r.o.lease.TTL.Milliseconds()
@@ -344,9 +345,9 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g bato
 		if err := l.raise(ctx, got, toks, tok); err == nil {
 			l.syncCounters(ctx, got, toks, tok)
 			h.token = tok
-			h.loss = baton.NewLoss()
+			h.loss = driver.NewLoss()
 			h.keeper = cluster.StartKeeper(sent, r.o.lease, l.renewFunc(h), h.loss, l.log)
-			return baton.Grant{Token: baton.Token(tok), Loss: h.loss, Data: h}, true, 0, nil
+			return driver.Grant{Token: uint64(tok), Loss: h.loss, Data: h}, true, 0, nil
 		} else {
 			lastErr = err
 		}
@@ -355,7 +356,7 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g bato
 	pttls = slices.DeleteFunc(pttls, func(v int64) bool { return v <= 0 })
 	if len(pttls) == 0 {
 		// Split vote or unreachable nodes: back off briefly, at random.
-		return baton.Grant{}, false, time.Duration(1+rand.IntN(10)) * time.Millisecond, lastErr
+		return driver.Grant{}, false, time.Duration(1+rand.IntN(10)) * time.Millisecond, lastErr
 	}
 	slices.Sort(pttls)
 	// A release message normally ends the wait; the wait below only covers
@@ -364,7 +365,7 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g bato
 	// left would let every missed message cost up to a TTL, and with many
 	// contenders splitting the vote that added up to stalls of a minute.
 	wait = min(time.Duration(pttls[0])*time.Millisecond, maxRedlockWait)
-	return baton.Grant{}, false, wait + time.Duration(rand.IntN(3000))*time.Microsecond, nil
+	return driver.Grant{}, false, wait + time.Duration(rand.IntN(3000))*time.Microsecond, nil
 }
 
 // maxRedlockWait bounds a waiter's sleep between attempts when no release
@@ -525,27 +526,27 @@ func (l *rlLock) renewFunc(h *rlHold) cluster.RenewFunc {
 	}
 }
 
-func (l *rlLock) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (l *rlLock) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	g, ok, _, err := l.attempt(ctx, "", false)
 	if ok {
 		return g, nil
 	}
 	if err != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: redlock %q: no majority: %w", l.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: redlock %q: no majority: %w", l.name, err)
 	}
-	return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, baton.ErrLocked)
+	return driver.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, baton.ErrLocked)
 }
 
-func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if err := l.r.listen(ctx); err != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
 	}
 	w := l.r.register(l.keys[0])
 	defer l.r.unregister(l.keys[0], w)
 	waiter := newID()
 	for failed := 0; ; failed++ {
 		if err := ctx.Err(); err != nil {
-			return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
+			return driver.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
 		}
 		g, ok, wait, err := l.attempt(ctx, waiter, failed > 0)
 		if ok {
@@ -558,7 +559,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, err
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
+			return driver.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
 		case n := <-w:
 			// Every waiter hears the release at once, with the number of
 			// waiters the node had refused since its previous release. A
@@ -571,7 +572,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, err
 				select {
 				case <-ctx.Done():
 					t.Stop()
-					return baton.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
+					return driver.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
 				case <-t.C:
 				}
 			}
@@ -581,7 +582,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, err
 	}
 }
 
-func (l *rlLock) Release(ctx context.Context, g baton.Grant) error {
+func (l *rlLock) Release(ctx context.Context, g driver.Grant) error {
 	h, ok := g.Data.(*rlHold)
 	if !ok || h == nil {
 		return fmt.Errorf("redislock: grant of another backend: %w", baton.ErrInvalidArgument)
@@ -598,8 +599,8 @@ func (l *rlLock) Release(ctx context.Context, g baton.Grant) error {
 	return nil
 }
 
-func (l *rlLock) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
-	return baton.Grant{}, fmt.Errorf("redislock: redlock %q: downgrade: %w", l.name, baton.ErrUnsupported)
+func (l *rlLock) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
+	return driver.Grant{}, fmt.Errorf("redislock: redlock %q: downgrade: %w", l.name, baton.ErrUnsupported)
 }
 
 func (l *rlLock) Close() error { return nil }

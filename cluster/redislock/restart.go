@@ -32,7 +32,7 @@ import (
 var errNotReady = errors.New("redislock: the server lost its data (or is new), and leases it gave before may still run")
 
 // markerKey returns the marker key for the keys of name.
-func (d *driver) markerKey(name string) string {
+func (d *backend) markerKey(name string) string {
 	if !d.cluster {
 		return d.o.prefix + "alive"
 	}
@@ -42,7 +42,7 @@ func (d *driver) markerKey(name string) string {
 // ready is called when a script found the marker missing. It reports how
 // long to wait before trying again: zero when it found the server up for a
 // TTL and set the marker.
-func (d *driver) ready(ctx context.Context, marker string) (time.Duration, error) {
+func (d *backend) ready(ctx context.Context, marker string) (time.Duration, error) {
 	var node redis.Cmdable = d.c
 	if cc, ok := d.c.(*redis.ClusterClient); ok {
 		n, err := cc.MasterForKey(ctx, marker)
@@ -78,7 +78,7 @@ func nodeReady(ctx context.Context, node redis.Cmdable, marker string, ttl time.
 }
 
 // awaitReady waits until the marker is set, or ctx ends.
-func (d *driver) awaitReady(ctx context.Context, marker string) error {
+func (d *backend) awaitReady(ctx context.Context, marker string) error {
 	for {
 		left, err := d.ready(ctx, marker)
 		if err != nil || left == 0 {
@@ -143,7 +143,7 @@ var slotTags = sync.OnceValue(func() *[16384]string {
 // notReady is a try-lock's answer to a script that found the marker
 // missing: nil (try again) when ready set it, else an error matching
 // baton.ErrLocked, since a lease given before may still run.
-func (d *driver) notReady(ctx context.Context, marker string) error {
+func (d *backend) notReady(ctx context.Context, marker string) error {
 	left, err := d.ready(ctx, marker)
 	if err != nil {
 		return err

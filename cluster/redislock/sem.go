@@ -9,19 +9,20 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/driver"
 )
 
 // semDriver serves one Semaphore handle. Every grant is a lease-bound entry
 // of its own on the server, so Release may run concurrently with Acquire.
 type semDriver struct {
-	d        *driver
+	d        *backend
 	name     string
 	keys     []string
 	capacity int64
 	log      *slog.Logger // the backend's logger with the name
 }
 
-var _ baton.SemaphoreDriver = (*semDriver)(nil)
+var _ driver.Semaphore = (*semDriver)(nil)
 
 // semNotReady is the reply of sem_acquire.lua and sem_poll.lua when the
 // marker is missing (restart.go).
@@ -37,7 +38,7 @@ func (s *semDriver) mismatch() error {
 	return fmt.Errorf("redislock: semaphore %q exists with another capacity than %d: %w", s.name, s.capacity, baton.ErrMismatch)
 }
 
-func (s *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error) {
+func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
 	for {
 		id := newID()
 		sent := time.Now()
@@ -49,11 +50,11 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error
 		}
 		switch {
 		case err != nil:
-			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
 		case r < 0:
-			return baton.Grant{}, s.mismatch()
+			return driver.Grant{}, s.mismatch()
 		case r == 0:
-			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
+			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
 		}
 		// A reply too late to bound the lease: renew before trusting it.
 		renew := s.d.renewFunc(s.keys, id)
@@ -65,17 +66,17 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (baton.Grant, error
 		}
 		if !errors.Is(err, baton.ErrLost) {
 			s.cancel(ctx, id)
-			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
 		}
 	}
 }
 
-func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
+func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
 	}
 	if err := s.d.n.start(ctx); err != nil {
-		return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
 	}
 	id := newID()
 	wake := make(chan int64, 1)
@@ -98,10 +99,10 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 		switch {
 		case err != nil:
 			s.cancel(ctx, id)
-			return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
 		case r < 0:
 			s.cancel(ctx, id)
-			return baton.Grant{}, s.mismatch()
+			return driver.Grant{}, s.mismatch()
 		case r == 1 && s.d.fresh(sent):
 			return s.granted(id, n, sent), nil
 		case r == 1:
@@ -113,7 +114,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (baton.Grant, error) {
 			case <-ctx.Done():
 				t.Stop()
 				s.cancel(ctx, id)
-				return baton.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
+				return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
 			case <-wake:
 				// Handed over by a release (see lockDriver.acquireServer
 				// for why sent bounds the lease).
@@ -139,14 +140,14 @@ func (s *semDriver) cancel(ctx context.Context, id string) {
 	}
 }
 
-func (s *semDriver) granted(id string, n int64, sent time.Time) baton.Grant {
-	loss := baton.NewLoss()
+func (s *semDriver) granted(id string, n int64, sent time.Time) driver.Grant {
+	loss := driver.NewLoss()
 	h := &hold{id: id, loss: loss}
 	h.keeper = cluster.StartKeeper(sent, s.d.o.lease, s.d.renewFunc(s.keys, id), loss, s.log)
-	return baton.Grant{Loss: loss, N: n, Data: h}
+	return driver.Grant{Loss: loss, N: n, Data: h}
 }
 
-func (s *semDriver) Release(ctx context.Context, g baton.Grant, n int64) error {
+func (s *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error {
 	h, err := holdOf(g)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -137,19 +138,19 @@ func TestPausedServerNoStalePass(t *testing.T) {
 	ctx := context.Background()
 	a, _ := d.OpenMutex(ctx, "paused-pass")
 	b, _ := d.OpenMutex(ctx, "paused-pass")
-	ga, err := a.Acquire(ctx, baton.Exclusive)
+	ga, err := a.Acquire(ctx, driver.Exclusive)
 	if err != nil {
 		t.Fatal(err)
 	}
 	type res struct {
-		g   baton.Grant
+		g   driver.Grant
 		err error
 	}
 	got := make(chan res, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		g, err := b.Acquire(ctx, baton.Exclusive)
+		g, err := b.Acquire(ctx, driver.Exclusive)
 		got <- res{g, err}
 	}()
 	eventually(t, func() error {

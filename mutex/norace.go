@@ -1,6 +1,6 @@
 //go:build !race
 
-package ipc
+package mutex
 
 import "sync/atomic"
 

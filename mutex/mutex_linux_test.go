@@ -1,6 +1,6 @@
 //go:build linux
 
-package ipc
+package mutex
 
 import (
 	"context"
@@ -20,6 +20,8 @@ import (
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,17 +48,17 @@ func init() {
 }
 
 func runRole(role, dir, name string) error {
-	ns, err := OpenNamespace(dir)
+	ns, err := ipc.OpenNamespace(dir)
 	if err != nil {
 		return err
 	}
-	m, err := OpenMutex(ns, name)
+	m, err := Open(ns, name)
 	if err != nil {
 		return err
 	}
 	switch role {
 	case "hold": // take the lock, say so, and hold it until killed
-		g, err := m.Acquire(context.Background(), baton.Exclusive)
+		g, err := m.Acquire(context.Background(), driver.Exclusive)
 		if err != nil {
 			return err
 		}
@@ -81,8 +83,8 @@ type check struct {
 	target                                                                                        atomic.Int64
 }
 
-func openCheck(ns *Namespace, name string) (*check, *Region, error) {
-	r, err := OpenRegion(ns, "check", name, 4096)
+func openCheck(ns *ipc.Namespace, name string) (*check, *ipc.Region, error) {
+	r, err := ipc.OpenRegion(ns, "check", name, 4096)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -95,18 +97,18 @@ func monoNow() int64 {
 	return ts.Nano()
 }
 
-func stressLoop(ns *Namespace, m *Mutex) error {
+func stressLoop(ns *ipc.Namespace, m *Mutex) error {
 	ctx := context.Background()
-	var g baton.Grant
+	var g driver.Grant
 	return stress(ns, func() (tok baton.Token, recovered bool, err error) {
-		g, err = m.Acquire(ctx, baton.Exclusive)
-		return g.Token, g.Recovered, err
+		g, err = m.Acquire(ctx, driver.Exclusive)
+		return baton.Token(g.Token), g.Recovered, err
 	}, func() error { return m.Release(ctx, g) })
 }
 
 // stressCore is stressLoop through the baton core, where an idle lock is
 // taken on the word without calling the driver.
-func stressCore(ns *Namespace, name string) error {
+func stressCore(ns *ipc.Namespace, name string) error {
 	be := baton.NewBackend(coreDriver{ns})
 	defer be.Close()
 	ctx := context.Background()
@@ -121,20 +123,20 @@ func stressCore(ns *Namespace, name string) error {
 }
 
 // coreDriver serves futex mutexes of a namespace to the baton core.
-type coreDriver struct{ ns *Namespace }
+type coreDriver struct{ ns *ipc.Namespace }
 
 func (coreDriver) Kind() string                   { return "futex" }
 func (coreDriver) ValidateName(name string) error { return nil }
-func (d coreDriver) OpenMutex(ctx context.Context, name string) (baton.LockDriver, error) {
-	return OpenMutex(d.ns, name)
+func (d coreDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
+	return Open(d.ns, name)
 }
-func (coreDriver) OpenRWMutex(ctx context.Context, name string) (baton.LockDriver, error) {
+func (coreDriver) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return nil, baton.ErrUnsupported
 }
-func (coreDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (baton.SemaphoreDriver, error) {
+func (coreDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	return nil, baton.ErrUnsupported
 }
-func (coreDriver) OpenCond(ctx context.Context, name string) (baton.CondDriver, error) {
+func (coreDriver) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	return nil, baton.ErrUnsupported
 }
 func (coreDriver) Close() error { return nil }
@@ -143,7 +145,7 @@ func (coreDriver) Close() error { return nil }
 // and tokens in the shared record, and holds it when asked to be killed.
 // (Nothing is allocated per acquisition: that would lengthen the critical
 // section, and with it every kill cycle of the test.)
-func stress(ns *Namespace, lock func() (tok baton.Token, recovered bool, err error), unlock func() error) error {
+func stress(ns *ipc.Namespace, lock func() (tok baton.Token, recovered bool, err error), unlock func() error) error {
 	c, _, err := openCheck(ns, os.Getenv(envName))
 	if err != nil {
 		return err
@@ -181,14 +183,14 @@ func stress(ns *Namespace, lock func() (tok baton.Token, recovered bool, err err
 	return nil
 }
 
-func contendLoop(ns *Namespace, m *Mutex) error {
+func contendLoop(ns *ipc.Namespace, m *Mutex) error {
 	c, _, err := openCheck(ns, os.Getenv(envName))
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	for c.stop.Load() == 0 {
-		g, err := m.Acquire(ctx, baton.Exclusive)
+		g, err := m.Acquire(ctx, driver.Exclusive)
 		if err != nil {
 			return err
 		}
@@ -208,18 +210,18 @@ func helper(t testing.TB, role, dir, name string) *exec.Cmd {
 	return cmd
 }
 
-func testNS(t testing.TB) *Namespace {
+func testNS(t testing.TB) *ipc.Namespace {
 	t.Helper()
-	ns, err := OpenNamespace(t.TempDir())
+	ns, err := ipc.OpenNamespace(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ns
 }
 
-func openM(t testing.TB, ns *Namespace, name string) *Mutex {
+func openM(t testing.TB, ns *ipc.Namespace, name string) *Mutex {
 	t.Helper()
-	m, err := OpenMutex(ns, name)
+	m, err := Open(ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,37 +232,37 @@ func openM(t testing.TB, ns *Namespace, name string) *Mutex {
 func TestMutexBasics(t *testing.T) {
 	ns := testNS(t)
 	ctx := context.Background()
-	if _, err := OpenMutex(ns, "../x"); !errors.Is(err, baton.ErrInvalidName) {
+	if _, err := Open(ns, "../x"); !errors.Is(err, baton.ErrInvalidName) {
 		t.Fatalf("bad name: %v", err)
 	}
 	a, b := openM(t, ns, "m"), openM(t, ns, "m")
-	if _, err := a.Acquire(ctx, baton.Shared); !errors.Is(err, baton.ErrUnsupported) {
+	if _, err := a.Acquire(ctx, driver.Shared); !errors.Is(err, baton.ErrUnsupported) {
 		t.Fatalf("shared mode: %v", err)
 	}
-	g1, err := a.Acquire(ctx, baton.Exclusive)
+	g1, err := a.Acquire(ctx, driver.Exclusive)
 	if err != nil || g1.Token != 1 || g1.Recovered {
 		t.Fatalf("first acquire: %+v %v", g1, err)
 	}
-	if _, err := b.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+	if _, err := b.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("TryAcquire of a held lock: %v", err)
 	}
 	if _, err := a.Downgrade(ctx, g1); !errors.Is(err, baton.ErrUnsupported) {
 		t.Fatalf("Downgrade: %v", err)
 	}
-	info, err := InspectMutex(ns, "m")
+	info, err := Inspect(ns, "m")
 	if err != nil || len(info.Holders) != 1 || info.Holders[0].PID != os.Getpid() || info.LastToken != 1 {
-		t.Fatalf("InspectMutex: %+v %v", info, err)
+		t.Fatalf("Inspect: %+v %v", info, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	t0 := time.Now()
-	_, err = b.Acquire(cctx, baton.Exclusive)
+	_, err = b.Acquire(cctx, driver.Exclusive)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 20*time.Millisecond+50*time.Millisecond {
 		t.Fatalf("cancelled Acquire: %v after %v", err, time.Since(t0))
 	}
-	got := make(chan baton.Grant)
+	got := make(chan driver.Grant)
 	go func() {
-		g, err := b.Acquire(ctx, baton.Exclusive)
+		g, err := b.Acquire(ctx, driver.Exclusive)
 		if err != nil {
 			t.Error(err)
 		}
@@ -279,29 +281,29 @@ func TestMutexBasics(t *testing.T) {
 	if err := a.Release(ctx, g1); !errors.Is(err, baton.ErrLost) {
 		t.Fatalf("release of a stale grant: %v", err)
 	}
-	if _, err := a.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+	if _, err := a.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 		t.Fatal("stale release unlocked the holder's lock")
 	}
 	if err := b.Release(ctx, g2); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := a.TryAcquire(ctx, baton.Exclusive); err != nil || g.Token != 3 {
+	if g, err := a.TryAcquire(ctx, driver.Exclusive); err != nil || g.Token != 3 {
 		t.Fatalf("TryAcquire: %+v %v", g, err)
 	} else if err := a.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	names, err := ListMutexes(ns)
+	names, err := List(ns)
 	if err != nil || len(names) != 1 || names[0].Name != "m" || len(names[0].Holders) != 0 {
-		t.Fatalf("ListMutexes: %+v %v", names, err)
+		t.Fatalf("List: %+v %v", names, err)
 	}
 	a.Close()
-	if _, err := a.Acquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrClosed) {
+	if _, err := a.Acquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrClosed) {
 		t.Fatalf("closed: %v", err)
 	}
-	if err := RemoveMutex(ns, "m"); err != nil {
+	if err := Remove(ns, "m"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := InspectMutex(ns, "m"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Inspect(ns, "m"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("inspect removed: %v", err)
 	}
 }
@@ -312,12 +314,12 @@ func TestMutexTokensPersist(t *testing.T) {
 	ctx := context.Background()
 	m := openM(t, ns, "p")
 	for range 3 {
-		g, _ := m.Acquire(ctx, baton.Exclusive)
+		g, _ := m.Acquire(ctx, driver.Exclusive)
 		m.Release(ctx, g)
 	}
 	m.Close()
 	m = openM(t, ns, "p")
-	g, err := m.Acquire(ctx, baton.Exclusive)
+	g, err := m.Acquire(ctx, driver.Exclusive)
 	if err != nil || g.Token != 4 {
 		t.Fatalf("token after reopening: %d %v", g.Token, err)
 	}
@@ -335,7 +337,7 @@ func TestMutexGoroutines(t *testing.T) {
 		m := openM(t, ns, "g")
 		wg.Go(func() {
 			for range 2000 {
-				g, err := m.Acquire(ctx, baton.Exclusive)
+				g, err := m.Acquire(ctx, driver.Exclusive)
 				if err != nil {
 					t.Error(err)
 					return
@@ -368,7 +370,7 @@ func TestMutexPIDReuse(t *testing.T) {
 	ns := testNS(t)
 	ctx := context.Background()
 	m := openM(t, ns, "reuse")
-	self, _ := Self()
+	self, _ := ipc.Self()
 	for _, tc := range []struct {
 		what string
 		pid  int
@@ -380,7 +382,7 @@ func TestMutexPIDReuse(t *testing.T) {
 	} {
 		forge(m, tc.pid, tc.tag)
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		g, err := m.Acquire(cctx, baton.Exclusive)
+		g, err := m.Acquire(cctx, driver.Exclusive)
 		cancel()
 		if err != nil || !g.Recovered {
 			t.Fatalf("%s: Acquire = %+v, %v; want a recovered grant", tc.what, g, err)
@@ -388,17 +390,17 @@ func TestMutexPIDReuse(t *testing.T) {
 		m.Release(ctx, g)
 	}
 	// The real owner (alive, right start time) keeps the lock.
-	p1, _, ok, _ := LookupProc(1)
+	p1, _, ok, _ := ipc.LookupProc(1)
 	if !ok {
 		t.Skip("no pid 1")
 	}
 	forge(m, 1, p1.Tag())
-	if _, err := m.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+	if _, err := m.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("live owner: TryAcquire = %v", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := m.Acquire(cctx, baton.Exclusive); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := m.Acquire(cctx, driver.Exclusive); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("live owner: Acquire = %v", err)
 	}
 	m.state.Store(0)
@@ -423,7 +425,7 @@ func TestMutexKilledHolder(t *testing.T) {
 			}
 			m := openM(t, ns, "k")
 			ctx := context.Background()
-			if _, err := m.TryAcquire(ctx, baton.Exclusive); !errors.Is(err, baton.ErrLocked) {
+			if _, err := m.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 				t.Fatalf("held by a live helper: %v", err)
 			}
 			cmd.Process.Kill()
@@ -432,7 +434,7 @@ func TestMutexKilledHolder(t *testing.T) {
 			} else {
 				// Let it become a zombie before anyone looks.
 				for {
-					if _, st, ok, _ := LookupProc(cmd.Process.Pid); ok && st == 'Z' {
+					if _, st, ok, _ := ipc.LookupProc(cmd.Process.Pid); ok && st == 'Z' {
 						break
 					}
 					time.Sleep(100 * time.Microsecond)
@@ -440,7 +442,7 @@ func TestMutexKilledHolder(t *testing.T) {
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			g, err := m.Acquire(cctx, baton.Exclusive)
+			g, err := m.Acquire(cctx, driver.Exclusive)
 			if err != nil || !g.Recovered || g.Token != 2 {
 				t.Fatalf("Acquire after the holder died: %+v %v", g, err)
 			}
@@ -586,12 +588,12 @@ func TestMutexHandleBits(t *testing.T) {
 		}
 	}()
 	for {
-		m, err := OpenMutex(ns, "m")
+		m, err := Open(ns, "m")
 		if err != nil {
 			t.Fatal(err)
 		}
 		raw = append(raw, m)
-		if m.WordLock() == nil {
+		if wl, _ := m.WordLock(); wl == nil {
 			break
 		}
 		bits := m.me >> handleShift & handleMax
@@ -661,12 +663,12 @@ func TestMutexHandleBits(t *testing.T) {
 	raw, a, b = nil, nil, nil
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		runtime.GC()
-		m, err := OpenMutex(ns, "m")
+		m, err := Open(ns, "m")
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.Close()
-		if m.WordLock() != nil {
+		if wl, _ := m.WordLock(); wl != nil {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -1,6 +1,5 @@
-package ipc
-
-// The futex mutex.
+// Package mutex is a robust mutex on a futex word in shared memory, for the
+// processes of one host.
 //
 // A Mutex is a lock on a 32-bit futex word in a shared mapping of a file of
 // the namespace (kind directory "futex"). Locking an unheld mutex is one
@@ -52,7 +51,7 @@ package ipc
 //
 // # Through the baton core
 //
-// The Mutex is a baton.WordLocker: while nobody waits, the core takes and
+// The Mutex is a driver.WordLocker: while nobody waits, the core takes and
 // gives back the word itself (one compare-and-swap each, which is what makes
 // an uncontended Lock+Unlock cost about as much as sync.Mutex), and calls
 // Acquire and Release for everything else. The word keeps one more field for
@@ -69,11 +68,12 @@ package ipc
 //
 // A process that dies holding the lock leaves it held until a waiter (or a
 // TryAcquire) notices the death. A waiter killed while sleeping leaves
-// nothing held; the approximate waiter count shown by InspectMutex may stay
-// one too high. Removing the file (RemoveMutex) while the lock is held
+// nothing held; the approximate waiter count shown by Inspect may stay
+// one too high. Removing the file (Remove) while the lock is held
 // leaves the holder with a mapping nobody else opens: new openers get a new
-// lock, so the old hold is not exclusive any more, and the holder is not
-// told.
+// lock, so the old hold is not exclusive any more. A watcher of the file
+// notices the removal and fires the loss of every grant of the handle.
+package mutex
 
 import "time"
 
@@ -85,7 +85,7 @@ const (
 	offState    = 8          // uint64; its low half is the futex word
 	offFence    = 16         // uint64: the last token given
 	offWaiters  = 24         // int32: handles in the slow path of Acquire (approximate)
-	offSlot     = 32         // uint64: baton.WordLock.Slot, the owner of a hold within its handle
+	offSlot     = 32         // uint64: the word's owner slot (internal/word), the owner of a hold within its handle
 	pidBits     = 22
 	pidMask     = 1<<pidBits - 1
 	fWaiters    = 1 << 22 // a waiter may sleep in FUTEX_WAIT: unlock must wake one

@@ -1,6 +1,6 @@
 //go:build race
 
-package ipc
+package mutex
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 
 var raceSyncs sync.Map // [2]uint64{dev, ino} → *atomic.Uint64
 
-// raceSync returns the baton.WordLock.Sync word of the lock file dev/ino:
+// raceSync returns the race-detector word (word.New) of the lock file dev/ino:
 // one per file and process, so that every handle of the process on the
 // lock shares it.
 func raceSync(dev, ino uint64) *atomic.Uint64 {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package ipc
+package mutex
 
 import (
 	"context"
@@ -16,56 +16,59 @@ import (
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/word"
+	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
 
 // Mutex is one handle on a futex mutex (see the package documentation of
-// the mechanism in mutex.go). It implements baton.LockDriver for exclusive
+// the mechanism in mutex.go). It implements driver.Lock for exclusive
 // mode. As the driver contract allows, one handle runs at most one call at a
 // time and holds at most one grant; open several handles (or use the
 // baton core) for several goroutines.
 //
-// The zero value is not usable; use OpenMutex.
+// The zero value is not usable; use Open.
 type Mutex struct {
 	name  string
-	r     *Region
+	r     *ipc.Region
 	state *atomic.Uint64 // in r; low half is *word
 	word  *uint32        // the futex word
 	fence *uint64        // in r; written by the holder only
 	wait  *atomic.Int32  // in r
-	slot  *uint64        // in r; baton.WordLock.Slot
+	slot  *uint64        // in r; the word's owner slot (package internal/word)
 	me    uint64         // this handle's state pattern: tag<<32 | handle<<handleShift | pid
-	self  Proc
+	self  ipc.Proc
 	// The fields below are used only by the call in progress (one at a time).
 	closed bool
 	// The handle's loss: fired when its file is removed or replaced.
-	loss      *baton.Loss
+	loss      *driver.Loss
 	gone      atomic.Bool // set before loss fires; read by the fast path
 	stopWatch func()
-	watch     *ProcWatch // the owner last checked, nil if none
-	watchS    uint64     // the owner pattern watch refers to
-	wl        *baton.WordLock
+	watch     *ipc.ProcWatch // the owner last checked, nil if none
+	watchS    uint64         // the owner pattern watch refers to
+	wl        *word.Lock     // nil: this handle has no word path
 }
 
 var (
-	_ baton.LockDriver = (*Mutex)(nil)
-	_ baton.WordLocker = (*Mutex)(nil)
+	_ driver.Lock       = (*Mutex)(nil)
+	_ driver.WordLocker = (*Mutex)(nil)
 )
 
-// OpenMutex opens the futex mutex called name in ns, creating it unlocked
+// Open opens the futex mutex called name in ns, creating it unlocked
 // when it does not exist. The name is validated before anything is created.
-func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
+func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
 	if _, err := ns.Path(mutexKind, name); err != nil {
 		return nil, err
 	}
-	self, err := Self()
+	self, err := ipc.Self()
 	if err != nil {
 		return nil, err
 	}
 	if self.PID >= pidMaxLinux {
-		return nil, fmt.Errorf("ipc: futex mutex: pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
+		return nil, fmt.Errorf("futex mutex: pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
 	}
-	r, err := OpenRegion(ns, mutexKind, name, mutexSize)
+	r, err := ipc.OpenRegion(ns, mutexKind, name, mutexSize)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +80,7 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 	m.self = self
 	bits := handleBits.get()
 	m.me = uint64(self.Tag())<<32 | bits<<handleShift | uint64(self.PID)
-	// A handle whose file is removed or replaced (RemoveMutex, baton rm)
+	// A handle whose file is removed or replaced (Remove, baton rm)
 	// keeps a mapping that no new opener shares: its holds are not
 	// exclusive any more, then or later. The watcher fires the handle's
 	// loss, which every grant of the handle carries.
@@ -87,18 +90,9 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 		return nil, m.errf("%w", err)
 	}
 	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
-	m.loss = baton.NewLoss()
+	m.loss = driver.NewLoss()
 	if bits != 0 {
-		m.wl = &baton.WordLock{
-			State: m.state,
-			Mask:  ownerMask,
-			Me:    m.me,
-			Fence: m.fence,
-			Slot:  m.slot,
-			Gone:  &m.gone,
-			Loss:  m.loss,
-			Sync:  raceSync(dev, ino),
-		}
+		m.wl = word.New(m.state, m.fence, m.slot, &m.gone, raceSync(dev, ino), ownerMask, m.me)
 	}
 	// The memory stays mapped, and the handle bits taken, until the handle
 	// is unreachable, not just closed: the core may still be taking or
@@ -107,7 +101,7 @@ func OpenMutex(ns *Namespace, name string) (*Mutex, error) {
 		u.r.Close()
 		handleBits.put(u.bits)
 	}, unmap{r, bits})
-	m.stopWatch = WatchLoss(func() error {
+	m.stopWatch = ipc.WatchLoss(func() error {
 		var st unix.Stat_t
 		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
 			m.gone.Store(true)
@@ -122,7 +116,7 @@ var errMutexRemoved = errors.New("futex mutex file removed or replaced")
 
 // unmap is what the cleanup of an unreachable handle gives back.
 type unmap struct {
-	r    *Region
+	r    *ipc.Region
 	bits uint64
 }
 
@@ -163,7 +157,7 @@ func (s *handleSet) put(b uint64) {
 	s.mu.Unlock()
 }
 
-func newMutexOn(r *Region, name string) *Mutex {
+func newMutexOn(r *ipc.Region, name string) *Mutex {
 	base := unsafe.Pointer(&r.Bytes()[0])
 	m := &Mutex{
 		name:  name,
@@ -199,16 +193,16 @@ func (m *Mutex) checkMagic() error {
 }
 
 func (m *Mutex) errf(format string, args ...any) error {
-	return fmt.Errorf("ipc: futex mutex %q: "+format, append([]any{m.name}, args...)...)
+	return fmt.Errorf("futex mutex %q: "+format, append([]any{m.name}, args...)...)
 }
 
 // Acquire takes the lock in Exclusive mode (Shared is refused with
 // ErrUnsupported), waiting until it is free or its owner is found dead, or
 // until ctx is done: then it returns an error matching ctx.Err() within
 // about a millisecond and holds nothing.
-func (m *Mutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if err := m.check(mode); err != nil {
-		return baton.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if m.state.CompareAndSwap(0, m.me) {
 		return m.granted(false), nil
@@ -220,9 +214,9 @@ func (m *Mutex) Acquire(ctx context.Context, mode baton.Mode) (baton.Grant, erro
 // grant then reports Recovered), and otherwise returns an error matching
 // baton.ErrLocked. A lock being handed to a waiter that has slept counts as
 // taken.
-func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, error) {
+func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if err := m.check(mode); err != nil {
-		return baton.Grant{}, err
+		return driver.Grant{}, err
 	}
 	if m.state.CompareAndSwap(0, m.me) {
 		return m.granted(false), nil
@@ -232,7 +226,7 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, e
 		lo := uint32(s)
 		switch {
 		case lo&fHandoff != 0 && m.wait.Load() > 0:
-			return baton.Grant{}, m.errf("%w", baton.ErrLocked)
+			return driver.Grant{}, m.errf("%w", baton.ErrLocked)
 		case lo&fHandoff != 0:
 			// Nobody waits any more: the handoff is void.
 			if m.state.CompareAndSwap(s, m.me|fWaiters) {
@@ -247,30 +241,30 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode baton.Mode) (baton.Grant, e
 				return m.granted(true), nil
 			}
 		default:
-			return baton.Grant{}, m.errf("%w", baton.ErrLocked)
+			return driver.Grant{}, m.errf("%w", baton.ErrLocked)
 		}
 	}
-	return baton.Grant{}, m.errf("%w", baton.ErrLocked)
+	return driver.Grant{}, m.errf("%w", baton.ErrLocked)
 }
 
-func (m *Mutex) check(mode baton.Mode) error {
+func (m *Mutex) check(mode driver.Mode) error {
 	if m.closed {
 		return m.errf("%w", baton.ErrClosed)
 	}
-	if mode != baton.Exclusive {
+	if mode != driver.Exclusive {
 		return m.errf("%s mode: %w", mode, baton.ErrUnsupported)
 	}
 	return nil
 }
 
 // granted completes an acquisition: the holder alone writes the fence.
-func (m *Mutex) granted(recovered bool) baton.Grant {
+func (m *Mutex) granted(recovered bool) driver.Grant {
 	t := atomic.LoadUint64(m.fence) + 1
 	*m.fence = t
-	return baton.Grant{Token: baton.Token(t), Recovered: recovered, Loss: m.loss}
+	return driver.Grant{Token: uint64(t), Recovered: recovered, Loss: m.loss}
 }
 
-func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
+func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 	m.wait.Add(1)
 	defer m.wait.Add(-1)
 	var (
@@ -283,14 +277,14 @@ func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
 		// Cancellation wakes the sleepers on the word, so that this waiter
 		// returns at once rather than at the end of its sleep slice; the
 		// others find nothing changed and sleep again.
-		stop := context.AfterFunc(ctx, func() { FutexWake(m.word, math.MaxInt32) })
+		stop := context.AfterFunc(ctx, func() { ipc.FutexWake(m.word, math.MaxInt32) })
 		defer stop()
 	}
 	for {
 		if done != nil {
 			select {
 			case <-done:
-				return baton.Grant{}, m.abandon(ctx, slept)
+				return driver.Grant{}, m.abandon(ctx, slept)
 			default:
 			}
 		}
@@ -336,10 +330,10 @@ func (m *Mutex) lockSlow(ctx context.Context) (baton.Grant, error) {
 			}
 			s, lo = ns, want
 		}
-		timedOut, err := FutexWait(m.word, lo, deadCheck)
+		timedOut, err := ipc.FutexWait(m.word, lo, deadCheck)
 		if err != nil {
 			m.abandon(ctx, slept)
-			return baton.Grant{}, m.errf("%w", err)
+			return driver.Grant{}, m.errf("%w", err)
 		}
 		slept = true
 		if timedOut && lo&pidMask != 0 && m.state.Load() == s && m.ownerDead(s) {
@@ -372,7 +366,7 @@ func (m *Mutex) abandon(ctx context.Context, slept bool) error {
 		}
 	}
 	if slept {
-		FutexWake(m.word, 1)
+		ipc.FutexWake(m.word, 1)
 	}
 	if err := ctx.Err(); err != nil {
 		return m.errf("%w", err)
@@ -398,7 +392,7 @@ func (m *Mutex) ownerDead(s uint64) bool {
 		return err == nil && dead
 	}
 	m.unwatch()
-	w, dead, err := WatchProc(pid, tag)
+	w, dead, err := ipc.WatchProc(pid, tag)
 	if err != nil || dead {
 		return dead
 	}
@@ -414,8 +408,8 @@ func (m *Mutex) unwatch() {
 // Release unlocks the grant g. If the lock is no longer g's (another process
 // took it over, believing this one dead), it returns an error matching
 // baton.ErrLost and changes nothing. Release works after Close too (see
-// WordLock).
-func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
+// driver.WordLocker).
+func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
 	if atomic.LoadUint64(m.fence) != uint64(g.Token) {
 		return m.errf("token %d: %w", g.Token, baton.ErrLost)
 	}
@@ -430,7 +424,7 @@ func (m *Mutex) Release(ctx context.Context, g baton.Grant) error {
 	return err
 }
 
-func (m *Mutex) unlockSlow(g baton.Grant) error {
+func (m *Mutex) unlockSlow(g driver.Grant) error {
 	for {
 		s := m.state.Load()
 		lo := uint32(s)
@@ -443,7 +437,7 @@ func (m *Mutex) unlockSlow(g baton.Grant) error {
 		}
 		if m.state.CompareAndSwap(s, next) {
 			if lo&fWaiters != 0 {
-				if _, err := FutexWake(m.word, 1); err != nil {
+				if _, err := ipc.FutexWake(m.word, 1); err != nil {
 					return m.errf("%w", err)
 				}
 			}
@@ -454,8 +448,8 @@ func (m *Mutex) unlockSlow(g baton.Grant) error {
 
 // Downgrade returns an error matching baton.ErrUnsupported: a mutex has no
 // shared mode.
-func (m *Mutex) Downgrade(ctx context.Context, g baton.Grant) (baton.Grant, error) {
-	return baton.Grant{}, m.errf("downgrade: %w", baton.ErrUnsupported)
+func (m *Mutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
+	return driver.Grant{}, m.errf("downgrade: %w", baton.ErrUnsupported)
 }
 
 // Close stops the handle's watchers; Acquire and TryAcquire fail after it.
@@ -474,25 +468,25 @@ func (m *Mutex) Close() error {
 	return nil
 }
 
-// WordLock describes the lock word for the baton core (baton.WordLocker).
-// It is nil for a handle opened while handleMax others of this process were
+// WordLock returns the lock word for the baton core (driver.WordLocker). It
+// is nil for a handle opened while handleMax others of this process were
 // alive: such a handle is served by Acquire and Release only.
-func (m *Mutex) WordLock() *baton.WordLock { return m.wl }
+func (m *Mutex) WordLock() (*word.Lock, *driver.Loss) { return m.wl, m.loss }
 
-// InspectMutex describes the futex mutex name without changing it: its
+// Inspect describes the futex mutex name without changing it: its
 // holder (pid and the last token given, which is the holder's), whether the
 // holder is dead (Detail "owner dead": the next waiter recovers it), and the
 // number of handles waiting, which is approximate (a waiter killed while
 // waiting is still counted). It returns an error matching fs.ErrNotExist
 // when there is no such mutex; it never creates one.
-func InspectMutex(ns *Namespace, name string) (baton.Info, error) {
+func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 	if _, err := ns.Path(mutexKind, name); err != nil {
 		return baton.Info{}, err
 	}
-	r, err := OpenExistingRegion(ns, mutexKind, name, mutexSize)
+	r, err := ipc.OpenExistingRegion(ns, mutexKind, name, mutexSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return baton.Info{}, fmt.Errorf("ipc: futex mutex %q: %w", name, fs.ErrNotExist)
+			return baton.Info{}, fmt.Errorf("futex mutex %q: %w", name, fs.ErrNotExist)
 		}
 		return baton.Info{}, err
 	}
@@ -501,7 +495,7 @@ func InspectMutex(ns *Namespace, name string) (baton.Info, error) {
 	if v := (*atomic.Uint32)(unsafe.Pointer(&r.Bytes()[offMagic])).Load(); v != mutexMagic && v != 0 {
 		return baton.Info{}, fmt.Errorf("%w: %s is not a futex mutex (magic %#x)", baton.ErrMismatch, r.Path(), v)
 	}
-	m.self, _ = Self()
+	m.self, _ = ipc.Self()
 	s := m.state.Load()
 	last := atomic.LoadUint64(m.fence)
 	info := baton.Info{

@@ -1,6 +1,6 @@
 //go:build !race
 
-package baton
+package word
 
 import "sync/atomic"
 

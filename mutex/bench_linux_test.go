@@ -1,6 +1,6 @@
 //go:build linux
 
-package ipc
+package mutex
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 func BenchmarkSyncMutex(b *testing.B) {
@@ -25,7 +25,7 @@ func BenchmarkMutexUncontended(b *testing.B) {
 	m := openM(b, testNS(b), "u")
 	ctx := context.Background()
 	for b.Loop() {
-		g, err := m.Acquire(ctx, baton.Exclusive)
+		g, err := m.Acquire(ctx, driver.Exclusive)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func BenchmarkMutexTwoProcesses(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		g, err := m.Acquire(ctx, baton.Exclusive)
+		g, err := m.Acquire(ctx, driver.Exclusive)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func BenchmarkMutexKillRecover(b *testing.B) {
 		m := openM(b, ns, "k")
 		got := make(chan time.Time)
 		go func() {
-			g, err := m.Acquire(context.Background(), baton.Exclusive)
+			g, err := m.Acquire(context.Background(), driver.Exclusive)
 			if err != nil || !g.Recovered {
 				b.Error("not recovered", err)
 			}

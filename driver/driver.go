@@ -1,0 +1,256 @@
+// Package driver is the contract between baton's core and a backend. A
+// backend implements these small interfaces and passes its Backend to
+// baton.NewBackend, which gives applications the Mutex, RWMutex, Semaphore
+// and Cond of package baton with the same queueing, owners, hold counts,
+// validation and error behaviour on every backend. Applications do not use
+// this package.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonlock/baton/internal/errs"
+	"github.com/batonlock/baton/internal/word"
+)
+
+// Mode is the mode a lock is asked for; its values are those of baton.Mode.
+type Mode uint8
+
+const (
+	Exclusive Mode = iota // a write lock or a mutex
+	Shared                // a read lock
+)
+
+// What the core guarantees to a Lock driver:
+//   - names and arguments are validated before Open* is called;
+//   - at most one call of Acquire, TryAcquire, Release or Downgrade is in
+//     progress on one driver at a time, and the driver holds at most one
+//     grant at a time (goroutines sharing a handle are queued in front of it,
+//     and local readers share one Shared grant);
+//   - Release and Downgrade receive the grant the driver returned.
+//
+// What a driver guarantees to the core:
+//   - Acquire returns promptly (milliseconds) once ctx is done, with an error
+//     matching ctx.Err(), and holds nothing then;
+//   - TryAcquire never waits for another holder and returns an error
+//     matching baton.ErrLocked when the lock is taken;
+//   - Release of a grant whose Loss fired returns an error matching baton.ErrLost
+//     and never releases another holder's lock;
+//   - errors wrap the sentinels of package baton with %w.
+
+// Grant is what a driver returns for one acquisition.
+type Grant struct {
+	Token     uint64
+	Recovered bool  // the previous holder died while holding
+	Loss      *Loss // nil if the grant cannot be lost
+	N         int64 // permits, for semaphore grants
+	Data      any   // driver-private state of the grant
+}
+
+// Lock is one handle's connection to a named lock in a backend.
+// Drivers of plain mutexes are only asked for Exclusive mode.
+type Lock interface {
+	Acquire(ctx context.Context, mode Mode) (Grant, error)
+	TryAcquire(ctx context.Context, mode Mode) (Grant, error)
+	Release(ctx context.Context, g Grant) error
+	// Downgrade turns an Exclusive grant into a Shared one atomically. Mutex
+	// drivers may return baton.ErrUnsupported.
+	Downgrade(ctx context.Context, g Grant) (Grant, error)
+	Close() error
+}
+
+// Semaphore is one handle's connection to a named semaphore. The core
+// calls Acquire and TryAcquire one at a time per driver (FIFO), but Release
+// may run concurrently with an Acquire in progress.
+type Semaphore interface {
+	Acquire(ctx context.Context, n int64) (Grant, error)
+	TryAcquire(ctx context.Context, n int64) (Grant, error)
+	// Release gives back n permits of grant g, 0 < n <= g.N. When n < g.N
+	// the rest of the grant stays held (the core keeps g with N reduced).
+	Release(ctx context.Context, g Grant, n int64) error
+	Capacity() int64
+	Close() error
+}
+
+// Cond is one handle's connection to a named condition variable. Wait
+// is split in two so that the core can register the waiter before it
+// releases the lock: a Signal that comes after Prepare returned must wake
+// the waiter (no lost wake-up).
+type Cond interface {
+	// Prepare registers the caller as a waiter and returns a ticket.
+	Prepare(ctx context.Context) (any, error)
+	// Wait blocks until the ticket is signalled or ctx is done. On ctx
+	// done it withdraws the registration (a Signal consumed by a
+	// withdrawn waiter is passed on, or reported as spurious to nobody) and
+	// returns an error matching ctx.Err().
+	Wait(ctx context.Context, ticket any) error
+	// Cancel withdraws a registration that will not be waited on.
+	Cancel(ticket any)
+	Signal(ctx context.Context) error
+	Broadcast(ctx context.Context) error
+	Close() error
+}
+
+// Backend opens drivers for names the core has already validated. A
+// backend that lacks a primitive returns an error matching baton.ErrUnsupported.
+// The core may open a second RWMutex driver of a name for one handle: it
+// tries a read lock through it, and gives it back at once, to learn whether
+// the backend would make a new reader wait (see baton.RWMutex).
+type Backend interface {
+	// Kind names the backend in errors and diagnostics ("file", "redis").
+	Kind() string
+	// ValidateName applies rules of the backend beyond ValidateName (for
+	// example a shorter limit once the name is encoded). It must not have
+	// side effects.
+	ValidateName(name string) error
+	OpenMutex(ctx context.Context, name string) (Lock, error)
+	OpenRWMutex(ctx context.Context, name string) (Lock, error)
+	OpenSemaphore(ctx context.Context, name string, permits int64) (Semaphore, error)
+	OpenCond(ctx context.Context, name string) (Cond, error)
+	Close() error
+}
+
+// TryFirst is implemented by lock and semaphore drivers whose TryAcquire
+// costs no more than the first step of Acquire (a local syscall or a memory
+// operation, not a network round trip) and returns true. The core then tries
+// first when the handle is idle, and sets up a cancellable wait only when
+// the lock is taken.
+type TryFirst interface {
+	TryFirst() bool
+}
+
+// WordLocker is implemented by mutex drivers whose lock is one word in
+// memory shared by every process that uses it (the futex mutex). While
+// nobody waits, the core then takes and gives back the lock itself, with one
+// compare-and-swap each and no call into the driver (package
+// internal/word); the driver's Acquire, TryAcquire and Release serve every
+// other case, and Release must accept a grant taken on the word.
+type WordLocker interface {
+	// WordLock returns the handle's word and the Loss that goes with every
+	// grant of it. It is called once, when the handle is opened; the word
+	// must stay valid, and Release keep working, until the driver is
+	// unreachable (after Close too: a goroutine may be taking the word
+	// while another closes the handle). It returns a nil word when this
+	// handle cannot have a word of its own; the core then calls the driver
+	// for every operation.
+	WordLock() (*word.Lock, *Loss)
+}
+
+// Loss is a one-shot signal that a hold can no longer be trusted. A driver
+// creates one per hold that can be lost (a lease, a file that can be removed)
+// and fires it with the cause; the core hands it to callers through Hold.
+//
+// A lease's Loss also carries the lease's deadline (SetDeadline), and every
+// read of it (Err, Done, and so Hold.Err, Hold.Lost and the context of
+// Hold.Context) compares the deadline with the monotonic clock and fires
+// the Loss at once when it has passed. A loss is thus seen the moment the
+// deadline passes, even when the timers that would fire it have not run (a
+// process paused by SIGSTOP or a long GC pause runs them only later).
+//
+// The zero Loss is not usable; use NewLoss. A nil *Loss never fires.
+type Loss struct {
+	once     sync.Once
+	ch       chan struct{}
+	deadline atomic.Int64 // monotonic ns since monoEpoch; 0: none
+	mu       sync.Mutex
+	err      error // guarded by mu; set once, before ch is closed
+}
+
+// monoEpoch is the origin of Loss deadlines: durations since it are read
+// on the monotonic clock.
+var monoEpoch = time.Now()
+
+// errDeadline is the cause of a Loss fired by a read past its deadline.
+var errDeadline = errors.New("lease deadline passed before a renewal")
+
+// SetDeadline sets the time until which the hold can be trusted; the zero
+// time removes the deadline (for a hold given back). t must carry a
+// monotonic clock reading (derive it from time.Now). If the deadline in
+// force has already passed, the Loss fires instead: a lease that lapsed
+// cannot be extended.
+func (l *Loss) SetDeadline(t time.Time) {
+	if l == nil {
+		return
+	}
+	if l.expired() {
+		l.Fire(errDeadline)
+		return
+	}
+	var d int64
+	if !t.IsZero() {
+		d = max(int64(t.Sub(monoEpoch)), 1)
+	}
+	l.deadline.Store(d)
+}
+
+// expired reports whether the Loss has a deadline that has passed.
+func (l *Loss) expired() bool {
+	d := l.deadline.Load()
+	return d != 0 && int64(time.Since(monoEpoch)) >= d
+}
+
+// check fires the Loss if its deadline has passed.
+func (l *Loss) check() {
+	if l.expired() {
+		l.Fire(errDeadline)
+	}
+}
+
+// NewLoss returns a Loss that has not fired.
+func NewLoss() *Loss { return &Loss{ch: make(chan struct{})} }
+
+// Fire marks the hold lost with cause (which is wrapped so that
+// errors.Is(err, baton.ErrLost) holds). Only the first call has an effect.
+func (l *Loss) Fire(cause error) {
+	if l == nil {
+		return
+	}
+	l.once.Do(func() {
+		var err error
+		switch {
+		case cause == nil:
+			err = errs.Lost
+		default:
+			err = fmt.Errorf("%w: %w", errs.Lost, cause)
+		}
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		close(l.ch)
+	})
+}
+
+// Done returns a channel that is closed when the hold is lost; it is
+// already closed if the deadline has passed. It returns nil (a channel that
+// never becomes ready) for a nil Loss.
+func (l *Loss) Done() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	l.check()
+	return l.ch
+}
+
+// Err returns nil until the Loss fires (or its deadline passes), and then an
+// error matching baton.ErrLost that wraps the cause.
+func (l *Loss) Err() error {
+	if l == nil {
+		return nil
+	}
+	l.check()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (m Mode) String() string {
+	if m == Shared {
+		return "shared"
+	}
+	return "exclusive"
+}

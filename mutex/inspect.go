@@ -1,0 +1,25 @@
+package mutex
+
+import (
+	"fmt"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
+)
+
+// List describes every futex mutex of ns (see Inspect). Mutexes
+// whose file vanishes while listing are skipped.
+func List(ns *ipc.Namespace) ([]baton.Info, error) {
+	return ipc.ListKind(ns, mutexKind, Inspect)
+}
+
+// Remove removes the file of the futex mutex name. A process that holds
+// it keeps a mapping nobody else will open, and is not told; later openers
+// get a new, unlocked mutex whose tokens start again from 1. It returns an
+// error matching fs.ErrNotExist when there is no such mutex.
+func Remove(ns *ipc.Namespace, name string) error {
+	if err := ipc.RemoveRegion(ns, mutexKind, name); err != nil {
+		return fmt.Errorf("futex mutex %q: %w", name, err)
+	}
+	return nil
+}
