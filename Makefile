@@ -10,7 +10,7 @@ TIMEOUT ?= 15m
 # WORDPKGS also run without the race detector: on the futex mutex's word
 # path the race build adds synchronization of its own (race.go), so the
 # shipped build is tested as well.
-WORDPKGS ?= . ./ipc ./local
+WORDPKGS ?= . ./mutex ./local
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(PKGS)
