@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,7 @@ const (
 
 // page is the layout of the first page of a lock file, mapped shared.
 type page struct {
-	gen     atomic.Uint32 // release generation: bumped after every unlock; futex word
+	gen     uint32        // release generation: bumped after every unlock; futex word (atomic access only)
 	waiters atomic.Uint32 // processes sleeping on gen (may overcount after a kill)
 	token   atomic.Uint64 // last fencing token given
 	pid     atomic.Int64  // pid of the exclusive holder, 0 when free
@@ -106,9 +107,9 @@ func (lf *lockFile) reopen() error {
 
 // released wakes the waiters of the page after an unlock.
 func released(pg *page) {
-	pg.gen.Add(1)
+	atomic.AddUint32(&pg.gen, 1)
 	if pg.waiters.Load() > 0 {
-		futexWakeAll(&pg.gen)
+		_, _ = ipc.FutexWake(&pg.gen, math.MaxInt32)
 	}
 }
 
@@ -122,7 +123,7 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error
 		}
 	}()
 	for {
-		gen := pg.gen.Load()
+		gen := atomic.LoadUint32(&pg.gen)
 		err := unix.Flock(fd, how|unix.LOCK_NB)
 		switch {
 		case err == nil:
@@ -143,7 +144,9 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error
 			stop = context.AfterFunc(ctx, func() { released(pg) })
 		}
 		pg.waiters.Add(1)
-		futexSleep(&pg.gen, gen, backstop)
+		// Errors other than a wake, a changed word or the timeout cannot
+		// happen on a mapped word; the loop retries flock either way.
+		_, _ = ipc.FutexWait(&pg.gen, gen, backstop)
 		pg.waiters.Add(^uint32(0))
 	}
 }
