@@ -1,0 +1,89 @@
+//go:build linux && (amd64 || arm64 || riscv64 || loong64)
+
+package ipc
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+)
+
+// A NamedSet's incarnation loses its holds when the set is removed; the
+// handles that find it removed all move to one new set, and the old one's
+// loss fires.
+func TestNamedSetRemoval(t *testing.T) {
+	ns := sysvNS(t)
+	e, err := ns.Entry(KindSysvSem, "set/one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := func(s *SemSet) error { return s.TryOp([]SemOp{{Num: 0, Op: 2}}) }
+	if _, err := OpenNamedSet(e, KindSysvRW, "test", 1, 2, init); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Fatalf("entry of another kind: %v", err)
+	}
+	s, err := OpenNamedSet(e, KindSysvSem, "test", 1, 2, init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := old.Grant(driver.Shared); g.Inc != old || g.Mode != driver.Shared || old.Grant(driver.Exclusive).Mode != driver.Exclusive {
+		t.Fatalf("grant data %+v", g)
+	}
+	c1, err := old.NextCounter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Set.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-old.Loss.Done():
+	case <-time.After(10 * WatchEvery):
+		t.Fatal("removal not noticed")
+	}
+	if !errors.Is(old.Loss.Err(), baton.ErrLost) {
+		t.Fatalf("loss: %v", old.Loss.Err())
+	}
+	var wg sync.WaitGroup
+	got := make([]*SetIncarnation, 4)
+	for i := range got {
+		wg.Go(func() {
+			inc, err := s.Reopen(old)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = inc
+		})
+	}
+	wg.Wait()
+	for _, inc := range got {
+		if inc != got[0] || inc == old {
+			t.Fatalf("reopens gave %v, old %p", got, old)
+		}
+	}
+	if v, _ := got[0].Set.Value(0); v != 2 {
+		t.Fatalf("new set value %d", v)
+	}
+	if c2, _ := got[0].Counter(); c2 < c1 {
+		t.Fatalf("counter went back across incarnations: %d < %d", c2, c1)
+	}
+	if got[0].Loss.Err() != nil {
+		t.Fatalf("new set lost: %v", got[0].Loss.Err())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Current(); !errors.Is(err, baton.ErrClosed) {
+		t.Fatalf("Current after Close: %v", err)
+	}
+	if _, err := s.Reopen(got[0]); !errors.Is(err, baton.ErrClosed) {
+		t.Fatalf("Reopen after Close: %v", err)
+	}
+}
