@@ -114,16 +114,17 @@ type backend struct {
 
 func (d *backend) Kind() string { return "local" }
 
-func (d *backend) ValidateName(name string) error {
-	_, err := ipc.EncodeName(name)
-	return err
-}
+// ValidateName checks what the namespace adds to baton.ValidateName, which
+// the core has run already: the length of the encoded name.
+func (d *backend) ValidateName(name string) error { return ipc.CheckEncodedLen(name) }
 
+// path returns the file of name among kind, for a name the core has
+// validated: it is encoded here once, and not checked again.
 func (d *backend) path(kind, name string) (string, error) {
 	if err := d.ns.EnsureKind(kind); err != nil {
 		return "", err
 	}
-	return d.ns.Path(kind, name)
+	return d.ns.Resolve(kind, name).Path(), nil
 }
 
 func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
@@ -139,7 +140,7 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if d.o.rw == RWSysV {
-		return rwlock.Open(d.ns, name)
+		return rwlock.OpenEntry(d.ns.Resolve(ipc.KindSysvRW, name))
 	}
 	p, err := d.path(kindRWFlock, name)
 	if err != nil {
@@ -149,7 +150,7 @@ func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, er
 }
 
 func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
-	return semaphore.Open(d.ns, name, permits)
+	return semaphore.OpenEntry(d.ns.Resolve(ipc.KindSysvSem, name), permits)
 }
 
 func (d *backend) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
