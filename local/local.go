@@ -4,7 +4,9 @@
 // The namespace directory defaults to $XDG_RUNTIME_DIR/baton, or
 // /dev/shm/baton-UID when XDG_RUNTIME_DIR is unset (both per user, on tmpfs).
 // Every name maps injectively onto one file under DIR/KIND/ (see
-// ipc.EncodeName); no name can reach outside the directory.
+// ipc.EncodeName); no name can reach outside the directory. The core
+// validates a name before any Open; the backend then encodes it once and
+// hands the mechanism packages the resolved path or ipc.Entry.
 //
 // Mechanisms, chosen per primitive by option:
 //
@@ -13,7 +15,7 @@
 //	RWMutex    a System V semaphore set (RWSysV), or flock(2) on a data
 //	           and a gate file (RWFlock)
 //	Semaphore  a System V semaphore with SEM_UNDO
-//	Cond       a futex sequence word in shared memory
+//	Cond       one futex word per waiter slot in shared memory
 //
 // Holds are given back when their process dies: by the kernel for flock and
 // System V (SEM_UNDO), by the next waiter's owner-liveness check for the

@@ -26,9 +26,10 @@
 //
 // What failures leave behind: a failed or cancelled acquisition holds
 // nothing and is no longer registered as waiting. The set outlives every
-// process until Remove (or ipcrm); Remove while the lock is held makes the
-// holder's Release fail with baton.ErrLost, and the next Open creates a new,
-// free lock.
+// process until Remove (or ipcrm); Remove while the lock is held fires the
+// loss of the holds in it (the handle checks its set every ipc.WatchEvery)
+// and makes their Release fail with baton.ErrLost; the handle's next
+// acquisition, like the next Open, uses a new, free lock.
 package rwlock
 
 import (

@@ -14,8 +14,10 @@
 //
 // What failures leave behind: a failed or cancelled Acquire holds nothing.
 // The System V set outlives every process until Remove (or ipcrm); Remove
-// while permits are held makes their Release fail with baton.ErrLost, and the
-// next Open creates a new set with all permits free.
+// while permits are held fires the loss of their grants (the handle checks
+// its set every ipc.WatchEvery) and makes their Release fail with
+// baton.ErrLost; the handle's next Acquire, like the next Open, uses a new
+// set with all permits free.
 package semaphore
 
 import (
