@@ -3,6 +3,7 @@
 package ipc
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -85,5 +86,36 @@ func TestNamedSetRemoval(t *testing.T) {
 	}
 	if _, err := s.Reopen(got[0]); !errors.Is(err, baton.ErrClosed) {
 		t.Fatalf("Reopen after Close: %v", err)
+	}
+}
+
+// Do tries at once, then waits only when asked to.
+func TestSemSetDo(t *testing.T) {
+	set, _, err := CreateSemSet(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Remove()
+	take := func() []SemOp { return []SemOp{{Num: 0, Op: -1, Flags: SemUndo}} }
+	if err := set.Do(context.Background(), take(), false); !errors.Is(err, ErrWouldBlock) {
+		t.Fatalf("no wait on 0: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := set.Do(ctx, take(), true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait past the deadline: %v", err)
+	}
+	if v, _ := set.Value(0); v != 0 {
+		t.Fatalf("failed operations changed the value to %d", v)
+	}
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		_ = set.TryOp([]SemOp{{Num: 0, Op: 1}})
+	}()
+	if err := set.Do(context.Background(), take(), true); err != nil {
+		t.Fatalf("wait for a post: %v", err)
+	}
+	if err := set.Do(context.Background(), []SemOp{{Num: 0, Op: 1, Flags: SemUndo}}, false); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -35,7 +35,6 @@ package rwlock
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
@@ -134,14 +133,10 @@ func (l *Lock) rlock(ctx context.Context, inc *ipc.SetIncarnation, wait bool) (d
 		{Num: semW, Op: 0},
 		{Num: semR, Op: 1, Flags: ipc.SemUndo},
 	}
-	err := inc.Set.TryOp(ops[:])
-	if errors.Is(err, ipc.ErrWouldBlock) {
-		if !wait {
+	if err := inc.Set.Do(ctx, ops[:], wait); err != nil {
+		if errors.Is(err, ipc.ErrWouldBlock) {
 			return driver.Grant{}, l.set.Errorf("read: %w", baton.ErrLocked)
 		}
-		err = inc.Set.Op(ctx, ops[:])
-	}
-	if err != nil {
 		return driver.Grant{}, l.wrap(err)
 	}
 	return driver.Grant{Data: inc.Grant(driver.Shared), Loss: inc.Loss}, nil
@@ -213,10 +208,10 @@ func (l *Lock) unlock(inc *ipc.SetIncarnation, mode driver.Mode) error {
 	return nil
 }
 
-func grantOf(g driver.Grant) (*ipc.SetGrant, error) {
+func (l *Lock) grantOf(g driver.Grant) (*ipc.SetGrant, error) {
 	h, ok := g.Data.(*ipc.SetGrant)
 	if !ok || h == nil {
-		return nil, fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
+		return nil, l.set.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
 	}
 	return h, nil
 }
@@ -224,9 +219,9 @@ func grantOf(g driver.Grant) (*ipc.SetGrant, error) {
 // Release releases grant g. If the set of g was removed meanwhile, it
 // returns an error matching baton.ErrLost.
 func (l *Lock) Release(ctx context.Context, g driver.Grant) error {
-	h, err := grantOf(g)
+	h, err := l.grantOf(g)
 	if err != nil {
-		return l.wrap(err)
+		return err
 	}
 	return l.unlock(h.Inc, h.Mode)
 }
@@ -235,9 +230,9 @@ func (l *Lock) Release(ctx context.Context, g driver.Grant) error {
 // the write lock is never free in between. The shared grant keeps g's
 // token.
 func (l *Lock) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
-	h, err := grantOf(g)
+	h, err := l.grantOf(g)
 	if err != nil {
-		return driver.Grant{}, l.wrap(err)
+		return driver.Grant{}, err
 	}
 	if h.Mode != driver.Exclusive {
 		return driver.Grant{}, l.set.Errorf("downgrade of a read lock: %w", baton.ErrNotHeld)

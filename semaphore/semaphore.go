@@ -115,15 +115,12 @@ func (s *Sem) acquire(ctx context.Context, n int64, wait bool) (driver.Grant, er
 	}
 	for range ipc.ReopenTries {
 		ops := [1]ipc.SemOp{{Num: 0, Op: -int16(n), Flags: ipc.SemUndo}}
-		err = inc.Set.TryOp(ops[:])
-		if errors.Is(err, ipc.ErrWouldBlock) {
-			if !wait {
-				return driver.Grant{}, s.set.Errorf("%d permits: %w", n, baton.ErrLocked)
-			}
-			err = inc.Set.Op(ctx, ops[:])
-		}
+		err = inc.Set.Do(ctx, ops[:], wait)
 		if err == nil {
 			return driver.Grant{N: n, Data: inc, Loss: inc.Loss}, nil
+		}
+		if errors.Is(err, ipc.ErrWouldBlock) {
+			return driver.Grant{}, s.set.Errorf("%d permits: %w", n, baton.ErrLocked)
 		}
 		if !errors.Is(err, ipc.ErrRemoved) {
 			return driver.Grant{}, s.set.Errorf("%w", err)
