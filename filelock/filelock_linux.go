@@ -180,15 +180,35 @@ func newGrant(lf *lockFile, mode driver.Mode, token uint64) driver.Grant {
 	return driver.Grant{Token: token, Loss: loss, Data: &grantData{loss: loss, mode: mode, stop: stop}}
 }
 
-func endGrant(g driver.Grant) error {
+// release ends grant g of lf: it unlocks the file and, for a writer of an
+// RWMutex (gate >= 0), the gate, then wakes the waiters. A grant this
+// package did not make changes nothing.
+func release(lf *lockFile, gate int, g driver.Grant) error {
 	gd, ok := g.Data.(*grantData)
-	if !ok {
+	if !ok || gd == nil {
 		return fmt.Errorf("filelock: release of a foreign grant: %w", baton.ErrNotHeld)
 	}
 	// The watcher checks held files; a removal in its last interval
 	// before the release is not reported (the hold is over either way).
 	gd.stop()
-	return gd.loss.Err()
+	lostErr := gd.loss.Err()
+	excl := gd.mode == driver.Exclusive
+	if excl && lostErr == nil {
+		lf.pg.pid.Store(0)
+	}
+	if err := unlock(lf.fd); err != nil {
+		return fmt.Errorf("filelock: unlock: %w", err)
+	}
+	if excl && gate >= 0 {
+		if err := unlock(gate); err != nil {
+			return fmt.Errorf("filelock: unlock gate: %w", err)
+		}
+	}
+	released(lf.pg)
+	if lostErr != nil {
+		return fmt.Errorf("filelock: %s: %w", lf.path, lostErr)
+	}
+	return nil
 }
 
 // pid is this process's id, recorded in the page of locks it holds.
@@ -259,19 +279,7 @@ func (m *Mutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driv
 }
 
 func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
-	lf := m.lf
-	lostErr := endGrant(g)
-	if lostErr == nil {
-		lf.pg.pid.Store(0)
-	}
-	if err := unlock(lf.fd); err != nil {
-		return fmt.Errorf("filelock: unlock: %w", err)
-	}
-	released(lf.pg)
-	if lostErr != nil {
-		return fmt.Errorf("filelock: %s: %w", lf.path, lostErr)
-	}
-	return nil
+	return release(m.lf, -1, g)
 }
 
 // TryFirst tells the core that TryAcquire is a local syscall.
@@ -375,25 +383,7 @@ func (rw *RWMutex) acquire(ctx context.Context, mode driver.Mode, block bool) (d
 }
 
 func (rw *RWMutex) Release(ctx context.Context, g driver.Grant) error {
-	d := rw.data
-	gd, _ := g.Data.(*grantData)
-	lostErr := endGrant(g)
-	if gd != nil && gd.mode == driver.Exclusive && lostErr == nil {
-		d.pg.pid.Store(0)
-	}
-	if err := unlock(d.fd); err != nil {
-		return fmt.Errorf("filelock: unlock: %w", err)
-	}
-	if gd != nil && gd.mode == driver.Exclusive {
-		if err := unlock(rw.gate); err != nil {
-			return fmt.Errorf("filelock: unlock gate: %w", err)
-		}
-	}
-	released(d.pg)
-	if lostErr != nil {
-		return fmt.Errorf("filelock: %s: %w", d.path, lostErr)
-	}
-	return nil
+	return release(rw.data, rw.gate, g)
 }
 
 // TryFirst tells the core that TryAcquire is a local syscall.

@@ -112,6 +112,7 @@ func TestMutexRefuses(t *testing.T) {
 	if err := m.Release(bg, driver.Grant{Data: "other"}); !errors.Is(err, baton.ErrNotHeld) {
 		t.Errorf("foreign grant: %v", err)
 	}
+	wantLocked(t, openMutex(t, p), driver.Exclusive) // the real hold is still held
 	mustRelease(t, m, g)
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
@@ -239,6 +240,15 @@ func TestRWDowngradeNoGap(t *testing.T) {
 	if _, err := a.Downgrade(bg, g); !errors.Is(err, baton.ErrNotHeld) {
 		t.Fatalf("downgrade of a shared grant: %v", err)
 	}
+	mustRelease(t, a, g)
+	g = mustAcquire(t, a, driver.Exclusive)
+	if err := a.Release(bg, driver.Grant{Data: "other"}); !errors.Is(err, baton.ErrNotHeld) {
+		t.Fatalf("foreign grant: %v", err)
+	}
+	if st, err := Inspect(filepath.Join(dir, "data")); err != nil || len(st.Holders) != 1 {
+		t.Fatalf("the real hold is gone: %+v, %v", st, err)
+	}
+	wantLocked(t, c, driver.Shared)
 	mustRelease(t, a, g)
 }
 
