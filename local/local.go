@@ -25,6 +25,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/condvar"
@@ -58,28 +59,21 @@ type options struct {
 
 // WithMutex selects the Mutex mechanism. Default: MutexFutex.
 func WithMutex(impl MutexImpl) Option {
-	return func(o *options) error {
-		switch impl {
-		case MutexFlock, MutexFutex:
-		default:
-			return fmt.Errorf("%w: local: unknown mutex mechanism %q", baton.ErrInvalidArgument, impl)
-		}
-		o.mutex = impl
-		return nil
-	}
+	return func(o *options) error { return pick(&o.mutex, impl, "mutex", MutexFlock, MutexFutex) }
 }
 
 // WithRWMutex selects the RWMutex mechanism. Default: RWSysV.
 func WithRWMutex(impl RWImpl) Option {
-	return func(o *options) error {
-		switch impl {
-		case RWFlock, RWSysV:
-		default:
-			return fmt.Errorf("%w: local: unknown rwmutex mechanism %q", baton.ErrInvalidArgument, impl)
-		}
-		o.rw = impl
-		return nil
+	return func(o *options) error { return pick(&o.rw, impl, "rwmutex", RWFlock, RWSysV) }
+}
+
+// pick sets *dst to impl, one of known.
+func pick[T ~string](dst *T, impl T, what string, known ...T) error {
+	if !slices.Contains(known, impl) {
+		return fmt.Errorf("%w: local: unknown %s mechanism %q", baton.ErrInvalidArgument, what, impl)
 	}
+	*dst = impl
+	return nil
 }
 
 // Open returns the same-host Backend over the namespace directory dir
