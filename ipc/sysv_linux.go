@@ -160,7 +160,7 @@ func (s *SemSet) Op(ctx context.Context, ops []SemOp) error {
 // nothing.
 func (s *SemSet) Do(ctx context.Context, ops []SemOp, wait bool) error {
 	err := s.TryOp(ops)
-	if wait && errors.Is(err, ErrWouldBlock) {
+	if err != nil && wait && errors.Is(err, ErrWouldBlock) {
 		err = s.Op(ctx, ops)
 	}
 	return err
