@@ -16,9 +16,13 @@
 //
 // Traps handled:
 //   - A lock file removed or replaced while held: the lock taken is on an
-//     orphan inode. Acquisition checks the inode of the path after locking
-//     and retries on the new file; a hold whose file is removed or replaced
-//     later is reported lost (Hold.Lost fires within about 100 ms).
+//     orphan inode. After locking, acquisition checks fstat's link count of
+//     the open file (0 once the path is removed or another file renamed
+//     over it) and, if it is 0, unlocks and retries on the file the path
+//     names now. While a hold is held, a watcher compares the path's device
+//     and inode with the open file's every ipc.WatchEvery and fires the
+//     hold's loss when they differ; Release then returns an error matching
+//     baton.ErrLost.
 //   - flock converts shared to exclusive (and back) by dropping the lock
 //     first, so a plain flock RWMutex cannot downgrade atomically. Every
 //     acquirer of the data file first holds the gate file, and a writer keeps
@@ -32,4 +36,7 @@
 // client; the futex wake-up works only between processes of one machine,
 // so on NFS waiters of other machines rely on the timed backstop. Use a
 // local file system (the default namespace is on tmpfs).
+//
+// The futex wait makes the package Linux-only: elsewhere OpenMutex and
+// OpenRWMutex return an error matching errors.ErrUnsupported.
 package filelock

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,7 @@ const (
 
 // page is the layout of the first page of a lock file, mapped shared.
 type page struct {
-	gen     atomic.Uint32 // release generation: bumped after every unlock; futex word
+	gen     uint32        // release generation: bumped after every unlock; futex word (atomic access only)
 	waiters atomic.Uint32 // processes sleeping on gen (may overcount after a kill)
 	token   atomic.Uint64 // last fencing token given
 	pid     atomic.Int64  // pid of the exclusive holder, 0 when free
@@ -93,6 +94,15 @@ func (lf *lockFile) current() bool {
 	return st.Nlink > 0
 }
 
+// exclusive records this process in the page as the exclusive holder, which
+// it has just become, and returns the next fencing token.
+func (lf *lockFile) exclusive() uint64 {
+	tok := lf.pg.token.Add(1)
+	lf.pg.pid.Store(pid)
+	lf.pg.since.Store(time.Now().UnixNano())
+	return tok
+}
+
 // reopen replaces the open file by what the path names now.
 func (lf *lockFile) reopen() error {
 	nf, err := openLockFile(lf.path)
@@ -106,9 +116,9 @@ func (lf *lockFile) reopen() error {
 
 // released wakes the waiters of the page after an unlock.
 func released(pg *page) {
-	pg.gen.Add(1)
+	atomic.AddUint32(&pg.gen, 1)
 	if pg.waiters.Load() > 0 {
-		futexWakeAll(&pg.gen)
+		_, _ = ipc.FutexWake(&pg.gen, math.MaxInt32)
 	}
 }
 
@@ -122,7 +132,7 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error
 		}
 	}()
 	for {
-		gen := pg.gen.Load()
+		gen := atomic.LoadUint32(&pg.gen)
 		err := unix.Flock(fd, how|unix.LOCK_NB)
 		switch {
 		case err == nil:
@@ -143,7 +153,9 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error
 			stop = context.AfterFunc(ctx, func() { released(pg) })
 		}
 		pg.waiters.Add(1)
-		futexSleep(&pg.gen, gen, backstop)
+		// Errors other than a wake, a changed word or the timeout cannot
+		// happen on a mapped word; the loop retries flock either way.
+		_, _ = ipc.FutexWait(&pg.gen, gen, backstop)
 		pg.waiters.Add(^uint32(0))
 	}
 }
@@ -177,15 +189,35 @@ func newGrant(lf *lockFile, mode driver.Mode, token uint64) driver.Grant {
 	return driver.Grant{Token: token, Loss: loss, Data: &grantData{loss: loss, mode: mode, stop: stop}}
 }
 
-func endGrant(g driver.Grant) error {
+// release ends grant g of lf: it unlocks the file and, for a writer of an
+// RWMutex (gate >= 0), the gate, then wakes the waiters. A grant this
+// package did not make changes nothing.
+func release(lf *lockFile, gate int, g driver.Grant) error {
 	gd, ok := g.Data.(*grantData)
-	if !ok {
+	if !ok || gd == nil {
 		return fmt.Errorf("filelock: release of a foreign grant: %w", baton.ErrNotHeld)
 	}
 	// The watcher checks held files; a removal in its last interval
 	// before the release is not reported (the hold is over either way).
 	gd.stop()
-	return gd.loss.Err()
+	lostErr := gd.loss.Err()
+	excl := gd.mode == driver.Exclusive
+	if excl && lostErr == nil {
+		lf.pg.pid.Store(0)
+	}
+	if err := unlock(lf.fd); err != nil {
+		return fmt.Errorf("filelock: unlock: %w", err)
+	}
+	if excl && gate >= 0 {
+		if err := unlock(gate); err != nil {
+			return fmt.Errorf("filelock: unlock gate: %w", err)
+		}
+	}
+	released(lf.pg)
+	if lostErr != nil {
+		return fmt.Errorf("filelock: %s: %w", lf.path, lostErr)
+	}
+	return nil
 }
 
 // pid is this process's id, recorded in the page of locks it holds.
@@ -193,12 +225,45 @@ var pid = int64(os.Getpid())
 
 var errFileGone = errors.New("lock file removed or replaced while held")
 
+// handle is what Mutex and RWMutex share: the lock file with its page, and
+// the state of Close.
+type handle struct {
+	mu     sync.Mutex // guards closed; the core serializes the rest
+	lf     *lockFile
+	closed bool
+}
+
+// file returns the lock file, or an error matching baton.ErrClosed.
+func (h *handle) file() (*lockFile, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, fmt.Errorf("filelock: %w", baton.ErrClosed)
+	}
+	return h.lf, nil
+}
+
+// close closes the lock file and then runs more, the first time only.
+func (h *handle) close(more func() error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	err := h.lf.close()
+	if more != nil {
+		if merr := more(); err == nil {
+			err = merr
+		}
+	}
+	return err
+}
+
 // Mutex is a flock(2) mutex over one file; it implements driver.Lock
 // (Exclusive mode only). The zero value is not usable; use OpenMutex.
 type Mutex struct {
-	mu     sync.Mutex // guards lf against Close; the core serializes the rest
-	lf     *lockFile
-	closed bool
+	handle
 }
 
 // OpenMutex opens (creating it with mode 0600 when missing) the lock file at
@@ -208,7 +273,7 @@ func OpenMutex(path string) (*Mutex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filelock: %w", err)
 	}
-	return &Mutex{lf: lf}, nil
+	return &Mutex{handle{lf: lf}}, nil
 }
 
 func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
@@ -217,15 +282,6 @@ func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, er
 
 func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	return m.acquire(ctx, mode, false)
-}
-
-func (m *Mutex) file() (*lockFile, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, fmt.Errorf("filelock: %w", baton.ErrClosed)
-	}
-	return m.lf, nil
 }
 
 func (m *Mutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driver.Grant, error) {
@@ -248,27 +304,12 @@ func (m *Mutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driv
 			}
 			continue
 		}
-		tok := lf.pg.token.Add(1)
-		lf.pg.pid.Store(pid)
-		lf.pg.since.Store(time.Now().UnixNano())
-		return newGrant(lf, driver.Exclusive, tok), nil
+		return newGrant(lf, driver.Exclusive, lf.exclusive()), nil
 	}
 }
 
 func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
-	lf := m.lf
-	lostErr := endGrant(g)
-	if lostErr == nil {
-		lf.pg.pid.Store(0)
-	}
-	if err := unlock(lf.fd); err != nil {
-		return fmt.Errorf("filelock: unlock: %w", err)
-	}
-	released(lf.pg)
-	if lostErr != nil {
-		return fmt.Errorf("filelock: %s: %w", lf.path, lostErr)
-	}
-	return nil
+	return release(m.lf, -1, g)
 }
 
 // TryFirst tells the core that TryAcquire is a local syscall.
@@ -279,15 +320,7 @@ func (m *Mutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, er
 }
 
 // Close closes the lock file; a hold still held is released by the kernel.
-func (m *Mutex) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil
-	}
-	m.closed = true
-	return m.lf.close()
-}
+func (m *Mutex) Close() error { return m.close(nil) }
 
 // RWMutex is a writer-preferring reader/writer lock on flock(2) over a data
 // file and a gate file; it implements driver.Lock with an atomic
@@ -300,10 +333,8 @@ func (m *Mutex) Close() error {
 // drain, and no one can reach the data file while a writer converts its
 // lock to shared.
 type RWMutex struct {
-	mu     sync.Mutex // guards data and gate against Close
-	data   *lockFile
-	gate   int
-	closed bool
+	handle     // the data file
+	gate   int // fd of the gate file
 }
 
 // OpenRWMutex opens (creating them with mode 0600 when missing) the data
@@ -318,7 +349,7 @@ func OpenRWMutex(dataPath, gatePath string) (*RWMutex, error) {
 		_ = data.close()
 		return nil, fmt.Errorf("filelock: %w", &os.PathError{Op: "open", Path: gatePath, Err: err})
 	}
-	return &RWMutex{data: data, gate: gate}, nil
+	return &RWMutex{handle: handle{lf: data}, gate: gate}, nil
 }
 
 func (rw *RWMutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
@@ -330,13 +361,10 @@ func (rw *RWMutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Gra
 }
 
 func (rw *RWMutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driver.Grant, error) {
-	rw.mu.Lock()
-	closed := rw.closed
-	rw.mu.Unlock()
-	if closed {
-		return driver.Grant{}, fmt.Errorf("filelock: %w", baton.ErrClosed)
+	d, err := rw.file()
+	if err != nil {
+		return driver.Grant{}, err
 	}
-	d := rw.data
 	for {
 		if err := flockWait(ctx, rw.gate, unix.LOCK_EX, d.pg, block); err != nil {
 			return driver.Grant{}, err
@@ -364,33 +392,12 @@ func (rw *RWMutex) acquire(ctx context.Context, mode driver.Mode, block bool) (d
 			released(d.pg)
 			return newGrant(d, driver.Shared, d.pg.token.Load()), nil
 		}
-		tok := d.pg.token.Add(1)
-		d.pg.pid.Store(pid)
-		d.pg.since.Store(time.Now().UnixNano())
-		return newGrant(d, driver.Exclusive, tok), nil
+		return newGrant(d, driver.Exclusive, d.exclusive()), nil
 	}
 }
 
 func (rw *RWMutex) Release(ctx context.Context, g driver.Grant) error {
-	d := rw.data
-	gd, _ := g.Data.(*grantData)
-	lostErr := endGrant(g)
-	if gd != nil && gd.mode == driver.Exclusive && lostErr == nil {
-		d.pg.pid.Store(0)
-	}
-	if err := unlock(d.fd); err != nil {
-		return fmt.Errorf("filelock: unlock: %w", err)
-	}
-	if gd != nil && gd.mode == driver.Exclusive {
-		if err := unlock(rw.gate); err != nil {
-			return fmt.Errorf("filelock: unlock gate: %w", err)
-		}
-	}
-	released(d.pg)
-	if lostErr != nil {
-		return fmt.Errorf("filelock: %s: %w", d.path, lostErr)
-	}
-	return nil
+	return release(rw.lf, rw.gate, g)
 }
 
 // TryFirst tells the core that TryAcquire is a local syscall.
@@ -406,7 +413,7 @@ func (rw *RWMutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant,
 	if err := gd.loss.Err(); err != nil {
 		return driver.Grant{}, err
 	}
-	d := rw.data
+	d := rw.lf
 	d.pg.pid.Store(0)
 	for {
 		// Blocking on purpose: nobody else can hold or wait for the data
@@ -429,17 +436,7 @@ func (rw *RWMutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant,
 
 // Close closes both files; holds still held are released by the kernel.
 func (rw *RWMutex) Close() error {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	if rw.closed {
-		return nil
-	}
-	rw.closed = true
-	err := rw.data.close()
-	if cerr := unix.Close(rw.gate); err == nil {
-		err = cerr
-	}
-	return err
+	return rw.close(func() error { return unix.Close(rw.gate) })
 }
 
 var (

@@ -12,10 +12,10 @@ import (
 )
 
 // Mutex is unsupported on this system.
-type Mutex struct{}
+type Mutex struct{ unsupportedLock }
 
 // RWMutex is unsupported on this system.
-type RWMutex struct{}
+type RWMutex struct{ unsupportedLock }
 
 func unsupported(path string) error {
 	return fmt.Errorf("filelock: %w", &os.PathError{Op: "flock", Path: path, Err: baton.ErrUnsupported})
@@ -27,26 +27,22 @@ func OpenMutex(path string) (*Mutex, error) { return nil, unsupported(path) }
 // OpenRWMutex returns an error matching errors.ErrUnsupported on this system.
 func OpenRWMutex(dataPath, gatePath string) (*RWMutex, error) { return nil, unsupported(dataPath) }
 
-func (*Mutex) Acquire(context.Context, driver.Mode) (driver.Grant, error) {
-	return driver.Grant{}, unsupported("")
-}
-func (*Mutex) TryAcquire(context.Context, driver.Mode) (driver.Grant, error) {
-	return driver.Grant{}, unsupported("")
-}
-func (*Mutex) Release(context.Context, driver.Grant) error { return unsupported("") }
-func (*Mutex) Downgrade(context.Context, driver.Grant) (driver.Grant, error) {
-	return driver.Grant{}, unsupported("")
-}
-func (*Mutex) Close() error { return nil }
+// unsupportedLock gives both types the methods of driver.Lock.
+type unsupportedLock struct{}
 
-func (*RWMutex) Acquire(context.Context, driver.Mode) (driver.Grant, error) {
+func (unsupportedLock) Acquire(context.Context, driver.Mode) (driver.Grant, error) {
 	return driver.Grant{}, unsupported("")
 }
-func (*RWMutex) TryAcquire(context.Context, driver.Mode) (driver.Grant, error) {
+func (unsupportedLock) TryAcquire(context.Context, driver.Mode) (driver.Grant, error) {
 	return driver.Grant{}, unsupported("")
 }
-func (*RWMutex) Release(context.Context, driver.Grant) error { return unsupported("") }
-func (*RWMutex) Downgrade(context.Context, driver.Grant) (driver.Grant, error) {
+func (unsupportedLock) Release(context.Context, driver.Grant) error { return unsupported("") }
+func (unsupportedLock) Downgrade(context.Context, driver.Grant) (driver.Grant, error) {
 	return driver.Grant{}, unsupported("")
 }
-func (*RWMutex) Close() error { return nil }
+func (unsupportedLock) Close() error { return nil }
+
+var (
+	_ driver.Lock = (*Mutex)(nil)
+	_ driver.Lock = (*RWMutex)(nil)
+)

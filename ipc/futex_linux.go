@@ -19,10 +19,11 @@ const (
 )
 
 // FutexWait sleeps while *addr == val, at most timeout (timeout < 0: no
-// limit). addr must point into a shared mapping (see Region). It returns
-// timedOut true when the timeout passed, and nil error also when *addr was
-// not val (EAGAIN), when woken, and when interrupted by a signal (EINTR):
-// the caller re-reads the word in every case.
+// limit). addr must be 4-byte aligned in a mapping shared between processes
+// (a Region, or a file mapped MAP_SHARED as package filelock maps its lock
+// files). It returns timedOut true when the timeout passed, and nil error
+// also when *addr was not val (EAGAIN), when woken, and when interrupted by
+// a signal (EINTR): the caller re-reads the word in every case.
 func FutexWait(addr *uint32, val uint32, timeout time.Duration) (timedOut bool, err error) {
 	var ts *unix.Timespec
 	var t unix.Timespec

@@ -68,11 +68,69 @@ func (ns *Namespace) Dir() string { return ns.dir }
 // lower-case word such as "flock" or "sem"): DIR/KIND/ENCODED. It validates
 // the name and has no side effect.
 func (ns *Namespace) Path(kind, name string) (string, error) {
-	enc, err := EncodeName(name)
-	if err != nil {
-		return "", err
+	e, err := ns.Entry(kind, name)
+	return e.path, err
+}
+
+// Entry is a name resolved to its file in a namespace, DIR/KIND/ENCODED, so
+// that the packages that open the object behind it need not validate or
+// encode the name again. The zero Entry resolves nothing; openers refuse
+// it.
+type Entry struct {
+	ns   *Namespace
+	kind string
+	name string
+	path string
+}
+
+// Entry validates name and resolves it among objects of kind; it has no
+// side effect. A nil ns gives an error matching baton.ErrInvalidArgument.
+func (ns *Namespace) Entry(kind, name string) (Entry, error) {
+	if ns == nil {
+		return Entry{}, fmt.Errorf("%w: nil namespace", baton.ErrInvalidArgument)
 	}
-	return filepath.Join(ns.dir, kind, enc), nil
+	if err := baton.ValidateName(name); err != nil {
+		return Entry{}, err
+	}
+	if err := CheckEncodedLen(name); err != nil {
+		return Entry{}, err
+	}
+	return ns.Resolve(kind, name), nil
+}
+
+// Resolve is Entry for a name already checked with baton.ValidateName and
+// CheckEncodedLen (as the local backend's core does before it opens
+// anything): it only encodes. Whatever the name, the path stays inside
+// DIR/KIND, since the encoding escapes '/' and a leading '.'; the empty
+// name resolves to no path.
+func (ns *Namespace) Resolve(kind, name string) Entry {
+	if name == "" {
+		return Entry{ns: ns, kind: kind} // no path: openers refuse it
+	}
+	return Entry{ns: ns, kind: kind, name: name, path: filepath.Join(ns.dir, kind, encode(name))}
+}
+
+// Namespace returns the namespace of the entry.
+func (e Entry) Namespace() *Namespace { return e.ns }
+
+// Kind returns the kind of object the entry stands for.
+func (e Entry) Kind() string { return e.kind }
+
+// Name returns the name, as given.
+func (e Entry) Name() string { return e.name }
+
+// Path returns the file of the entry.
+func (e Entry) Path() string { return e.path }
+
+// valid reports whether e came from Entry or Resolve, for kind.
+func (e Entry) valid(kind string) error {
+	if e.ns == nil || e.path == "" {
+		return fmt.Errorf("%w: unresolved namespace entry", baton.ErrInvalidArgument)
+	}
+	if e.kind != kind {
+		return fmt.Errorf("%w: entry of kind %q where %q is wanted", baton.ErrInvalidArgument, e.kind, kind)
+	}
+	return nil
 }
 
 // EnsureKind creates the directory of kind when missing.
@@ -111,11 +169,43 @@ func EncodeName(name string) (string, error) {
 	if err := baton.ValidateName(name); err != nil {
 		return "", err
 	}
-	var b strings.Builder
+	if err := CheckEncodedLen(name); err != nil {
+		return "", err
+	}
+	return encode(name), nil
+}
+
+// plain reports whether byte i of a name stands for itself once encoded.
+func plain(c byte, i int) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' && i > 0
+}
+
+// CheckEncodedLen returns an error matching baton.ErrInvalidName when the
+// encoding of name would be longer than 240 bytes, the rule a namespace
+// adds to baton.ValidateName. It counts without encoding.
+func CheckEncodedLen(name string) error {
+	n := 0
+	for i := 0; i < len(name); i++ {
+		if plain(name[i], i) {
+			n++
+		} else {
+			n += 3
+		}
+	}
+	if n > maxEncodedName {
+		return fmt.Errorf("%w: %d bytes once encoded as a file name, more than %d", baton.ErrInvalidName, n, maxEncodedName)
+	}
+	return nil
+}
+
+// encode writes name as EncodeName does, without checking it.
+func encode(name string) string {
 	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(name))
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' && i > 0 {
+		if plain(c, i) {
 			b.WriteByte(c)
 			continue
 		}
@@ -123,10 +213,7 @@ func EncodeName(name string) (string, error) {
 		b.WriteByte(hex[c>>4])
 		b.WriteByte(hex[c&15])
 	}
-	if b.Len() > maxEncodedName {
-		return "", fmt.Errorf("%w: %d bytes once encoded as a file name, more than %d", baton.ErrInvalidName, b.Len(), maxEncodedName)
-	}
-	return b.String(), nil
+	return b.String()
 }
 
 // DecodeName inverts EncodeName.

@@ -72,3 +72,58 @@ func FuzzEncodeName(f *testing.F) {
 		}
 	})
 }
+
+// Entry validates and encodes once; Resolve encodes the same way without
+// checking, and keeps every name, valid or not, inside DIR/KIND.
+func TestEntryResolve(t *testing.T) {
+	ns, err := OpenNamespace(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "a/b", ".hidden", "50%", "é", strings.Repeat("x", 200), strings.Repeat("é", 40)} {
+		e, err := ns.Entry("k", name)
+		if err != nil {
+			t.Fatalf("Entry(%q): %v", name, err)
+		}
+		enc, _ := EncodeName(name)
+		if want := filepath.Join(ns.Dir(), "k", enc); e.Path() != want || e.Name() != name || e.Kind() != "k" || e.Namespace() != ns {
+			t.Errorf("Entry(%q) = %+v, want path %s", name, e, want)
+		}
+		if r := ns.Resolve("k", name); r != e {
+			t.Errorf("Resolve(%q) = %+v, Entry gave %+v", name, r, e)
+		}
+	}
+	for _, bad := range []string{"", "/a", "a/../b", "x\x00", strings.Repeat("é", 41), strings.Repeat("/x", 90)} {
+		if _, err := ns.Entry("k", bad); !errors.Is(err, baton.ErrInvalidName) {
+			t.Errorf("Entry(%q): %v", bad, err)
+		}
+		_, encErr := EncodeName(bad)
+		if lenErr := CheckEncodedLen(bad); lenErr != nil && encErr == nil {
+			t.Errorf("CheckEncodedLen(%q) refused what EncodeName accepts: %v", bad, lenErr)
+		}
+		p := ns.Resolve("k", bad).Path()
+		if p != "" && filepath.Dir(p) != filepath.Join(ns.Dir(), "k") {
+			t.Errorf("Resolve(%q) left DIR/KIND: %s", bad, p)
+		}
+	}
+	if err := ns.Resolve("k", "").valid("k"); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("the empty name resolved to a usable entry: %v", err)
+	}
+	if err := (Entry{}).valid("k"); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("zero Entry: %v", err)
+	}
+	if err := ns.Resolve("j", "a").valid("k"); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("entry of another kind: %v", err)
+	}
+	var nilNS *Namespace
+	if _, err := nilNS.Entry("k", "a"); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("nil namespace: %v", err)
+	}
+	// The length rule alone, as the local backend's ValidateName applies it.
+	if err := CheckEncodedLen(strings.Repeat("é", 40)); err != nil {
+		t.Errorf("240 encoded bytes refused: %v", err)
+	}
+	if err := CheckEncodedLen(strings.Repeat("é", 40) + "a"); !errors.Is(err, baton.ErrInvalidName) {
+		t.Errorf("241 encoded bytes accepted: %v", err)
+	}
+}

@@ -149,17 +149,14 @@ func (o *Object) Counter() (uint64, error) {
 // Close closes the record file. The System V object stays.
 func (o *Object) Close() error { return o.f.Close() }
 
-// lockRecord opens the record file of kind/name and locks it with flock
+// lockRecord opens the record file of e and locks it with flock
 // (how: LOCK_EX or LOCK_SH). With create it makes the file when missing;
 // without, a missing file is fs.ErrNotExist. It makes sure the locked file
 // is still the one at the path (a concurrent remove unlinks it).
-func lockRecord(ns *Namespace, kind, name string, create bool, how int) (*os.File, error) {
-	path, err := ns.Path(kind, name)
-	if err != nil {
-		return nil, err
-	}
+func lockRecord(e Entry, create bool, how int) (*os.File, error) {
+	path, name := e.path, e.name
 	if create {
-		if err := ns.EnsureKind(kind); err != nil {
+		if err := e.ns.EnsureKind(e.kind); err != nil {
 			return nil, err
 		}
 	}
@@ -207,27 +204,39 @@ func flockRetry(fd, how int) error {
 
 func unlockRecord(f *os.File) { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN) }
 
-// OpenSemObject opens the semaphore set that stands for name among objects
-// of kind (KindSysvSem or KindSysvRW), creating it when the name has no
-// record or its set was removed. A new set has nsems semaphores, all zero;
-// init runs on it (under the record's lock, before anyone else can open it)
-// and must perform at least one semop, which marks the set as initialised.
-// An existing set created with another param or size gives an error
-// matching baton.ErrMismatch. On error nothing is left behind.
-func OpenSemObject(ns *Namespace, kind, name string, nsems int, param int64, init func(*SemSet) error) (*Object, error) {
-	if kind != KindSysvSem && kind != KindSysvRW {
-		return nil, fmt.Errorf("%w: ipc: %q is not a semaphore kind", baton.ErrInvalidArgument, kind)
+// OpenSemObject opens the semaphore set that stands for the entry e, of
+// kind KindSysvSem or KindSysvRW, creating it when the name has no record
+// or its set was removed. A new set has nsems semaphores, all zero; init
+// runs on it (under the record's lock, before anyone else can open it) and
+// must perform at least one semop, which marks the set as initialised. An
+// existing set created with another param or size gives an error matching
+// baton.ErrMismatch. On error nothing is left behind.
+func OpenSemObject(e Entry, nsems int, param int64, init func(*SemSet) error) (*Object, error) {
+	if e.kind != KindSysvSem && e.kind != KindSysvRW {
+		return nil, fmt.Errorf("%w: ipc: %q is not a semaphore kind", baton.ErrInvalidArgument, e.kind)
+	}
+	if err := e.valid(e.kind); err != nil {
+		return nil, err
 	}
 	if nsems <= 0 || nsems > 0xffff {
 		return nil, fmt.Errorf("%w: %d semaphores in a set", baton.ErrInvalidArgument, nsems)
 	}
-	return openObject(ns, kind, name, nsems, param, semClass, func(id int) error {
+	return openEntry(e, nsems, param, semClass, func(id int) error {
 		return init(&SemSet{id: id, nsems: nsems})
 	})
 }
 
 func openObject(ns *Namespace, kind, name string, nsems int, param int64, cl sysvClass, init func(id int) error) (*Object, error) {
-	f, err := lockRecord(ns, kind, name, true, unix.LOCK_EX)
+	e, err := ns.Entry(kind, name)
+	if err != nil {
+		return nil, err
+	}
+	return openEntry(e, nsems, param, cl, init)
+}
+
+func openEntry(e Entry, nsems int, param int64, cl sysvClass, init func(id int) error) (*Object, error) {
+	kind, name := e.kind, e.name
+	f, err := lockRecord(e, true, unix.LOCK_EX)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +327,11 @@ func Lookup(ns *Namespace, kind, name string) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	f, err := lockRecord(ns, kind, name, false, unix.LOCK_SH)
+	e, err := ns.Entry(kind, name)
+	if err != nil {
+		return Record{}, err
+	}
+	f, err := lockRecord(e, false, unix.LOCK_SH)
 	if err != nil {
 		return Record{}, err
 	}
@@ -349,7 +362,11 @@ func Remove(ns *Namespace, kind, name string) error {
 	if err != nil {
 		return err
 	}
-	f, err := lockRecord(ns, kind, name, false, unix.LOCK_EX)
+	e, err := ns.Entry(kind, name)
+	if err != nil {
+		return err
+	}
+	f, err := lockRecord(e, false, unix.LOCK_EX)
 	if err != nil {
 		return err
 	}

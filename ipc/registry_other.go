@@ -14,7 +14,7 @@ func (o *Object) Counter() (uint64, error)     { return 0, errUnsupported }
 func (o *Object) Close() error                 { return nil }
 
 // OpenSemObject returns an error matching errors.ErrUnsupported.
-func OpenSemObject(ns *Namespace, kind, name string, nsems int, param int64, init func(*SemSet) error) (*Object, error) {
+func OpenSemObject(e Entry, nsems int, param int64, init func(*SemSet) error) (*Object, error) {
 	return nil, errUnsupported
 }
 

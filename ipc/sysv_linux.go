@@ -155,6 +155,17 @@ func (s *SemSet) Op(ctx context.Context, ops []SemOp) error {
 	return blocking(ctx, func() unix.Errno { return semtimedop(s.id, ops, nil) }, func(e unix.Errno) error { return semErr(s.id, e) })
 }
 
+// Do performs ops at once if it can; otherwise, with wait, it waits for
+// them as Op does, and without, it returns ErrWouldBlock and changes
+// nothing.
+func (s *SemSet) Do(ctx context.Context, ops []SemOp, wait bool) error {
+	err := s.TryOp(ops)
+	if err != nil && wait && errors.Is(err, ErrWouldBlock) {
+		err = s.Op(ctx, ops)
+	}
+	return err
+}
+
 // blocking runs call, a System V call that may sleep in the kernel, until it
 // returns something other than EINTR or ctx is done.
 func blocking(ctx context.Context, call func() unix.Errno, conv func(unix.Errno) error) error {

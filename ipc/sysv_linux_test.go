@@ -231,12 +231,12 @@ func TestRegistry(t *testing.T) {
 	ns := sysvNS(t)
 	inits := 0
 	init := func(s *SemSet) error { inits++; return s.TryOp([]SemOp{{Num: 0, Op: 3}}) }
-	a, err := OpenSemObject(ns, KindSysvSem, "reg/one", 1, 3, init)
+	a, err := openSemObject(ns, KindSysvSem, "reg/one", 1, 3, init)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := OpenSemObject(ns, KindSysvSem, "reg/one", 1, 3, init)
+	b, err := openSemObject(ns, KindSysvSem, "reg/one", 1, 3, init)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,10 +244,10 @@ func TestRegistry(t *testing.T) {
 	if a.ID != b.ID || inits != 1 {
 		t.Fatalf("second open: ids %d %d, %d inits", a.ID, b.ID, inits)
 	}
-	if _, err := OpenSemObject(ns, KindSysvSem, "reg/one", 1, 4, init); !errors.Is(err, baton.ErrMismatch) {
+	if _, err := openSemObject(ns, KindSysvSem, "reg/one", 1, 4, init); !errors.Is(err, baton.ErrMismatch) {
 		t.Fatalf("other parameter: %v", err)
 	}
-	if _, err := OpenSemObject(ns, KindSysvSem, "../x", 1, 4, init); !errors.Is(err, baton.ErrInvalidName) {
+	if _, err := openSemObject(ns, KindSysvSem, "../x", 1, 4, init); !errors.Is(err, baton.ErrInvalidName) {
 		t.Fatalf("bad name: %v", err)
 	}
 	// The counter grows and survives a re-creation.
@@ -262,7 +262,7 @@ func TestRegistry(t *testing.T) {
 	if err := a.Sem().Remove(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := OpenSemObject(ns, KindSysvSem, "reg/one", 1, 3, init)
+	c, err := openSemObject(ns, KindSysvSem, "reg/one", 1, 3, init)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestRegistry(t *testing.T) {
 	}
 	// A set whose creator died before initialising it (sem_otime 0) is
 	// replaced, and removed.
-	f, err := lockRecord(ns, KindSysvSem, "reg/two", true, unix.LOCK_EX)
+	f, err := lockRecord(ns.Resolve(KindSysvSem, "reg/two"), true, unix.LOCK_EX)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestRegistry(t *testing.T) {
 	}
 	unlockRecord(f)
 	f.Close()
-	d, err := OpenSemObject(ns, KindSysvSem, "reg/two", 1, 3, init)
+	d, err := openSemObject(ns, KindSysvSem, "reg/two", 1, 3, init)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,14 +304,14 @@ func TestRegistry(t *testing.T) {
 	}
 	// A record that names another name is refused.
 	path, _ := ns.Path(KindSysvSem, "reg/three")
-	f, err = lockRecord(ns, KindSysvSem, "reg/three", true, unix.LOCK_EX)
+	f, err = lockRecord(ns.Resolve(KindSysvSem, "reg/three"), true, unix.LOCK_EX)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = writeRecord(f, Record{Kind: KindSysvSem, Name: "reg/other", ID: d.ID, Key: d.Key, NSems: 1, Param: 3}, 1)
 	unlockRecord(f)
 	f.Close()
-	if _, err := OpenSemObject(ns, KindSysvSem, "reg/three", 1, 3, init); !errors.Is(err, baton.ErrMismatch) {
+	if _, err := openSemObject(ns, KindSysvSem, "reg/three", 1, 3, init); !errors.Is(err, baton.ErrMismatch) {
 		t.Fatalf("record of another name: %v", err)
 	}
 	os.Remove(path)
@@ -349,7 +349,7 @@ func TestRegistryCreatorKilled(t *testing.T) {
 	ns := sysvNS(t)
 	pending := func(kind, name string, nsems int, create bool) (id int, key int32) {
 		t.Helper()
-		f, err := lockRecord(ns, kind, name, true, unix.LOCK_EX)
+		f, err := lockRecord(ns.Resolve(kind, name), true, unix.LOCK_EX)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +376,7 @@ func TestRegistryCreatorKilled(t *testing.T) {
 
 	// Killed before semget: the opener creates a set.
 	pending(KindSysvSem, "k/before", 1, false)
-	a, err := OpenSemObject(ns, KindSysvSem, "k/before", 1, 3, init)
+	a, err := openSemObject(ns, KindSysvSem, "k/before", 1, 3, init)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestRegistryCreatorKilled(t *testing.T) {
 	// Killed between semget and the second record write: the orphan set is
 	// found by its key, removed, and replaced.
 	orphan, _ := pending(KindSysvSem, "k/after", 1, true)
-	b, err := OpenSemObject(ns, KindSysvSem, "k/after", 1, 3, init)
+	b, err := openSemObject(ns, KindSysvSem, "k/after", 1, 3, init)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,4 +426,13 @@ func TestRegistryCreatorKilled(t *testing.T) {
 	if rec, err := Lookup(ns, KindMsgQ, "k/queue"); err != nil || !rec.Alive || rec.ID != q {
 		t.Fatalf("record after the opener finished it: %+v %v", rec, err)
 	}
+}
+
+// openSemObject resolves name and opens its set, as the packages on top do.
+func openSemObject(ns *Namespace, kind, name string, nsems int, param int64, init func(*SemSet) error) (*Object, error) {
+	e, err := ns.Entry(kind, name)
+	if err != nil {
+		return nil, err
+	}
+	return OpenSemObject(e, nsems, param, init)
 }

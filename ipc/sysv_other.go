@@ -17,12 +17,13 @@ func OpenSemSetID(id int) (*SemSet, error) { return nil, errUnsupported }
 // StatSemSet returns an error matching errors.ErrUnsupported.
 func StatSemSet(id int) (SemStat, error) { return SemStat{}, errUnsupported }
 
-func (s *SemSet) ID() int                                     { return -1 }
-func (s *SemSet) NSems() int                                  { return 0 }
-func (s *SemSet) TryOp(ops []SemOp) error                     { return errUnsupported }
-func (s *SemSet) Op(ctx context.Context, ops []SemOp) error   { return errUnsupported }
-func (s *SemSet) Value(num int) (int, error)                  { return 0, errUnsupported }
-func (s *SemSet) Waiting(num int) (ncnt, zcnt int, err error) { return 0, 0, errUnsupported }
-func (s *SemSet) LastPID(num int) (int, error)                { return 0, errUnsupported }
-func (s *SemSet) Stat() (SemStat, error)                      { return SemStat{}, errUnsupported }
-func (s *SemSet) Remove() error                               { return errUnsupported }
+func (s *SemSet) ID() int                                              { return -1 }
+func (s *SemSet) NSems() int                                           { return 0 }
+func (s *SemSet) TryOp(ops []SemOp) error                              { return errUnsupported }
+func (s *SemSet) Op(ctx context.Context, ops []SemOp) error            { return errUnsupported }
+func (s *SemSet) Do(ctx context.Context, ops []SemOp, wait bool) error { return errUnsupported }
+func (s *SemSet) Value(num int) (int, error)                           { return 0, errUnsupported }
+func (s *SemSet) Waiting(num int) (ncnt, zcnt int, err error)          { return 0, 0, errUnsupported }
+func (s *SemSet) LastPID(num int) (int, error)                         { return 0, errUnsupported }
+func (s *SemSet) Stat() (SemStat, error)                               { return SemStat{}, errUnsupported }
+func (s *SemSet) Remove() error                                        { return errUnsupported }

@@ -81,17 +81,11 @@ func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 	case baton.KindMutex:
 		futex := func() (baton.Info, error) { return mutex.Inspect(d.ns, name) }
 		flock := func() (baton.Info, error) { return d.flockInfo(kind, kindFlock, name) }
-		tries = []func() (baton.Info, error){futex, flock}
-		if d.o.mutex == MutexFlock {
-			tries = []func() (baton.Info, error){flock, futex}
-		}
+		tries = ordered(d.o.mutex == MutexFlock, futex, flock)
 	case baton.KindRWMutex:
 		sysv := func() (baton.Info, error) { return rwlock.Inspect(d.ns, name) }
 		flock := func() (baton.Info, error) { return d.flockInfo(kind, kindRWFlock, name) }
-		tries = []func() (baton.Info, error){sysv, flock}
-		if d.o.rw == RWFlock {
-			tries = []func() (baton.Info, error){flock, sysv}
-		}
+		tries = ordered(d.o.rw == RWFlock, sysv, flock)
 	case baton.KindSemaphore:
 		tries = append(tries, func() (baton.Info, error) { return semaphore.Inspect(d.ns, name) })
 	case baton.KindCond:
@@ -110,6 +104,14 @@ func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 		}
 	}
 	return baton.Info{}, fmt.Errorf("local: %s %q: %w", kind, name, fs.ErrNotExist)
+}
+
+// ordered returns a then b, or b then a when second is true.
+func ordered[T any](second bool, a, b T) []T {
+	if second {
+		return []T{b, a}
+	}
+	return []T{a, b}
 }
 
 // Remove deletes every object of kind called name, whatever its mechanism.

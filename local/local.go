@@ -4,7 +4,9 @@
 // The namespace directory defaults to $XDG_RUNTIME_DIR/baton, or
 // /dev/shm/baton-UID when XDG_RUNTIME_DIR is unset (both per user, on tmpfs).
 // Every name maps injectively onto one file under DIR/KIND/ (see
-// ipc.EncodeName); no name can reach outside the directory.
+// ipc.EncodeName); no name can reach outside the directory. The core
+// validates a name before any Open; the backend then encodes it once and
+// hands the mechanism packages the resolved path or ipc.Entry.
 //
 // Mechanisms, chosen per primitive by option:
 //
@@ -23,6 +25,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/condvar"
@@ -57,28 +60,21 @@ type options struct {
 
 // WithMutex selects the Mutex mechanism. Default: MutexFutex.
 func WithMutex(impl MutexImpl) Option {
-	return func(o *options) error {
-		switch impl {
-		case MutexFlock, MutexFutex:
-		default:
-			return fmt.Errorf("%w: local: unknown mutex mechanism %q", baton.ErrInvalidArgument, impl)
-		}
-		o.mutex = impl
-		return nil
-	}
+	return func(o *options) error { return pick(&o.mutex, impl, "mutex", MutexFlock, MutexFutex) }
 }
 
 // WithRWMutex selects the RWMutex mechanism. Default: RWSysV.
 func WithRWMutex(impl RWImpl) Option {
-	return func(o *options) error {
-		switch impl {
-		case RWFlock, RWSysV:
-		default:
-			return fmt.Errorf("%w: local: unknown rwmutex mechanism %q", baton.ErrInvalidArgument, impl)
-		}
-		o.rw = impl
-		return nil
+	return func(o *options) error { return pick(&o.rw, impl, "rwmutex", RWFlock, RWSysV) }
+}
+
+// pick sets *dst to impl, one of known.
+func pick[T ~string](dst *T, impl T, what string, known ...T) error {
+	if !slices.Contains(known, impl) {
+		return fmt.Errorf("%w: local: unknown %s mechanism %q", baton.ErrInvalidArgument, what, impl)
 	}
+	*dst = impl
+	return nil
 }
 
 // Open returns the same-host Backend over the namespace directory dir
@@ -115,16 +111,17 @@ type backend struct {
 
 func (d *backend) Kind() string { return "local" }
 
-func (d *backend) ValidateName(name string) error {
-	_, err := ipc.EncodeName(name)
-	return err
-}
+// ValidateName checks what the namespace adds to baton.ValidateName, which
+// the core has run already: the length of the encoded name.
+func (d *backend) ValidateName(name string) error { return ipc.CheckEncodedLen(name) }
 
+// path returns the file of name among kind, for a name the core has
+// validated: it is encoded here once, and not checked again.
 func (d *backend) path(kind, name string) (string, error) {
 	if err := d.ns.EnsureKind(kind); err != nil {
 		return "", err
 	}
-	return d.ns.Path(kind, name)
+	return d.ns.Resolve(kind, name).Path(), nil
 }
 
 func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
@@ -140,7 +137,7 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if d.o.rw == RWSysV {
-		return rwlock.Open(d.ns, name)
+		return rwlock.OpenEntry(d.ns.Resolve(ipc.KindSysvRW, name))
 	}
 	p, err := d.path(kindRWFlock, name)
 	if err != nil {
@@ -150,7 +147,7 @@ func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, er
 }
 
 func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
-	return semaphore.Open(d.ns, name, permits)
+	return semaphore.OpenEntry(d.ns.Resolve(ipc.KindSysvSem, name), permits)
 }
 
 func (d *backend) OpenCond(ctx context.Context, name string) (driver.Cond, error) {

@@ -8,36 +8,13 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
-// Backend is the backend name reported in baton.Info.
-const Backend = "local"
-
 // Inspect reports on the lock called name: who holds it (a writer, or the
 // number of readers; the kernel does not tell which processes), how many
 // processes wait, and the last fencing token. A name without a lock gives
 // an error matching fs.ErrNotExist.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	if err := ns.Check(name); err != nil {
-		return baton.Info{}, err
-	}
-	rec, err := ipc.Lookup(ns, ipc.KindSysvRW, name)
-	if err != nil {
-		return baton.Info{}, err
-	}
-	in := baton.Info{
-		Name:    rec.Name,
-		Kind:    baton.KindRWMutex,
-		Backend: Backend,
-		Impl:    "sysv",
-		Holders: []baton.Holder{},
-		Waiters: -1,
-		Detail:  fmt.Sprintf("semid %d key %#x", rec.ID, uint32(rec.Key)),
-	}
-	if !rec.Alive {
-		in.Detail += " (removed; the next open creates it again)"
-		return in, nil
-	}
-	set, err := ipc.OpenSemSetID(rec.ID)
-	if err != nil {
+	in, rec, set, err := ipc.InspectSet(ns, ipc.KindSysvRW, baton.KindRWMutex, name)
+	if err != nil || set == nil {
 		return in, err
 	}
 	var vals [nsems]int
@@ -81,8 +58,5 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // that the next Open creates. A name without a lock gives an error matching
 // fs.ErrNotExist.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := ns.Check(name); err != nil {
-		return err
-	}
 	return ipc.Remove(ns, ipc.KindSysvRW, name)
 }

@@ -26,17 +26,15 @@
 //
 // What failures leave behind: a failed or cancelled acquisition holds
 // nothing and is no longer registered as waiting. The set outlives every
-// process until Remove (or ipcrm); Remove while the lock is held makes the
-// holder's Release fail with baton.ErrLost, and the next Open creates a new,
-// free lock.
+// process until Remove (or ipcrm); Remove while the lock is held fires the
+// loss of the holds in it (the handle checks its set every ipc.WatchEvery)
+// and makes their Release fail with baton.ErrLost; the handle's next
+// acquisition, like the next Open, uses a new, free lock.
 package rwlock
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
@@ -56,32 +54,7 @@ const (
 // goroutine at a time (the baton core does so), and the handle holds at most
 // one grant at a time.
 type Lock struct {
-	ns   *ipc.Namespace
-	name string
-
-	mu     sync.Mutex                  // serialises open, reopen and Close
-	cur    atomic.Pointer[incarnation] // the set in use; replaced under mu
-	closed atomic.Bool                 // set under mu
-}
-
-// incarnation is one set the name has stood for, with the grants in it.
-// Grants point to these so that a release goes to the set it was taken in.
-type incarnation struct {
-	obj    *ipc.Object
-	set    *ipc.SemSet
-	excl   *held
-	shared *held
-	// loss fires when this set is removed (baton rm, Remove) while the
-	// handle uses it; every grant on the set carries it.
-	loss *driver.Loss
-	stop func() // ends the watch of the set
-}
-
-var errSetRemoved = errors.New("System V set removed")
-
-type held struct {
-	inc  *incarnation
-	mode driver.Mode
+	set *ipc.NamedSet
 }
 
 var _ driver.Lock = (*Lock)(nil)
@@ -90,69 +63,30 @@ var _ driver.Lock = (*Lock)(nil)
 // exist. A bad name gives an error matching baton.ErrInvalidName and
 // creates nothing.
 func Open(ns *ipc.Namespace, name string) (*Lock, error) {
-	if err := ns.Check(name); err != nil {
+	e, err := ns.Entry(ipc.KindSysvRW, name)
+	if err != nil {
 		return nil, err
 	}
-	l := &Lock{ns: ns, name: name}
-	if err := l.open(); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return OpenEntry(e)
 }
 
-// open resolves the name to its set; l.mu is held or l not shared yet.
-func (l *Lock) open() error {
-	obj, err := ipc.OpenSemObject(l.ns, ipc.KindSysvRW, l.name, nsems, 0, func(set *ipc.SemSet) error {
+// OpenEntry is Open for a name already resolved in its namespace (by
+// Namespace.Entry or Namespace.Resolve, of kind ipc.KindSysvRW); it does not
+// validate the name again.
+func OpenEntry(e ipc.Entry) (*Lock, error) {
+	set, err := ipc.OpenNamedSet(e, ipc.KindSysvRW, "rwlock", nsems, 0, func(set *ipc.SemSet) error {
 		// A no-op semop sets sem_otime: the set is initialised (all
 		// zero: free, no writer waiting).
 		return set.TryOp([]ipc.SemOp{{Num: semW, Op: 0}})
 	})
 	if err != nil {
-		return fmt.Errorf("rwlock %q: %w", l.name, err)
-	}
-	inc := &incarnation{obj: obj, set: obj.Sem(), loss: driver.NewLoss()}
-	inc.excl = &held{inc: inc, mode: driver.Exclusive}
-	inc.shared = &held{inc: inc, mode: driver.Shared}
-	id, key := obj.ID, obj.Key
-	inc.stop = ipc.WatchLoss(func() error {
-		if st, err := ipc.StatSemSet(id); err != nil || st.Key != key {
-			return errSetRemoved
-		}
-		return nil
-	}, inc.loss)
-	if old := l.cur.Swap(inc); old != nil {
-		// Replaced because its set was removed: its holds are lost.
-		old.loss.Fire(errSetRemoved)
-		old.stop()
-		old.obj.Close()
-	}
-	return nil
-}
-
-func (l *Lock) current() (*incarnation, error) {
-	if l.closed.Load() {
-		return nil, fmt.Errorf("rwlock %q: %w", l.name, baton.ErrClosed)
-	}
-	return l.cur.Load(), nil
-}
-
-func (l *Lock) reopen(old *incarnation) (*incarnation, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed.Load() {
-		return nil, fmt.Errorf("rwlock %q: %w", l.name, baton.ErrClosed)
-	}
-	if cur := l.cur.Load(); cur != old {
-		return cur, nil
-	}
-	if err := l.open(); err != nil {
 		return nil, err
 	}
-	return l.cur.Load(), nil
+	return &Lock{set: set}, nil
 }
 
 // Name returns the name the handle was opened with.
-func (l *Lock) Name() string { return l.name }
+func (l *Lock) Name() string { return l.set.Entry().Name() }
 
 // Acquire takes the lock in mode, waiting until it can or until ctx is done;
 // then it returns an error matching ctx.Err(), holds nothing and is no
@@ -172,11 +106,11 @@ func (l *Lock) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, 
 }
 
 func (l *Lock) acquire(ctx context.Context, mode driver.Mode, wait bool) (driver.Grant, error) {
-	inc, err := l.current()
+	inc, err := l.set.Current()
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	for range 8 {
+	for range ipc.ReopenTries {
 		var g driver.Grant
 		if mode == driver.Shared {
 			g, err = l.rlock(ctx, inc, wait)
@@ -186,63 +120,59 @@ func (l *Lock) acquire(ctx context.Context, mode driver.Mode, wait bool) (driver
 		if err == nil || !errors.Is(err, ipc.ErrRemoved) {
 			return g, err
 		}
-		if inc, err = l.reopen(inc); err != nil {
+		if inc, err = l.set.Reopen(inc); err != nil {
 			return driver.Grant{}, err
 		}
 	}
-	return driver.Grant{}, fmt.Errorf("rwlock %q: the set keeps being removed: %w", l.name, err)
+	return driver.Grant{}, l.set.ErrChurn(err)
 }
 
-func (l *Lock) rlock(ctx context.Context, inc *incarnation, wait bool) (driver.Grant, error) {
+func (l *Lock) rlock(ctx context.Context, inc *ipc.SetIncarnation, wait bool) (driver.Grant, error) {
 	ops := [3]ipc.SemOp{
 		{Num: semWW, Op: 0},
 		{Num: semW, Op: 0},
 		{Num: semR, Op: 1, Flags: ipc.SemUndo},
 	}
-	err := inc.set.TryOp(ops[:])
-	if errors.Is(err, ipc.ErrWouldBlock) {
-		if !wait {
-			return driver.Grant{}, fmt.Errorf("rwlock %q: read: %w", l.name, baton.ErrLocked)
+	if err := inc.Set.Do(ctx, ops[:], wait); err != nil {
+		if errors.Is(err, ipc.ErrWouldBlock) {
+			return driver.Grant{}, l.set.Errorf("read: %w", baton.ErrLocked)
 		}
-		err = inc.set.Op(ctx, ops[:])
-	}
-	if err != nil {
 		return driver.Grant{}, l.wrap(err)
 	}
-	return driver.Grant{Data: inc.shared, Loss: inc.loss}, nil
+	return driver.Grant{Data: inc.Grant(driver.Shared), Loss: inc.Loss}, nil
 }
 
-func (l *Lock) wlock(ctx context.Context, inc *incarnation, wait bool) (driver.Grant, error) {
+func (l *Lock) wlock(ctx context.Context, inc *ipc.SetIncarnation, wait bool) (driver.Grant, error) {
 	fast := [3]ipc.SemOp{
 		{Num: semW, Op: 0},
 		{Num: semR, Op: 0},
 		{Num: semW, Op: 1, Flags: ipc.SemUndo},
 	}
-	err := inc.set.TryOp(fast[:])
+	err := inc.Set.TryOp(fast[:])
 	if errors.Is(err, ipc.ErrWouldBlock) {
 		if !wait {
-			return driver.Grant{}, fmt.Errorf("rwlock %q: write: %w", l.name, baton.ErrLocked)
+			return driver.Grant{}, l.set.Errorf("write: %w", baton.ErrLocked)
 		}
 		err = l.wlockSlow(ctx, inc)
 	}
 	if err != nil {
 		return driver.Grant{}, l.wrap(err)
 	}
-	tok, err := inc.obj.NextCounter()
+	tok, err := inc.NextCounter()
 	if err != nil {
 		l.unlock(inc, driver.Exclusive)
-		return driver.Grant{}, fmt.Errorf("rwlock %q: fencing token: %w", l.name, err)
+		return driver.Grant{}, l.set.Errorf("fencing token: %w", err)
 	}
-	return driver.Grant{Token: uint64(tok), Data: inc.excl, Loss: inc.loss}, nil
+	return driver.Grant{Token: tok, Data: inc.Grant(driver.Exclusive), Loss: inc.Loss}, nil
 }
 
 // wlockSlow registers as a waiting writer (which stops new readers), then
 // waits for the lock and leaves the register in the same semop that takes
 // it. The register is made with SEM_UNDO, so a writer killed while it waits
 // is taken out of it by the kernel.
-func (l *Lock) wlockSlow(ctx context.Context, inc *incarnation) error {
+func (l *Lock) wlockSlow(ctx context.Context, inc *ipc.SetIncarnation) error {
 	reg := [1]ipc.SemOp{{Num: semWW, Op: 1, Flags: ipc.SemUndo}}
-	if err := inc.set.TryOp(reg[:]); err != nil {
+	if err := inc.Set.TryOp(reg[:]); err != nil {
 		return err
 	}
 	take := [4]ipc.SemOp{
@@ -251,39 +181,37 @@ func (l *Lock) wlockSlow(ctx context.Context, inc *incarnation) error {
 		{Num: semW, Op: 1, Flags: ipc.SemUndo},
 		{Num: semWW, Op: -1, Flags: ipc.SemUndo},
 	}
-	err := inc.set.Op(ctx, take[:])
+	err := inc.Set.Op(ctx, take[:])
 	if err != nil {
 		unreg := [1]ipc.SemOp{{Num: semWW, Op: -1, Flags: ipc.SemUndo}}
-		_ = inc.set.TryOp(unreg[:]) // fails only if the set is gone
+		_ = inc.Set.TryOp(unreg[:]) // fails only if the set is gone
 	}
 	return err
 }
 
-func (l *Lock) wrap(err error) error {
-	return fmt.Errorf("rwlock %q: %w", l.name, err)
-}
+func (l *Lock) wrap(err error) error { return l.set.Errorf("%w", err) }
 
-func (l *Lock) unlock(inc *incarnation, mode driver.Mode) error {
+func (l *Lock) unlock(inc *ipc.SetIncarnation, mode driver.Mode) error {
 	var ops [1]ipc.SemOp
 	if mode == driver.Shared {
 		ops[0] = ipc.SemOp{Num: semR, Op: -1, Flags: ipc.SemUndo}
 	} else {
 		ops[0] = ipc.SemOp{Num: semW, Op: -1, Flags: ipc.SemUndo}
 	}
-	if err := inc.set.TryOp(ops[:]); err != nil {
+	if err := inc.Set.TryOp(ops[:]); err != nil {
 		if errors.Is(err, ipc.ErrWouldBlock) {
 			// The value is already 0: someone reset the set.
-			return fmt.Errorf("rwlock %q: %w: the lock is not held in the set", l.name, baton.ErrLost)
+			return l.set.Errorf("%w: the lock is not held in the set", baton.ErrLost)
 		}
 		return l.wrap(err)
 	}
 	return nil
 }
 
-func grantOf(g driver.Grant) (*held, error) {
-	h, ok := g.Data.(*held)
+func (l *Lock) grantOf(g driver.Grant) (*ipc.SetGrant, error) {
+	h, ok := g.Data.(*ipc.SetGrant)
 	if !ok || h == nil {
-		return nil, fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
+		return nil, l.set.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
 	}
 	return h, nil
 }
@@ -291,57 +219,47 @@ func grantOf(g driver.Grant) (*held, error) {
 // Release releases grant g. If the set of g was removed meanwhile, it
 // returns an error matching baton.ErrLost.
 func (l *Lock) Release(ctx context.Context, g driver.Grant) error {
-	h, err := grantOf(g)
+	h, err := l.grantOf(g)
 	if err != nil {
-		return l.wrap(err)
+		return err
 	}
-	return l.unlock(h.inc, h.mode)
+	return l.unlock(h.Inc, h.Mode)
 }
 
 // Downgrade turns the exclusive grant g into a shared one in one semop:
 // the write lock is never free in between. The shared grant keeps g's
 // token.
 func (l *Lock) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
-	h, err := grantOf(g)
+	h, err := l.grantOf(g)
 	if err != nil {
-		return driver.Grant{}, l.wrap(err)
+		return driver.Grant{}, err
 	}
-	if h.mode != driver.Exclusive {
-		return driver.Grant{}, fmt.Errorf("rwlock %q: downgrade of a read lock: %w", l.name, baton.ErrNotHeld)
+	if h.Mode != driver.Exclusive {
+		return driver.Grant{}, l.set.Errorf("downgrade of a read lock: %w", baton.ErrNotHeld)
 	}
 	ops := [2]ipc.SemOp{
 		{Num: semW, Op: -1, Flags: ipc.SemUndo},
 		{Num: semR, Op: 1, Flags: ipc.SemUndo},
 	}
-	if err := h.inc.set.TryOp(ops[:]); err != nil {
+	if err := h.Inc.Set.TryOp(ops[:]); err != nil {
 		if errors.Is(err, ipc.ErrWouldBlock) {
-			return driver.Grant{}, fmt.Errorf("rwlock %q: %w: the write lock is not held in the set", l.name, baton.ErrLost)
+			return driver.Grant{}, l.set.Errorf("%w: the write lock is not held in the set", baton.ErrLost)
 		}
 		return driver.Grant{}, l.wrap(err)
 	}
-	return driver.Grant{Token: g.Token, Data: h.inc.shared, Loss: h.inc.loss}, nil
+	return driver.Grant{Token: g.Token, Data: h.Inc.Grant(driver.Shared), Loss: h.Inc.Loss}, nil
 }
 
 // Token returns the last fencing token given to a writer.
 func (l *Lock) Token() (baton.Token, error) {
-	inc, err := l.current()
+	inc, err := l.set.Current()
 	if err != nil {
 		return 0, err
 	}
-	v, err := inc.obj.Counter()
+	v, err := inc.Counter()
 	return baton.Token(v), err
 }
 
 // Close closes the handle. A grant still held stays held until released or
 // until the process ends.
-func (l *Lock) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed.Load() {
-		return nil
-	}
-	l.closed.Store(true)
-	inc := l.cur.Load()
-	inc.stop()
-	return inc.obj.Close()
-}
+func (l *Lock) Close() error { return l.set.Close() }

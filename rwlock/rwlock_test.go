@@ -295,6 +295,11 @@ func TestOpenValidates(t *testing.T) {
 			t.Errorf("Open(%q): %v", n, err)
 		}
 	}
+	for _, e := range []ipc.Entry{{}, ns.Resolve(ipc.KindSysvSem, "a"), ns.Resolve(ipc.KindSysvRW, "")} {
+		if _, err := OpenEntry(e); !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("OpenEntry(%+v): %v", e, err)
+		}
+	}
 	if names, _ := ns.Names(ipc.KindSysvRW); len(names) != 0 {
 		t.Errorf("refused opens left %v", names)
 	}

@@ -7,41 +7,14 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
-// Backend is the backend name reported in baton.Info.
-const Backend = "local"
-
 // Inspect reports on the semaphore called name: its capacity, the permits
 // held (as one Holder, since the kernel does not tell which process holds
 // which), and the number of waiting processes. A name without a semaphore
 // gives an error matching fs.ErrNotExist.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	if err := ns.Check(name); err != nil {
-		return baton.Info{}, err
-	}
-	rec, err := ipc.Lookup(ns, ipc.KindSysvSem, name)
-	if err != nil {
-		return baton.Info{}, err
-	}
-	return info(rec)
-}
-
-func info(rec ipc.Record) (baton.Info, error) {
-	in := baton.Info{
-		Name:     rec.Name,
-		Kind:     baton.KindSemaphore,
-		Backend:  Backend,
-		Impl:     "sysv",
-		Holders:  []baton.Holder{},
-		Waiters:  -1,
-		Capacity: rec.Param,
-		Detail:   fmt.Sprintf("semid %d key %#x", rec.ID, uint32(rec.Key)),
-	}
-	if !rec.Alive {
-		in.Detail += " (removed; the next open creates it again)"
-		return in, nil
-	}
-	set, err := ipc.OpenSemSetID(rec.ID)
-	if err != nil {
+	in, rec, set, err := ipc.InspectSet(ns, ipc.KindSysvSem, baton.KindSemaphore, name)
+	in.Capacity = rec.Param
+	if err != nil || set == nil {
 		return in, err
 	}
 	v, err := set.Value(0)
@@ -72,8 +45,5 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // that the next Open creates. A name without a semaphore gives an error
 // matching fs.ErrNotExist.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := ns.Check(name); err != nil {
-		return err
-	}
 	return ipc.Remove(ns, ipc.KindSysvSem, name)
 }

@@ -14,16 +14,16 @@
 //
 // What failures leave behind: a failed or cancelled Acquire holds nothing.
 // The System V set outlives every process until Remove (or ipcrm); Remove
-// while permits are held makes their Release fail with baton.ErrLost, and the
-// next Open creates a new set with all permits free.
+// while permits are held fires the loss of their grants (the handle checks
+// its set every ipc.WatchEvery) and makes their Release fail with
+// baton.ErrLost; the handle's next Acquire, like the next Open, uses a new
+// set with all permits free.
 package semaphore
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
@@ -37,36 +37,8 @@ const MaxPermits = ipc.SemValueMax
 // Sem is one handle on a named semaphore. The zero value is not usable; use
 // Open. A Sem is safe for concurrent use.
 type Sem struct {
-	ns       *ipc.Namespace
-	name     string
+	set      *ipc.NamedSet
 	capacity int64
-
-	mu     sync.Mutex                 // serialises open, reopen and Close
-	obj    *ipc.Object                // the record in use; guarded by mu
-	set    atomic.Pointer[ipc.SemSet] // obj's set; replaced under mu
-	cur    atomic.Pointer[watchedSet] // set with its loss; replaced under mu
-	stop   func()                     // ends the watch of cur; guarded by mu
-	closed atomic.Bool                // set under mu
-}
-
-// watchedSet is a set and the loss that fires when it is removed (baton rm,
-// Remove): every grant on the set carries it.
-type watchedSet struct {
-	set  *ipc.SemSet
-	loss *driver.Loss
-}
-
-var errSetRemoved = errors.New("System V set removed")
-
-// lossFor returns the loss of set, which the handle used for a grant; if the
-// handle has moved to another set meanwhile, set was removed.
-func (s *Sem) lossFor(set *ipc.SemSet) *driver.Loss {
-	if w := s.cur.Load(); w != nil && w.set == set {
-		return w.loss
-	}
-	l := driver.NewLoss()
-	l.Fire(errSetRemoved)
-	return l
 }
 
 var _ driver.Semaphore = (*Sem)(nil)
@@ -74,89 +46,42 @@ var _ driver.Semaphore = (*Sem)(nil)
 // Open opens the semaphore called name in ns, creating it with permits
 // permits (1 to MaxPermits) when it does not exist. Bad arguments give errors
 // matching baton.ErrInvalidName or baton.ErrInvalidArgument and create
-// nothing; an existing semaphore of another capacity gives an error matching
-// baton.ErrMismatch.
+// nothing; an existing semaphore of another capacity gives an error
+// matching baton.ErrMismatch.
 func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
-	if err := ns.Check(name); err != nil {
+	e, err := ns.Entry(ipc.KindSysvSem, name)
+	if err != nil {
 		return nil, err
 	}
+	return OpenEntry(e, permits)
+}
+
+// OpenEntry is Open for a name already resolved in its namespace (by
+// Namespace.Entry or Namespace.Resolve, of kind ipc.KindSysvSem); it does
+// not validate the name again.
+func OpenEntry(e ipc.Entry, permits int64) (*Sem, error) {
 	if err := baton.ValidatePermits(permits, 0); err != nil {
 		return nil, err
 	}
 	if permits > MaxPermits {
 		return nil, fmt.Errorf("%w: %d permits, a System V semaphore holds at most %d", baton.ErrInvalidArgument, permits, MaxPermits)
 	}
-	s := &Sem{ns: ns, name: name, capacity: permits}
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// open resolves the name to its set, creating it if needed. s.mu is held or
-// s is not shared yet.
-func (s *Sem) open() error {
-	obj, err := ipc.OpenSemObject(s.ns, ipc.KindSysvSem, s.name, 1, s.capacity, func(set *ipc.SemSet) error {
+	set, err := ipc.OpenNamedSet(e, ipc.KindSysvSem, "semaphore", 1, permits, func(set *ipc.SemSet) error {
 		// The first semop both puts the permits in and sets sem_otime,
 		// which marks the set as initialised.
-		return set.TryOp([]ipc.SemOp{{Num: 0, Op: int16(s.capacity)}})
+		return set.TryOp([]ipc.SemOp{{Num: 0, Op: int16(permits)}})
 	})
 	if err != nil {
-		return fmt.Errorf("semaphore %q: %w", s.name, err)
-	}
-	if s.obj != nil {
-		s.obj.Close()
-	}
-	s.obj = obj
-	set := obj.Sem()
-	w := &watchedSet{set: set, loss: driver.NewLoss()}
-	id, key := obj.ID, obj.Key
-	stop := ipc.WatchLoss(func() error {
-		if st, err := ipc.StatSemSet(id); err != nil || st.Key != key {
-			return errSetRemoved
-		}
-		return nil
-	}, w.loss)
-	if old := s.cur.Swap(w); old != nil {
-		// Replaced because its set was removed: its grants are lost.
-		old.loss.Fire(errSetRemoved)
-		s.stop()
-	}
-	s.stop = stop
-	s.set.Store(set)
-	return nil
-}
-
-// current returns the set in use, or ErrClosed.
-func (s *Sem) current() (*ipc.SemSet, error) {
-	if s.closed.Load() {
-		return nil, fmt.Errorf("semaphore %q: %w", s.name, baton.ErrClosed)
-	}
-	return s.set.Load(), nil
-}
-
-// reopen replaces set, found removed, by the set the name now stands for
-// (creating one). It returns the set to use.
-func (s *Sem) reopen(set *ipc.SemSet) (*ipc.SemSet, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return nil, fmt.Errorf("semaphore %q: %w", s.name, baton.ErrClosed)
-	}
-	if cur := s.set.Load(); cur != set {
-		return cur, nil
-	}
-	if err := s.open(); err != nil {
 		return nil, err
 	}
-	return s.set.Load(), nil
+	return &Sem{set: set, capacity: permits}, nil
 }
 
 // Capacity returns the number of permits of the semaphore.
 func (s *Sem) Capacity() int64 { return s.capacity }
 
 // Name returns the name the handle was opened with.
-func (s *Sem) Name() string { return s.name }
+func (s *Sem) Name() string { return s.set.Entry().Name() }
 
 func (s *Sem) checkN(n int64) error {
 	return baton.ValidatePermits(n, s.capacity)
@@ -184,30 +109,27 @@ func (s *Sem) acquire(ctx context.Context, n int64, wait bool) (driver.Grant, er
 	if err := s.checkN(n); err != nil {
 		return driver.Grant{}, err
 	}
-	set, err := s.current()
+	inc, err := s.set.Current()
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	for range 8 {
+	for range ipc.ReopenTries {
 		ops := [1]ipc.SemOp{{Num: 0, Op: -int16(n), Flags: ipc.SemUndo}}
-		err = set.TryOp(ops[:])
-		if errors.Is(err, ipc.ErrWouldBlock) {
-			if !wait {
-				return driver.Grant{}, fmt.Errorf("semaphore %q: %d permits: %w", s.name, n, baton.ErrLocked)
-			}
-			err = set.Op(ctx, ops[:])
-		}
+		err = inc.Set.Do(ctx, ops[:], wait)
 		if err == nil {
-			return driver.Grant{N: n, Data: set, Loss: s.lossFor(set)}, nil
+			return driver.Grant{N: n, Data: inc, Loss: inc.Loss}, nil
+		}
+		if errors.Is(err, ipc.ErrWouldBlock) {
+			return driver.Grant{}, s.set.Errorf("%d permits: %w", n, baton.ErrLocked)
 		}
 		if !errors.Is(err, ipc.ErrRemoved) {
-			return driver.Grant{}, fmt.Errorf("semaphore %q: %w", s.name, err)
+			return driver.Grant{}, s.set.Errorf("%w", err)
 		}
-		if set, err = s.reopen(set); err != nil {
+		if inc, err = s.set.Reopen(inc); err != nil {
 			return driver.Grant{}, err
 		}
 	}
-	return driver.Grant{}, fmt.Errorf("semaphore %q: the set keeps being removed: %w", s.name, err)
+	return driver.Grant{}, s.set.ErrChurn(err)
 }
 
 // Release gives back n of the permits of grant g. If the set of g was
@@ -215,38 +137,29 @@ func (s *Sem) acquire(ctx context.Context, n int64, wait bool) (driver.Grant, er
 // nothing else.
 func (s *Sem) Release(ctx context.Context, g driver.Grant, n int64) error {
 	if n <= 0 || n > g.N {
-		return fmt.Errorf("semaphore %q: release %d of a grant of %d: %w", s.name, n, g.N, baton.ErrNotHeld)
+		return s.set.Errorf("release %d of a grant of %d: %w", n, g.N, baton.ErrNotHeld)
 	}
-	set, ok := g.Data.(*ipc.SemSet)
+	inc, ok := g.Data.(*ipc.SetIncarnation)
 	if !ok {
-		return fmt.Errorf("semaphore %q: %w: grant of another driver", s.name, baton.ErrInvalidArgument)
+		return s.set.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
 	}
 	ops := [1]ipc.SemOp{{Num: 0, Op: int16(n), Flags: ipc.SemUndo}}
-	if err := set.TryOp(ops[:]); err != nil {
-		return fmt.Errorf("semaphore %q: %w", s.name, err)
+	if err := inc.Set.TryOp(ops[:]); err != nil {
+		return s.set.Errorf("%w", err)
 	}
 	return nil
 }
 
 // Available returns the number of free permits now.
 func (s *Sem) Available() (int64, error) {
-	set, err := s.current()
+	inc, err := s.set.Current()
 	if err != nil {
 		return 0, err
 	}
-	v, err := set.Value(0)
+	v, err := inc.Set.Value(0)
 	return int64(v), err
 }
 
 // Close closes the handle. Permits still held stay held until released or
 // until the process ends.
-func (s *Sem) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return nil
-	}
-	s.closed.Store(true)
-	s.stop()
-	return s.obj.Close()
-}
+func (s *Sem) Close() error { return s.set.Close() }

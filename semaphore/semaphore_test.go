@@ -174,6 +174,11 @@ func TestOpenValidates(t *testing.T) {
 			t.Errorf("Open(%q, %d) = %v, want %v", tc.name, tc.permits, err, tc.want)
 		}
 	}
+	for _, e := range []ipc.Entry{{}, ns.Resolve(ipc.KindSysvRW, "a"), ns.Resolve(ipc.KindSysvSem, "")} {
+		if _, err := OpenEntry(e, 1); !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("OpenEntry(%+v): %v", e, err)
+		}
+	}
 	if names, _ := ns.Names(ipc.KindSysvSem); len(names) != 0 {
 		t.Errorf("refused opens left records %v", names)
 	}
