@@ -59,8 +59,10 @@ import "github.com/batonlock/baton/driver"
 // Slots is the number of waiters one name can have at a time.
 const Slots = 4096
 
+// Kind is the namespace directory of condition variables.
+const Kind = "cond"
+
 const (
-	kind     = "cond"
 	hdrSize  = 64
 	slotSize = 16
 	fileSize = hdrSize + Slots*slotSize

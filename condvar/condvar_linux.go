@@ -43,9 +43,20 @@ type waiter struct{ slot int }
 // Open opens the condition variable called name in ns, creating it when it
 // does not exist. The name is validated before anything is created.
 func Open(ns *ipc.Namespace, name string) (*Cond, error) {
-	if _, err := ns.Path(kind, name); err != nil {
+	e, err := ns.Entry(Kind, name)
+	if err != nil {
 		return nil, err
 	}
+	return OpenEntry(e)
+}
+
+// OpenEntry is Open for a name already resolved in its namespace
+// (ipc.Namespace.Resolve with Kind), which is not checked or encoded again.
+func OpenEntry(e ipc.Entry) (*Cond, error) {
+	if e.Kind() != Kind {
+		return nil, fmt.Errorf("%w: entry of kind %q, want %q", baton.ErrInvalidArgument, e.Kind(), Kind)
+	}
+	name := e.Name()
 	self, err := ipc.Self()
 	if err != nil {
 		return nil, err
@@ -53,7 +64,7 @@ func Open(ns *ipc.Namespace, name string) (*Cond, error) {
 	if self.PID > pidMask {
 		return nil, fmt.Errorf("condvar: pid %d does not fit in 22 bits: %w", self.PID, baton.ErrUnsupported)
 	}
-	r, err := ipc.OpenRegion(ns, kind, name, fileSize)
+	r, err := ipc.OpenRegionEntry(e, fileSize)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ var suite = locktest.Suite{
 	},
 	Objects: func(cfg string) ([]string, error) {
 		var out []string
-		for _, k := range []string{"futex", kind} {
+		for _, k := range []string{"futex", Kind} {
 			ents, err := os.ReadDir(cfg + "/" + k)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue

@@ -19,11 +19,14 @@ var errNo = fmt.Errorf("condvar: %w", errors.ErrUnsupported)
 // Open validates name and returns an error matching errors.ErrUnsupported
 // on this system.
 func Open(ns *ipc.Namespace, name string) (*Cond, error) {
-	if _, err := ns.Path(kind, name); err != nil {
+	if _, err := ns.Entry(Kind, name); err != nil {
 		return nil, err
 	}
 	return nil, errNo
 }
+
+// OpenEntry returns an error matching errors.ErrUnsupported on this system.
+func OpenEntry(e ipc.Entry) (*Cond, error) { return nil, errNo }
 
 func (c *Cond) Prepare(ctx context.Context) (any, error)   { return nil, errNo }
 func (c *Cond) Wait(ctx context.Context, ticket any) error { return errNo }

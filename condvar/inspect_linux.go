@@ -16,10 +16,10 @@ import (
 // returns an error matching fs.ErrNotExist when there is none, and creates
 // nothing.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	if _, err := ns.Path(kind, name); err != nil {
+	if _, err := ns.Path(Kind, name); err != nil {
 		return baton.Info{}, err
 	}
-	r, err := ipc.OpenExistingRegion(ns, kind, name, fileSize)
+	r, err := ipc.OpenExistingRegion(ns, Kind, name, fileSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return baton.Info{}, fmt.Errorf("condvar: %q: %w", name, fs.ErrNotExist)
@@ -33,14 +33,14 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 
 // List describes every condition variable of ns.
 func List(ns *ipc.Namespace) ([]baton.Info, error) {
-	return ipc.ListKind(ns, kind, Inspect)
+	return ipc.ListKind(ns, Kind, Inspect)
 }
 
 // Remove removes the file of the condition variable name. Waiters that
 // still use it keep waiting on a mapping no new opener sees: wake them
 // first. It returns an error matching fs.ErrNotExist when there is none.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := ipc.RemoveRegion(ns, kind, name); err != nil {
+	if err := ipc.RemoveRegion(ns, Kind, name); err != nil {
 		return fmt.Errorf("condvar: %q: %w", name, err)
 	}
 	return nil

@@ -24,27 +24,41 @@ var regionMu sync.Mutex
 // openers of a new name agree on one file: the size is set under an
 // exclusive flock(2) of the file.
 func OpenRegion(ns *Namespace, kind, name string, size int) (*Region, error) {
-	return openRegion(ns, kind, name, size, true)
+	e, err := ns.Entry(kind, name)
+	if err != nil {
+		return nil, err
+	}
+	return openRegion(e, size, true)
+}
+
+// OpenRegionEntry is OpenRegion for a resolved entry (Namespace.Resolve):
+// the name is not checked or encoded again.
+func OpenRegionEntry(e Entry, size int) (*Region, error) {
+	return openRegion(e, size, true)
 }
 
 // OpenExistingRegion is OpenRegion for a region that must exist already: it
 // returns an error matching fs.ErrNotExist and creates nothing when it does
 // not.
 func OpenExistingRegion(ns *Namespace, kind, name string, size int) (*Region, error) {
-	return openRegion(ns, kind, name, size, false)
-}
-
-func openRegion(ns *Namespace, kind, name string, size int, create bool) (*Region, error) {
-	if err := checkRegionArgs(kind, size); err != nil {
-		return nil, err
-	}
-	path, err := ns.Path(kind, name)
+	e, err := ns.Entry(kind, name)
 	if err != nil {
 		return nil, err
 	}
+	return openRegion(e, size, false)
+}
+
+func openRegion(e Entry, size int, create bool) (*Region, error) {
+	if err := checkRegionArgs(e.kind, size); err != nil {
+		return nil, err
+	}
+	if err := e.valid(e.kind); err != nil {
+		return nil, err
+	}
+	path := e.path
 	flags := unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	if create {
-		if err := ns.EnsureKind(kind); err != nil {
+		if err := e.ns.EnsureKind(e.kind); err != nil {
 			return nil, err
 		}
 		flags |= unix.O_CREAT

@@ -19,6 +19,15 @@ func OpenRegion(ns *Namespace, kind, name string, size int) (*Region, error) {
 	return nil, fmt.Errorf("ipc: shared memory: %w", errors.ErrUnsupported)
 }
 
+// OpenRegionEntry returns an error matching errors.ErrUnsupported on this
+// system.
+func OpenRegionEntry(e Entry, size int) (*Region, error) {
+	if err := checkRegionArgs(e.kind, size); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("ipc: shared memory: %w", errors.ErrUnsupported)
+}
+
 // Close is a no-op on this system.
 func (r *Region) Close() error { return nil }
 

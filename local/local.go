@@ -126,7 +126,7 @@ func (d *backend) path(kind, name string) (string, error) {
 
 func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if d.o.mutex == MutexFutex {
-		return mutex.Open(d.ns, name)
+		return mutex.OpenEntry(d.ns.Resolve(mutex.Kind, name))
 	}
 	p, err := d.path(kindFlock, name)
 	if err != nil {
@@ -151,7 +151,7 @@ func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64)
 }
 
 func (d *backend) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
-	return condvar.Open(d.ns, name)
+	return condvar.OpenEntry(d.ns.Resolve(condvar.Kind, name))
 }
 
 func (d *backend) Close() error { return nil }

@@ -77,8 +77,10 @@ package mutex
 
 import "time"
 
+// Kind is the namespace directory of futex mutexes.
+const Kind = "futex"
+
 const (
-	mutexKind   = "futex"
 	mutexSize   = 64
 	mutexMagic  = 0x62746d31 // "btm1"
 	offMagic    = 0          // uint32

@@ -10,7 +10,7 @@ import (
 // List describes every futex mutex of ns (see Inspect). Mutexes
 // whose file vanishes while listing are skipped.
 func List(ns *ipc.Namespace) ([]baton.Info, error) {
-	return ipc.ListKind(ns, mutexKind, Inspect)
+	return ipc.ListKind(ns, Kind, Inspect)
 }
 
 // Remove removes the file of the futex mutex name. A process that holds
@@ -18,7 +18,7 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // get a new, unlocked mutex whose tokens start again from 1. It returns an
 // error matching fs.ErrNotExist when there is no such mutex.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := ipc.RemoveRegion(ns, mutexKind, name); err != nil {
+	if err := ipc.RemoveRegion(ns, Kind, name); err != nil {
 		return fmt.Errorf("futex mutex %q: %w", name, err)
 	}
 	return nil

@@ -58,9 +58,20 @@ var (
 // Open opens the futex mutex called name in ns, creating it unlocked
 // when it does not exist. The name is validated before anything is created.
 func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
-	if _, err := ns.Path(mutexKind, name); err != nil {
+	e, err := ns.Entry(Kind, name)
+	if err != nil {
 		return nil, err
 	}
+	return OpenEntry(e)
+}
+
+// OpenEntry is Open for a name already resolved in its namespace
+// (ipc.Namespace.Resolve with Kind), which is not checked or encoded again.
+func OpenEntry(e ipc.Entry) (*Mutex, error) {
+	if e.Kind() != Kind {
+		return nil, fmt.Errorf("%w: entry of kind %q, want %q", baton.ErrInvalidArgument, e.Kind(), Kind)
+	}
+	name := e.Name()
 	self, err := ipc.Self()
 	if err != nil {
 		return nil, err
@@ -68,7 +79,7 @@ func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
 	if self.PID >= pidMaxLinux {
 		return nil, fmt.Errorf("futex mutex: pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
 	}
-	r, err := ipc.OpenRegion(ns, mutexKind, name, mutexSize)
+	r, err := ipc.OpenRegionEntry(e, mutexSize)
 	if err != nil {
 		return nil, err
 	}
@@ -480,10 +491,10 @@ func (m *Mutex) WordLock() (*word.Lock, *driver.Loss) { return m.wl, m.loss }
 // waiting is still counted). It returns an error matching fs.ErrNotExist
 // when there is no such mutex; it never creates one.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	if _, err := ns.Path(mutexKind, name); err != nil {
+	if _, err := ns.Path(Kind, name); err != nil {
 		return baton.Info{}, err
 	}
-	r, err := ipc.OpenExistingRegion(ns, mutexKind, name, mutexSize)
+	r, err := ipc.OpenExistingRegion(ns, Kind, name, mutexSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return baton.Info{}, fmt.Errorf("futex mutex %q: %w", name, fs.ErrNotExist)

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -696,4 +697,23 @@ func handleBitsUsed() int {
 		}
 	}
 	return n
+}
+
+// TestOpenEntryRefuses: an entry that is unresolved or of another kind is
+// refused, and creates nothing.
+func TestOpenEntryRefuses(t *testing.T) {
+	ns := testNS(t)
+	for _, e := range []ipc.Entry{{}, ns.Resolve("cond", "x"), ns.Resolve(Kind, "")} {
+		if m, err := OpenEntry(e); !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("OpenEntry(%q/%q) = %v, %v; want ErrInvalidArgument", e.Kind(), e.Name(), m, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ns.Dir(), Kind)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("refused opens created %s: %v", Kind, err)
+	}
+	m, err := OpenEntry(ns.Resolve(Kind, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
 }

@@ -22,11 +22,14 @@ var errNoFutex = fmt.Errorf("futex mutex: %w", errors.ErrUnsupported)
 // Open validates name and returns an error matching
 // errors.ErrUnsupported on this system.
 func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
-	if _, err := ns.Path(mutexKind, name); err != nil {
+	if _, err := ns.Entry(Kind, name); err != nil {
 		return nil, err
 	}
 	return nil, errNoFutex
 }
+
+// OpenEntry returns an error matching errors.ErrUnsupported on this system.
+func OpenEntry(e ipc.Entry) (*Mutex, error) { return nil, errNoFutex }
 
 func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	return driver.Grant{}, errNoFutex
