@@ -20,7 +20,6 @@ import (
 type lockHandle struct {
 	b    *coreBackend
 	name string
-	kind Kind
 	d    driver.Lock
 
 	// The word path (mutex drivers that implement driver.WordLocker). A
@@ -30,6 +29,11 @@ type lockHandle struct {
 	wordLoss *driver.Loss // goes with every hold taken on the word
 	closedA  atomic.Bool  // closed, readable without mu
 
+	// Guarded by mu; here to share a word with closedA.
+	acquiring bool // a goroutine is in the driver's Acquire or TryAcquire
+	held      bool // a grant is held (writer || readers > 0)
+	writer    bool // the grant is Exclusive and held locally
+
 	// A Mutex whose driver is a driver.Passer is on its name's pass line
 	// (core_pass.go), and mu is the line's mutex.
 	line *passLine
@@ -37,19 +41,15 @@ type lockHandle struct {
 	mu  *sync.Mutex // &own, or the line's mutex
 	own sync.Mutex
 	// All below guarded by mu.
-	handleQueue
-	acquiring bool // a goroutine is in the driver's Acquire or TryAcquire
-	busy      bool // the holder's Release or Downgrade is in the driver
-	held      bool // a grant is held (writer || readers > 0)
-	writer    bool // the grant is Exclusive and held locally
-	grant     driver.Grant
-	wOwner    Owner      // owner of the write hold (0: anonymous)
-	wCount    int        // write hold count (reentrancy)
-	r         *readState // readers of an RWMutex handle; nil for a Mutex
+	handleQueue // with busy: the holder's Release or Downgrade is in the driver
+	grant       driver.Grant
+	wOwner      Owner      // owner of the write hold (0: anonymous)
+	wCount      int        // write hold count (reentrancy)
+	r           *readState // readers of an RWMutex handle; nil for a Mutex
 }
 
 func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock, line *passLine) *lockHandle {
-	h := &lockHandle{b: b, name: name, kind: kind, d: d, line: line}
+	h := &lockHandle{b: b, name: name, d: d, line: line}
 	h.mu = &h.own
 	if line != nil {
 		h.mu = &line.mu
@@ -65,7 +65,11 @@ func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock, line *
 
 // fail wraps the cause of a failed op in the handle's *Error.
 func (h *lockHandle) fail(op string, err error) error {
-	return wrapErr(op, h.b.kind, h.kind, h.name, err)
+	kind := KindMutex
+	if h.r != nil {
+		kind = KindRWMutex
+	}
+	return wrapErr(op, h.b.kind, kind, h.name, err)
 }
 
 func (h *lockHandle) hold() Hold {

@@ -106,6 +106,7 @@ func (i *idle) broadcast() {
 // by the handle's mutex.
 type handleQueue struct {
 	closed    bool
+	busy      bool // a driver call that Close must wait for is in progress
 	q         queue
 	idle      idle
 	cancelAcq context.CancelFunc // cancels the Acquire in progress, for Close

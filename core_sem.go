@@ -19,11 +19,10 @@ type semHandle struct {
 
 	mu sync.Mutex
 	// All below guarded by mu.
-	handleQueue
-	busy      bool           // an Acquire is in the driver
-	grants    []driver.Grant // held grants, newest last
-	held      int64          // permits held, the sum of grants[i].N
-	releasing sync.WaitGroup
+	handleQueue                // with busy: an Acquire is in the driver
+	grants      []driver.Grant // held grants, newest last
+	held        int64          // permits held, the sum of grants[i].N
+	releasing   sync.WaitGroup
 }
 
 // fail wraps the cause of a failed op in the handle's *Error.
