@@ -41,7 +41,10 @@ const (
 //     matching baton.ErrLocked when the lock is taken;
 //   - Release of a grant whose Loss fired returns an error matching baton.ErrLost
 //     and never releases another holder's lock;
-//   - errors wrap the sentinels of package baton with %w.
+//   - errors are bare causes: a sentinel of package baton (wrapped with %w
+//     where there is more to say), the context's error, or the backend's
+//     own, with no prefix naming the backend, primitive or name (the core
+//     wraps every error in one baton.Error that says those).
 
 // Grant is what a driver returns for one acquisition.
 type Grant struct {
