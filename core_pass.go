@@ -105,9 +105,8 @@ func (h *lockHandle) lockLine(ctx context.Context, owner Owner, try bool) (Hold,
 				// wins, and the hold goes on down the line.
 				return Hold{}, h.giveBack(ctx, err)
 			}
-			hd := h.hold()
 			h.mu.Unlock()
-			return hd, nil
+			return w.got, nil
 		case w.turn:
 			if err := ctx.Err(); err != nil {
 				l.giveTurn()
@@ -128,6 +127,11 @@ func (h *lockHandle) lockLine(ctx context.Context, owner Owner, try bool) (Hold,
 // and returns the error for that goroutine. Entered with h.mu held, returns
 // with it released.
 func (h *lockHandle) giveBack(ctx context.Context, cause error) error {
+	if !h.writer {
+		// Another goroutine unlocked the anonymous hold meanwhile.
+		h.mu.Unlock()
+		return cause
+	}
 	if h.wCount--; h.wCount > 0 {
 		h.mu.Unlock()
 		return cause
@@ -181,7 +185,7 @@ func (h *lockHandle) passOn(ctx context.Context, g driver.Grant) error {
 			w := l.q.pop()
 			r := w.h
 			r.held, r.grant, r.writer, r.wOwner, r.wCount = true, ng, true, w.owner, 1
-			w.granted = true
+			w.granted, w.got = true, r.hold()
 			w.nudge()
 			h.mu.Unlock()
 			return nil

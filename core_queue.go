@@ -22,6 +22,7 @@ type waiter struct {
 	h       *lockHandle // the waiter's handle
 	granted bool        // handed the hold: h holds it for owner
 	turn    bool        // handed the turn to acquire from the driver
+	got     Hold        // the hold handed over, when granted
 }
 
 func newWaiter(mode Mode, owner Owner, h *lockHandle) *waiter {
