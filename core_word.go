@@ -125,11 +125,7 @@ func (m mutexHandle) Lock(ctx context.Context) (Hold, error) {
 			}
 		}
 	}
-	hd, err := h.lock(ctx, Exclusive, false)
-	if err != nil {
-		return Hold{}, h.fail("lock", err)
-	}
-	return hd, nil
+	return h.lockOp("lock", ctx, Exclusive, false)
 }
 
 func (m mutexHandle) TryLock(ctx context.Context) (Hold, error) {
@@ -138,11 +134,7 @@ func (m mutexHandle) TryLock(ctx context.Context) (Hold, error) {
 			return hd, nil
 		}
 	}
-	hd, err := m.h.lock(ctx, Exclusive, true)
-	if err != nil {
-		return Hold{}, m.h.fail("trylock", err)
-	}
-	return hd, nil
+	return m.h.lockOp("trylock", ctx, Exclusive, true)
 }
 
 func (m mutexHandle) Unlock(ctx context.Context) error {
@@ -155,10 +147,19 @@ func (m mutexHandle) Unlock(ctx context.Context) error {
 		if w.TryUnlock() {
 			return nil
 		}
-		if err := h.releaseWord(ctx); err != nil {
-			return h.fail("unlock", err)
-		}
-		return nil
+		return h.unlockOp(ctx, true)
+	}
+	return h.unlockOp(ctx, false)
+}
+
+// unlockOp is the rest of Unlock, with its failure wrapped: through the
+// driver for a hold on the word, else the handle's bookkeeping. Kept out of
+// line so that Unlock's fast path stays small.
+//
+//go:noinline
+func (h *lockHandle) unlockOp(ctx context.Context, onWord bool) error {
+	if onWord {
+		return h.fail("unlock", h.releaseWord(ctx))
 	}
 	return h.fail("unlock", h.unlock(ctx))
 }
@@ -195,7 +196,10 @@ func (m rwHandle) Name() string                      { return m.h.name }
 func (m rwHandle) Close() error                      { return m.h.fail("close", m.h.close()) }
 func (m rwHandle) holdCount(ctx context.Context) int { return m.h.holdCount(ctx) }
 
-// lockOp is lock with its failure wrapped as op.
+// lockOp is lock with its failure wrapped as op. Kept out of line so that
+// Lock's fast path stays small.
+//
+//go:noinline
 func (h *lockHandle) lockOp(op string, ctx context.Context, mode Mode, try bool) (Hold, error) {
 	hd, err := h.lock(ctx, mode, try)
 	if err != nil {
