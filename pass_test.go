@@ -601,3 +601,49 @@ func TestPassLoss(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestPassReentrancy: an owner's holds on a handle of the line count as on
+// any handle; the hold is passed only when the last of them is unlocked,
+// and the receiver's owner is the receiver's.
+func TestPassReentrancy(t *testing.T) {
+	s := newPassServer()
+	_, ms, _ := openPass(t, s, "x", 2)
+	a, b := WithOwner(context.Background()), WithOwner(context.Background())
+	h1, err := ms[0].Lock(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := ms[0].Lock(a)
+	if err != nil || h2.Token() != h1.Token() {
+		t.Fatalf("reentrant Lock: %v, token %d (outer %d)", err, h2.Token(), h1.Token())
+	}
+	got := make(chan error, 1)
+	go func() { _, err := ms[1].Lock(b); got <- err }()
+	waitFor(t, func() bool { return lineLen(ms[0]) == 1 })
+	if err := ms[0].Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("the waiter got the lock (%v) while the owner still held it once", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if n := ms[0].(mutexHandle).holdCount(a); n != 1 {
+		t.Errorf("hold count %d, want 1", n)
+	}
+	if err := ms[0].Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if err := ms[1].Unlock(a); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Unlock by another owner: %v, want ErrNotHeld", err)
+	}
+	if n := ms[1].(mutexHandle).holdCount(b); n != 1 {
+		t.Errorf("receiver's hold count %d, want 1", n)
+	}
+	if err := ms[1].Unlock(b); err != nil {
+		t.Error(err)
+	}
+}
