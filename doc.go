@@ -49,9 +49,12 @@
 //     lock may take read locks, and keeps them, atomically, when it unlocks
 //     the write lock; an owner holding only read locks that asks for the
 //     write lock gets ErrUpgrade instead of deadlocking with itself.
-//   - Errors are the sentinels of this package (ErrNotHeld, ErrLost,
-//     ErrLocked, ErrClosed, ErrInvalidName, ErrInvalidArgument, ErrUpgrade,
-//     ErrMismatch, ErrUnsupported), wrapped with the backend's cause.
+//   - Every error is one *Error naming the operation, backend, primitive and
+//     name (`baton: redis mutex "x": lock: context canceled`), over a cause
+//     that errors.Is matches against the sentinels of this package
+//     (ErrNotHeld, ErrLost, ErrLocked, ErrClosed, ErrInvalidName,
+//     ErrInvalidArgument, ErrUpgrade, ErrMismatch, ErrUnsupported) or the
+//     context's error.
 //   - Bad input (names, counts, contexts) is refused before any side effect.
 //     Names are 1 to 200 bytes of UTF-8 without control characters, in
 //     '/'-separated segments that are neither empty, "." nor "..".
@@ -60,8 +63,10 @@
 //
 // A backend implements driver.Backend and the per-handle driver.Lock,
 // driver.Semaphore and driver.Cond (package driver); NewBackend wraps it in the
-// core, which keeps the semantics above. Optional interfaces: Inspector
-// (listing, for the baton command), TryFirst and WordLocker (cheaper
-// uncontended paths). The conformance suite in package locktest checks a
-// backend against all of it.
+// core, which keeps the semantics above. Drivers return bare causes; the
+// core adds the *Error. Optional interfaces: Inspector (listing, for the
+// baton command), TryFirst and WordLocker (cheaper uncontended paths),
+// Passer (the core hands a Mutex among the handles of one Backend with no
+// server call). The conformance suite in package locktest checks a backend
+// against all of it.
 package baton

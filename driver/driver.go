@@ -41,7 +41,10 @@ const (
 //     matching baton.ErrLocked when the lock is taken;
 //   - Release of a grant whose Loss fired returns an error matching baton.ErrLost
 //     and never releases another holder's lock;
-//   - errors wrap the sentinels of package baton with %w.
+//   - errors are bare causes: a sentinel of package baton (wrapped with %w
+//     where there is more to say), the context's error, or the backend's
+//     own, with no prefix naming the backend, primitive or name (the core
+//     wraps every error in one baton.Error that says those).
 
 // Grant is what a driver returns for one acquisition.
 type Grant struct {
@@ -152,11 +155,12 @@ type WordLocker interface {
 // deadline passes, even when the timers that would fire it have not run (a
 // process paused by SIGSTOP or a long GC pause runs them only later).
 //
-// The zero Loss is not usable; use NewLoss. A nil *Loss never fires.
+// Use NewLoss (the zero Loss works too). A nil *Loss never fires. A Loss
+// makes its channel only when Done is first called, since most are never
+// waited on.
 type Loss struct {
-	once     sync.Once
-	ch       chan struct{}
 	deadline atomic.Int64 // monotonic ns since monoEpoch; 0: none
+	ch       atomic.Value // chan struct{}, made by the first Done
 	mu       sync.Mutex
 	err      error // guarded by mu; set once, before ch is closed
 }
@@ -202,7 +206,7 @@ func (l *Loss) check() {
 }
 
 // NewLoss returns a Loss that has not fired.
-func NewLoss() *Loss { return &Loss{ch: make(chan struct{})} }
+func NewLoss() *Loss { return &Loss{} }
 
 // Fire marks the hold lost with cause (which is wrapped so that
 // errors.Is(err, baton.ErrLost) holds). Only the first call has an effect.
@@ -210,19 +214,18 @@ func (l *Loss) Fire(cause error) {
 	if l == nil {
 		return
 	}
-	l.once.Do(func() {
-		var err error
-		switch {
-		case cause == nil:
-			err = errs.Lost
-		default:
-			err = fmt.Errorf("%w: %w", errs.Lost, cause)
-		}
-		l.mu.Lock()
-		l.err = err
-		l.mu.Unlock()
-		close(l.ch)
-	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	l.err = errs.Lost
+	if cause != nil {
+		l.err = fmt.Errorf("%w: %w", errs.Lost, cause)
+	}
+	if ch, ok := l.ch.Load().(chan struct{}); ok {
+		close(ch)
+	}
 }
 
 // Done returns a channel that is closed when the hold is lost; it is
@@ -233,7 +236,20 @@ func (l *Loss) Done() <-chan struct{} {
 		return nil
 	}
 	l.check()
-	return l.ch
+	if ch, ok := l.ch.Load().(chan struct{}); ok {
+		return ch
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch, ok := l.ch.Load().(chan struct{})
+	if !ok {
+		ch = make(chan struct{})
+		if l.err != nil {
+			close(ch)
+		}
+		l.ch.Store(ch)
+	}
+	return ch
 }
 
 // Err returns nil until the Loss fires (or its deadline passes), and then an

@@ -1,0 +1,162 @@
+package locktest
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+// RWMutex tests: readers and writers, writer preference.
+
+func testRWBasics(t *testing.T, e *env) {
+	b := e.open(t)
+	ctx := context.Background()
+	name := e.name(t)
+	r1, err := b.RWMutex(ctx, name)
+	ok(t, "RWMutex", err)
+	r2, err := b.RWMutex(ctx, name)
+	ok(t, "RWMutex", err)
+	r3, err := b.RWMutex(ctx, name)
+	ok(t, "RWMutex", err)
+
+	_, err = r1.RLock(ctx)
+	ok(t, "RLock", err)
+	_, err = r2.RLock(ctx)
+	ok(t, "second reader", err)
+	_, err = r3.TryLock(ctx)
+	is(t, "TryLock beside readers", err, baton.ErrLocked)
+	ok(t, "RUnlock", r1.RUnlock(ctx))
+	ok(t, "RUnlock", r2.RUnlock(ctx))
+	is(t, "RUnlock unheld", r2.RUnlock(ctx), baton.ErrNotHeld)
+
+	h, err := r1.Lock(ctx)
+	ok(t, "Lock", err)
+	_, err = r2.TryRLock(ctx)
+	is(t, "TryRLock beside a writer", err, baton.ErrLocked)
+	_, err = r2.TryLock(ctx)
+	is(t, "TryLock beside a writer", err, baton.ErrLocked)
+
+	// Downgrade with a writer waiting: the writer must not get in until the
+	// downgraded reader leaves.
+	var wIn atomic.Bool
+	wDone := make(chan error, 1)
+	go func() {
+		_, err := r3.Lock(ctx)
+		wIn.Store(true)
+		wDone <- err
+	}()
+	time.Sleep(30 * time.Millisecond)
+	dh, err := r1.Downgrade(ctx)
+	ok(t, "Downgrade", err)
+	if dh.Token() != h.Token() || dh.Mode() != baton.Shared {
+		t.Errorf("downgraded hold: token %d mode %v, want %d shared", dh.Token(), dh.Mode(), h.Token())
+	}
+	time.Sleep(30 * time.Millisecond)
+	if wIn.Load() {
+		t.Fatal("a waiting writer got in after Downgrade while the reader still held")
+	}
+	is(t, "Unlock after Downgrade", r1.Unlock(ctx), baton.ErrNotHeld)
+	ok(t, "RUnlock after Downgrade", r1.RUnlock(ctx))
+	select {
+	case err := <-wDone:
+		ok(t, "waiting writer", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiting writer did not get the lock after the reader left")
+	}
+	ok(t, "Unlock", r3.Unlock(ctx))
+
+	_, err = r1.Downgrade(ctx)
+	is(t, "Downgrade unheld", err, baton.ErrNotHeld)
+
+	// Upgrade is refused, not deadlocked.
+	o := baton.WithOwner(ctx)
+	_, err = r1.RLock(o)
+	ok(t, "RLock owner", err)
+	_, err = r1.Lock(o)
+	is(t, "read-to-write upgrade", err, baton.ErrUpgrade)
+	ok(t, "RUnlock owner", r1.RUnlock(o))
+
+	// A writer may read; unlocking the write keeps the read, atomically.
+	_, err = r1.Lock(o)
+	ok(t, "Lock owner", err)
+	_, err = r1.RLock(o)
+	ok(t, "RLock under own write lock", err)
+	_, err = r2.TryRLock(ctx)
+	is(t, "TryRLock beside the writer", err, baton.ErrLocked)
+	ok(t, "Unlock owner", r1.Unlock(o))
+	_, err = r2.TryLock(ctx)
+	is(t, "TryLock while the owner still reads", err, baton.ErrLocked)
+	ok(t, "RUnlock owner", r1.RUnlock(o))
+	_, err = r2.TryLock(ctx)
+	ok(t, "TryLock after all left", err)
+	ok(t, "Unlock", r2.Unlock(ctx))
+
+	// Reentrant readers pass a waiting writer instead of deadlocking.
+	_, err = r1.RLock(o)
+	ok(t, "RLock owner", err)
+	go func() {
+		_, err := r2.Lock(ctx)
+		wDone <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	rctx, cancel := context.WithTimeout(o, 2*time.Second)
+	_, err = r1.RLock(rctx)
+	cancel()
+	ok(t, "reentrant RLock with a writer waiting", err)
+	ok(t, "RUnlock", r1.RUnlock(o))
+	ok(t, "RUnlock", r1.RUnlock(o))
+	ok(t, "writer after readers", <-wDone)
+	ok(t, "Unlock", r2.Unlock(ctx))
+}
+
+func testRWWriterNotStarved(t *testing.T, e *env) {
+	b := e.open(t)
+	ctx := context.Background()
+	name := e.name(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		r, err := b.RWMutex(ctx, name)
+		ok(t, "RWMutex", err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * time.Millisecond)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := r.RLock(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(3 * time.Millisecond)
+				if err := r.RUnlock(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(50 * time.Millisecond)
+	w, err := b.RWMutex(ctx, name)
+	ok(t, "RWMutex", err)
+	for i := 0; i < 5; i++ {
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		t0 := time.Now()
+		_, err = w.Lock(wctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("writer starved by a stream of readers: %v after %v", err, time.Since(t0))
+		}
+		ok(t, "Unlock", w.Unlock(ctx))
+		time.Sleep(10 * time.Millisecond)
+	}
+}
