@@ -45,7 +45,7 @@ func (c *condDriver) Wait(ctx context.Context, tk any) error {
 	}
 	defer c.d.n.unregister(t.id)
 	for {
-		tm := time.NewTimer(c.d.o.lease.RenewEvery)
+		tm := time.NewTimer(c.d.o.RenewEvery)
 		select {
 		case <-ctx.Done():
 			tm.Stop()
@@ -63,7 +63,7 @@ func (c *condDriver) Wait(ctx context.Context, tk any) error {
 			return nil
 		}
 		if err != nil && ctx.Err() == nil {
-			c.d.o.log.Warn("redislock: refreshing a cond registration failed", "name", c.name, "err", err)
+			c.d.o.Logger.Warn("redislock: refreshing a cond registration failed", "name", c.name, "err", err)
 		}
 	}
 }
@@ -72,7 +72,7 @@ func (c *condDriver) withdraw(ctx context.Context, id string) {
 	cctx, done := c.d.cleanupCtx(ctx)
 	defer done()
 	if err := scriptCondCancel.Run(cctx, c.d.c, c.keys, id, "1").Err(); err != nil {
-		c.d.o.log.Warn("redislock: withdrawing a cond registration failed; it expires with the TTL",
+		c.d.o.Logger.Warn("redislock: withdrawing a cond registration failed; it expires with the TTL",
 			"name", c.name, "err", err)
 	}
 }

@@ -133,14 +133,14 @@ func sortInfos(out []baton.Info) {
 // under the prefix. An object whose keys expire between the scan and its
 // inspection is left out.
 func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
-	keys, err := scanKeys(ctx, d.c, globEscape(d.o.prefix)+"*")
+	keys, err := scanKeys(ctx, d.c, globEscape(d.o.Prefix)+"*")
 	if err != nil {
 		return nil, fmt.Errorf("redislock: list: %w", err)
 	}
 	seen := map[objKey]bool{}
 	var out []baton.Info
 	for _, k := range keys {
-		kk, name, ok := parseKey(d.o.prefix, k)
+		kk, name, ok := parseKey(d.o.Prefix, k)
 		if !ok {
 			continue
 		}
@@ -171,13 +171,13 @@ func (d *backend) objectKeys(kind baton.Kind, name string) ([]string, string, er
 	}
 	switch kind {
 	case baton.KindSemaphore:
-		return semKeys(d.o.prefix, name), "sem", nil
+		return semKeys(d.o.Prefix, name), "sem", nil
 	case baton.KindCond:
-		return condKeys(d.o.prefix, name), "cond", nil
+		return condKeys(d.o.Prefix, name), "cond", nil
 	case baton.KindMutex:
-		return mutexKeys(d.o.prefix, name), "mutex", nil
+		return mutexKeys(d.o.Prefix, name), "mutex", nil
 	}
-	return lockKeys(d.o.prefix, kk, name), "lock", nil
+	return lockKeys(d.o.Prefix, kk, name), "lock", nil
 }
 
 // Inspect reads one object in one script: holders with a live lease (pid,

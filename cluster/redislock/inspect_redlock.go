@@ -96,7 +96,7 @@ func (r *rlDriver) checkKind(kind baton.Kind) error {
 
 // List returns every mutex with a key on a node that answered.
 func (r *rlDriver) List(ctx context.Context) ([]baton.Info, error) {
-	pattern := globEscape(r.o.prefix+kredl+":") + "*"
+	pattern := globEscape(r.o.Prefix+kredl+":") + "*"
 	got, _, err := r.eachNode(ctx, func(ctx context.Context, c redis.UniversalClient) (any, error) {
 		return scanKeys(ctx, c, pattern)
 	})
@@ -108,7 +108,7 @@ func (r *rlDriver) List(ctx context.Context) ([]baton.Info, error) {
 	for _, v := range got {
 		keys, _ := v.([]string)
 		for _, k := range keys {
-			kk, name, ok := parseKey(r.o.prefix, k)
+			kk, name, ok := parseKey(r.o.Prefix, k)
 			if !ok || kk != kredl || seen[name] || baton.ValidateName(name) != nil {
 				continue
 			}
@@ -128,7 +128,7 @@ func (r *rlDriver) List(ctx context.Context) ([]baton.Info, error) {
 }
 
 func (r *rlDriver) keys(name string) []string {
-	b := keyBase(r.o.prefix, kredl, name)
+	b := keyBase(r.o.Prefix, kredl, name)
 	return []string{b + "lock", b + "counter", b + "waiting"}
 }
 
@@ -180,7 +180,7 @@ func (r *rlDriver) Inspect(ctx context.Context, kind baton.Kind, name string) (b
 	if !exists {
 		return baton.Info{}, fmt.Errorf("redislock: redlock mutex %q: %w", name, fs.ErrNotExist)
 	}
-	in.Detail = fmt.Sprintf("%s (%d of %d nodes answered)", keyBase(r.o.prefix, kredl, name), answered, len(r.nodes))
+	in.Detail = fmt.Sprintf("%s (%d of %d nodes answered)", keyBase(r.o.Prefix, kredl, name), answered, len(r.nodes))
 	for _, h := range holds {
 		if len(h.ttls) < r.quorum {
 			continue

@@ -130,7 +130,7 @@ func (d *backend) localPass(name string, g driver.Grant, h *hold) bool {
 	// paused or unreachable) is not passed on; it goes back to the server,
 	// where the next handle acquires a lease of its own (see fresh).
 	if len(ln.q) == 0 || h.passes >= localPasses || time.Since(h.taken) >= localFor ||
-		!d.fresh(h.keeper.Deadline().Add(d.o.lease.Drift-d.o.lease.TTL)) {
+		!d.fresh(h.keeper.Deadline().Add(d.o.Drift-d.o.TTL)) {
 		d.localMu.Unlock()
 		return false
 	}
@@ -162,8 +162,8 @@ func (d *backend) releaseMutex(ctx context.Context, name string, keys []string, 
 // passOrRelease gives back a Mutex hold that a cancelled waiter was passed.
 func (d *backend) passOrRelease(ctx context.Context, name string, g driver.Grant) {
 	h, _ := holdOf(g)
-	if _, _, err := d.releaseMutex(ctx, name, mutexKeys(d.o.prefix, name), g, h); err != nil {
-		d.o.log.Warn("redislock: releasing a hold passed to a cancelled waiter failed; it expires with the lease",
+	if _, _, err := d.releaseMutex(ctx, name, mutexKeys(d.o.Prefix, name), g, h); err != nil {
+		d.o.Logger.Warn("redislock: releasing a hold passed to a cancelled waiter failed; it expires with the lease",
 			"name", name, "err", err)
 	}
 }

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
@@ -19,7 +18,7 @@ var errClosed = fmt.Errorf("redislock: %w", baton.ErrClosed)
 // hold is the driver-private state of one grant (Grant.Data).
 type hold struct {
 	id     string
-	keeper *cluster.Keeper
+	keeper *lease.Keeper
 	loss   *driver.Loss
 	excl   bool // an exclusive lock hold (not a read hold, not permits)
 	// A Mutex hold goes round the handles of its backend (local.go):
@@ -38,8 +37,7 @@ type lockDriver struct {
 	name string
 	keys []string
 	rw   bool
-	wake chan int64   // wake-up of the acquisition in progress; see notifier.register
-	log  *slog.Logger // the backend's logger with the name
+	wake chan int64 // wake-up of the acquisition in progress; see notifier.register
 }
 
 var _ driver.Lock = (*lockDriver)(nil)
@@ -202,7 +200,7 @@ func (l *lockDriver) acquireServer(ctx context.Context, mode driver.Mode) (drive
 			// Queued: wait for the handoff message; check in every
 			// RenewEvery to keep the queue entry alive (and to catch a
 			// lost message).
-			t := time.NewTimer(l.d.o.lease.RenewEvery)
+			t := time.NewTimer(l.d.o.RenewEvery)
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -232,7 +230,7 @@ func (l *lockDriver) acquireServer(ctx context.Context, mode driver.Mode) (drive
 // left, as much as a lease kept by the keeper has just before each
 // renewal. An older one is confirmed on the server first.
 func (d *backend) fresh(sent time.Time) bool {
-	return time.Since(sent) < d.o.lease.RenewEvery
+	return time.Since(sent) < d.o.RenewEvery
 }
 
 // ctxErr returns ctx's error in place of err when a request failed because
@@ -259,7 +257,7 @@ func (l *lockDriver) cancel(ctx context.Context, id string) {
 	defer done()
 	_, _, cancel, _ := l.scripts()
 	if err := cancel.Run(cctx, l.d.c, l.keys, id).Err(); err != nil {
-		l.d.o.log.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
+		l.d.o.Logger.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
 			"name", l.name, "err", err)
 	}
 }
@@ -267,18 +265,18 @@ func (l *lockDriver) cancel(ctx context.Context, id string) {
 func (l *lockDriver) granted(id string, mode driver.Mode, tok int64, sent time.Time) driver.Grant {
 	loss := driver.NewLoss()
 	h := &hold{id: id, loss: loss, excl: mode == driver.Exclusive, taken: time.Now()}
-	h.keeper = cluster.StartKeeper(sent, l.d.o.lease, l.renewFunc(id), loss, l.log)
+	h.keeper = lease.StartKeeper(sent, &l.d.o.Config, l.renewFunc(id), loss, l.name)
 	return driver.Grant{Token: uint64(tok), Loss: loss, Data: h}
 }
 
-func (l *lockDriver) renewFunc(id string) cluster.RenewFunc {
+func (l *lockDriver) renewFunc(id string) lease.RenewFunc {
 	if l.rw {
 		return l.d.renewFunc(l.keys[:2], id)
 	}
 	return l.d.mutexRenewFunc(l.keys[:1], id)
 }
 
-func (d *backend) renewFunc(keys []string, id string) cluster.RenewFunc {
+func (d *backend) renewFunc(keys []string, id string) lease.RenewFunc {
 	ttl := d.ttlMS()
 	return func(ctx context.Context) (time.Time, error) {
 		sent := time.Now()
@@ -286,7 +284,7 @@ func (d *backend) renewFunc(keys []string, id string) cluster.RenewFunc {
 	}
 }
 
-func (d *backend) mutexRenewFunc(keys []string, id string) cluster.RenewFunc {
+func (d *backend) mutexRenewFunc(keys []string, id string) lease.RenewFunc {
 	ttl := d.ttlMS()
 	return func(ctx context.Context) (time.Time, error) {
 		sent := time.Now()

@@ -11,8 +11,11 @@
 //
 // # Holds and leases
 //
-// Every hold is a lease of Options TTL (default 10 s) that a goroutine renews
-// every RenewEvery (default TTL/3). If renewal fails until the local deadline
+// New, NewRedlock and OpenURL take the options of package lease, the same as
+// every lease backend's; WithNodeTimeout is NewRedlock's own.
+//
+// Every hold is a lease of the TTL (lease.WithTTL, default 10 s) that is
+// renewed in the background every renewal period (default TTL/3). If renewal fails until the local deadline
 // (send time of the last successful request + TTL - drift margin, on the
 // monotonic clock), the hold's Loss fires; it fires before the server lets
 // the lease expire. A process that dies stops renewing: its locks and
@@ -125,17 +128,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
@@ -146,95 +147,48 @@ const DefaultPrefix = "baton:"
 // DefaultNodeTimeout is the default time a Redlock request waits for one node.
 const DefaultNodeTimeout = 50 * time.Millisecond
 
-// Option configures New, NewRedlock and OpenURL.
-type Option func(*options)
+var nodeTimeoutKey = lease.NewKey[time.Duration]("redlock node timeout")
 
+// WithNodeTimeout sets how long a Redlock request waits for one node
+// (NewRedlock only; New refuses it). Default DefaultNodeTimeout, or a tenth
+// of the TTL if that is less; it must be positive and at most a tenth of
+// the TTL, so that a paused node cannot take the time of a lease.
+func WithNodeTimeout(d time.Duration) lease.Option {
+	if d <= 0 {
+		return lease.Refuse(fmt.Errorf("%w: redlock node timeout %v: must be > 0", baton.ErrInvalidArgument, d))
+	}
+	return nodeTimeoutKey.Option(d)
+}
+
+// options is what the constructors make of their lease.Options.
 type options struct {
-	lease       cluster.LeaseOptions
-	prefix      string
-	log         *slog.Logger
-	nodeTimeout time.Duration
-	prefixSet   bool
-	err         error // the first option refused by its constructor
+	lease.Config
+	nodeTimeout time.Duration // Redlock only
 }
 
-// WithTTL sets the lease TTL of every hold and queue entry. Default 10 s;
-// at least 10 ms, and at least twice the renewal period. Zero and negative
-// values are refused.
-func WithTTL(d time.Duration) Option {
-	return func(o *options) { o.lease.TTL = d; o.refuse(d <= 0, "lease TTL", d) }
-}
-
-// WithRenewEvery sets the renewal period. Default TTL/3; it must be positive.
-func WithRenewEvery(d time.Duration) Option {
-	return func(o *options) { o.lease.RenewEvery = d; o.refuse(d <= 0, "renewal period", d) }
-}
-
-// WithDrift sets the drift margin subtracted from a lease's local deadline.
-// Default 1% of the TTL + 2 ms; it must be positive and less than
-// TTL - RenewEvery.
-func WithDrift(d time.Duration) Option {
-	return func(o *options) { o.lease.Drift = d; o.refuse(d <= 0, "drift margin", d) }
-}
-
-// WithPrefix sets the key prefix. Default DefaultPrefix. It must not contain
-// '{' or '}' (it would break the hash tag), nor control characters, and is
-// at most 64 bytes.
-func WithPrefix(p string) Option {
-	return func(o *options) { o.prefix = p; o.prefixSet = true }
-}
-
-// WithLogger sets where background failures (renewal, wake-up connection)
-// are logged. Default slog.Default().
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
-
-// WithNodeTimeout sets how long a Redlock request waits for one node. Default
-// DefaultNodeTimeout; it must be positive and at most a tenth of the TTL, so
-// that a paused node cannot take the time of a lease.
-func WithNodeTimeout(d time.Duration) Option {
-	return func(o *options) { o.nodeTimeout = d; o.refuse(d <= 0, "node timeout", d) }
-}
-
-// refuse records the first bad option value: the lease options take 0 to
-// mean "default", so an explicit zero must be caught here.
-func (o *options) refuse(bad bool, what string, d time.Duration) {
-	if bad && o.err == nil {
-		o.err = fmt.Errorf("redislock: %s %v, must be > 0: %w", what, d, baton.ErrInvalidArgument)
+// buildOptions reads the options of New (redlock false) or NewRedlock.
+func buildOptions(opts []lease.Option, redlock bool) (options, error) {
+	spec := lease.Spec{Prefix: DefaultPrefix}
+	if redlock {
+		spec.Accept = []lease.AnyKey{nodeTimeoutKey}
 	}
-}
-
-func buildOptions(opts []Option) (options, error) {
-	o := options{prefix: DefaultPrefix}
-	for _, f := range opts {
-		if f == nil {
-			return o, fmt.Errorf("redislock: nil option: %w", baton.ErrInvalidArgument)
-		}
-		f(&o)
+	c, err := lease.Build(spec, opts)
+	if err != nil {
+		return options{}, err
 	}
-	if o.err != nil {
-		return o, o.err
+	if strings.ContainsAny(c.Prefix, "{}") {
+		return options{}, fmt.Errorf("%w: key prefix %q: '{' and '}' would break the hash tag", baton.ErrInvalidArgument, c.Prefix)
 	}
-	if err := o.lease.Normalize(); err != nil {
-		return o, fmt.Errorf("redislock: %w", err)
+	o := options{Config: c}
+	if !redlock {
+		return o, nil
 	}
-	if o.prefixSet {
-		if len(o.prefix) > 64 || !utf8.ValidString(o.prefix) || strings.ContainsAny(o.prefix, "{}") {
-			return o, fmt.Errorf("redislock: key prefix %q: at most 64 bytes of UTF-8 without '{' or '}': %w", o.prefix, baton.ErrInvalidArgument)
-		}
-		for _, r := range o.prefix {
-			if r < 0x20 || r == 0x7f {
-				return o, fmt.Errorf("redislock: key prefix %q has a control character: %w", o.prefix, baton.ErrInvalidArgument)
-			}
-		}
+	o.nodeTimeout = min(DefaultNodeTimeout, c.TTL/10)
+	if d, ok := nodeTimeoutKey.Get(&c); ok {
+		o.nodeTimeout = d
 	}
-	if o.log == nil {
-		o.log = slog.Default()
-	}
-	if o.nodeTimeout == 0 {
-		o.nodeTimeout = min(DefaultNodeTimeout, o.lease.TTL/10)
-	}
-	if o.nodeTimeout < 0 || o.nodeTimeout > o.lease.TTL/10 {
-		return o, fmt.Errorf("redislock: node timeout %v, must be in (0, TTL/10 = %v]: %w", o.nodeTimeout, o.lease.TTL/10, baton.ErrInvalidArgument)
+	if o.nodeTimeout > c.TTL/10 {
+		return options{}, fmt.Errorf("%w: redlock node timeout %v, must be at most TTL/10 = %v", baton.ErrInvalidArgument, o.nodeTimeout, c.TTL/10)
 	}
 	return o, nil
 }
@@ -402,7 +356,7 @@ var metaOnce = sync.OnceValue(func() string {
 // asynchronously: a lock acknowledged by a primary that fails before
 // replicating it can be granted again by the promoted replica. Fencing
 // tokens let the protected resource refuse the older holder in that case.
-func New(client redis.UniversalClient, opts ...Option) (baton.Backend, error) {
+func New(client redis.UniversalClient, opts ...lease.Option) (baton.Backend, error) {
 	d, err := newDriver(client, opts)
 	if err != nil {
 		return nil, err
@@ -431,18 +385,18 @@ type backend struct {
 	local   map[string]*localName // guarded by localMu: Mutex names in use (local.go)
 }
 
-func newDriver(client redis.UniversalClient, opts []Option) (*backend, error) {
+func newDriver(client redis.UniversalClient, opts []lease.Option) (*backend, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redislock: nil client: %w", baton.ErrInvalidArgument)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, false)
 	if err != nil {
 		return nil, err
 	}
 	d := &backend{c: client, o: o, meta: metaOnce(), idPrefix: newID() + ".", local: make(map[string]*localName)}
-	d.wake = o.prefix + "wake:" + newID()
+	d.wake = o.Prefix + "wake:" + newID()
 	_, d.cluster = client.(*redis.ClusterClient)
-	d.n = newNotifier(client, d.wake, o.log)
+	d.n = newNotifier(client, d.wake, o.Logger)
 	return d, nil
 }
 
@@ -450,7 +404,7 @@ func (d *backend) Kind() string { return "redis" }
 
 func (d *backend) ValidateName(name string) error { return nil }
 
-func (d *backend) ttlMS() int64 { return d.o.lease.TTL.Milliseconds() }
+func (d *backend) ttlMS() int64 { return d.o.TTL.Milliseconds() }
 
 func (d *backend) checkOpen() error {
 	d.closeMu.Lock()
@@ -465,21 +419,21 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: append(mutexKeys(d.o.prefix, name), d.markerKey(name)), wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
+	return &lockDriver{d: d, name: name, keys: append(mutexKeys(d.o.Prefix, name), d.markerKey(name)), wake: make(chan int64, 1)}, nil
 }
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: append(lockKeys(d.o.prefix, krw, name), d.markerKey(name)), rw: true, wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
+	return &lockDriver{d: d, name: name, keys: append(lockKeys(d.o.Prefix, krw, name), d.markerKey(name)), rw: true, wake: make(chan int64, 1)}, nil
 }
 
 func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	s := &semDriver{d: d, name: name, keys: append(semKeys(d.o.prefix, name), d.markerKey(name)), capacity: permits, log: d.o.log.With("name", name)}
+	s := &semDriver{d: d, name: name, keys: append(semKeys(d.o.Prefix, name), d.markerKey(name)), capacity: permits}
 	r, err := scriptSemOpen.Run(ctx, d.c, s.keys, permits).Int64()
 	if err != nil {
 		return nil, fmt.Errorf("redislock: semaphore %q: %w", name, err)
@@ -494,7 +448,7 @@ func (d *backend) OpenCond(ctx context.Context, name string) (driver.Cond, error
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &condDriver{d: d, name: name, keys: condKeys(d.o.prefix, name)}, nil
+	return &condDriver{d: d, name: name, keys: condKeys(d.o.Prefix, name)}, nil
 }
 
 func (d *backend) Close() error {
@@ -518,5 +472,5 @@ func (d *backend) Close() error {
 // cleanupCtx gives a request that undoes a step (withdraw a queue entry) a
 // short time of its own, after the caller's context ended.
 func (d *backend) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), min(d.o.lease.TTL/4, 500*time.Millisecond))
+	return context.WithTimeout(context.WithoutCancel(ctx), min(d.o.TTL/4, 500*time.Millisecond, d.o.RequestTimeout))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/locktest"
 )
 
@@ -92,28 +93,32 @@ func countRune(s string, r rune) int {
 }
 
 func TestOptionsValidation(t *testing.T) {
-	bad := [][]Option{
-		{WithTTL(time.Second), WithRenewEvery(600 * time.Millisecond)},
-		{WithTTL(-time.Second)},
-		{WithTTL(time.Millisecond)},
-		{WithPrefix("a{b")},
-		{WithPrefix("a}")},
-		{WithDrift(-1)},
-		{WithTTL(time.Second), WithDrift(900 * time.Millisecond)},
-		{WithTTL(time.Second), WithNodeTimeout(200 * time.Millisecond)},
+	bad := [][]lease.Option{
+		{lease.WithTTL(time.Second), lease.WithRenewEvery(600 * time.Millisecond)},
+		{lease.WithTTL(-time.Second)},
+		{lease.WithTTL(time.Millisecond)},
+		{lease.WithPrefix("a{b")},
+		{lease.WithPrefix("a}")},
+		{lease.WithDrift(-1)},
+		{lease.WithTTL(time.Second), lease.WithDrift(900 * time.Millisecond)},
+		{lease.WithTTL(time.Second), WithNodeTimeout(200 * time.Millisecond)},
 		{nil},
 	}
 	for i, opts := range bad {
-		if _, err := buildOptions(opts); !errors.Is(err, baton.ErrInvalidArgument) {
+		if _, err := buildOptions(opts, true); !errors.Is(err, baton.ErrInvalidArgument) {
 			t.Errorf("case %d: err %v, want ErrInvalidArgument", i, err)
 		}
 	}
-	o, err := buildOptions(nil)
+	// The Redlock option is refused by New, which cannot honour it.
+	if _, err := buildOptions([]lease.Option{WithNodeTimeout(time.Millisecond)}, false); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("New with a node timeout: err %v, want ErrInvalidArgument", err)
+	}
+	o, err := buildOptions(nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.lease.TTL != 10*time.Second || o.lease.RenewEvery != 10*time.Second/3 || o.prefix != DefaultPrefix ||
-		o.lease.Drift != 102*time.Millisecond || o.nodeTimeout != DefaultNodeTimeout {
+	if o.TTL != 10*time.Second || o.RenewEvery != 10*time.Second/3 || o.Prefix != DefaultPrefix ||
+		o.Drift != 102*time.Millisecond || o.nodeTimeout != DefaultNodeTimeout {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
@@ -122,6 +127,7 @@ func TestOpenURLRefuses(t *testing.T) {
 	for _, u := range []string{
 		"http://127.0.0.1:1", "etcd://x", "redlock://127.0.0.1:1,127.0.0.1:2", "redis+cluster://a:1,,b:2",
 		"redis://127.0.0.1:1?ttl=banana", "redis://127.0.0.1:1?ttl=1s&renew_every=900ms", "::", "redis://127.0.0.1:1?prefix=%7B",
+		"redis://127.0.0.1:1?node_timeout=10ms", "redis://127.0.0.1:1?ttl=1s&ttl=2s",
 	} {
 		b, err := OpenURL(context.Background(), u)
 		if !errors.Is(err, baton.ErrInvalidArgument) {

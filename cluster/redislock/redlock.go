@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -15,7 +14,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
@@ -54,7 +53,7 @@ import (
 // (appendfsync always) or a restart delay of one TTL. Fencing tokens are what makes these cases safe for a
 // resource that remembers the highest token it accepted: the second holder's
 // token is higher, and the stale holder's writes are refused.
-func NewRedlock(clients []redis.UniversalClient, opts ...Option) (baton.Backend, error) {
+func NewRedlock(clients []redis.UniversalClient, opts ...lease.Option) (baton.Backend, error) {
 	d, err := newRedlockDriver(clients, opts)
 	if err != nil {
 		return nil, err
@@ -83,7 +82,7 @@ type rlDriver struct {
 	closed  bool        // guarded by mu
 }
 
-func newRedlockDriver(clients []redis.UniversalClient, opts []Option) (*rlDriver, error) {
+func newRedlockDriver(clients []redis.UniversalClient, opts []lease.Option) (*rlDriver, error) {
 	if len(clients) < 3 {
 		return nil, fmt.Errorf("redislock: redlock needs at least 3 nodes, got %d: %w", len(clients), baton.ErrInvalidArgument)
 	}
@@ -95,14 +94,14 @@ func newRedlockDriver(clients []redis.UniversalClient, opts []Option) (*rlDriver
 	if err := distinctClients(clients); err != nil {
 		return nil, err
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, true)
 	if err != nil {
 		return nil, err
 	}
 	return &rlDriver{
 		nodes: slices.Clone(clients), o: o, meta: metaOnce(), quorum: len(clients)/2 + 1,
 		checking: make([]bool, len(clients)), recheck: make([]time.Time, len(clients)),
-		relChan: o.prefix + "redlock:released", waiters: make(map[string]map[chan int]struct{}),
+		relChan: o.Prefix + "redlock:released", waiters: make(map[string]map[chan int]struct{}),
 	}, nil
 }
 
@@ -116,8 +115,8 @@ func (r *rlDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, err
 	if closed {
 		return nil, errClosed
 	}
-	keys := append(r.keys(name), r.o.prefix+"alive") // the marker (restart.go) last
-	return &rlLock{r: r, name: name, keys: keys, relKeys: []string{keys[0], keys[2]}, log: r.o.log.With("name", name)}, nil
+	keys := append(r.keys(name), r.o.Prefix+"alive") // the marker (restart.go) last
+	return &rlLock{r: r, name: name, keys: keys, relKeys: []string{keys[0], keys[2]}}, nil
 }
 
 func (r *rlDriver) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
@@ -274,9 +273,8 @@ type rlHold struct {
 type rlLock struct {
 	r       *rlDriver
 	name    string
-	keys    []string     // lock key, counter key, waiters key, marker (rl_acquire.lua)
-	relKeys []string     // lock key, waiters key: the keys of rl_release.lua
-	log     *slog.Logger // the backend's logger with the name
+	keys    []string // lock key, counter key, waiters key, marker (rl_acquire.lua)
+	relKeys []string // lock key, waiters key: the keys of rl_release.lua
 }
 
 var _ driver.Lock = (*rlLock)(nil)
@@ -290,7 +288,7 @@ var _ driver.Lock = (*rlLock)(nil)
 func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driver.Grant, ok bool, wait time.Duration, err error) {
 	r := l.r
 	h := &rlHold{hold: hold{id: newID()}}
-	ttl := r.o.lease.TTL.Milliseconds()
+	ttl := r.o.TTL.Milliseconds()
 	sent := time.Now()
 	since := sent.UnixMilli()
 	refused := "0"
@@ -336,7 +334,7 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driv
 			break
 		}
 	}
-	validity := r.o.lease.TTL - time.Since(sent) - r.o.lease.Drift
+	validity := r.o.TTL - time.Since(sent) - r.o.Drift
 	if len(got) >= r.quorum && validity > 0 {
 		tok := int64(0)
 		for _, i := range got {
@@ -346,7 +344,7 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driv
 			l.syncCounters(ctx, got, toks, tok)
 			h.token = tok
 			h.loss = driver.NewLoss()
-			h.keeper = cluster.StartKeeper(sent, r.o.lease, l.renewFunc(h), h.loss, l.log)
+			h.keeper = lease.StartKeeper(sent, &r.o.Config, l.renewFunc(h), h.loss, l.name)
 			return driver.Grant{Token: uint64(tok), Loss: h.loss, Data: h}, true, 0, nil
 		} else {
 			lastErr = err
@@ -487,9 +485,9 @@ func (l *rlLock) releaseAll(ctx context.Context, h *rlHold) int {
 	return n
 }
 
-func (l *rlLock) renewFunc(h *rlHold) cluster.RenewFunc {
+func (l *rlLock) renewFunc(h *rlHold) lease.RenewFunc {
 	r := l.r
-	ttl := r.o.lease.TTL.Milliseconds()
+	ttl := r.o.TTL.Milliseconds()
 	return func(ctx context.Context) (time.Time, error) {
 		sent := time.Now()
 		replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
@@ -553,7 +551,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 			return g, nil
 		}
 		if err != nil {
-			l.r.o.log.Debug("redislock: redlock attempt failed", "name", l.name, "err", err)
+			l.r.o.Logger.Debug("redislock: redlock attempt failed", "name", l.name, "err", err)
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -34,9 +34,9 @@ var errNotReady = errors.New("redislock: the server lost its data (or is new), a
 // markerKey returns the marker key for the keys of name.
 func (d *backend) markerKey(name string) string {
 	if !d.cluster {
-		return d.o.prefix + "alive"
+		return d.o.Prefix + "alive"
 	}
-	return d.o.prefix + "alive:{" + slotTags()[keySlot(escapeName(name))] + "}"
+	return d.o.Prefix + "alive:{" + slotTags()[keySlot(escapeName(name))] + "}"
 }
 
 // ready is called when a script found the marker missing. It reports how
@@ -51,7 +51,7 @@ func (d *backend) ready(ctx context.Context, marker string) (time.Duration, erro
 		}
 		node = n
 	}
-	return nodeReady(ctx, node, marker, d.o.lease.TTL, d.o.log)
+	return nodeReady(ctx, node, marker, d.o.TTL, d.o.Logger)
 }
 
 // nodeReady reads the uptime of node and sets marker on it when it has run
@@ -170,7 +170,7 @@ func (r *rlDriver) checkNode(i int, marker string) {
 		defer r.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), max(r.o.nodeTimeout, 100*time.Millisecond))
 		defer cancel()
-		left, err := nodeReady(ctx, r.nodes[i], marker, r.o.lease.TTL, r.o.log)
+		left, err := nodeReady(ctx, r.nodes[i], marker, r.o.TTL, r.o.Logger)
 		if err != nil {
 			left = maxRedlockWait
 		}

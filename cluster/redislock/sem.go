@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -19,7 +18,6 @@ type semDriver struct {
 	name     string
 	keys     []string
 	capacity int64
-	log      *slog.Logger // the backend's logger with the name
 }
 
 var _ driver.Semaphore = (*semDriver)(nil)
@@ -109,7 +107,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 			// Held on a reply too late to bound the lease: poll at once
 			// (see lockDriver.acquireServer).
 		default:
-			t := time.NewTimer(s.d.o.lease.RenewEvery)
+			t := time.NewTimer(s.d.o.RenewEvery)
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -135,7 +133,7 @@ func (s *semDriver) cancel(ctx context.Context, id string) {
 	cctx, done := s.d.cleanupCtx(ctx)
 	defer done()
 	if err := scriptSemCancel.Run(cctx, s.d.c, s.keys, id, s.capacity).Err(); err != nil {
-		s.d.o.log.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
+		s.d.o.Logger.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
 			"name", s.name, "err", err)
 	}
 }
@@ -143,7 +141,7 @@ func (s *semDriver) cancel(ctx context.Context, id string) {
 func (s *semDriver) granted(id string, n int64, sent time.Time) driver.Grant {
 	loss := driver.NewLoss()
 	h := &hold{id: id, loss: loss}
-	h.keeper = cluster.StartKeeper(sent, s.d.o.lease, s.d.renewFunc(s.keys, id), loss, s.log)
+	h.keeper = lease.StartKeeper(sent, &s.d.o.Config, s.d.renewFunc(s.keys, id), loss, s.name)
 	return driver.Grant{Loss: loss, N: n, Data: h}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
@@ -130,7 +131,7 @@ func TestPausedServerNoStalePass(t *testing.T) {
 	s := startRedis(t)
 	c := redis.NewClient(&redis.Options{Addr: s.addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	d, err := newDriver(c, []Option{WithTTL(time.Second)})
+	d, err := newDriver(c, []lease.Option{lease.WithTTL(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestPausedServerNoStalePass(t *testing.T) {
 	})
 	resumed := pause(t, s, 2500*time.Millisecond)
 	h := ga.Data.(*hold)
-	lo := d.o.lease
+	lo := d.o
 	for time.Until(h.keeper.Deadline()) > lo.TTL-lo.Drift-lo.RenewEvery {
 		time.Sleep(5 * time.Millisecond)
 	}

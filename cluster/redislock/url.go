@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,49 +31,35 @@ const urlForms = "redis://[user:pass@]host:port[/db][?opts], rediss://... (TLS),
 //	redlock://[user:pass@]h1:p1,h2:p2,h3:p3[/db][?opts] Redlock over independent nodes (at least 3)
 //	redlocks://...                                      the same over TLS
 //
-// Besides the go-redis options, the query may set ttl, renew_every, drift
-// and node_timeout (Go durations) and prefix; opts given to OpenURL take
+// Besides the go-redis options, the query may set the parameters of
+// lease.FromQuery (ttl, renew_every, drift, request_timeout, prefix) and,
+// for redlock, node_timeout (a Go duration); opts given to OpenURL take
 // precedence. The clients OpenURL creates have ContextTimeoutEnabled set and
 // are closed with the Backend. An unknown scheme or a malformed URL returns
 // an error matching baton.ErrInvalidArgument, before any connection is made.
-func OpenURL(ctx context.Context, rawURL string, opts ...Option) (baton.Backend, error) {
+func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Backend, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("redislock: URL: %v (accepted: %s): %w", err, urlForms, baton.ErrInvalidArgument)
 	}
 	q := u.Query()
-	var own []Option
-	for _, k := range []string{"ttl", "renew_every", "drift", "node_timeout"} {
-		if !q.Has(k) {
-			continue
-		}
-		d, err := time.ParseDuration(q.Get(k))
-		if err != nil {
-			return nil, fmt.Errorf("redislock: URL option %s=%q: %v: %w", k, q.Get(k), err, baton.ErrInvalidArgument)
-		}
-		switch k {
-		case "ttl":
-			own = append(own, WithTTL(d))
-		case "renew_every":
-			own = append(own, WithRenewEvery(d))
-		case "drift":
-			own = append(own, WithDrift(d))
-		case "node_timeout":
-			own = append(own, WithNodeTimeout(d))
-		}
-		q.Del(k)
+	own, err := lease.FromQuery(q)
+	if err != nil {
+		return nil, fmt.Errorf("URL: %w", err)
 	}
-	if q.Has("prefix") {
-		own = append(own, WithPrefix(q.Get("prefix")))
-		q.Del("prefix")
+	scheme := strings.ToLower(u.Scheme)
+	redlock := scheme == "redlock" || scheme == "redlocks"
+	if d, ok, err := lease.QueryDuration(q, "node_timeout"); err != nil {
+		return nil, fmt.Errorf("URL: %w", err)
+	} else if ok {
+		own = append(own, WithNodeTimeout(d))
 	}
 	opts = append(own, opts...)
-	if _, err := buildOptions(opts); err != nil {
+	if _, err := buildOptions(opts, redlock); err != nil {
 		return nil, err
 	}
 	u.RawQuery = q.Encode()
 
-	scheme := strings.ToLower(u.Scheme)
 	switch scheme {
 	case "redis", "rediss":
 		if err := checkPort(u.Host); err != nil {
@@ -153,7 +140,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (baton.Backend,
 	}
 }
 
-func own1(c redis.UniversalClient, closers []io.Closer, opts []Option) (baton.Backend, error) {
+func own1(c redis.UniversalClient, closers []io.Closer, opts []lease.Option) (baton.Backend, error) {
 	d, err := newDriver(c, opts)
 	if err != nil {
 		closeAll(closers)

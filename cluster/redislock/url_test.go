@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -15,28 +16,28 @@ import (
 func TestOptionZeroRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opt  Option
+		opt  lease.Option
 	}{
-		{"ttl 0", WithTTL(0)},
-		{"ttl -1s", WithTTL(-time.Second)},
-		{"renew 0", WithRenewEvery(0)},
-		{"renew -1ms", WithRenewEvery(-time.Millisecond)},
-		{"drift 0", WithDrift(0)},
-		{"drift -1", WithDrift(-1)},
+		{"ttl 0", lease.WithTTL(0)},
+		{"ttl -1s", lease.WithTTL(-time.Second)},
+		{"renew 0", lease.WithRenewEvery(0)},
+		{"renew -1ms", lease.WithRenewEvery(-time.Millisecond)},
+		{"drift 0", lease.WithDrift(0)},
+		{"drift -1", lease.WithDrift(-1)},
 		{"node timeout 0", WithNodeTimeout(0)},
 		{"node timeout -1", WithNodeTimeout(-1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := buildOptions([]Option{tc.opt}); !errors.Is(err, baton.ErrInvalidArgument) {
+			if _, err := buildOptions([]lease.Option{tc.opt}, true); !errors.Is(err, baton.ErrInvalidArgument) {
 				t.Fatalf("err %v, want ErrInvalidArgument", err)
 			}
 		})
 	}
-	o, err := buildOptions([]Option{WithTTL(3 * time.Second), WithRenewEvery(time.Second), WithDrift(5 * time.Millisecond), WithNodeTimeout(20 * time.Millisecond)})
+	o, err := buildOptions([]lease.Option{lease.WithTTL(3 * time.Second), lease.WithRenewEvery(time.Second), lease.WithDrift(5 * time.Millisecond), WithNodeTimeout(20 * time.Millisecond)}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.lease.TTL != 3*time.Second || o.lease.RenewEvery != time.Second || o.lease.Drift != 5*time.Millisecond || o.nodeTimeout != 20*time.Millisecond {
+	if o.TTL != 3*time.Second || o.RenewEvery != time.Second || o.Drift != 5*time.Millisecond || o.nodeTimeout != 20*time.Millisecond {
 		t.Fatalf("options %+v", o)
 	}
 }

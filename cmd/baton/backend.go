@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/etcdlock"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/cluster/redislock"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/local"
@@ -139,9 +140,9 @@ func (o backendOptions) logger() *slog.Logger {
 }
 
 func openRedis(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	opts := []redislock.Option{redislock.WithLogger(o.logger())}
+	opts := []lease.Option{lease.WithLogger(o.logger())}
 	if o.ttl > 0 {
-		opts = append(opts, redislock.WithTTL(o.ttl))
+		opts = append(opts, lease.WithTTL(o.ttl))
 	}
 	return redislock.OpenURL(ctx, raw, opts...)
 }
