@@ -27,13 +27,13 @@ type ticket struct {
 
 func (c *condDriver) Prepare(ctx context.Context) (any, error) {
 	if err := c.d.n.start(ctx); err != nil {
-		return nil, fmt.Errorf("redislock: cond %q: %w", c.name, err)
+		return nil, err
 	}
 	t := &ticket{id: newID(), wake: make(chan int64, 1)}
 	c.d.n.register(t.id, t.wake)
 	if err := scriptCondPrepare.Run(ctx, c.d.c, c.keys, t.id, c.d.ttlMS(), c.d.wake).Err(); err != nil {
 		c.d.n.unregister(t.id)
-		return nil, fmt.Errorf("redislock: cond %q: %w", c.name, err)
+		return nil, err
 	}
 	return t, nil
 }
@@ -41,7 +41,7 @@ func (c *condDriver) Prepare(ctx context.Context) (any, error) {
 func (c *condDriver) Wait(ctx context.Context, tk any) error {
 	t, ok := tk.(*ticket)
 	if !ok || t == nil {
-		return fmt.Errorf("redislock: cond %q: foreign ticket: %w", c.name, baton.ErrInvalidArgument)
+		return fmt.Errorf("foreign ticket: %w", baton.ErrInvalidArgument)
 	}
 	defer c.d.n.unregister(t.id)
 	for {
@@ -50,7 +50,7 @@ func (c *condDriver) Wait(ctx context.Context, tk any) error {
 		case <-ctx.Done():
 			tm.Stop()
 			c.withdraw(ctx, t.id)
-			return fmt.Errorf("redislock: cond %q: %w", c.name, ctx.Err())
+			return ctx.Err()
 		case <-t.wake:
 			tm.Stop()
 			return nil
@@ -88,14 +88,14 @@ func (c *condDriver) Cancel(tk any) {
 
 func (c *condDriver) Signal(ctx context.Context) error {
 	if err := scriptCondSignal.Run(ctx, c.d.c, c.keys, "1").Err(); err != nil {
-		return fmt.Errorf("redislock: cond %q: signal: %w", c.name, err)
+		return err
 	}
 	return nil
 }
 
 func (c *condDriver) Broadcast(ctx context.Context) error {
 	if err := scriptCondSignal.Run(ctx, c.d.c, c.keys, "0").Err(); err != nil {
-		return fmt.Errorf("redislock: cond %q: broadcast: %w", c.name, err)
+		return err
 	}
 	return nil
 }

@@ -303,26 +303,52 @@ func keyBase(prefix, kind, name string) string {
 	return prefix + kind + ":{" + escapeName(name) + "}:"
 }
 
-// mutexKeys returns the keys of a Mutex, in the order of mutex_common.lua.
-func mutexKeys(prefix, name string) []string {
-	b := keyBase(prefix, kmutex, name)
-	return []string{b + "owner", b + "counter", b + "queue", b + "qexp", b + "qdata", b + "seq"}
+// Key suffixes of each kind, in the order of its scripts' KEYS.
+var (
+	mutexSuffixes = []string{"owner", "counter", "queue", "qexp", "qdata", "seq"}            // mutex_common.lua
+	lockSuffixes  = []string{"holders", "info", "queue", "qexp", "qdata", "counter", "seq"}  // lock_common.lua
+	semSuffixes   = []string{"holders", "info", "queue", "qexp", "qdata", "capacity", "seq"} // sem_common.lua
+	condSuffixes  = []string{"queue", "qexp", "qdata", "seq"}                                // cond_common.lua
+)
+
+// nameKeys returns base + each suffix, followed by the keys of more, as
+// substrings of one string: the keys a handle keeps cost two allocations,
+// not one per key.
+func nameKeys(base string, suffixes []string, more ...string) []string {
+	n := 0
+	for _, s := range suffixes {
+		n += len(base) + len(s)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range suffixes {
+		b.WriteString(base)
+		b.WriteString(s)
+	}
+	all := b.String()
+	keys := make([]string, 0, len(suffixes)+len(more))
+	for _, s := range suffixes {
+		l := len(base) + len(s)
+		keys = append(keys, all[:l])
+		all = all[l:]
+	}
+	return append(keys, more...)
 }
 
-// lockKeys returns the keys of an RWMutex, in the order of lock_common.lua.
-func lockKeys(prefix, kind, name string) []string {
-	b := keyBase(prefix, kind, name)
-	return []string{b + "holders", b + "info", b + "queue", b + "qexp", b + "qdata", b + "counter", b + "seq"}
+func mutexKeys(prefix, name string, more ...string) []string {
+	return nameKeys(keyBase(prefix, kmutex, name), mutexSuffixes, more...)
 }
 
-func semKeys(prefix, name string) []string {
-	b := keyBase(prefix, ksem, name)
-	return []string{b + "holders", b + "info", b + "queue", b + "qexp", b + "qdata", b + "capacity", b + "seq"}
+func lockKeys(prefix, kind, name string, more ...string) []string {
+	return nameKeys(keyBase(prefix, kind, name), lockSuffixes, more...)
+}
+
+func semKeys(prefix, name string, more ...string) []string {
+	return nameKeys(keyBase(prefix, ksem, name), semSuffixes, more...)
 }
 
 func condKeys(prefix, name string) []string {
-	b := keyBase(prefix, kcond, name)
-	return []string{b + "queue", b + "qexp", b + "qdata", b + "seq"}
+	return nameKeys(keyBase(prefix, kcond, name), condSuffixes)
 }
 
 func newID() string {
@@ -381,8 +407,7 @@ type backend struct {
 	closers []io.Closer // guarded by closeMu: clients OpenURL created
 	closed  bool        // guarded by closeMu
 
-	localMu sync.Mutex
-	local   map[string]*localName // guarded by localMu: Mutex names in use (local.go)
+	alive string // the marker key of a single node (restart.go)
 }
 
 func newDriver(client redis.UniversalClient, opts []lease.Option) (*backend, error) {
@@ -393,9 +418,10 @@ func newDriver(client redis.UniversalClient, opts []lease.Option) (*backend, err
 	if err != nil {
 		return nil, err
 	}
-	d := &backend{c: client, o: o, meta: metaOnce(), idPrefix: newID() + ".", local: make(map[string]*localName)}
+	d := &backend{c: client, o: o, meta: metaOnce(), idPrefix: newID() + "."}
 	d.wake = o.Prefix + "wake:" + newID()
 	_, d.cluster = client.(*redis.ClusterClient)
+	d.alive = o.Prefix + "alive"
 	d.n = newNotifier(client, d.wake, o.Logger)
 	return d, nil
 }
@@ -419,27 +445,27 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: append(mutexKeys(d.o.Prefix, name), d.markerKey(name)), wake: make(chan int64, 1)}, nil
+	return &mutexDriver{queued{d: d, name: name, keys: mutexKeys(d.o.Prefix, name, d.markerKey(name)), s: mutexScripts}}, nil
 }
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: append(lockKeys(d.o.Prefix, krw, name), d.markerKey(name)), rw: true, wake: make(chan int64, 1)}, nil
+	return &rwDriver{queued{d: d, name: name, keys: lockKeys(d.o.Prefix, krw, name, d.markerKey(name)), s: rwScripts}}, nil
 }
 
 func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	s := &semDriver{d: d, name: name, keys: append(semKeys(d.o.Prefix, name), d.markerKey(name)), capacity: permits}
+	s := &semDriver{d: d, name: name, keys: semKeys(d.o.Prefix, name, d.markerKey(name)), capacity: permits}
 	r, err := scriptSemOpen.Run(ctx, d.c, s.keys, permits).Int64()
 	if err != nil {
-		return nil, fmt.Errorf("redislock: semaphore %q: %w", name, err)
+		return nil, err
 	}
 	if r < 0 {
-		return nil, fmt.Errorf("redislock: semaphore %q exists with another capacity than %d: %w", name, permits, baton.ErrMismatch)
+		return nil, fmt.Errorf("it exists with another capacity than %d: %w", permits, baton.ErrMismatch)
 	}
 	return s, nil
 }

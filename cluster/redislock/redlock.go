@@ -379,7 +379,7 @@ func acquireReply(v any, err error) ([3]int64, error) {
 	}
 	a, ok := v.([]any)
 	if !ok || len(a) < 2 {
-		return out, fmt.Errorf("redislock: unexpected script reply %v", v)
+		return out, fmt.Errorf("unexpected script reply %v", v)
 	}
 	for i := range min(len(a), 3) {
 		out[i], _ = a[i].(int64)
@@ -421,7 +421,7 @@ func (l *rlLock) raise(ctx context.Context, got []int, toks []int64, tok int64) 
 			return nil
 		}
 	}
-	return fmt.Errorf("redislock: redlock %q: raising token counters: %w", l.name, lastErr)
+	return fmt.Errorf("raising token counters: %w", lastErr)
 }
 
 // syncCounters raises, in the background, the counters below tok of the
@@ -514,13 +514,13 @@ func (l *rlLock) renewFunc(h *rlHold) lease.RenewFunc {
 				return sent, nil
 			}
 			if gone > len(r.nodes)-r.quorum {
-				return sent, fmt.Errorf("redislock: redlock %q: a majority of nodes no longer has the hold: %w", l.name, baton.ErrLost)
+				return sent, fmt.Errorf("a majority of nodes no longer has the hold: %w", baton.ErrLost)
 			}
 		}
 		if lastErr == nil {
 			lastErr = errors.New("no majority")
 		}
-		return sent, fmt.Errorf("redislock: redlock %q: extend: %w", l.name, lastErr)
+		return sent, fmt.Errorf("extend: %w", lastErr)
 	}
 }
 
@@ -530,21 +530,21 @@ func (l *rlLock) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant
 		return g, nil
 	}
 	if err != nil {
-		return driver.Grant{}, fmt.Errorf("redislock: redlock %q: no majority: %w", l.name, err)
+		return driver.Grant{}, fmt.Errorf("no majority: %w", err)
 	}
-	return driver.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, baton.ErrLocked)
+	return driver.Grant{}, baton.ErrLocked
 }
 
 func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if err := l.r.listen(ctx); err != nil {
-		return driver.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
+		return driver.Grant{}, err
 	}
 	w := l.r.register(l.keys[0])
 	defer l.r.unregister(l.keys[0], w)
 	waiter := newID()
 	for failed := 0; ; failed++ {
 		if err := ctx.Err(); err != nil {
-			return driver.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, err)
+			return driver.Grant{}, err
 		}
 		g, ok, wait, err := l.attempt(ctx, waiter, failed > 0)
 		if ok {
@@ -557,7 +557,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return driver.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
+			return driver.Grant{}, ctx.Err()
 		case n := <-w:
 			// Every waiter hears the release at once, with the number of
 			// waiters the node had refused since its previous release. A
@@ -570,7 +570,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 				select {
 				case <-ctx.Done():
 					t.Stop()
-					return driver.Grant{}, fmt.Errorf("redislock: redlock %q: %w", l.name, ctx.Err())
+					return driver.Grant{}, ctx.Err()
 				case <-t.C:
 				}
 			}
@@ -583,7 +583,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 func (l *rlLock) Release(ctx context.Context, g driver.Grant) error {
 	h, ok := g.Data.(*rlHold)
 	if !ok || h == nil {
-		return fmt.Errorf("redislock: grant of another backend: %w", baton.ErrInvalidArgument)
+		return fmt.Errorf("grant of another backend: %w", baton.ErrInvalidArgument)
 	}
 	h.keeper.Stop()
 	deadline := h.keeper.Deadline()
@@ -592,13 +592,13 @@ func (l *rlLock) Release(ctx context.Context, g driver.Grant) error {
 		h.loss.Fire(errors.New("lease deadline passed before release"))
 	}
 	if e := h.loss.Err(); e != nil {
-		return fmt.Errorf("redislock: redlock %q: %w", l.name, e)
+		return e
 	}
 	return nil
 }
 
 func (l *rlLock) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
-	return driver.Grant{}, fmt.Errorf("redislock: redlock %q: downgrade: %w", l.name, baton.ErrUnsupported)
+	return driver.Grant{}, baton.ErrUnsupported
 }
 
 func (l *rlLock) Close() error { return nil }

@@ -29,12 +29,12 @@ import (
 // only touch keys of its name's hash slot, so there is one marker per slot.
 
 // errNotReady is the reply of a script that found the marker missing.
-var errNotReady = errors.New("redislock: the server lost its data (or is new), and leases it gave before may still run")
+var errNotReady = errors.New("the server lost its data (or is new), and leases it gave before may still run")
 
 // markerKey returns the marker key for the keys of name.
 func (d *backend) markerKey(name string) string {
 	if !d.cluster {
-		return d.o.Prefix + "alive"
+		return d.alive
 	}
 	return d.o.Prefix + "alive:{" + slotTags()[keySlot(escapeName(name))] + "}"
 }
@@ -105,7 +105,7 @@ func uptime(info string) (time.Duration, error) {
 			return time.Duration(n) * time.Second, nil
 		}
 	}
-	return 0, fmt.Errorf("redislock: INFO has no uptime_in_seconds")
+	return 0, fmt.Errorf("INFO has no uptime_in_seconds")
 }
 
 // keySlot returns the Redis Cluster hash slot of a hash tag's content.

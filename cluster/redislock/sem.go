@@ -33,7 +33,7 @@ func (s *semDriver) Capacity() int64 { return s.capacity }
 func (s *semDriver) Close() error    { return nil }
 
 func (s *semDriver) mismatch() error {
-	return fmt.Errorf("redislock: semaphore %q exists with another capacity than %d: %w", s.name, s.capacity, baton.ErrMismatch)
+	return fmt.Errorf("it exists with another capacity than %d: %w", s.capacity, baton.ErrMismatch)
 }
 
 func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
@@ -48,14 +48,14 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 		}
 		switch {
 		case err != nil:
-			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+			return driver.Grant{}, err
 		case r < 0:
 			return driver.Grant{}, s.mismatch()
 		case r == 0:
-			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
+			return driver.Grant{}, baton.ErrLocked
 		}
 		// A reply too late to bound the lease: renew before trusting it.
-		renew := s.d.renewFunc(s.keys, id)
+		renew := s.d.renewFunc(scriptRenew, s.keys, id)
 		for err == nil && !s.d.fresh(sent) {
 			sent, err = renew(ctx)
 		}
@@ -64,17 +64,17 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 		}
 		if !errors.Is(err, baton.ErrLost) {
 			s.cancel(ctx, id)
-			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+			return driver.Grant{}, err
 		}
 	}
 }
 
 func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		return driver.Grant{}, err
 	}
 	if err := s.d.n.start(ctx); err != nil {
-		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		return driver.Grant{}, err
 	}
 	id := newID()
 	wake := make(chan int64, 1)
@@ -97,7 +97,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 		switch {
 		case err != nil:
 			s.cancel(ctx, id)
-			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+			return driver.Grant{}, err
 		case r < 0:
 			s.cancel(ctx, id)
 			return driver.Grant{}, s.mismatch()
@@ -112,7 +112,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 			case <-ctx.Done():
 				t.Stop()
 				s.cancel(ctx, id)
-				return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
+				return driver.Grant{}, ctx.Err()
 			case <-wake:
 				// Handed over by a release (see lockDriver.acquireServer
 				// for why sent bounds the lease).
@@ -141,7 +141,7 @@ func (s *semDriver) cancel(ctx context.Context, id string) {
 func (s *semDriver) granted(id string, n int64, sent time.Time) driver.Grant {
 	loss := driver.NewLoss()
 	h := &hold{id: id, loss: loss}
-	h.keeper = lease.StartKeeper(sent, &s.d.o.Config, s.d.renewFunc(s.keys, id), loss, s.name)
+	h.keeper = lease.StartKeeper(sent, &s.d.o.Config, s.d.renewFunc(scriptRenew, s.keys, id), loss, s.name)
 	return driver.Grant{Loss: loss, N: n, Data: h}
 }
 
@@ -153,19 +153,19 @@ func (s *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error 
 	if n < g.N {
 		// Part of the grant stays held: keep renewing it.
 		if e := h.loss.Err(); e != nil {
-			return fmt.Errorf("redislock: semaphore %q: %w", s.name, e)
+			return e
 		}
 		r, err := scriptSemRelease.Run(ctx, s.d.c, s.keys, h.id, n, s.capacity).Int64()
 		if err != nil {
-			return fmt.Errorf("redislock: semaphore %q: release: %w", s.name, err)
+			return fmt.Errorf("release: %w", err)
 		}
 		if r != 1 {
 			h.loss.Fire(errors.New("the server no longer had the permits at release"))
-			return fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLost)
+			return baton.ErrLost
 		}
 		return nil
 	}
 	h.keeper.Stop()
 	r, err := scriptSemRelease.Run(ctx, s.d.c, s.keys, h.id, n, s.capacity).Int64()
-	return finish("semaphore", s.name, h, r, err)
+	return finish(h, r, err)
 }
