@@ -71,7 +71,9 @@ func TestPassDriver(t *testing.T) {
 			t.Fatalf("the Loss of a grant passed on fired: %v", err)
 		}
 	}
-	other, err := newDriver(redis.NewClient(&redis.Options{Addr: s.addr()}), nil)
+	oc := redis.NewClient(&redis.Options{Addr: s.addr()})
+	defer oc.Close()
+	other, err := newDriver(oc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

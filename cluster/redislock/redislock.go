@@ -193,82 +193,50 @@ func buildOptions(opts []lease.Option, redlock bool) (options, error) {
 	return o, nil
 }
 
+// The scripts in scripts/ run as they are written. Those of the Mutex,
+// RWMutex, Semaphore and Cond share functions, so they are assembled from
+// the parts in scripts/src (package internal/luagen); TestScriptsGenerated
+// fails when they are stale.
+//
+//go:generate go run gen_scripts.go
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// loadScript returns the script name, with the prelude's functions in front
-// of it. A prelude may end its head (code every script runs first) with a
-// line "-- @end head", and include another file with a line "-- @include
-// NAME"; a script may mark with a line "-- @prelude" where the
-// rest of the prelude goes, so that a fast path before the mark does not
-// pay for defining the functions of the slow path.
-func loadScript(prelude, name string) *redis.Script {
+func loadScript(name string) *redis.Script {
 	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
 	if err != nil {
 		panic(err)
 	}
-	if prelude == "" {
-		return redis.NewScript(string(src))
-	}
-	pre, err := scriptFS.ReadFile("scripts/" + prelude + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	pre = includeScripts(pre)
-	head, body, ok := strings.Cut(string(pre), "-- @end head\n")
-	if !ok {
-		head, body = "", head
-	}
-	before, after, ok := strings.Cut(string(src), "-- @prelude\n")
-	if !ok {
-		before, after = "", before
-	}
-	return redis.NewScript(head + before + body + after)
-}
-
-// includeScripts replaces each line "-- @include NAME" of src with the
-// script NAME.
-func includeScripts(src []byte) []byte {
-	lines := strings.SplitAfter(string(src), "\n")
-	for i, l := range lines {
-		if name, ok := strings.CutPrefix(strings.TrimSpace(l), "-- @include "); ok {
-			inc, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-			if err != nil {
-				panic(err)
-			}
-			lines[i] = string(inc)
-		}
-	}
-	return []byte(strings.Join(lines, ""))
+	return redis.NewScript(string(src))
 }
 
 var (
-	scriptMutexAcquire  = loadScript("mutex_common", "mutex_acquire")
-	scriptMutexPoll     = loadScript("mutex_common", "mutex_poll")
-	scriptMutexCancel   = loadScript("mutex_common", "mutex_cancel")
-	scriptMutexRelease  = loadScript("mutex_common", "mutex_release")
-	scriptMutexRenew    = loadScript("", "mutex_renew")
-	scriptLockAcquire   = loadScript("lock_common", "lock_acquire")
-	scriptLockPoll      = loadScript("lock_common", "lock_poll")
-	scriptLockCancel    = loadScript("lock_common", "lock_cancel")
-	scriptLockRelease   = loadScript("lock_common", "lock_release")
-	scriptLockDowngrade = loadScript("lock_common", "lock_downgrade")
-	scriptRenew         = loadScript("", "renew")
-	scriptSemOpen       = loadScript("sem_common", "sem_open")
-	scriptSemAcquire    = loadScript("sem_common", "sem_acquire")
-	scriptSemPoll       = loadScript("sem_common", "sem_poll")
-	scriptSemCancel     = loadScript("sem_common", "sem_cancel")
-	scriptSemRelease    = loadScript("sem_common", "sem_release")
-	scriptCondPrepare   = loadScript("cond_common", "cond_prepare")
-	scriptCondPoll      = loadScript("cond_common", "cond_poll")
-	scriptCondCancel    = loadScript("cond_common", "cond_cancel")
-	scriptCondSignal    = loadScript("cond_common", "cond_signal")
-	scriptRLAcquire     = loadScript("", "rl_acquire")
-	scriptRLExtend      = loadScript("", "rl_extend")
-	scriptRLRaise       = loadScript("", "rl_raise")
-	scriptRLRelease     = loadScript("", "rl_release")
-	scriptInspect       = loadScript("", "inspect")
-	scriptRLInspect     = loadScript("", "rl_inspect")
+	scriptMutexAcquire  = loadScript("mutex_acquire")
+	scriptMutexPoll     = loadScript("mutex_poll")
+	scriptMutexCancel   = loadScript("mutex_cancel")
+	scriptMutexRelease  = loadScript("mutex_release")
+	scriptMutexRenew    = loadScript("mutex_renew")
+	scriptLockAcquire   = loadScript("lock_acquire")
+	scriptLockPoll      = loadScript("lock_poll")
+	scriptLockCancel    = loadScript("lock_cancel")
+	scriptLockRelease   = loadScript("lock_release")
+	scriptLockDowngrade = loadScript("lock_downgrade")
+	scriptRenew         = loadScript("renew")
+	scriptSemOpen       = loadScript("sem_open")
+	scriptSemAcquire    = loadScript("sem_acquire")
+	scriptSemPoll       = loadScript("sem_poll")
+	scriptSemCancel     = loadScript("sem_cancel")
+	scriptSemRelease    = loadScript("sem_release")
+	scriptCondPrepare   = loadScript("cond_prepare")
+	scriptCondPoll      = loadScript("cond_poll")
+	scriptCondCancel    = loadScript("cond_cancel")
+	scriptCondSignal    = loadScript("cond_signal")
+	scriptRLAcquire     = loadScript("rl_acquire")
+	scriptRLExtend      = loadScript("rl_extend")
+	scriptRLRaise       = loadScript("rl_raise")
+	scriptRLRelease     = loadScript("rl_release")
+	scriptInspect       = loadScript("inspect")
+	scriptRLInspect     = loadScript("rl_inspect")
 )
 
 // escapeName maps a name injectively onto a string without '{' or '}', so
