@@ -42,10 +42,11 @@
 // Handles of one Backend wanting the same Mutex wait for each other in the
 // Backend, FIFO, and only one of them at a time talks to the server; a
 // handle that unlocks while another handle of its Backend waits passes it
-// the hold, lease and all, with no round trip (local.go). A hold goes round
-// one Backend at most 15 times and for at most 5 ms after it was taken on
-// the server; then it is released there, and the server's queue (other
-// clients first, if they wait) decides who is next. So goroutines of one
+// the hold, lease and all, with no round trip (the Mutex driver implements
+// driver.Passer; the core keeps the line). A hold goes round one Backend
+// at most 15 times and for at most 5 ms after it was taken on the server;
+// then it is released there, and the server's queue (other clients first,
+// if they wait) decides who is next. So goroutines of one
 // process contending on a name cost the server one acquisition per round,
 // and clients elsewhere wait at most one round more than with strict FIFO.
 //
