@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -29,7 +30,7 @@ func (c *condDriver) Prepare(ctx context.Context) (any, error) {
 	if err := c.d.n.start(ctx); err != nil {
 		return nil, err
 	}
-	t := &ticket{id: newID(), wake: make(chan int64, 1)}
+	t := &ticket{id: redisnode.NewID(), wake: make(chan int64, 1)}
 	c.d.n.register(t.id, t.wake)
 	if err := scriptCondPrepare.Run(ctx, c.d.c, c.keys, t.id, c.d.ttlMS(), c.d.wake).Err(); err != nil {
 		c.d.n.unregister(t.id)

@@ -30,14 +30,14 @@ func handleHeap(t *testing.T, n int, open func(i int) any) float64 {
 // Backend applications use, and the driver's share alone.
 func TestHandleHeap(t *testing.T) {
 	s := startRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: s.addr()})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	t.Cleanup(func() { c.Close() })
 	d, err := newDriver(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	b := open(t, s.url(testQuery))
+	b := open(t, s.URL(testQuery))
 	ctx := context.Background()
 	const n = 4000
 	drv := handleHeap(t, n, func(i int) any {

@@ -1,29 +1,11 @@
 package redislock
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"strconv"
 	"strings"
+
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 )
-
-// escapeName maps a name injectively onto a string without '{' or '}', so
-// that it can sit inside a hash tag: '%' -> "%25", '{' -> "%7B", '}' -> "%7D".
-func escapeName(name string) string {
-	if !strings.ContainsAny(name, "%{}") {
-		return name
-	}
-	r := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
-	return r.Replace(name)
-}
-
-func unescapeName(s string) string {
-	if !strings.Contains(s, "%") {
-		return s
-	}
-	r := strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
-	return r.Replace(s)
-}
 
 // Key kinds: the part of a key between the prefix and the hash tag.
 const (
@@ -31,13 +13,7 @@ const (
 	krw    = "rwmutex"
 	ksem   = "sem"
 	kcond  = "cond"
-	kredl  = "redlock"
 )
-
-// keyBase returns prefix + kind + ":{" + escaped name + "}:".
-func keyBase(prefix, kind, name string) string {
-	return prefix + kind + ":{" + escapeName(name) + "}:"
-}
 
 // Key suffixes of each kind, in the order of its scripts' KEYS.
 var (
@@ -72,29 +48,23 @@ func nameKeys(base string, suffixes []string, more ...string) []string {
 }
 
 func mutexKeys(prefix, name string, more ...string) []string {
-	return nameKeys(keyBase(prefix, kmutex, name), mutexSuffixes, more...)
+	return nameKeys(redisnode.KeyBase(prefix, kmutex, name), mutexSuffixes, more...)
 }
 
 func lockKeys(prefix, kind, name string, more ...string) []string {
-	return nameKeys(keyBase(prefix, kind, name), lockSuffixes, more...)
+	return nameKeys(redisnode.KeyBase(prefix, kind, name), lockSuffixes, more...)
 }
 
 func semKeys(prefix, name string, more ...string) []string {
-	return nameKeys(keyBase(prefix, ksem, name), semSuffixes, more...)
+	return nameKeys(redisnode.KeyBase(prefix, ksem, name), semSuffixes, more...)
 }
 
 func condKeys(prefix, name string) []string {
-	return nameKeys(keyBase(prefix, kcond, name), condSuffixes)
-}
-
-func newID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return nameKeys(redisnode.KeyBase(prefix, kcond, name), condSuffixes)
 }
 
 // holdID returns an id unique to one acquisition: the backend's random
-// prefix and a sequence number. It costs no system call, unlike newID.
+// prefix and a sequence number. It costs no system call, unlike redisnode.NewID.
 func (d *backend) holdID() string {
 	return d.idPrefix + strconv.FormatUint(d.idSeq.Add(1), 36)
 }

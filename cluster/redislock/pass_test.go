@@ -18,7 +18,7 @@ import (
 // passDrivers returns a driver backend on s and n Mutex drivers of name.
 func passDrivers(t *testing.T, s *server, name string, n int) (*backend, []driver.Lock) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.addr(), ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	d, err := newDriver(c, []lease.Option{lease.WithTTL(time.Second)})
 	if err != nil {
@@ -71,7 +71,7 @@ func TestPassDriver(t *testing.T) {
 			t.Fatalf("the Loss of a grant passed on fired: %v", err)
 		}
 	}
-	oc := redis.NewClient(&redis.Options{Addr: s.addr()})
+	oc := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	defer oc.Close()
 	other, err := newDriver(oc, nil)
 	if err != nil {
@@ -132,11 +132,11 @@ func TestPassLoss(t *testing.T) {
 // starves the other.
 func TestLocalPass(t *testing.T) {
 	s := startRedis(t)
-	url := s.url(testQuery)
+	url := s.URL(testQuery)
 	const name = "pass"
 	ctx := context.Background()
 	counter := mutexKeys(DefaultPrefix, name)[1]
-	c := s.client()
+	c := s.Client()
 	defer c.Close()
 
 	var (
@@ -228,7 +228,7 @@ func TestLocalPass(t *testing.T) {
 // lock at once, and no hold overlapped another.
 func TestLocalPassCancel(t *testing.T) {
 	s := startRedis(t)
-	url := s.url(testQuery)
+	url := s.URL(testQuery)
 	be := open(t, url)
 	var inside, overlaps, got, gaveUp atomic.Int64
 	var wg sync.WaitGroup

@@ -3,16 +3,14 @@
 //
 // New takes any redis.UniversalClient: a single node, a Sentinel failover
 // client or a Redis Cluster client. Every key of one name carries the same
-// hash tag, so every script runs on one Cluster slot. NewRedlock takes N
-// independent nodes and needs a majority of them (see NewRedlock for what
-// that mode does and does not guarantee); it serves the Mutex only, and its
-// RWMutex, Semaphore and Cond return an error matching
-// baton.ErrUnsupported. OpenURL builds either from a URL.
+// hash tag, so every script runs on one Cluster slot. OpenURL builds the
+// client and the Backend from a URL. A Mutex held on a majority of
+// independent nodes (Redlock) is package redlock's.
 //
 // # Holds and leases
 //
-// New, NewRedlock and OpenURL take the options of package lease, the same as
-// every lease backend's; WithNodeTimeout is NewRedlock's own.
+// New and OpenURL take the options of package lease, the same as every
+// lease backend's.
 //
 // Every hold is a lease of the TTL (lease.WithTTL, default 10 s) that is
 // renewed in the background every renewal period (default TTL/3). If renewal fails until the local deadline
@@ -88,8 +86,7 @@
 // appendfsync always), a FLUSHALL or FLUSHDB, and a failover to a replica
 // that had not received the latest writes (see New) are not detected; the
 // uptime is counted by the server's wall clock. Fencing tokens still
-// increase across all of these (see Fencing tokens). Each Redlock node has
-// a marker of its own (see NewRedlock).
+// increase across all of these (see Fencing tokens).
 //
 // # What failures leave behind
 //
@@ -108,13 +105,12 @@
 //
 // # Inspection
 //
-// Both Backends implement baton.Inspector (for the baton command's status,
+// The Backend implements baton.Inspector (for the baton command's status,
 // ls and rm). List scans the keys under the prefix, on every master of a
 // Redis Cluster; Inspect reads a name's holders (pid, host, start, token,
 // lease time left), live queue entries, capacity and last token in one
 // script; Remove deletes every key of a name, and its holders find their
-// hold lost at their next renewal. In Redlock mode every node is asked and
-// the majority's view is reported (see inspect_redlock.go).
+// hold lost at their next renewal.
 //
 // Clients: a waiting handle uses no pooled connection (waiting is Pub/Sub on
 // one connection per Backend). Set ContextTimeoutEnabled on the client so
@@ -127,13 +123,12 @@ import (
 	"embed"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
@@ -142,53 +137,18 @@ import (
 // DefaultPrefix is the default key prefix.
 const DefaultPrefix = "baton:"
 
-// DefaultNodeTimeout is the default time a Redlock request waits for one node.
-const DefaultNodeTimeout = 50 * time.Millisecond
+// options is what New and OpenURL make of their lease.Options.
+type options struct{ lease.Config }
 
-var nodeTimeoutKey = lease.NewKey[time.Duration]("redlock node timeout")
-
-// WithNodeTimeout sets how long a Redlock request waits for one node
-// (NewRedlock only; New refuses it). Default DefaultNodeTimeout, or a tenth
-// of the TTL if that is less; it must be positive and at most a tenth of
-// the TTL, so that a paused node cannot take the time of a lease.
-func WithNodeTimeout(d time.Duration) lease.Option {
-	if d <= 0 {
-		return lease.Refuse(fmt.Errorf("%w: redlock node timeout %v: must be > 0", baton.ErrInvalidArgument, d))
-	}
-	return nodeTimeoutKey.Option(d)
-}
-
-// options is what the constructors make of their lease.Options.
-type options struct {
-	lease.Config
-	nodeTimeout time.Duration // Redlock only
-}
-
-// buildOptions reads the options of New (redlock false) or NewRedlock.
-func buildOptions(opts []lease.Option, redlock bool) (options, error) {
-	spec := lease.Spec{Prefix: DefaultPrefix}
-	if redlock {
-		spec.Accept = []lease.AnyKey{nodeTimeoutKey}
-	}
-	c, err := lease.Build(spec, opts)
+func buildOptions(opts []lease.Option) (options, error) {
+	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix}, opts)
 	if err != nil {
 		return options{}, err
 	}
-	if strings.ContainsAny(c.Prefix, "{}") {
-		return options{}, fmt.Errorf("%w: key prefix %q: '{' and '}' would break the hash tag", baton.ErrInvalidArgument, c.Prefix)
+	if err := redisnode.CheckPrefix(c.Prefix); err != nil {
+		return options{}, err
 	}
-	o := options{Config: c}
-	if !redlock {
-		return o, nil
-	}
-	o.nodeTimeout = min(DefaultNodeTimeout, c.TTL/10)
-	if d, ok := nodeTimeoutKey.Get(&c); ok {
-		o.nodeTimeout = d
-	}
-	if o.nodeTimeout > c.TTL/10 {
-		return options{}, fmt.Errorf("%w: redlock node timeout %v, must be at most TTL/10 = %v", baton.ErrInvalidArgument, o.nodeTimeout, c.TTL/10)
-	}
-	return o, nil
+	return options{c}, nil
 }
 
 // The scripts in scripts/ run as they are written. Those of the Mutex,
@@ -229,24 +189,8 @@ var (
 	scriptCondPoll      = loadScript("cond_poll")
 	scriptCondCancel    = loadScript("cond_cancel")
 	scriptCondSignal    = loadScript("cond_signal")
-	scriptRLAcquire     = loadScript("rl_acquire")
-	scriptRLExtend      = loadScript("rl_extend")
-	scriptRLRaise       = loadScript("rl_raise")
-	scriptRLRelease     = loadScript("rl_release")
 	scriptInspect       = loadScript("inspect")
-	scriptRLInspect     = loadScript("rl_inspect")
 )
-
-var metaOnce = sync.OnceValue(func() string {
-	host, _ := os.Hostname()
-	host = strings.Map(func(r rune) rune {
-		if r == '|' || r < 0x20 {
-			return '_'
-		}
-		return r
-	}, host)
-	return fmt.Sprintf("%d %s", os.Getpid(), host)
-})
 
 // New returns a Backend on one Redis deployment reached through client: a
 // single node (redis.Client), a Sentinel failover client, or a Redis Cluster
@@ -288,12 +232,12 @@ func newDriver(client redis.UniversalClient, opts []lease.Option) (*backend, err
 	if client == nil {
 		return nil, fmt.Errorf("redislock: nil client: %w", baton.ErrInvalidArgument)
 	}
-	o, err := buildOptions(opts, false)
+	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	d := &backend{c: client, o: o, meta: metaOnce(), idPrefix: newID() + "."}
-	d.wake = o.Prefix + "wake:" + newID()
+	d := &backend{c: client, o: o, meta: redisnode.Meta(), idPrefix: redisnode.NewID() + "."}
+	d.wake = o.Prefix + "wake:" + redisnode.NewID()
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.alive = o.Prefix + "alive"
 	d.n = newNotifier(client, d.wake, o.Logger)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/locktest"
 )
@@ -20,18 +21,16 @@ var (
 	suiteCluster = locktest.Suite{Name: "redis-cluster", Open: openCfg, Caps: locktest.Caps{
 		RWMutex: true, Semaphore: true, Cond: true, CrossProcess: true,
 		KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}}
-	suiteRedlock = locktest.Suite{Name: "redlock", Open: openCfg, Caps: locktest.Caps{
-		CrossProcess: true, KillBound: 6 * time.Second, Acquisitions: 200, Lease: true}}
 )
 
-func TestMain(m *testing.M) { locktest.Main(m, suiteSingle, suiteCluster, suiteRedlock) }
+func TestMain(m *testing.M) { locktest.Main(m, suiteSingle, suiteCluster) }
 
 // Leases of 2 s keep the kill test short and survive a loaded -race run.
 const testQuery = "ttl=2s"
 
 func TestConformanceSingle(t *testing.T) {
 	s := startRedis(t)
-	locktest.Run(t, suiteSingle, s.url(testQuery))
+	locktest.Run(t, suiteSingle, s.URL(testQuery))
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -39,26 +38,16 @@ func TestConformanceCluster(t *testing.T) {
 	locktest.Run(t, suiteCluster, clusterURL(ss, testQuery))
 }
 
-func TestConformanceRedlock(t *testing.T) {
-	var ss []*server
-	for range 5 {
-		ss = append(ss, startRedis(t))
-	}
-	// Loaded CI machines answer slowly; the node timeout is raised to
-	// TTL/10 so that a slow reply is not taken for a dead node.
-	locktest.Run(t, suiteRedlock, redlockURL(ss, testQuery+"&node_timeout=200ms"))
-}
-
 func TestEscapeInjective(t *testing.T) {
 	names := []string{"a", "{a}", "%7Ba%7D", "%", "%25", "a}b", "a{b", "{", "}", "x/y", "%7B"}
 	seen := map[string]string{}
 	for _, n := range names {
-		k := keyBase("p:", kmutex, n)
+		k := redisnode.KeyBase("p:", kmutex, n)
 		if prev, ok := seen[k]; ok {
 			t.Fatalf("names %q and %q map to one key %q", prev, n, k)
 		}
 		seen[k] = n
-		if got := unescapeName(escapeName(n)); got != n {
+		if got := redisnode.UnescapeName(redisnode.EscapeName(n)); got != n {
 			t.Fatalf("unescape(escape(%q)) = %q", n, got)
 		}
 		// The hash tag is the whole escaped name: exactly one '{' and one '}'.
@@ -73,10 +62,10 @@ func FuzzEscape(f *testing.F) {
 		f.Add(s, s+"x")
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		if a != b && escapeName(a) == escapeName(b) {
+		if a != b && redisnode.EscapeName(a) == redisnode.EscapeName(b) {
 			t.Fatalf("%q and %q escape alike", a, b)
 		}
-		if unescapeName(escapeName(a)) != a {
+		if redisnode.UnescapeName(redisnode.EscapeName(a)) != a {
 			t.Fatalf("round trip of %q", a)
 		}
 	})
@@ -101,24 +90,19 @@ func TestOptionsValidation(t *testing.T) {
 		{lease.WithPrefix("a}")},
 		{lease.WithDrift(-1)},
 		{lease.WithTTL(time.Second), lease.WithDrift(900 * time.Millisecond)},
-		{lease.WithTTL(time.Second), WithNodeTimeout(200 * time.Millisecond)},
 		{nil},
 	}
 	for i, opts := range bad {
-		if _, err := buildOptions(opts, true); !errors.Is(err, baton.ErrInvalidArgument) {
+		if _, err := buildOptions(opts); !errors.Is(err, baton.ErrInvalidArgument) {
 			t.Errorf("case %d: err %v, want ErrInvalidArgument", i, err)
 		}
 	}
-	// The Redlock option is refused by New, which cannot honour it.
-	if _, err := buildOptions([]lease.Option{WithNodeTimeout(time.Millisecond)}, false); !errors.Is(err, baton.ErrInvalidArgument) {
-		t.Errorf("New with a node timeout: err %v, want ErrInvalidArgument", err)
-	}
-	o, err := buildOptions(nil, true)
+	o, err := buildOptions(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.TTL != 10*time.Second || o.RenewEvery != 10*time.Second/3 || o.Prefix != DefaultPrefix ||
-		o.Drift != 102*time.Millisecond || o.nodeTimeout != DefaultNodeTimeout {
+		o.Drift != 102*time.Millisecond {
 		t.Fatalf("defaults: %+v", o)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
@@ -38,7 +39,7 @@ func (s *semDriver) mismatch() error {
 
 func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
 	for {
-		id := newID()
+		id := redisnode.NewID()
 		sent := time.Now()
 		r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
 		if err == nil && r == semNotReady {
@@ -76,7 +77,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 	if err := s.d.n.start(ctx); err != nil {
 		return driver.Grant{}, err
 	}
-	id := newID()
+	id := redisnode.NewID()
 	wake := make(chan int64, 1)
 	s.d.n.register(id, wake)
 	defer s.d.n.unregister(id)

@@ -16,12 +16,12 @@ import (
 // pause stops the server now and resumes it after d; the channel closes on
 // resumption.
 func pause(t *testing.T, s *server, d time.Duration) <-chan struct{} {
-	s.signal(syscall.SIGSTOP)
+	s.Signal(syscall.SIGSTOP)
 	resumed := make(chan struct{})
-	tm := time.AfterFunc(d, func() { s.signal(syscall.SIGCONT); close(resumed) })
+	tm := time.AfterFunc(d, func() { s.Signal(syscall.SIGCONT); close(resumed) })
 	t.Cleanup(func() {
 		if tm.Stop() {
-			s.signal(syscall.SIGCONT)
+			s.Signal(syscall.SIGCONT)
 		}
 	})
 	return resumed
@@ -68,8 +68,8 @@ func TestPausedServerWaiterHoldLive(t *testing.T) {
 
 func pausedWaiter(t *testing.T, kind string) {
 	s := startRedis(t)
-	a := lockerOf(t, open(t, s.url("ttl=1s")), kind, "paused-waiter")
-	b := lockerOf(t, open(t, s.url("ttl=1s")), kind, "paused-waiter")
+	a := lockerOf(t, open(t, s.URL("ttl=1s")), kind, "paused-waiter")
+	b := lockerOf(t, open(t, s.URL("ttl=1s")), kind, "paused-waiter")
 	ha, err := a.lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func pausedWaiter(t *testing.T, kind string) {
 		h, err := b.lock(ctx)
 		got <- res{h, err}
 	}()
-	c := s.client()
+	c := s.Client()
 	queue := map[string]string{"mutex": mutexKeys(DefaultPrefix, "paused-waiter")[2],
 		"rwmutex": lockKeys(DefaultPrefix, krw, "paused-waiter")[2], "semaphore": semKeys(DefaultPrefix, "paused-waiter")[2]}[kind]
 	eventually(t, func() error {
@@ -128,7 +128,7 @@ func pausedWaiter(t *testing.T, kind string) {
 // a lease about to run out, however recently it was taken on the server.
 func TestPausedServerNoStalePass(t *testing.T) {
 	s := startRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: s.addr(), ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	d, err := newDriver(c, []lease.Option{lease.WithTTL(time.Second)})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/batonlock/baton/cluster/etcdlock"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/cluster/redislock"
+	"github.com/batonlock/baton/cluster/redlock"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/local"
 	"github.com/spf13/cobra"
@@ -42,8 +43,8 @@ var openers = map[string]opener{
 	"rediss":         openRedis,
 	"redis+cluster":  openRedis,
 	"rediss+cluster": openRedis,
-	"redlock":        openRedis,
-	"redlocks":       openRedis,
+	"redlock":        openRedlock,
+	"redlocks":       openRedlock,
 	"etcd":           openEtcd,
 	"etcds":          openEtcd,
 }
@@ -145,6 +146,14 @@ func openRedis(ctx context.Context, raw string, o backendOptions) (baton.Backend
 		opts = append(opts, lease.WithTTL(o.ttl))
 	}
 	return redislock.OpenURL(ctx, raw, opts...)
+}
+
+func openRedlock(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
+	opts := []lease.Option{lease.WithLogger(o.logger())}
+	if o.ttl > 0 {
+		opts = append(opts, lease.WithTTL(o.ttl))
+	}
+	return redlock.OpenURL(ctx, raw, opts...)
 }
 
 func openEtcd(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {

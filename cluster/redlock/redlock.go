@@ -1,4 +1,10 @@
-package redislock
+// Package redlock is the Redlock backend of baton: a Mutex held on a
+// majority of N independent Redis nodes (see New for what that does and
+// does not guarantee). Its RWMutex, Semaphore and Cond return an error
+// matching baton.ErrUnsupported. Every hold is a lease: New and OpenURL take
+// the options of package lease, the same as every lease backend's, and
+// WithNodeTimeout, which other backends refuse.
+package redlock
 
 import (
 	"context"
@@ -11,12 +17,13 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
 
-// NewRedlock returns a Backend whose Mutex is held on a majority of N
+// New returns a Backend whose Mutex is held on a majority of N
 // independent Redis nodes (the Redlock algorithm). The Backend does not close
 // the clients. RWMutex, Semaphore and Cond return an error matching
 // baton.ErrUnsupported in this mode.
@@ -50,8 +57,8 @@ import (
 // (appendfsync always) or a restart delay of one TTL. Fencing tokens are what makes these cases safe for a
 // resource that remembers the highest token it accepted: the second holder's
 // token is higher, and the stale holder's writes are refused.
-func NewRedlock(clients []redis.UniversalClient, opts ...lease.Option) (baton.Backend, error) {
-	d, err := newRedlockDriver(clients, opts)
+func New(clients []redis.UniversalClient, opts ...lease.Option) (baton.Backend, error) {
+	d, err := newDriver(clients, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -79,24 +86,24 @@ type rlDriver struct {
 	closed  bool        // guarded by mu
 }
 
-func newRedlockDriver(clients []redis.UniversalClient, opts []lease.Option) (*rlDriver, error) {
+func newDriver(clients []redis.UniversalClient, opts []lease.Option) (*rlDriver, error) {
 	if len(clients) < 3 {
-		return nil, fmt.Errorf("redislock: redlock needs at least 3 nodes, got %d: %w", len(clients), baton.ErrInvalidArgument)
+		return nil, fmt.Errorf("redlock: needs at least 3 nodes, got %d: %w", len(clients), baton.ErrInvalidArgument)
 	}
 	for i, c := range clients {
 		if c == nil {
-			return nil, fmt.Errorf("redislock: redlock node %d is nil: %w", i, baton.ErrInvalidArgument)
+			return nil, fmt.Errorf("redlock: node %d is nil: %w", i, baton.ErrInvalidArgument)
 		}
 	}
-	if err := distinctClients(clients); err != nil {
+	if err := redisnode.DistinctClients(clients); err != nil {
 		return nil, err
 	}
-	o, err := buildOptions(opts, true)
+	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
 	return &rlDriver{
-		nodes: slices.Clone(clients), o: o, meta: metaOnce(), quorum: len(clients)/2 + 1,
+		nodes: slices.Clone(clients), o: o, meta: redisnode.Meta(), quorum: len(clients)/2 + 1,
 		checking: make([]bool, len(clients)), recheck: make([]time.Time, len(clients)),
 		relChan: o.Prefix + "redlock:released", waiters: make(map[string]map[chan int]struct{}),
 	}, nil
@@ -130,7 +137,7 @@ func (r *rlDriver) OpenCond(ctx context.Context, name string) (driver.Cond, erro
 
 // errRedlockOnly is the error of the primitives Redlock mode does not serve.
 func errRedlockOnly(kind string) error {
-	return fmt.Errorf("redislock: redlock mode serves the Mutex only, not a %s (use New on one deployment for it): %w", kind, baton.ErrUnsupported)
+	return fmt.Errorf("redlock: serves the Mutex only, not a %s (use redislock.New on one deployment for it): %w", kind, baton.ErrUnsupported)
 }
 
 func (r *rlDriver) Close() error {

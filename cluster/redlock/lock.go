@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
@@ -17,7 +18,9 @@ import (
 
 // rlHold is the driver-private state of one Redlock grant.
 type rlHold struct {
-	hold
+	id       string
+	keeper   *lease.Keeper
+	loss     *driver.Loss
 	token    int64
 	released atomic.Bool // set before the release is sent
 }
@@ -40,7 +43,7 @@ var _ driver.Lock = (*rlLock)(nil)
 // earlier attempt was refused), a node that grants removes it.
 func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driver.Grant, ok bool, wait time.Duration, err error) {
 	r := l.r
-	h := &rlHold{hold: hold{id: newID()}}
+	h := &rlHold{id: redisnode.NewID()}
 	ttl := r.o.TTL.Milliseconds()
 	sent := time.Now()
 	since := sent.UnixMilli()
@@ -49,10 +52,10 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driv
 		refused = "1"
 	}
 	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
-		v, err := acquireReply(scriptRLAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since, waiter, refused).Result())
+		v, err := acquireReply(scriptAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since, waiter, refused).Result())
 		if err == nil && v[0] == 1 && h.released.Load() {
 			// Taken after this attempt gave up: give it back.
-			_ = scriptRLRelease.Run(ctx, c, l.relKeys, h.id, r.relChan).Err()
+			_ = scriptRelease.Run(ctx, c, l.relKeys, h.id, r.relChan).Err()
 		}
 		return v, err
 	})
@@ -163,7 +166,7 @@ func (l *rlLock) raise(ctx context.Context, got []int, toks []int64, tok int64) 
 			defer r.bg.Done()
 			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.nodeTimeout)
 			defer cancel()
-			out <- scriptRLRaise.Run(nctx, r.nodes[i], l.keys[1:], tok).Err()
+			out <- scriptRaise.Run(nctx, r.nodes[i], l.keys[1:], tok).Err()
 		}()
 	}
 	var lastErr error
@@ -208,7 +211,7 @@ func (l *rlLock) syncCounters(ctx context.Context, got []int, toks []int64, tok 
 			defer r.bg.Done()
 			nctx, cancel := context.WithTimeout(base, r.o.nodeTimeout)
 			defer cancel()
-			_ = scriptRLRaise.Run(nctx, r.nodes[i], l.keys[1:], tok).Err()
+			_ = scriptRaise.Run(nctx, r.nodes[i], l.keys[1:], tok).Err()
 		}()
 	}
 }
@@ -220,7 +223,7 @@ func (l *rlLock) releaseAll(ctx context.Context, h *rlHold) int {
 	r := l.r
 	h.released.Store(true)
 	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
-		return scriptRLRelease.Run(ctx, c, l.relKeys, h.id, r.relChan).Int64()
+		return scriptRelease.Run(ctx, c, l.relKeys, h.id, r.relChan).Int64()
 	})
 	n, answered := 0, 0
 	for range r.nodes {
@@ -244,7 +247,7 @@ func (l *rlLock) renewFunc(h *rlHold) lease.RenewFunc {
 	return func(ctx context.Context) (time.Time, error) {
 		sent := time.Now()
 		replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
-			return scriptRLExtend.Run(ctx, c, l.keys, h.id, ttl, h.token).Int64()
+			return scriptExtend.Run(ctx, c, l.keys, h.id, ttl, h.token).Int64()
 		})
 		ok, gone := 0, 0
 		var lastErr error
@@ -294,7 +297,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 	}
 	w := l.r.register(l.keys[0])
 	defer l.r.unregister(l.keys[0], w)
-	waiter := newID()
+	waiter := redisnode.NewID()
 	for failed := 0; ; failed++ {
 		if err := ctx.Err(); err != nil {
 			return driver.Grant{}, err
@@ -304,7 +307,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 			return g, nil
 		}
 		if err != nil {
-			l.r.o.Logger.Debug("redislock: redlock attempt failed", "name", l.name, "err", err)
+			l.r.o.Logger.Debug("redlock: redlock attempt failed", "name", l.name, "err", err)
 		}
 		t := time.NewTimer(wait)
 		select {
