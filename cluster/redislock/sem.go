@@ -106,7 +106,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 			return s.granted(id, n, sent), nil
 		case r == 1:
 			// Held on a reply too late to bound the lease: poll at once
-			// (see lockDriver.acquireServer).
+			// (see queued.acquire in lock.go).
 		default:
 			t := time.NewTimer(s.d.o.RenewEvery)
 			select {
@@ -115,7 +115,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 				s.cancel(ctx, id)
 				return driver.Grant{}, ctx.Err()
 			case <-wake:
-				// Handed over by a release (see lockDriver.acquireServer
+				// Handed over by a release (see queued.acquire in lock.go
 				// for why sent bounds the lease).
 				t.Stop()
 				if s.d.fresh(sent) {
