@@ -27,7 +27,8 @@ func handleHeap(t *testing.T, n int, open func(i int) any) float64 {
 }
 
 // TestHandleHeap measures the heap an open Mutex handle keeps: through the
-// Backend applications use, and the driver's share alone.
+// Backend applications use, and the driver's share alone, which must fit
+// in the budget of a whole handle (driverBudget).
 func TestHandleHeap(t *testing.T) {
 	s := startRedis(t)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
@@ -55,4 +56,12 @@ func TestHandleHeap(t *testing.T) {
 		return m
 	})
 	t.Logf("heap per open Mutex handle: %.0f B (driver %.0f B)", all, drv)
+	if drv > driverBudget {
+		t.Errorf("an open Mutex driver keeps %.0f B of heap, more than %d B", drv, driverBudget)
+	}
 }
+
+// driverBudget bounds the heap one open Mutex driver keeps: its keys (one
+// string and their headers) and its struct, with no channel or logger until
+// it waits.
+const driverBudget = 512
