@@ -6,11 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,7 +19,7 @@ var rawUnlock = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then r
 
 // rawCycle is one Lock+Unlock of the raw floor.
 func rawCycle(b *testing.B, ctx context.Context, c *redis.Client) {
-	v := newID()
+	v := redisnode.NewID()
 	ok, err := c.SetNX(ctx, "raw", v, 10*time.Second).Result()
 	if err != nil || !ok {
 		b.Fatal(ok, err)
@@ -31,7 +31,7 @@ func rawCycle(b *testing.B, ctx context.Context, c *redis.Client) {
 
 func BenchmarkRawFloor(b *testing.B) {
 	s := startRedis(b)
-	c := s.client()
+	c := s.Client()
 	ctx := context.Background()
 	defer serverCPU(b, c)()
 	var lat []time.Duration
@@ -84,13 +84,13 @@ func reportP50(b *testing.B, lat []time.Duration) {
 
 func BenchmarkUncontended(b *testing.B) {
 	s := startRedis(b)
-	bk := benchBackend(b, s.url(""))
+	bk := benchBackend(b, s.URL(""))
 	m, err := bk.Mutex(context.Background(), "bench")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	defer serverCPU(b, s.client())()
+	defer serverCPU(b, s.Client())()
 	reportP50(b, lockUnlockLoop(b, m))
 }
 
@@ -124,7 +124,7 @@ func serverCPU(b *testing.B, c *redis.Client) func() {
 // processes would), on one name. Reports acquisitions/s and the worst wait.
 func BenchmarkContended16(b *testing.B) {
 	s := startRedis(b)
-	bk := benchBackend(b, s.url(""))
+	bk := benchBackend(b, s.URL(""))
 	ctx := context.Background()
 	var mu sync.Mutex
 	var worst time.Duration
@@ -168,9 +168,9 @@ func BenchmarkContended16(b *testing.B) {
 func BenchmarkHandoff(b *testing.B) {
 	s := startRedis(b)
 	ctx := context.Background()
-	m1, _ := benchBackend(b, s.url("")).Mutex(ctx, "handoff")
-	m2, _ := benchBackend(b, s.url("")).Mutex(ctx, "handoff")
-	c := s.client()
+	m1, _ := benchBackend(b, s.URL("")).Mutex(ctx, "handoff")
+	m2, _ := benchBackend(b, s.URL("")).Mutex(ctx, "handoff")
+	c := s.Client()
 	keys := mutexKeys(DefaultPrefix, "handoff")
 	var lat []time.Duration
 	for b.Loop() {
@@ -203,28 +203,6 @@ func BenchmarkHandoff(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "handoff-max-µs")
 }
 
-func BenchmarkRedlock3(b *testing.B) {
-	for _, mode := range []string{"healthy", "paused", "killed"} {
-		b.Run(mode, func(b *testing.B) {
-			ss := []*server{startRedis(b), startRedis(b), startRedis(b)}
-			bk := benchBackend(b, redlockURL(ss, ""))
-			m, err := bk.Mutex(context.Background(), "rl")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close()
-			switch mode {
-			case "paused":
-				ss[2].signal(syscall.SIGSTOP)
-				defer ss[2].signal(syscall.SIGCONT)
-			case "killed":
-				ss[2].kill()
-			}
-			reportP50(b, lockUnlockLoop(b, m))
-		})
-	}
-}
-
 // alternate runs the cycles in turn, in blocks of 64 of each, for the
 // benchmark's loop, so that all meet the same load on a shared machine. It
 // reports each cycle's median as "NAME-p50-µs" and returns the medians, or
@@ -254,9 +232,9 @@ func alternate(b *testing.B, names []string, cycles ...func()) []time.Duration {
 // shared machine, and reports both medians and their ratio.
 func BenchmarkUncontendedVsFloor(b *testing.B) {
 	s := startRedis(b)
-	c := s.client()
+	c := s.Client()
 	ctx := context.Background()
-	m, err := benchBackend(b, s.url("")).Mutex(ctx, "bench")
+	m, err := benchBackend(b, s.URL("")).Mutex(ctx, "bench")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -267,179 +245,4 @@ func BenchmarkUncontendedVsFloor(b *testing.B) {
 	if p50 != nil {
 		b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-floor")
 	}
-}
-
-// BenchmarkRedlockFloor measures what asking several nodes in parallel
-// costs on this machine with no lock logic at all: two rounds of a no-op
-// script sent to 3 servers at once, each round ending at the 2nd or the 3rd
-// reply, against two rounds on one server. Blocks of the three alternate,
-// so that all meet the same load. It is the floor of BenchmarkRedlock3:
-// where fanout-2of3/single is well above 1.5, so is any Redlock.
-func BenchmarkRedlockFloor(b *testing.B) {
-	ss := []*server{startRedis(b), startRedis(b), startRedis(b)}
-	var cs []*redis.Client
-	for _, s := range ss {
-		cs = append(cs, s.client())
-	}
-	noop := redis.NewScript(`return 1`)
-	ctx := context.Background()
-	call := func(c *redis.Client) error { return noop.Run(ctx, c, []string{"x"}, "a").Err() }
-	round := func(want int) {
-		out := make(chan error, len(cs))
-		for _, c := range cs {
-			go func() { out <- call(c) }()
-		}
-		for range want {
-			if err := <-out; err != nil {
-				b.Error(err)
-			}
-		}
-		// The rest finish on their own, beside the next round, as a
-		// Redlock's slowest node does.
-	}
-	p50 := alternate(b, []string{"single", "fanout-2of3", "fanout-3of3"},
-		func() {
-			if err := call(cs[0]); err != nil {
-				b.Fatal(err)
-			}
-			if err := call(cs[0]); err != nil {
-				b.Fatal(err)
-			}
-		},
-		func() { round(2); round(2) },
-		func() { round(3); round(3) })
-	if p50 != nil {
-		b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-single")
-	}
-}
-
-// rawQuorum runs f on every client in parallel and returns how many said
-// yes, reading replies only until a majority said yes or no longer can;
-// the slower nodes finish in the background, as a Redlock's do.
-func rawQuorum(cs []*redis.Client, f func(c *redis.Client) (bool, error)) int {
-	out := make(chan bool, len(cs))
-	for _, c := range cs {
-		go func() {
-			ok, err := f(c)
-			out <- ok && err == nil
-		}()
-	}
-	quorum := len(cs)/2 + 1
-	yes, no := 0, 0
-	for range cs {
-		if <-out {
-			yes++
-		} else {
-			no++
-		}
-		if yes >= quorum || no > len(cs)-quorum {
-			break
-		}
-	}
-	return yes
-}
-
-// BenchmarkRedlockVsRaw alternates blocks of a raw Redlock (SET NX PX and
-// compare-and-delete sent to 3 nodes at once, each done at a majority) with
-// blocks of baton's Redlock Lock+Unlock, on the same go-redis clients, and
-// reports both medians and their ratio: the cost of baton's Redlock over
-// the algorithm's bare commands on this machine.
-func BenchmarkRedlockVsRaw(b *testing.B) {
-	ss := []*server{startRedis(b), startRedis(b), startRedis(b)}
-	var cs []*redis.Client
-	var ucs []redis.UniversalClient
-	for _, s := range ss {
-		c := s.client()
-		cs = append(cs, c)
-		ucs = append(ucs, c)
-	}
-	bk, err := NewRedlock(ucs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bk.Close()
-	ctx := context.Background()
-	m, err := bk.Mutex(ctx, "rl")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	cycle := 0
-	p50 := alternate(b, []string{"raw", "baton"},
-		func() {
-			// A key per cycle: a slow node's late SET may land after its
-			// compare-and-delete and stay until its TTL.
-			cycle++
-			key, v := "raw:"+strconv.Itoa(cycle), newID()
-			if rawQuorum(cs, func(c *redis.Client) (bool, error) { return c.SetNX(ctx, key, v, 10*time.Second).Result() }) < 2 {
-				b.Fatal("raw Redlock: no majority for the lock")
-			}
-			if rawQuorum(cs, func(c *redis.Client) (bool, error) {
-				n, err := rawUnlock.Run(ctx, c, []string{key}, v).Int()
-				return n == 1, err
-			}) < 2 {
-				b.Fatal("raw Redlock: no majority for the unlock")
-			}
-		},
-		func() { lockUnlock(b, m) })
-	if p50 != nil {
-		b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-raw")
-	}
-}
-
-// BenchmarkRedlockHandoff: a holder in one Redlock Backend unlocks while a
-// waiter in another is blocked in Lock; reports the time from the Unlock
-// call to the waiter holding.
-func BenchmarkRedlockHandoff(b *testing.B) {
-	ss := []*server{startRedis(b), startRedis(b), startRedis(b)}
-	ctx := context.Background()
-	m1, err := benchBackend(b, redlockURL(ss, "")).Mutex(ctx, "handoff")
-	if err != nil {
-		b.Fatal(err)
-	}
-	m2, err := benchBackend(b, redlockURL(ss, "")).Mutex(ctx, "handoff")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var cs []*redis.Client
-	for _, s := range ss {
-		cs = append(cs, s.client())
-	}
-	flag := keyBase(DefaultPrefix, kredl, "handoff") + "waiting"
-	// refused reports whether the waiter was refused on a majority of the
-	// nodes (where it marked the name as awaited). A node where the
-	// holder's request came late may have gone to the waiter instead.
-	refused := func() bool {
-		n := 0
-		for _, c := range cs {
-			n += int(c.Exists(ctx, flag).Val())
-		}
-		return n >= 2
-	}
-	var lat []time.Duration
-	for b.Loop() {
-		if _, err := m1.Lock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		got := make(chan time.Time, 1)
-		go func() {
-			if _, err := m2.Lock(ctx); err != nil {
-				b.Error(err)
-			}
-			got <- time.Now()
-		}()
-		for !refused() {
-		}
-		t0 := time.Now()
-		if err := m1.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, (<-got).Sub(t0))
-		if err := m2.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "handoff-p50-µs")
-	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "handoff-max-µs")
 }

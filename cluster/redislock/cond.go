@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -27,13 +28,13 @@ type ticket struct {
 
 func (c *condDriver) Prepare(ctx context.Context) (any, error) {
 	if err := c.d.n.start(ctx); err != nil {
-		return nil, fmt.Errorf("redislock: cond %q: %w", c.name, err)
+		return nil, err
 	}
-	t := &ticket{id: newID(), wake: make(chan int64, 1)}
+	t := &ticket{id: redisnode.NewID(), wake: make(chan int64, 1)}
 	c.d.n.register(t.id, t.wake)
 	if err := scriptCondPrepare.Run(ctx, c.d.c, c.keys, t.id, c.d.ttlMS(), c.d.wake).Err(); err != nil {
 		c.d.n.unregister(t.id)
-		return nil, fmt.Errorf("redislock: cond %q: %w", c.name, err)
+		return nil, err
 	}
 	return t, nil
 }
@@ -41,16 +42,16 @@ func (c *condDriver) Prepare(ctx context.Context) (any, error) {
 func (c *condDriver) Wait(ctx context.Context, tk any) error {
 	t, ok := tk.(*ticket)
 	if !ok || t == nil {
-		return fmt.Errorf("redislock: cond %q: foreign ticket: %w", c.name, baton.ErrInvalidArgument)
+		return fmt.Errorf("foreign ticket: %w", baton.ErrInvalidArgument)
 	}
 	defer c.d.n.unregister(t.id)
 	for {
-		tm := time.NewTimer(c.d.o.lease.RenewEvery)
+		tm := time.NewTimer(c.d.o.RenewEvery)
 		select {
 		case <-ctx.Done():
 			tm.Stop()
 			c.withdraw(ctx, t.id)
-			return fmt.Errorf("redislock: cond %q: %w", c.name, ctx.Err())
+			return ctx.Err()
 		case <-t.wake:
 			tm.Stop()
 			return nil
@@ -63,7 +64,7 @@ func (c *condDriver) Wait(ctx context.Context, tk any) error {
 			return nil
 		}
 		if err != nil && ctx.Err() == nil {
-			c.d.o.log.Warn("redislock: refreshing a cond registration failed", "name", c.name, "err", err)
+			c.d.o.Logger.Warn("redislock: refreshing a cond registration failed", "name", c.name, "err", err)
 		}
 	}
 }
@@ -72,7 +73,7 @@ func (c *condDriver) withdraw(ctx context.Context, id string) {
 	cctx, done := c.d.cleanupCtx(ctx)
 	defer done()
 	if err := scriptCondCancel.Run(cctx, c.d.c, c.keys, id, "1").Err(); err != nil {
-		c.d.o.log.Warn("redislock: withdrawing a cond registration failed; it expires with the TTL",
+		c.d.o.Logger.Warn("redislock: withdrawing a cond registration failed; it expires with the TTL",
 			"name", c.name, "err", err)
 	}
 }
@@ -88,14 +89,14 @@ func (c *condDriver) Cancel(tk any) {
 
 func (c *condDriver) Signal(ctx context.Context) error {
 	if err := scriptCondSignal.Run(ctx, c.d.c, c.keys, "1").Err(); err != nil {
-		return fmt.Errorf("redislock: cond %q: signal: %w", c.name, err)
+		return err
 	}
 	return nil
 }
 
 func (c *condDriver) Broadcast(ctx context.Context) error {
 	if err := scriptCondSignal.Run(ctx, c.d.c, c.keys, "0").Err(); err != nil {
-		return fmt.Errorf("redislock: cond %q: broadcast: %w", c.name, err)
+		return err
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package redislock
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,23 +8,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/driver"
-	"github.com/redis/go-redis/v9"
 )
 
-// The Backends of New and NewRedlock implement baton.Inspector. List scans
-// the keys under the prefix (on every master of a Redis Cluster, on every
-// node in Redlock mode); Inspect reads one name's keys in one transaction;
-// Remove deletes every key of one name, its token counter included.
+// The Backend of New implements baton.Inspector. List scans the keys under
+// the prefix (on every master of a Redis Cluster); Inspect reads one name's
+// keys in one transaction; Remove deletes every key of one name, its token
+// counter included.
 
-var (
-	_ baton.Inspector = (*backend)(nil)
-	_ baton.Inspector = (*rlDriver)(nil)
-)
+var _ baton.Inspector = (*backend)(nil)
 
 // keyKind maps an Inspector kind onto the kind part of keys.
 func keyKind(k baton.Kind) (string, error) {
@@ -56,91 +51,23 @@ func inspectKind(kk string) (baton.Kind, bool) {
 	return "", false
 }
 
-// parseKey splits prefix + kind + ":{" + escaped name + "}:" + suffix.
-func parseKey(prefix, key string) (kind, name string, ok bool) {
-	s, ok := strings.CutPrefix(key, prefix)
-	if !ok {
-		return "", "", false
-	}
-	kind, s, ok = strings.Cut(s, ":{")
-	if !ok {
-		return "", "", false
-	}
-	enc, _, ok := strings.Cut(s, "}:")
-	if !ok || enc == "" || strings.Contains(enc, "{") {
-		return "", "", false
-	}
-	return kind, unescapeName(enc), true
-}
-
-// globEscape quotes the characters SCAN MATCH treats specially.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// scanKeys returns the keys of c that match pattern. On a Cluster client it
-// scans every master.
-func scanKeys(ctx context.Context, c redis.UniversalClient, pattern string) ([]string, error) {
-	scan := func(ctx context.Context, c redis.Cmdable) ([]string, error) {
-		var out []string
-		var cursor uint64
-		for {
-			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, keys...)
-			if cursor = next; cursor == 0 {
-				return out, nil
-			}
-		}
-	}
-	cc, ok := c.(*redis.ClusterClient)
-	if !ok {
-		return scan(ctx, c)
-	}
-	var mu sync.Mutex
-	var all []string
-	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		keys, err := scan(ctx, m)
-		mu.Lock()
-		all = append(all, keys...)
-		mu.Unlock()
-		return err
-	})
-	return all, err
-}
-
 type objKey struct {
 	kind baton.Kind
 	name string
-}
-
-func sortInfos(out []baton.Info) {
-	slices.SortFunc(out, func(x, y baton.Info) int {
-		return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Kind, y.Kind))
-	})
 }
 
 // List returns every mutex, rwmutex, semaphore and cond that has a key
 // under the prefix. An object whose keys expire between the scan and its
 // inspection is left out.
 func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
-	keys, err := scanKeys(ctx, d.c, globEscape(d.o.prefix)+"*")
+	keys, err := redisnode.ScanKeys(ctx, d.c, redisnode.GlobEscape(d.o.Prefix)+"*")
 	if err != nil {
 		return nil, fmt.Errorf("redislock: list: %w", err)
 	}
 	seen := map[objKey]bool{}
 	var out []baton.Info
 	for _, k := range keys {
-		kk, name, ok := parseKey(d.o.prefix, k)
+		kk, name, ok := redisnode.ParseKey(d.o.Prefix, k)
 		if !ok {
 			continue
 		}
@@ -158,7 +85,7 @@ func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
 			return nil, err
 		}
 	}
-	sortInfos(out)
+	redisnode.SortInfos(out)
 	return out, nil
 }
 
@@ -171,13 +98,13 @@ func (d *backend) objectKeys(kind baton.Kind, name string) ([]string, string, er
 	}
 	switch kind {
 	case baton.KindSemaphore:
-		return semKeys(d.o.prefix, name), "sem", nil
+		return semKeys(d.o.Prefix, name), "sem", nil
 	case baton.KindCond:
-		return condKeys(d.o.prefix, name), "cond", nil
+		return condKeys(d.o.Prefix, name), "cond", nil
 	case baton.KindMutex:
-		return mutexKeys(d.o.prefix, name), "mutex", nil
+		return mutexKeys(d.o.Prefix, name), "mutex", nil
 	}
-	return lockKeys(d.o.prefix, kk, name), "lock", nil
+	return lockKeys(d.o.Prefix, kk, name), "lock", nil
 }
 
 // Inspect reads one object in one script: holders with a live lease (pid,
@@ -259,14 +186,7 @@ func parseHoldInfo(kind baton.Kind, s string, h *baton.Holder) {
 	if ms, err := strconv.ParseInt(since, 10, 64); err == nil {
 		h.Since = time.UnixMilli(ms)
 	}
-	parseMeta(meta, h)
-}
-
-// parseMeta reads "pid host".
-func parseMeta(s string, h *baton.Holder) {
-	pid, host, _ := strings.Cut(s, " ")
-	h.PID, _ = strconv.Atoi(pid)
-	h.Host = host
+	redisnode.ParseMeta(meta, h)
 }
 
 // Remove deletes every key of the object, its token counter (or capacity)

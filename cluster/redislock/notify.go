@@ -45,7 +45,7 @@ func (n *notifier) start(ctx context.Context) error {
 	ps := n.c.Subscribe(ctx, n.channel)
 	if _, err := ps.Receive(ctx); err != nil {
 		_ = ps.Close()
-		return fmt.Errorf("redislock: subscribe to wake-up channel: %w", ctxErr(ctx, err))
+		return fmt.Errorf("subscribe to wake-up channel: %w", ctxErr(ctx, err))
 	}
 	n.ps = ps
 	n.done = make(chan struct{})

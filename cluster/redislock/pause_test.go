@@ -81,7 +81,7 @@ func pausedHolder(url string) error {
 // must report the loss, before any timer of its own has had a chance.
 func TestPausedHolderReadsLost(t *testing.T) {
 	s := startRedis(t)
-	url := s.url(fmt.Sprintf("ttl=%v", pauseTTL))
+	url := s.URL(fmt.Sprintf("ttl=%v", pauseTTL))
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envPause+"="+url)
 	var stderr syncBuf

@@ -3,16 +3,17 @@
 //
 // New takes any redis.UniversalClient: a single node, a Sentinel failover
 // client or a Redis Cluster client. Every key of one name carries the same
-// hash tag, so every script runs on one Cluster slot. NewRedlock takes N
-// independent nodes and needs a majority of them (see NewRedlock for what
-// that mode does and does not guarantee); it serves the Mutex only, and its
-// RWMutex, Semaphore and Cond return an error matching
-// baton.ErrUnsupported. OpenURL builds either from a URL.
+// hash tag, so every script runs on one Cluster slot. OpenURL builds the
+// client and the Backend from a URL. A Mutex held on a majority of
+// independent nodes (Redlock) is package redlock's.
 //
 // # Holds and leases
 //
-// Every hold is a lease of Options TTL (default 10 s) that a goroutine renews
-// every RenewEvery (default TTL/3). If renewal fails until the local deadline
+// New and OpenURL take the options of package lease, the same as every
+// lease backend's.
+//
+// Every hold is a lease of the TTL (lease.WithTTL, default 10 s) that is
+// renewed in the background every renewal period (default TTL/3). If renewal fails until the local deadline
 // (send time of the last successful request + TTL - drift margin, on the
 // monotonic clock), the hold's Loss fires; it fires before the server lets
 // the lease expire. A process that dies stops renewing: its locks and
@@ -39,10 +40,11 @@
 // Handles of one Backend wanting the same Mutex wait for each other in the
 // Backend, FIFO, and only one of them at a time talks to the server; a
 // handle that unlocks while another handle of its Backend waits passes it
-// the hold, lease and all, with no round trip (local.go). A hold goes round
-// one Backend at most 15 times and for at most 5 ms after it was taken on
-// the server; then it is released there, and the server's queue (other
-// clients first, if they wait) decides who is next. So goroutines of one
+// the hold, lease and all, with no round trip (the Mutex driver implements
+// driver.Passer; the core keeps the line). A hold goes round one Backend
+// at most 15 times and for at most 5 ms after it was taken on the server;
+// then it is released there, and the server's queue (other clients first,
+// if they wait) decides who is next. So goroutines of one
 // process contending on a name cost the server one acquisition per round,
 // and clients elsewhere wait at most one round more than with strict FIFO.
 //
@@ -84,8 +86,7 @@
 // appendfsync always), a FLUSHALL or FLUSHDB, and a failover to a replica
 // that had not received the latest writes (see New) are not detected; the
 // uptime is counted by the server's wall clock. Fencing tokens still
-// increase across all of these (see Fencing tokens). Each Redlock node has
-// a marker of its own (see NewRedlock).
+// increase across all of these (see Fencing tokens).
 //
 // # What failures leave behind
 //
@@ -104,13 +105,12 @@
 //
 // # Inspection
 //
-// Both Backends implement baton.Inspector (for the baton command's status,
+// The Backend implements baton.Inspector (for the baton command's status,
 // ls and rm). List scans the keys under the prefix, on every master of a
 // Redis Cluster; Inspect reads a name's holders (pid, host, start, token,
 // lease time left), live queue entries, capacity and last token in one
 // script; Remove deletes every key of a name, and its holders find their
-// hold lost at their next renewal. In Redlock mode every node is asked and
-// the majority's view is reported (see inspect_redlock.go).
+// hold lost at their next renewal.
 //
 // Clients: a waiting handle uses no pooled connection (waiting is Pub/Sub on
 // one connection per Backend). Set ContextTimeoutEnabled on the client so
@@ -120,22 +120,16 @@ package redislock
 
 import (
 	"context"
-	"crypto/rand"
 	"embed"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
@@ -143,256 +137,60 @@ import (
 // DefaultPrefix is the default key prefix.
 const DefaultPrefix = "baton:"
 
-// DefaultNodeTimeout is the default time a Redlock request waits for one node.
-const DefaultNodeTimeout = 50 * time.Millisecond
+// options is what New and OpenURL make of their lease.Options.
+type options struct{ lease.Config }
 
-// Option configures New, NewRedlock and OpenURL.
-type Option func(*options)
-
-type options struct {
-	lease       cluster.LeaseOptions
-	prefix      string
-	log         *slog.Logger
-	nodeTimeout time.Duration
-	prefixSet   bool
-	err         error // the first option refused by its constructor
+func buildOptions(opts []lease.Option) (options, error) {
+	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix}, opts)
+	if err != nil {
+		return options{}, err
+	}
+	if err := redisnode.CheckPrefix(c.Prefix); err != nil {
+		return options{}, err
+	}
+	return options{c}, nil
 }
 
-// WithTTL sets the lease TTL of every hold and queue entry. Default 10 s;
-// at least 10 ms, and at least twice the renewal period. Zero and negative
-// values are refused.
-func WithTTL(d time.Duration) Option {
-	return func(o *options) { o.lease.TTL = d; o.refuse(d <= 0, "lease TTL", d) }
-}
-
-// WithRenewEvery sets the renewal period. Default TTL/3; it must be positive.
-func WithRenewEvery(d time.Duration) Option {
-	return func(o *options) { o.lease.RenewEvery = d; o.refuse(d <= 0, "renewal period", d) }
-}
-
-// WithDrift sets the drift margin subtracted from a lease's local deadline.
-// Default 1% of the TTL + 2 ms; it must be positive and less than
-// TTL - RenewEvery.
-func WithDrift(d time.Duration) Option {
-	return func(o *options) { o.lease.Drift = d; o.refuse(d <= 0, "drift margin", d) }
-}
-
-// WithPrefix sets the key prefix. Default DefaultPrefix. It must not contain
-// '{' or '}' (it would break the hash tag), nor control characters, and is
-// at most 64 bytes.
-func WithPrefix(p string) Option {
-	return func(o *options) { o.prefix = p; o.prefixSet = true }
-}
-
-// WithLogger sets where background failures (renewal, wake-up connection)
-// are logged. Default slog.Default().
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
-
-// WithNodeTimeout sets how long a Redlock request waits for one node. Default
-// DefaultNodeTimeout; it must be positive and at most a tenth of the TTL, so
-// that a paused node cannot take the time of a lease.
-func WithNodeTimeout(d time.Duration) Option {
-	return func(o *options) { o.nodeTimeout = d; o.refuse(d <= 0, "node timeout", d) }
-}
-
-// refuse records the first bad option value: the lease options take 0 to
-// mean "default", so an explicit zero must be caught here.
-func (o *options) refuse(bad bool, what string, d time.Duration) {
-	if bad && o.err == nil {
-		o.err = fmt.Errorf("redislock: %s %v, must be > 0: %w", what, d, baton.ErrInvalidArgument)
-	}
-}
-
-func buildOptions(opts []Option) (options, error) {
-	o := options{prefix: DefaultPrefix}
-	for _, f := range opts {
-		if f == nil {
-			return o, fmt.Errorf("redislock: nil option: %w", baton.ErrInvalidArgument)
-		}
-		f(&o)
-	}
-	if o.err != nil {
-		return o, o.err
-	}
-	if err := o.lease.Normalize(); err != nil {
-		return o, fmt.Errorf("redislock: %w", err)
-	}
-	if o.prefixSet {
-		if len(o.prefix) > 64 || !utf8.ValidString(o.prefix) || strings.ContainsAny(o.prefix, "{}") {
-			return o, fmt.Errorf("redislock: key prefix %q: at most 64 bytes of UTF-8 without '{' or '}': %w", o.prefix, baton.ErrInvalidArgument)
-		}
-		for _, r := range o.prefix {
-			if r < 0x20 || r == 0x7f {
-				return o, fmt.Errorf("redislock: key prefix %q has a control character: %w", o.prefix, baton.ErrInvalidArgument)
-			}
-		}
-	}
-	if o.log == nil {
-		o.log = slog.Default()
-	}
-	if o.nodeTimeout == 0 {
-		o.nodeTimeout = min(DefaultNodeTimeout, o.lease.TTL/10)
-	}
-	if o.nodeTimeout < 0 || o.nodeTimeout > o.lease.TTL/10 {
-		return o, fmt.Errorf("redislock: node timeout %v, must be in (0, TTL/10 = %v]: %w", o.nodeTimeout, o.lease.TTL/10, baton.ErrInvalidArgument)
-	}
-	return o, nil
-}
-
+// The scripts in scripts/ run as they are written. Those of the Mutex,
+// RWMutex, Semaphore and Cond share functions, so they are assembled from
+// the parts in scripts/src (package internal/luagen); TestScriptsGenerated
+// fails when they are stale.
+//
+//go:generate go run gen_scripts.go
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// loadScript returns the script name, with the prelude's functions in front
-// of it. A prelude may end its head (code every script runs first) with a
-// line "-- @end head", and include another file with a line "-- @include
-// NAME"; a script may mark with a line "-- @prelude" where the
-// rest of the prelude goes, so that a fast path before the mark does not
-// pay for defining the functions of the slow path.
-func loadScript(prelude, name string) *redis.Script {
+func loadScript(name string) *redis.Script {
 	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
 	if err != nil {
 		panic(err)
 	}
-	if prelude == "" {
-		return redis.NewScript(string(src))
-	}
-	pre, err := scriptFS.ReadFile("scripts/" + prelude + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	pre = includeScripts(pre)
-	head, body, ok := strings.Cut(string(pre), "-- @end head\n")
-	if !ok {
-		head, body = "", head
-	}
-	before, after, ok := strings.Cut(string(src), "-- @prelude\n")
-	if !ok {
-		before, after = "", before
-	}
-	return redis.NewScript(head + before + body + after)
-}
-
-// includeScripts replaces each line "-- @include NAME" of src with the
-// script NAME.
-func includeScripts(src []byte) []byte {
-	lines := strings.SplitAfter(string(src), "\n")
-	for i, l := range lines {
-		if name, ok := strings.CutPrefix(strings.TrimSpace(l), "-- @include "); ok {
-			inc, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-			if err != nil {
-				panic(err)
-			}
-			lines[i] = string(inc)
-		}
-	}
-	return []byte(strings.Join(lines, ""))
+	return redis.NewScript(string(src))
 }
 
 var (
-	scriptMutexAcquire  = loadScript("mutex_common", "mutex_acquire")
-	scriptMutexPoll     = loadScript("mutex_common", "mutex_poll")
-	scriptMutexCancel   = loadScript("mutex_common", "mutex_cancel")
-	scriptMutexRelease  = loadScript("mutex_common", "mutex_release")
-	scriptMutexRenew    = loadScript("", "mutex_renew")
-	scriptLockAcquire   = loadScript("lock_common", "lock_acquire")
-	scriptLockPoll      = loadScript("lock_common", "lock_poll")
-	scriptLockCancel    = loadScript("lock_common", "lock_cancel")
-	scriptLockRelease   = loadScript("lock_common", "lock_release")
-	scriptLockDowngrade = loadScript("lock_common", "lock_downgrade")
-	scriptRenew         = loadScript("", "renew")
-	scriptSemOpen       = loadScript("sem_common", "sem_open")
-	scriptSemAcquire    = loadScript("sem_common", "sem_acquire")
-	scriptSemPoll       = loadScript("sem_common", "sem_poll")
-	scriptSemCancel     = loadScript("sem_common", "sem_cancel")
-	scriptSemRelease    = loadScript("sem_common", "sem_release")
-	scriptCondPrepare   = loadScript("cond_common", "cond_prepare")
-	scriptCondPoll      = loadScript("cond_common", "cond_poll")
-	scriptCondCancel    = loadScript("cond_common", "cond_cancel")
-	scriptCondSignal    = loadScript("cond_common", "cond_signal")
-	scriptRLAcquire     = loadScript("", "rl_acquire")
-	scriptRLExtend      = loadScript("", "rl_extend")
-	scriptRLRaise       = loadScript("", "rl_raise")
-	scriptRLRelease     = loadScript("", "rl_release")
-	scriptInspect       = loadScript("", "inspect")
-	scriptRLInspect     = loadScript("", "rl_inspect")
+	scriptMutexAcquire  = loadScript("mutex_acquire")
+	scriptMutexPoll     = loadScript("mutex_poll")
+	scriptMutexCancel   = loadScript("mutex_cancel")
+	scriptMutexRelease  = loadScript("mutex_release")
+	scriptMutexRenew    = loadScript("mutex_renew")
+	scriptLockAcquire   = loadScript("lock_acquire")
+	scriptLockPoll      = loadScript("lock_poll")
+	scriptLockCancel    = loadScript("lock_cancel")
+	scriptLockRelease   = loadScript("lock_release")
+	scriptLockDowngrade = loadScript("lock_downgrade")
+	scriptRenew         = loadScript("renew")
+	scriptSemOpen       = loadScript("sem_open")
+	scriptSemAcquire    = loadScript("sem_acquire")
+	scriptSemPoll       = loadScript("sem_poll")
+	scriptSemCancel     = loadScript("sem_cancel")
+	scriptSemRelease    = loadScript("sem_release")
+	scriptCondPrepare   = loadScript("cond_prepare")
+	scriptCondPoll      = loadScript("cond_poll")
+	scriptCondCancel    = loadScript("cond_cancel")
+	scriptCondSignal    = loadScript("cond_signal")
+	scriptInspect       = loadScript("inspect")
 )
-
-// escapeName maps a name injectively onto a string without '{' or '}', so
-// that it can sit inside a hash tag: '%' -> "%25", '{' -> "%7B", '}' -> "%7D".
-func escapeName(name string) string {
-	if !strings.ContainsAny(name, "%{}") {
-		return name
-	}
-	r := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
-	return r.Replace(name)
-}
-
-func unescapeName(s string) string {
-	if !strings.Contains(s, "%") {
-		return s
-	}
-	r := strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
-	return r.Replace(s)
-}
-
-// Key kinds: the part of a key between the prefix and the hash tag.
-const (
-	kmutex = "mutex"
-	krw    = "rwmutex"
-	ksem   = "sem"
-	kcond  = "cond"
-	kredl  = "redlock"
-)
-
-// keyBase returns prefix + kind + ":{" + escaped name + "}:".
-func keyBase(prefix, kind, name string) string {
-	return prefix + kind + ":{" + escapeName(name) + "}:"
-}
-
-// mutexKeys returns the keys of a Mutex, in the order of mutex_common.lua.
-func mutexKeys(prefix, name string) []string {
-	b := keyBase(prefix, kmutex, name)
-	return []string{b + "owner", b + "counter", b + "queue", b + "qexp", b + "qdata", b + "seq"}
-}
-
-// lockKeys returns the keys of an RWMutex, in the order of lock_common.lua.
-func lockKeys(prefix, kind, name string) []string {
-	b := keyBase(prefix, kind, name)
-	return []string{b + "holders", b + "info", b + "queue", b + "qexp", b + "qdata", b + "counter", b + "seq"}
-}
-
-func semKeys(prefix, name string) []string {
-	b := keyBase(prefix, ksem, name)
-	return []string{b + "holders", b + "info", b + "queue", b + "qexp", b + "qdata", b + "capacity", b + "seq"}
-}
-
-func condKeys(prefix, name string) []string {
-	b := keyBase(prefix, kcond, name)
-	return []string{b + "queue", b + "qexp", b + "qdata", b + "seq"}
-}
-
-func newID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// holdID returns an id unique to one acquisition: the backend's random
-// prefix and a sequence number. It costs no system call, unlike newID.
-func (d *backend) holdID() string {
-	return d.idPrefix + strconv.FormatUint(d.idSeq.Add(1), 36)
-}
-
-var metaOnce = sync.OnceValue(func() string {
-	host, _ := os.Hostname()
-	host = strings.Map(func(r rune) rune {
-		if r == '|' || r < 0x20 {
-			return '_'
-		}
-		return r
-	}, host)
-	return fmt.Sprintf("%d %s", os.Getpid(), host)
-})
 
 // New returns a Backend on one Redis deployment reached through client: a
 // single node (redis.Client), a Sentinel failover client, or a Redis Cluster
@@ -402,7 +200,7 @@ var metaOnce = sync.OnceValue(func() string {
 // asynchronously: a lock acknowledged by a primary that fails before
 // replicating it can be granted again by the promoted replica. Fencing
 // tokens let the protected resource refuse the older holder in that case.
-func New(client redis.UniversalClient, opts ...Option) (baton.Backend, error) {
+func New(client redis.UniversalClient, opts ...lease.Option) (baton.Backend, error) {
 	d, err := newDriver(client, opts)
 	if err != nil {
 		return nil, err
@@ -427,11 +225,10 @@ type backend struct {
 	closers []io.Closer // guarded by closeMu: clients OpenURL created
 	closed  bool        // guarded by closeMu
 
-	localMu sync.Mutex
-	local   map[string]*localName // guarded by localMu: Mutex names in use (local.go)
+	alive string // the marker key of a single node (restart.go)
 }
 
-func newDriver(client redis.UniversalClient, opts []Option) (*backend, error) {
+func newDriver(client redis.UniversalClient, opts []lease.Option) (*backend, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redislock: nil client: %w", baton.ErrInvalidArgument)
 	}
@@ -439,10 +236,11 @@ func newDriver(client redis.UniversalClient, opts []Option) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &backend{c: client, o: o, meta: metaOnce(), idPrefix: newID() + ".", local: make(map[string]*localName)}
-	d.wake = o.prefix + "wake:" + newID()
+	d := &backend{c: client, o: o, meta: redisnode.Meta(), idPrefix: redisnode.NewID() + "."}
+	d.wake = o.Prefix + "wake:" + redisnode.NewID()
 	_, d.cluster = client.(*redis.ClusterClient)
-	d.n = newNotifier(client, d.wake, o.log)
+	d.alive = o.Prefix + "alive"
+	d.n = newNotifier(client, d.wake, o.Logger)
 	return d, nil
 }
 
@@ -450,7 +248,7 @@ func (d *backend) Kind() string { return "redis" }
 
 func (d *backend) ValidateName(name string) error { return nil }
 
-func (d *backend) ttlMS() int64 { return d.o.lease.TTL.Milliseconds() }
+func (d *backend) ttlMS() int64 { return d.o.TTL.Milliseconds() }
 
 func (d *backend) checkOpen() error {
 	d.closeMu.Lock()
@@ -465,27 +263,27 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: append(mutexKeys(d.o.prefix, name), d.markerKey(name)), wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
+	return &mutexDriver{queued{d: d, name: name, keys: mutexKeys(d.o.Prefix, name, d.markerKey(name)), s: mutexScripts}}, nil
 }
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &lockDriver{d: d, name: name, keys: append(lockKeys(d.o.prefix, krw, name), d.markerKey(name)), rw: true, wake: make(chan int64, 1), log: d.o.log.With("name", name)}, nil
+	return &rwDriver{queued{d: d, name: name, keys: lockKeys(d.o.Prefix, krw, name, d.markerKey(name)), s: rwScripts}}, nil
 }
 
 func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	s := &semDriver{d: d, name: name, keys: append(semKeys(d.o.prefix, name), d.markerKey(name)), capacity: permits, log: d.o.log.With("name", name)}
+	s := &semDriver{d: d, name: name, keys: semKeys(d.o.Prefix, name, d.markerKey(name)), capacity: permits}
 	r, err := scriptSemOpen.Run(ctx, d.c, s.keys, permits).Int64()
 	if err != nil {
-		return nil, fmt.Errorf("redislock: semaphore %q: %w", name, err)
+		return nil, err
 	}
 	if r < 0 {
-		return nil, fmt.Errorf("redislock: semaphore %q exists with another capacity than %d: %w", name, permits, baton.ErrMismatch)
+		return nil, fmt.Errorf("it exists with another capacity than %d: %w", permits, baton.ErrMismatch)
 	}
 	return s, nil
 }
@@ -494,7 +292,7 @@ func (d *backend) OpenCond(ctx context.Context, name string) (driver.Cond, error
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &condDriver{d: d, name: name, keys: condKeys(d.o.prefix, name)}, nil
+	return &condDriver{d: d, name: name, keys: condKeys(d.o.Prefix, name)}, nil
 }
 
 func (d *backend) Close() error {
@@ -518,5 +316,5 @@ func (d *backend) Close() error {
 // cleanupCtx gives a request that undoes a step (withdraw a queue entry) a
 // short time of its own, after the caller's context ended.
 func (d *backend) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), min(d.o.lease.TTL/4, 500*time.Millisecond))
+	return context.WithTimeout(context.WithoutCancel(ctx), min(d.o.TTL/4, 500*time.Millisecond, d.o.RequestTimeout))
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/locktest"
 )
 
@@ -19,18 +21,16 @@ var (
 	suiteCluster = locktest.Suite{Name: "redis-cluster", Open: openCfg, Caps: locktest.Caps{
 		RWMutex: true, Semaphore: true, Cond: true, CrossProcess: true,
 		KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}}
-	suiteRedlock = locktest.Suite{Name: "redlock", Open: openCfg, Caps: locktest.Caps{
-		CrossProcess: true, KillBound: 6 * time.Second, Acquisitions: 200, Lease: true}}
 )
 
-func TestMain(m *testing.M) { locktest.Main(m, suiteSingle, suiteCluster, suiteRedlock) }
+func TestMain(m *testing.M) { locktest.Main(m, suiteSingle, suiteCluster) }
 
 // Leases of 2 s keep the kill test short and survive a loaded -race run.
 const testQuery = "ttl=2s"
 
 func TestConformanceSingle(t *testing.T) {
 	s := startRedis(t)
-	locktest.Run(t, suiteSingle, s.url(testQuery))
+	locktest.Run(t, suiteSingle, s.URL(testQuery))
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -38,26 +38,16 @@ func TestConformanceCluster(t *testing.T) {
 	locktest.Run(t, suiteCluster, clusterURL(ss, testQuery))
 }
 
-func TestConformanceRedlock(t *testing.T) {
-	var ss []*server
-	for range 5 {
-		ss = append(ss, startRedis(t))
-	}
-	// Loaded CI machines answer slowly; the node timeout is raised to
-	// TTL/10 so that a slow reply is not taken for a dead node.
-	locktest.Run(t, suiteRedlock, redlockURL(ss, testQuery+"&node_timeout=200ms"))
-}
-
 func TestEscapeInjective(t *testing.T) {
 	names := []string{"a", "{a}", "%7Ba%7D", "%", "%25", "a}b", "a{b", "{", "}", "x/y", "%7B"}
 	seen := map[string]string{}
 	for _, n := range names {
-		k := keyBase("p:", kmutex, n)
+		k := redisnode.KeyBase("p:", kmutex, n)
 		if prev, ok := seen[k]; ok {
 			t.Fatalf("names %q and %q map to one key %q", prev, n, k)
 		}
 		seen[k] = n
-		if got := unescapeName(escapeName(n)); got != n {
+		if got := redisnode.UnescapeName(redisnode.EscapeName(n)); got != n {
 			t.Fatalf("unescape(escape(%q)) = %q", n, got)
 		}
 		// The hash tag is the whole escaped name: exactly one '{' and one '}'.
@@ -72,10 +62,10 @@ func FuzzEscape(f *testing.F) {
 		f.Add(s, s+"x")
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		if a != b && escapeName(a) == escapeName(b) {
+		if a != b && redisnode.EscapeName(a) == redisnode.EscapeName(b) {
 			t.Fatalf("%q and %q escape alike", a, b)
 		}
-		if unescapeName(escapeName(a)) != a {
+		if redisnode.UnescapeName(redisnode.EscapeName(a)) != a {
 			t.Fatalf("round trip of %q", a)
 		}
 	})
@@ -92,15 +82,14 @@ func countRune(s string, r rune) int {
 }
 
 func TestOptionsValidation(t *testing.T) {
-	bad := [][]Option{
-		{WithTTL(time.Second), WithRenewEvery(600 * time.Millisecond)},
-		{WithTTL(-time.Second)},
-		{WithTTL(time.Millisecond)},
-		{WithPrefix("a{b")},
-		{WithPrefix("a}")},
-		{WithDrift(-1)},
-		{WithTTL(time.Second), WithDrift(900 * time.Millisecond)},
-		{WithTTL(time.Second), WithNodeTimeout(200 * time.Millisecond)},
+	bad := [][]lease.Option{
+		{lease.WithTTL(time.Second), lease.WithRenewEvery(600 * time.Millisecond)},
+		{lease.WithTTL(-time.Second)},
+		{lease.WithTTL(time.Millisecond)},
+		{lease.WithPrefix("a{b")},
+		{lease.WithPrefix("a}")},
+		{lease.WithDrift(-1)},
+		{lease.WithTTL(time.Second), lease.WithDrift(900 * time.Millisecond)},
 		{nil},
 	}
 	for i, opts := range bad {
@@ -112,8 +101,8 @@ func TestOptionsValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.lease.TTL != 10*time.Second || o.lease.RenewEvery != 10*time.Second/3 || o.prefix != DefaultPrefix ||
-		o.lease.Drift != 102*time.Millisecond || o.nodeTimeout != DefaultNodeTimeout {
+	if o.TTL != 10*time.Second || o.RenewEvery != 10*time.Second/3 || o.Prefix != DefaultPrefix ||
+		o.Drift != 102*time.Millisecond {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
@@ -122,6 +111,7 @@ func TestOpenURLRefuses(t *testing.T) {
 	for _, u := range []string{
 		"http://127.0.0.1:1", "etcd://x", "redlock://127.0.0.1:1,127.0.0.1:2", "redis+cluster://a:1,,b:2",
 		"redis://127.0.0.1:1?ttl=banana", "redis://127.0.0.1:1?ttl=1s&renew_every=900ms", "::", "redis://127.0.0.1:1?prefix=%7B",
+		"redis://127.0.0.1:1?node_timeout=10ms", "redis://127.0.0.1:1?ttl=1s&ttl=2s",
 	} {
 		b, err := OpenURL(context.Background(), u)
 		if !errors.Is(err, baton.ErrInvalidArgument) {

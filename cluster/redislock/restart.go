@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,14 +28,14 @@ import (
 // only touch keys of its name's hash slot, so there is one marker per slot.
 
 // errNotReady is the reply of a script that found the marker missing.
-var errNotReady = errors.New("redislock: the server lost its data (or is new), and leases it gave before may still run")
+var errNotReady = errors.New("the server lost its data (or is new), and leases it gave before may still run")
 
 // markerKey returns the marker key for the keys of name.
 func (d *backend) markerKey(name string) string {
 	if !d.cluster {
-		return d.o.prefix + "alive"
+		return d.alive
 	}
-	return d.o.prefix + "alive:{" + slotTags()[keySlot(escapeName(name))] + "}"
+	return d.o.Prefix + "alive:{" + slotTags()[keySlot(redisnode.EscapeName(name))] + "}"
 }
 
 // ready is called when a script found the marker missing. It reports how
@@ -51,30 +50,7 @@ func (d *backend) ready(ctx context.Context, marker string) (time.Duration, erro
 		}
 		node = n
 	}
-	return nodeReady(ctx, node, marker, d.o.lease.TTL, d.o.log)
-}
-
-// nodeReady reads the uptime of node and sets marker on it when it has run
-// for ttl; otherwise it reports how much longer it must run.
-func nodeReady(ctx context.Context, node redis.Cmdable, marker string, ttl time.Duration, log *slog.Logger) (time.Duration, error) {
-	info, err := node.Info(ctx, "server").Result()
-	if err != nil {
-		return 0, err
-	}
-	up, err := uptime(info)
-	if err != nil {
-		return 0, err
-	}
-	// Uptime is the difference of two wall-clock readings in whole seconds
-	// (now and the start, each rounded down), so it can read up to a second
-	// more than the server has run: count one second less.
-	need := (ttl + time.Second - 1).Truncate(time.Second) + time.Second
-	if left := need - up; left > 0 {
-		log.Warn("redislock: the server started empty; no grants until leases it may have given before have expired",
-			"wait", left)
-		return left, nil
-	}
-	return 0, node.Set(ctx, marker, strconv.FormatInt(time.Now().UnixMilli(), 10), 0).Err()
+	return redisnode.Ready(ctx, node, marker, d.o.TTL, d.o.Logger)
 }
 
 // awaitReady waits until the marker is set, or ctx ends.
@@ -92,20 +68,6 @@ func (d *backend) awaitReady(ctx context.Context, marker string) error {
 		case <-t.C:
 		}
 	}
-}
-
-// uptime reads uptime_in_seconds from an INFO reply.
-func uptime(info string) (time.Duration, error) {
-	for l := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "uptime_in_seconds:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				break
-			}
-			return time.Duration(n) * time.Second, nil
-		}
-	}
-	return 0, fmt.Errorf("redislock: INFO has no uptime_in_seconds")
 }
 
 // keySlot returns the Redis Cluster hash slot of a hash tag's content.
@@ -152,31 +114,4 @@ func (d *backend) notReady(ctx context.Context, marker string) error {
 		return fmt.Errorf("%w for another %v: %w", errNotReady, left, baton.ErrLocked)
 	}
 	return nil
-}
-
-// checkNode checks in the background whether node i, whose marker is
-// missing, has run for a TTL, and sets the marker if so (restart.go). One
-// check runs at a time per node, and none before the node could be ready.
-func (r *rlDriver) checkNode(i int, marker string) {
-	r.readyMu.Lock()
-	if r.checking[i] || time.Now().Before(r.recheck[i]) {
-		r.readyMu.Unlock()
-		return
-	}
-	r.checking[i] = true
-	r.readyMu.Unlock()
-	r.bg.Add(1)
-	go func() {
-		defer r.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), max(r.o.nodeTimeout, 100*time.Millisecond))
-		defer cancel()
-		left, err := nodeReady(ctx, r.nodes[i], marker, r.o.lease.TTL, r.o.log)
-		if err != nil {
-			left = maxRedlockWait
-		}
-		r.readyMu.Lock()
-		r.checking[i] = false
-		r.recheck[i] = time.Now().Add(left)
-		r.readyMu.Unlock()
-	}()
 }

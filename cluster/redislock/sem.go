@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -19,7 +19,6 @@ type semDriver struct {
 	name     string
 	keys     []string
 	capacity int64
-	log      *slog.Logger // the backend's logger with the name
 }
 
 var _ driver.Semaphore = (*semDriver)(nil)
@@ -35,12 +34,12 @@ func (s *semDriver) Capacity() int64 { return s.capacity }
 func (s *semDriver) Close() error    { return nil }
 
 func (s *semDriver) mismatch() error {
-	return fmt.Errorf("redislock: semaphore %q exists with another capacity than %d: %w", s.name, s.capacity, baton.ErrMismatch)
+	return fmt.Errorf("it exists with another capacity than %d: %w", s.capacity, baton.ErrMismatch)
 }
 
 func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
 	for {
-		id := newID()
+		id := redisnode.NewID()
 		sent := time.Now()
 		r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
 		if err == nil && r == semNotReady {
@@ -50,14 +49,14 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 		}
 		switch {
 		case err != nil:
-			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+			return driver.Grant{}, err
 		case r < 0:
 			return driver.Grant{}, s.mismatch()
 		case r == 0:
-			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLocked)
+			return driver.Grant{}, baton.ErrLocked
 		}
 		// A reply too late to bound the lease: renew before trusting it.
-		renew := s.d.renewFunc(s.keys, id)
+		renew := s.d.renewFunc(scriptRenew, s.keys, id)
 		for err == nil && !s.d.fresh(sent) {
 			sent, err = renew(ctx)
 		}
@@ -66,19 +65,19 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 		}
 		if !errors.Is(err, baton.ErrLost) {
 			s.cancel(ctx, id)
-			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+			return driver.Grant{}, err
 		}
 	}
 }
 
 func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		return driver.Grant{}, err
 	}
 	if err := s.d.n.start(ctx); err != nil {
-		return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+		return driver.Grant{}, err
 	}
-	id := newID()
+	id := redisnode.NewID()
 	wake := make(chan int64, 1)
 	s.d.n.register(id, wake)
 	defer s.d.n.unregister(id)
@@ -99,7 +98,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 		switch {
 		case err != nil:
 			s.cancel(ctx, id)
-			return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, err)
+			return driver.Grant{}, err
 		case r < 0:
 			s.cancel(ctx, id)
 			return driver.Grant{}, s.mismatch()
@@ -107,16 +106,16 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 			return s.granted(id, n, sent), nil
 		case r == 1:
 			// Held on a reply too late to bound the lease: poll at once
-			// (see lockDriver.acquireServer).
+			// (see queued.acquire in lock.go).
 		default:
-			t := time.NewTimer(s.d.o.lease.RenewEvery)
+			t := time.NewTimer(s.d.o.RenewEvery)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				s.cancel(ctx, id)
-				return driver.Grant{}, fmt.Errorf("redislock: semaphore %q: %w", s.name, ctx.Err())
+				return driver.Grant{}, ctx.Err()
 			case <-wake:
-				// Handed over by a release (see lockDriver.acquireServer
+				// Handed over by a release (see queued.acquire in lock.go
 				// for why sent bounds the lease).
 				t.Stop()
 				if s.d.fresh(sent) {
@@ -135,7 +134,7 @@ func (s *semDriver) cancel(ctx context.Context, id string) {
 	cctx, done := s.d.cleanupCtx(ctx)
 	defer done()
 	if err := scriptSemCancel.Run(cctx, s.d.c, s.keys, id, s.capacity).Err(); err != nil {
-		s.d.o.log.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
+		s.d.o.Logger.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
 			"name", s.name, "err", err)
 	}
 }
@@ -143,7 +142,7 @@ func (s *semDriver) cancel(ctx context.Context, id string) {
 func (s *semDriver) granted(id string, n int64, sent time.Time) driver.Grant {
 	loss := driver.NewLoss()
 	h := &hold{id: id, loss: loss}
-	h.keeper = cluster.StartKeeper(sent, s.d.o.lease, s.d.renewFunc(s.keys, id), loss, s.log)
+	h.keeper = lease.StartKeeper(sent, &s.d.o.Config, s.d.renewFunc(scriptRenew, s.keys, id), loss, s.name)
 	return driver.Grant{Loss: loss, N: n, Data: h}
 }
 
@@ -155,19 +154,19 @@ func (s *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error 
 	if n < g.N {
 		// Part of the grant stays held: keep renewing it.
 		if e := h.loss.Err(); e != nil {
-			return fmt.Errorf("redislock: semaphore %q: %w", s.name, e)
+			return e
 		}
 		r, err := scriptSemRelease.Run(ctx, s.d.c, s.keys, h.id, n, s.capacity).Int64()
 		if err != nil {
-			return fmt.Errorf("redislock: semaphore %q: release: %w", s.name, err)
+			return fmt.Errorf("release: %w", err)
 		}
 		if r != 1 {
 			h.loss.Fire(errors.New("the server no longer had the permits at release"))
-			return fmt.Errorf("redislock: semaphore %q: %w", s.name, baton.ErrLost)
+			return baton.ErrLost
 		}
 		return nil
 	}
 	h.keeper.Stop()
 	r, err := scriptSemRelease.Run(ctx, s.d.c, s.keys, h.id, n, s.capacity).Int64()
-	return finish("semaphore", s.name, h, r, err)
+	return finish(h, r, err)
 }

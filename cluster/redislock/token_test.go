@@ -23,11 +23,11 @@ func rwmutex(t *testing.T, b baton.Backend, name string) baton.RWMutex {
 // reader takes the counter as it is and a writer advances it by one.
 func TestRLockTokenRule(t *testing.T) {
 	s := startRedis(t)
-	url := s.url("ttl=2s")
+	url := s.URL("ttl=2s")
 	rw1 := rwmutex(t, open(t, url), "rule")
 	rw2 := rwmutex(t, open(t, url), "rule")
 	ctx := context.Background()
-	c := s.client()
+	c := s.Client()
 	counter := func() baton.Token {
 		n, err := c.Get(ctx, lockKeys(DefaultPrefix, krw, "rule")[5]).Int64()
 		if err != nil {

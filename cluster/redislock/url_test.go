@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/redis/go-redis/v9"
+	"github.com/batonlock/baton/cluster/lease"
 )
 
 // TestOptionZeroRefused: an explicit zero or negative duration is refused by
@@ -15,28 +15,26 @@ import (
 func TestOptionZeroRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opt  Option
+		opt  lease.Option
 	}{
-		{"ttl 0", WithTTL(0)},
-		{"ttl -1s", WithTTL(-time.Second)},
-		{"renew 0", WithRenewEvery(0)},
-		{"renew -1ms", WithRenewEvery(-time.Millisecond)},
-		{"drift 0", WithDrift(0)},
-		{"drift -1", WithDrift(-1)},
-		{"node timeout 0", WithNodeTimeout(0)},
-		{"node timeout -1", WithNodeTimeout(-1)},
+		{"ttl 0", lease.WithTTL(0)},
+		{"ttl -1s", lease.WithTTL(-time.Second)},
+		{"renew 0", lease.WithRenewEvery(0)},
+		{"renew -1ms", lease.WithRenewEvery(-time.Millisecond)},
+		{"drift 0", lease.WithDrift(0)},
+		{"drift -1", lease.WithDrift(-1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := buildOptions([]Option{tc.opt}); !errors.Is(err, baton.ErrInvalidArgument) {
+			if _, err := buildOptions([]lease.Option{tc.opt}); !errors.Is(err, baton.ErrInvalidArgument) {
 				t.Fatalf("err %v, want ErrInvalidArgument", err)
 			}
 		})
 	}
-	o, err := buildOptions([]Option{WithTTL(3 * time.Second), WithRenewEvery(time.Second), WithDrift(5 * time.Millisecond), WithNodeTimeout(20 * time.Millisecond)})
+	o, err := buildOptions([]lease.Option{lease.WithTTL(3 * time.Second), lease.WithRenewEvery(time.Second), lease.WithDrift(5 * time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.lease.TTL != 3*time.Second || o.lease.RenewEvery != time.Second || o.lease.Drift != 5*time.Millisecond || o.nodeTimeout != 20*time.Millisecond {
+	if o.TTL != 3*time.Second || o.RenewEvery != time.Second || o.Drift != 5*time.Millisecond {
 		t.Fatalf("options %+v", o)
 	}
 }
@@ -74,57 +72,14 @@ func TestOpenURLRefusesBadValues(t *testing.T) {
 	}
 }
 
-// TestOpenURLDistinctNodesAccepted: distinct nodes, ports in range and a
-// host without a port are accepted (nothing is contacted before Lock).
-func TestOpenURLDistinctNodesAccepted(t *testing.T) {
-	for _, raw := range []string{
-		"redis://127.0.0.1:65535",
-		"redis://127.0.0.1",
-		"redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?node_timeout=10ms",
-		"redlock://127.0.0.1:1,127.0.0.2:1,127.0.0.3:1",
-		"redlock://localhost:1,localhost:2,localhost:3",
-	} {
-		t.Run(raw, func(t *testing.T) {
-			b, err := OpenURL(context.Background(), raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = b.Close()
-		})
-	}
-}
-
-// TestNewRedlockDuplicateNodes: the library constructor refuses the same
-// client twice and two clients of the same node.
-func TestNewRedlockDuplicateNodes(t *testing.T) {
-	mk := func(addr string) redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
-	a, b, c := mk("127.0.0.1:1"), mk("127.0.0.1:2"), mk("localhost:1")
-	defer a.Close()
-	defer b.Close()
-	defer c.Close()
-	for i, nodes := range [][]redis.UniversalClient{
-		{a, b, a},
-		{a, b, c},
-	} {
-		if _, err := NewRedlock(nodes); !errors.Is(err, baton.ErrInvalidArgument) {
-			t.Errorf("case %d: err %v, want ErrInvalidArgument", i, err)
+// TestOpenURLPortsAccepted: a port in range, or none (go-redis's default),
+// is accepted without a connection.
+func TestOpenURLPortsAccepted(t *testing.T) {
+	for _, raw := range []string{"redis://127.0.0.1:65535", "redis://127.0.0.1"} {
+		b, err := OpenURL(context.Background(), raw)
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
 		}
+		_ = b.Close()
 	}
-	d := mk("127.0.0.1:3")
-	defer d.Close()
-	bk, err := NewRedlock([]redis.UniversalClient{a, b, d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = bk.Close()
-	// Failover clients all say "FailoverClient" as their address.
-	f1 := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m1", SentinelAddrs: []string{"127.0.0.1:1"}})
-	f2 := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m2", SentinelAddrs: []string{"127.0.0.1:1"}})
-	defer f1.Close()
-	defer f2.Close()
-	bk, err = NewRedlock([]redis.UniversalClient{f1, f2, a})
-	if err != nil {
-		t.Fatalf("distinct failover clients: %v", err)
-	}
-	_ = bk.Close()
 }

@@ -14,7 +14,9 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/etcdlock"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/cluster/redislock"
+	"github.com/batonlock/baton/cluster/redlock"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/local"
 	"github.com/spf13/cobra"
@@ -41,8 +43,8 @@ var openers = map[string]opener{
 	"rediss":         openRedis,
 	"redis+cluster":  openRedis,
 	"rediss+cluster": openRedis,
-	"redlock":        openRedis,
-	"redlocks":       openRedis,
+	"redlock":        openRedlock,
+	"redlocks":       openRedlock,
 	"etcd":           openEtcd,
 	"etcds":          openEtcd,
 }
@@ -139,11 +141,19 @@ func (o backendOptions) logger() *slog.Logger {
 }
 
 func openRedis(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	opts := []redislock.Option{redislock.WithLogger(o.logger())}
+	opts := []lease.Option{lease.WithLogger(o.logger())}
 	if o.ttl > 0 {
-		opts = append(opts, redislock.WithTTL(o.ttl))
+		opts = append(opts, lease.WithTTL(o.ttl))
 	}
 	return redislock.OpenURL(ctx, raw, opts...)
+}
+
+func openRedlock(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
+	opts := []lease.Option{lease.WithLogger(o.logger())}
+	if o.ttl > 0 {
+		opts = append(opts, lease.WithTTL(o.ttl))
+	}
+	return redlock.OpenURL(ctx, raw, opts...)
 }
 
 func openEtcd(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {

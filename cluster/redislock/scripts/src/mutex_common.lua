@@ -30,6 +30,8 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+local Q, QEXP, QDATA = KEYS[3], KEYS[4], KEYS[5]
+local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, nil
 -- @include queue_common
 
 -- owner_token returns the token of hold id when id holds the lock, else nil.
@@ -71,12 +73,3 @@ local function handoff()
   end
 end
 
--- Lets the queue keys vanish one second after the last waiter entry ends.
-local function tidy()
-  local q = last_score(KEYS[4])
-  if q then
-    for i = 3, 6 do redis.call('PEXPIRE', KEYS[i], q - now + 1000) end
-  else
-    redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
-  end
-end

@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
@@ -85,31 +86,32 @@ collect:
 }
 
 func (r *rlDriver) checkKind(kind baton.Kind) error {
-	if _, err := keyKind(kind); err != nil {
-		return err
-	}
-	if kind != baton.KindMutex {
+	switch kind {
+	case baton.KindRWMutex, baton.KindSemaphore, baton.KindCond:
 		return errRedlockOnly(string(kind))
+	case baton.KindMutex:
+	default:
+		return fmt.Errorf("kind %q: want mutex, rwmutex, semaphore or cond: %w", kind, baton.ErrInvalidArgument)
 	}
 	return nil
 }
 
 // List returns every mutex with a key on a node that answered.
 func (r *rlDriver) List(ctx context.Context) ([]baton.Info, error) {
-	pattern := globEscape(r.o.prefix+kredl+":") + "*"
+	pattern := redisnode.GlobEscape(r.o.Prefix+keyKind+":") + "*"
 	got, _, err := r.eachNode(ctx, func(ctx context.Context, c redis.UniversalClient) (any, error) {
-		return scanKeys(ctx, c, pattern)
+		return redisnode.ScanKeys(ctx, c, pattern)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("redislock: redlock list: %w", err)
+		return nil, fmt.Errorf("redlock: redlock list: %w", err)
 	}
 	seen := map[string]bool{}
 	var out []baton.Info
 	for _, v := range got {
 		keys, _ := v.([]string)
 		for _, k := range keys {
-			kk, name, ok := parseKey(r.o.prefix, k)
-			if !ok || kk != kredl || seen[name] || baton.ValidateName(name) != nil {
+			kk, name, ok := redisnode.ParseKey(r.o.Prefix, k)
+			if !ok || kk != keyKind || seen[name] || baton.ValidateName(name) != nil {
 				continue
 			}
 			seen[name] = true
@@ -123,12 +125,12 @@ func (r *rlDriver) List(ctx context.Context) ([]baton.Info, error) {
 			}
 		}
 	}
-	sortInfos(out)
+	redisnode.SortInfos(out)
 	return out, nil
 }
 
 func (r *rlDriver) keys(name string) []string {
-	b := keyBase(r.o.prefix, kredl, name)
+	b := redisnode.KeyBase(r.o.Prefix, keyKind, name)
 	return []string{b + "lock", b + "counter", b + "waiting"}
 }
 
@@ -140,10 +142,10 @@ func (r *rlDriver) Inspect(ctx context.Context, kind baton.Kind, name string) (b
 	}
 	keys := r.keys(name)
 	got, answered, err := r.eachNode(ctx, func(ctx context.Context, c redis.UniversalClient) (any, error) {
-		return scriptRLInspect.Run(ctx, c, keys).Slice()
+		return scriptInspect.Run(ctx, c, keys).Slice()
 	})
 	if err != nil {
-		return baton.Info{}, fmt.Errorf("redislock: redlock inspect %q: %w", name, err)
+		return baton.Info{}, fmt.Errorf("redlock: redlock inspect %q: %w", name, err)
 	}
 	type seenHold struct {
 		value string
@@ -178,9 +180,9 @@ func (r *rlDriver) Inspect(ctx context.Context, kind baton.Kind, name string) (b
 		h.ttls = append(h.ttls, pttl)
 	}
 	if !exists {
-		return baton.Info{}, fmt.Errorf("redislock: redlock mutex %q: %w", name, fs.ErrNotExist)
+		return baton.Info{}, fmt.Errorf("redlock: mutex %q: %w", name, fs.ErrNotExist)
 	}
-	in.Detail = fmt.Sprintf("%s (%d of %d nodes answered)", keyBase(r.o.prefix, kredl, name), answered, len(r.nodes))
+	in.Detail = fmt.Sprintf("%s (%d of %d nodes answered)", redisnode.KeyBase(r.o.Prefix, keyKind, name), answered, len(r.nodes))
 	for _, h := range holds {
 		if len(h.ttls) < r.quorum {
 			continue
@@ -194,7 +196,7 @@ func (r *rlDriver) Inspect(ctx context.Context, kind baton.Kind, name string) (b
 			if ms, err := strconv.ParseInt(f[1], 10, 64); err == nil {
 				hd.Since = time.UnixMilli(ms)
 			}
-			parseMeta(f[2], &hd)
+			redisnode.ParseMeta(f[2], &hd)
 		}
 		in.Holders = append(in.Holders, hd)
 	}
@@ -212,7 +214,7 @@ func (r *rlDriver) Remove(ctx context.Context, kind baton.Kind, name string) err
 		return c.Del(ctx, keys...).Result()
 	})
 	if err != nil {
-		return fmt.Errorf("redislock: redlock remove %q: %w", name, err)
+		return fmt.Errorf("redlock: redlock remove %q: %w", name, err)
 	}
 	var n int64
 	for _, v := range got {
@@ -220,7 +222,7 @@ func (r *rlDriver) Remove(ctx context.Context, kind baton.Kind, name string) err
 		n += d
 	}
 	if n == 0 {
-		return fmt.Errorf("redislock: redlock mutex %q: %w", name, fs.ErrNotExist)
+		return fmt.Errorf("redlock: mutex %q: %w", name, fs.ErrNotExist)
 	}
 	return nil
 }

@@ -10,7 +10,120 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/driver"
+	"github.com/redis/go-redis/v9"
 )
+
+// passDrivers returns a driver backend on s and n Mutex drivers of name.
+func passDrivers(t *testing.T, s *server, name string, n int) (*backend, []driver.Lock) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	d, err := newDriver(c, []lease.Option{lease.WithTTL(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	ls := make([]driver.Lock, n)
+	for i := range ls {
+		if ls[i], err = d.OpenMutex(context.Background(), name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d, ls
+}
+
+// TestPassDriver: a hold is passed round three handles of one backend, with
+// a token one above the previous each time and within the range the server
+// reserved, at most passTokens times; the grant passed is released by
+// another handle's driver, after which another client takes the lock at
+// once. The Loss of a grant passed on never fires.
+func TestPassDriver(t *testing.T) {
+	s := startRedis(t)
+	_, ls := passDrivers(t, s, "pass-drv", 3)
+	ctx := context.Background()
+	g, err := ls[0].Acquire(ctx, driver.Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := g
+	var old []driver.Grant
+	for i := 1; i <= passTokens; i++ {
+		ng, ok := ls[i%3].(driver.Passer).Pass(g)
+		if !ok {
+			t.Fatalf("pass %d refused", i)
+		}
+		if ng.Token != first.Token+uint64(i) || ng.Loss == g.Loss {
+			t.Fatalf("pass %d: token %d (first %d), same Loss %v", i, ng.Token, first.Token, ng.Loss == g.Loss)
+		}
+		old, g = append(old, g), ng
+	}
+	if _, ok := ls[0].(driver.Passer).Pass(g); ok {
+		t.Fatalf("pass %d accepted: the server reserved %d tokens", passTokens+1, passTokens)
+	}
+	// The last grant was passed by ls[15%3 = 0]; ls[2] releases it.
+	if err := ls[2].Release(ctx, g); err != nil {
+		t.Fatalf("Release by another handle: %v", err)
+	}
+	for _, o := range old {
+		if err := o.Loss.Err(); err != nil {
+			t.Fatalf("the Loss of a grant passed on fired: %v", err)
+		}
+	}
+	oc := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer oc.Close()
+	other, err := newDriver(oc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ol, _ := other.OpenMutex(ctx, "pass-drv")
+	og, err := ol.TryAcquire(ctx, driver.Exclusive)
+	if err != nil {
+		t.Fatalf("another client after the release: %v", err)
+	}
+	if og.Token <= g.Token {
+		t.Fatalf("token %d on the server after passed token %d", og.Token, g.Token)
+	}
+	if err := ol.Release(ctx, og); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPassLoss: when the hold beneath is lost (its key removed), the Loss
+// of the grant it was passed to fires, not that of the grant passed from,
+// and a lost hold is not passed.
+func TestPassLoss(t *testing.T) {
+	s := startRedis(t)
+	d, ls := passDrivers(t, s, "pass-loss", 2)
+	ctx := context.Background()
+	g, err := ls[0].Acquire(ctx, driver.Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng, ok := ls[0].(driver.Passer).Pass(g)
+	if !ok {
+		t.Fatal("Pass refused")
+	}
+	if err := d.c.Del(ctx, mutexKeys(DefaultPrefix, "pass-loss")[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ng.Loss.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Loss of the grant passed to did not fire")
+	}
+	if !errors.Is(ng.Loss.Err(), baton.ErrLost) || g.Loss.Err() != nil {
+		t.Fatalf("losses: passed to %v, passed from %v", ng.Loss.Err(), g.Loss.Err())
+	}
+	if _, ok := ls[1].(driver.Passer).Pass(ng); ok {
+		t.Fatal("a lost hold was passed")
+	}
+	if err := ls[1].Release(ctx, ng); !errors.Is(err, baton.ErrLost) {
+		t.Fatalf("Release of the lost hold: %v, want ErrLost", err)
+	}
+}
 
 // TestLocalPass: two backends with four handles each hammer one Mutex.
 // Holds never overlap, tokens only grow across passes within a backend and
@@ -19,11 +132,11 @@ import (
 // starves the other.
 func TestLocalPass(t *testing.T) {
 	s := startRedis(t)
-	url := s.url(testQuery)
+	url := s.URL(testQuery)
 	const name = "pass"
 	ctx := context.Background()
 	counter := mutexKeys(DefaultPrefix, name)[1]
-	c := s.client()
+	c := s.Client()
 	defer c.Close()
 
 	var (
@@ -92,7 +205,7 @@ func TestLocalPass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := (c1 - c0) / (localPasses + 1)
+	server := (c1 - c0) / (passTokens + 1)
 	total := count[0] + count[1]
 	t.Logf("%d acquisitions (%d and %d by the two backends), %d on the server; worst waits %v and %v",
 		total, count[0], count[1], server, worst[0], worst[1])
@@ -115,7 +228,7 @@ func TestLocalPass(t *testing.T) {
 // lock at once, and no hold overlapped another.
 func TestLocalPassCancel(t *testing.T) {
 	s := startRedis(t)
-	url := s.url(testQuery)
+	url := s.URL(testQuery)
 	be := open(t, url)
 	var inside, overlaps, got, gaveUp atomic.Int64
 	var wg sync.WaitGroup

@@ -40,6 +40,8 @@ local function grant(id, mode, ttl, meta)
 end
 -- @end head
 
+local Q, QEXP, QDATA = KEYS[3], KEYS[4], KEYS[5]
+local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[7]}, {KEYS[1], KEYS[2]}
 -- @include queue_common
 
 local function prune_holders()
@@ -82,24 +84,6 @@ local function handoff()
       redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
       m = mode
     end
-  end
-end
-
--- Lets the keys of a name vanish after the last lease or waiter entry ends.
-local function tidy()
-  local h = last_score(KEYS[1])
-  if h then
-    redis.call('PEXPIRE', KEYS[1], h - now + 1000)
-    redis.call('PEXPIRE', KEYS[2], h - now + 1000)
-  else
-    redis.call('DEL', KEYS[1], KEYS[2])
-  end
-  local q = last_score(KEYS[4])
-  if q then
-    for i = 3, 5 do redis.call('PEXPIRE', KEYS[i], q - now + 1000) end
-    redis.call('PEXPIRE', KEYS[7], q - now + 1000)
-  else
-    redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[7])
   end
 end
 

@@ -1,4 +1,4 @@
-package cluster
+package lease
 
 import (
 	"context"
@@ -16,38 +16,18 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func testOpts(t *testing.T) LeaseOptions {
+func testOpts(t *testing.T) *Config {
 	t.Helper()
-	o := LeaseOptions{TTL: 200 * time.Millisecond, RenewEvery: 40 * time.Millisecond, Drift: 10 * time.Millisecond}
-	if err := o.Normalize(); err != nil {
-		t.Fatal(err)
-	}
-	return o
+	return build(t, WithTTL(200*time.Millisecond), WithRenewEvery(40*time.Millisecond), WithDrift(10*time.Millisecond))
 }
 
-func TestNormalize(t *testing.T) {
-	for _, o := range []LeaseOptions{
-		{TTL: time.Millisecond},
-		{TTL: time.Second, RenewEvery: 600 * time.Millisecond},
-		{TTL: time.Second, RenewEvery: -1},
-		{TTL: time.Second, Drift: -1},
-		{TTL: time.Second, RenewEvery: 400 * time.Millisecond, Drift: 600 * time.Millisecond},
-	} {
-		before := o
-		if err := o.Normalize(); !errors.Is(err, baton.ErrInvalidArgument) {
-			t.Errorf("%+v: err %v, want ErrInvalidArgument", before, err)
-		}
-		if o != before {
-			t.Errorf("Normalize changed %+v on error to %+v", before, o)
-		}
-	}
-	var o LeaseOptions
-	if err := o.Normalize(); err != nil {
+func build(t *testing.T, opts ...Option) *Config {
+	t.Helper()
+	c, err := Build(Spec{}, append(opts, WithLogger(quiet)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if o.TTL != DefaultTTL || o.RenewEvery != DefaultTTL/DefaultRenewDivisor || o.Drift != DefaultDrift(DefaultTTL) {
-		t.Fatalf("defaults: %+v", o)
-	}
+	return &c
 }
 
 func TestKeeperRenews(t *testing.T) {
@@ -57,7 +37,7 @@ func TestKeeperRenews(t *testing.T) {
 	k := StartKeeper(time.Now(), o, func(ctx context.Context) (time.Time, error) {
 		n.Add(1)
 		return time.Now(), nil
-	}, loss, quiet)
+	}, loss, "x")
 	time.Sleep(3 * o.TTL)
 	k.Stop()
 	if loss.Err() != nil {
@@ -82,7 +62,7 @@ func TestKeeperFiresAtDeadline(t *testing.T) {
 	sent := time.Now()
 	k := StartKeeper(sent, o, func(ctx context.Context) (time.Time, error) {
 		return time.Now(), errors.New("connection refused")
-	}, loss, quiet)
+	}, loss, "x")
 	defer k.Stop()
 	select {
 	case <-loss.Done():
@@ -103,7 +83,7 @@ func TestKeeperFiresOnLost(t *testing.T) {
 	start := time.Now()
 	k := StartKeeper(start, o, func(ctx context.Context) (time.Time, error) {
 		return time.Now(), baton.ErrLost
-	}, loss, quiet)
+	}, loss, "x")
 	defer k.Stop()
 	select {
 	case <-loss.Done():
@@ -125,7 +105,7 @@ func TestKeeperStopWaitsForRenewal(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		returned.Store(true)
 		return time.Now(), ctx.Err()
-	}, driver.NewLoss(), quiet)
+	}, driver.NewLoss(), "x")
 	<-started
 	k.Stop()
 	if !returned.Load() {
@@ -135,10 +115,7 @@ func TestKeeperStopWaitsForRenewal(t *testing.T) {
 }
 
 func TestKeeperOldLeaseRenewsAtOnce(t *testing.T) {
-	o := LeaseOptions{TTL: 2 * time.Second, RenewEvery: 600 * time.Millisecond}
-	if err := o.Normalize(); err != nil {
-		t.Fatal(err)
-	}
+	o := build(t, WithTTL(2*time.Second), WithRenewEvery(600*time.Millisecond))
 	renewed := make(chan time.Time, 1)
 	start := time.Now()
 	// A lease handed over a while ago: its first renewal is due at once.
@@ -148,7 +125,7 @@ func TestKeeperOldLeaseRenewsAtOnce(t *testing.T) {
 		default:
 		}
 		return time.Now(), nil
-	}, driver.NewLoss(), quiet)
+	}, driver.NewLoss(), "x")
 	defer k.Stop()
 	select {
 	case at := <-renewed:
@@ -178,7 +155,7 @@ func TestKeeperPass(t *testing.T) {
 			return time.Now(), fmt.Errorf("gone: %w", baton.ErrLost)
 		}
 		return time.Now(), nil
-	}, first, quiet)
+	}, first, "x")
 	defer k.Stop()
 	if !k.Pass(second) {
 		t.Fatal("Pass refused on a live lease")
@@ -209,7 +186,7 @@ func TestKeeperFrozenLossAtDeadline(t *testing.T) {
 	k := StartKeeper(sent, o, func(ctx context.Context) (time.Time, error) {
 		<-unblock // never answers while frozen
 		return time.Now(), errors.New("no answer")
-	}, loss, quiet)
+	}, loss, "x")
 	k.mu.Lock()
 	frozen := true
 	defer func() {
@@ -245,7 +222,7 @@ func TestKeeperStopTakesDeadlineOff(t *testing.T) {
 	sent := time.Now()
 	k := StartKeeper(sent, o, func(ctx context.Context) (time.Time, error) {
 		return time.Now(), nil
-	}, loss, quiet)
+	}, loss, "x")
 	k.Stop()
 	time.Sleep(time.Until(o.Deadline(sent)) + time.Millisecond)
 	if err := loss.Err(); err != nil {

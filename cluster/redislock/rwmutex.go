@@ -1,0 +1,78 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/driver"
+)
+
+// rwDriver serves one RWMutex handle with the lock_*.lua scripts, whose
+// holders are a sorted set (see lock_common.lua). The core calls it one
+// operation at a time, so it has no mutex of its own.
+type rwDriver struct{ queued }
+
+var _ driver.Lock = (*rwDriver)(nil)
+
+var rwScripts = &lockScripts{acquire: scriptLockAcquire, poll: scriptLockPoll, cancel: scriptLockCancel}
+
+func (l *rwDriver) args(id string, mode driver.Mode, ch string, _ time.Time) []any {
+	m := "w"
+	if mode == driver.Shared {
+		m = "r"
+	}
+	return []any{id, m, l.d.ttlMS(), l.d.meta, ch}
+}
+
+func (l *rwDriver) renewFunc(id string) lease.RenewFunc {
+	return l.d.renewFunc(scriptRenew, l.keys[:2], id)
+}
+
+func (l *rwDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	return l.try(ctx, l, mode)
+}
+
+func (l *rwDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	return l.acquire(ctx, l, mode)
+}
+
+func (l *rwDriver) Release(ctx context.Context, g driver.Grant) error {
+	h, err := holdOf(g)
+	if err != nil {
+		return err
+	}
+	h.keeper.Stop()
+	excl := ""
+	if h.excl {
+		excl = "w"
+	}
+	r, err := scriptLockRelease.Run(ctx, l.d.c, l.keys, h.id, excl).Int64()
+	return finish(h, r, err)
+}
+
+func (l *rwDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
+	h, err := holdOf(g)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if e := h.loss.Err(); e != nil {
+		return driver.Grant{}, fmt.Errorf("downgrade: %w", e)
+	}
+	ok, tok, err := pair(scriptLockDowngrade.Run(ctx, l.d.c, l.keys, h.id).Result())
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("downgrade: %w", err)
+	}
+	if !ok {
+		h.loss.Fire(errors.New("the server no longer had the hold at downgrade"))
+		return driver.Grant{}, fmt.Errorf("downgrade: %w", baton.ErrLost)
+	}
+	h.excl = false
+	g.Token = uint64(tok)
+	return g, nil
+}
+
+func (l *rwDriver) Close() error { return nil }
