@@ -1,0 +1,359 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
+	bdriver "github.com/batonlock/baton/driver"
+)
+
+// mutex is one Mutex handle. The lock is its row in the lock table (owner,
+// token, expiry); the handle's own connection also holds a user-level lock
+// (GET_LOCK) of the name while it holds the row, so that waiters block in
+// the server until the holder lets go, without polling.
+type mutex struct {
+	b     *backend
+	key   string // row key
+	ulock string // user-level lock name
+
+	mu       sync.Mutex
+	conn     *sql.Conn // guarded by mu: the handle's connection, nil until needed
+	lastUsed time.Time // guarded by mu
+	closed   bool      // guarded by mu
+}
+
+// mgrant is the driver state of a Mutex grant.
+type mgrant struct {
+	owner  string
+	held   bool      // the user-level lock is held on conn
+	conn   *sql.Conn // the connection that holds it
+	keeper *lease.Keeper
+}
+
+// The claim takes the row when it is free or its lease has run out, draws
+// the next token, starts the lease, and (claimGet) tries the user-level
+// lock at once, in one statement. Its insert id carries the token and
+// whether the user-level lock was taken: token*2 + taken. Every SET clause
+// reads only the old row, so the statement means the same whether the
+// server assigns left to right or simultaneously.
+const claimSet = `UPDATE %s SET token = token + 1 + LAST_INSERT_ID((token + 1) * 2 + %s) * 0,
+	owner = ?, expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+	WHERE name = ? AND (owner = '' OR expires <= UTC_TIMESTAMP(6))`
+
+func (m *mutex) claimSQL(get bool) string {
+	g := "1"
+	if get {
+		g = "COALESCE(GET_LOCK(?, 0), 0)"
+	}
+	return fmt.Sprintf(claimSet, m.b.t.lock, g)
+}
+
+// conn returns the handle's connection, opening one when there is none or
+// the one there was closed by the server while idle.
+func (m *mutex) getConn(ctx context.Context) (*sql.Conn, error) {
+	m.mu.Lock()
+	c, idle := m.conn, time.Since(m.lastUsed)
+	m.mu.Unlock()
+	if c != nil && idle > 500*time.Millisecond {
+		// The server ends sessions idle longer than the lease TTL: have
+		// the driver check the socket before its next write, so that a
+		// closed connection fails before the statement is sent.
+		err := c.Raw(func(dc any) error {
+			if r, ok := dc.(driver.SessionResetter); ok {
+				return r.ResetSession(ctx)
+			}
+			return nil
+		})
+		if err != nil {
+			m.dropConn(c)
+			c = nil
+		}
+	}
+	if c != nil {
+		return c, nil
+	}
+	c, err := m.b.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bctx, cancel := m.b.bg(ctx)
+	defer cancel()
+	// A holder whose connection goes silent (a half-open TCP connection,
+	// a paused process) keeps its session, and its user-level lock, only
+	// until the server ends the idle session; the lease row decides who
+	// holds in any case.
+	if _, err := c.ExecContext(bctx, "SET SESSION wait_timeout = "+strconv.Itoa(m.b.wait)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		c.Close()
+		return nil, baton.ErrClosed
+	}
+	m.conn, m.lastUsed = c, time.Now()
+	return c, nil
+}
+
+func (m *mutex) used() {
+	m.mu.Lock()
+	m.lastUsed = time.Now()
+	m.mu.Unlock()
+}
+
+// dropConn discards c: the server ends its session, and with it any
+// user-level lock it held.
+func (m *mutex) dropConn(c *sql.Conn) {
+	m.mu.Lock()
+	if m.conn == c {
+		m.conn = nil
+	}
+	m.mu.Unlock()
+	_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	_ = c.Close()
+}
+
+// claim runs the claim statement on c. ok reports whether the row was
+// taken.
+func (m *mutex) claim(ctx context.Context, c *sql.Conn, owner string, get bool) (token uint64, took, ok bool, sent time.Time, err error) {
+	bctx, cancel := m.b.bg(ctx)
+	defer cancel()
+	args := []any{}
+	if get {
+		args = append(args, m.ulock)
+	}
+	args = append(args, owner, m.b.ttlMicros(), m.key)
+	sent = time.Now()
+	res, err := c.ExecContext(bctx, m.claimSQL(get), args...)
+	if err != nil {
+		// What the server did is unknown: give back the row if it was
+		// taken, and the connection with whatever user-level lock.
+		m.dropConn(c)
+		m.b.cleanupRow(m.key, owner)
+		return 0, false, false, sent, err
+	}
+	m.used()
+	n, _ := res.RowsAffected()
+	if n == 0 {
+		return 0, false, false, sent, nil
+	}
+	id, _ := res.LastInsertId()
+	return uint64(id) >> 1, get && id&1 == 1 || !get, true, sent, nil
+}
+
+// cleanupRow frees k's row if owner holds it, in the background.
+func (b *backend) cleanupRow(k, owner string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.c.RequestTimeout)
+		defer cancel()
+		_, _ = b.db.ExecContext(ctx, `UPDATE `+b.t.lock+` SET owner = '', expires = '1970-01-01' WHERE name = ? AND owner = ?`, k, owner)
+	}()
+}
+
+func (m *mutex) grant(c *sql.Conn, owner string, token uint64, held bool, sent time.Time) bdriver.Grant {
+	g := &mgrant{owner: owner, held: held, conn: c}
+	loss := bdriver.NewLoss()
+	g.keeper = lease.StartKeeper(sent, &m.b.c, func(ctx context.Context) (time.Time, error) {
+		return m.renew(ctx, g)
+	}, loss, m.key[2:])
+	return bdriver.Grant{Token: token, Loss: loss, Data: g}
+}
+
+// renew extends the lease on the holder's connection, which also keeps its
+// session from ending idle; when that connection is gone, through the pool.
+func (m *mutex) renew(ctx context.Context, g *mgrant) (time.Time, error) {
+	q := `UPDATE ` + m.b.t.lock + ` SET expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+		WHERE name = ? AND owner = ? AND expires > UTC_TIMESTAMP(6)`
+	sent := time.Now()
+	var res sql.Result
+	var err error
+	if g.held {
+		res, err = g.conn.ExecContext(ctx, q, m.b.ttlMicros(), m.key, g.owner)
+		if err != nil && ctx.Err() == nil {
+			// The session is gone (killed, server restarted), and its
+			// user-level lock with it; the row is still the lock.
+			g.held = false
+			m.dropConn(g.conn)
+		} else {
+			m.used()
+		}
+	}
+	if !g.held {
+		sent = time.Now()
+		res, err = m.b.db.ExecContext(ctx, q, m.b.ttlMicros(), m.key, g.owner)
+	}
+	if err != nil {
+		return sent, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sent, lostf("the lock row no longer names this holder")
+	}
+	return sent, nil
+}
+
+func (m *mutex) TryAcquire(ctx context.Context, mode bdriver.Mode) (bdriver.Grant, error) {
+	c, err := m.getConn(ctx)
+	if err != nil {
+		return bdriver.Grant{}, err
+	}
+	owner := m.b.owner()
+	token, held, ok, sent, err := m.claim(ctx, c, owner, true)
+	if err != nil {
+		return bdriver.Grant{}, err
+	}
+	if !ok {
+		return bdriver.Grant{}, baton.ErrLocked
+	}
+	return m.grant(c, owner, token, held, sent), nil
+}
+
+func (m *mutex) Acquire(ctx context.Context, mode bdriver.Mode) (bdriver.Grant, error) {
+	c, err := m.getConn(ctx)
+	if err != nil {
+		return bdriver.Grant{}, err
+	}
+	owner := m.b.owner()
+	token, held, ok, sent, err := m.claim(ctx, c, owner, true)
+	if err != nil {
+		return bdriver.Grant{}, err
+	}
+	if ok {
+		return m.grant(c, owner, token, held, sent), nil
+	}
+	return m.wait(ctx, c, owner)
+}
+
+// wait blocks on the user-level lock, in slices of a renewal period, and
+// claims the row whenever it gets the lock or a slice ends. A waiter that
+// holds the user-level lock while the row is still taken (its holder lost
+// its session but not its lease) polls the row instead, with backoff.
+func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Grant, error) {
+	slice := strconv.FormatFloat(m.b.c.RenewEvery.Seconds(), 'f', 3, 64)
+	held := false
+	backoff := time.Millisecond
+	giveBack := func() {
+		if held {
+			bctx, cancel := m.b.bg(ctx)
+			defer cancel()
+			if _, err := c.ExecContext(bctx, `DO RELEASE_LOCK(?)`, m.ulock); err != nil {
+				m.dropConn(c)
+			}
+		}
+	}
+	if err := m.b.ensureRow(ctx, m.key, 0); err != nil && ctx.Err() != nil {
+		return bdriver.Grant{}, ctx.Err()
+	}
+	for {
+		if !held {
+			var got sql.NullInt64
+			// The caller's context: if it ends, the driver closes the
+			// connection, which holds nothing while it waits here.
+			err := c.QueryRowContext(ctx, `SELECT GET_LOCK(?, `+slice+`)`, m.ulock).Scan(&got)
+			if err != nil {
+				m.dropConn(c)
+				if ctx.Err() != nil {
+					return bdriver.Grant{}, ctx.Err()
+				}
+				return bdriver.Grant{}, err
+			}
+			m.used()
+			held = got.Valid && got.Int64 == 1
+		} else {
+			select {
+			case <-ctx.Done():
+				giveBack()
+				return bdriver.Grant{}, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 50*time.Millisecond)
+		}
+		if err := ctx.Err(); err != nil {
+			giveBack()
+			return bdriver.Grant{}, err
+		}
+		token, took, ok, sent, err := m.claim(ctx, c, owner, !held)
+		if err != nil {
+			return bdriver.Grant{}, err
+		}
+		if ok {
+			return m.grant(c, owner, token, took, sent), nil
+		}
+	}
+}
+
+func (m *mutex) Release(ctx context.Context, gr bdriver.Grant) error {
+	g := gr.Data.(*mgrant)
+	g.keeper.Stop()
+	bctx, cancel := m.b.bg(ctx)
+	defer cancel()
+	freed := false
+	if g.held {
+		// One statement frees the row and the user-level lock; the latter
+		// only if the row was still this holder's.
+		res, err := g.conn.ExecContext(bctx, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01',
+			token = token + LAST_INSERT_ID(COALESCE(RELEASE_LOCK(?), 2)) * 0
+			WHERE name = ? AND owner = ?`, m.ulock, m.key, g.owner)
+		if err != nil {
+			m.dropConn(g.conn)
+		} else {
+			m.used()
+			if n, _ := res.RowsAffected(); n == 1 {
+				freed = true
+			} else if _, err := g.conn.ExecContext(bctx, `DO RELEASE_LOCK(?)`, m.ulock); err != nil {
+				m.dropConn(g.conn)
+			}
+		}
+	}
+	if !freed && (!g.held || bctx.Err() == nil) {
+		res, err := m.b.db.ExecContext(bctx, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01' WHERE name = ? AND owner = ?`, m.key, g.owner)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		freed = n == 1
+	}
+	if err := gr.Loss.Err(); err != nil {
+		return err
+	}
+	if !freed {
+		return lostf("the lock row no longer names this holder")
+	}
+	return nil
+}
+
+func (m *mutex) Downgrade(ctx context.Context, g bdriver.Grant) (bdriver.Grant, error) {
+	return bdriver.Grant{}, errors.ErrUnsupported
+}
+
+// closeConn gives the handle's connection back to the pool, with the
+// server's own idle timeout again.
+func (m *mutex) closeConn() {
+	m.mu.Lock()
+	c := m.conn
+	m.conn, m.closed = nil, true
+	m.mu.Unlock()
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.b.c.RequestTimeout)
+	defer cancel()
+	if _, err := c.ExecContext(ctx, `SET SESSION wait_timeout = @@GLOBAL.wait_timeout`); err != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = c.Close()
+}
+
+func (m *mutex) Close() error {
+	m.b.untrack(m)
+	m.closeConn()
+	return nil
+}
