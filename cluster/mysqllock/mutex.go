@@ -223,11 +223,12 @@ func (m *mutex) Acquire(ctx context.Context, mode bdriver.Mode) (bdriver.Grant, 
 	}
 	owner := m.b.owner()
 	token, held, ok, sent, err := m.claim(ctx, c, owner, true)
-	if err != nil {
-		return bdriver.Grant{}, err
-	}
-	if ok {
+	if err == nil && ok {
 		return m.grant(c, owner, token, held, sent), nil
+	}
+	if err != nil {
+		// The failed claim's owner id is being cleaned up: never reuse it.
+		c, owner = nil, m.b.owner()
 	}
 	return m.wait(ctx, c, owner)
 }
@@ -235,13 +236,15 @@ func (m *mutex) Acquire(ctx context.Context, mode bdriver.Mode) (bdriver.Grant, 
 // wait blocks on the user-level lock, in slices of a renewal period, and
 // claims the row whenever it gets the lock or a slice ends. A waiter that
 // holds the user-level lock while the row is still taken (its holder lost
-// its session but not its lease) polls the row instead, with backoff.
+// its session but not its lease) polls the row instead, with backoff. A
+// lost connection (killed, server restarted) is replaced, with backoff:
+// only the caller's context ends the wait.
 func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Grant, error) {
 	slice := strconv.FormatFloat(m.b.c.RenewEvery.Seconds(), 'f', 3, 64)
 	held := false
 	backoff := time.Millisecond
 	giveBack := func() {
-		if held {
+		if held && c != nil {
 			bctx, cancel := m.b.bg(ctx)
 			defer cancel()
 			if _, err := c.ExecContext(bctx, `DO RELEASE_LOCK(?)`, m.ulock); err != nil {
@@ -249,10 +252,34 @@ func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Gr
 			}
 		}
 	}
+	pause := func() error {
+		select {
+		case <-ctx.Done():
+			giveBack()
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+		return nil
+	}
 	if err := m.b.ensureRow(ctx, m.key, 0); err != nil && ctx.Err() != nil {
 		return bdriver.Grant{}, ctx.Err()
 	}
 	for {
+		if c == nil {
+			held = false
+			if err := pause(); err != nil {
+				return bdriver.Grant{}, err
+			}
+			var err error
+			if c, err = m.getConn(ctx); err != nil {
+				if ctx.Err() != nil || errors.Is(err, baton.ErrClosed) {
+					return bdriver.Grant{}, err
+				}
+				c = nil
+				continue
+			}
+		}
 		if !held {
 			var got sql.NullInt64
 			// The caller's context: if it ends, the driver closes the
@@ -260,21 +287,16 @@ func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Gr
 			err := c.QueryRowContext(ctx, `SELECT GET_LOCK(?, `+slice+`)`, m.ulock).Scan(&got)
 			if err != nil {
 				m.dropConn(c)
+				c = nil
 				if ctx.Err() != nil {
 					return bdriver.Grant{}, ctx.Err()
 				}
-				return bdriver.Grant{}, err
+				continue
 			}
 			m.used()
 			held = got.Valid && got.Int64 == 1
-		} else {
-			select {
-			case <-ctx.Done():
-				giveBack()
-				return bdriver.Grant{}, ctx.Err()
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 50*time.Millisecond)
+		} else if err := pause(); err != nil {
+			return bdriver.Grant{}, err
 		}
 		if err := ctx.Err(); err != nil {
 			giveBack()
@@ -282,7 +304,8 @@ func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Gr
 		}
 		token, took, ok, sent, err := m.claim(ctx, c, owner, !held)
 		if err != nil {
-			return bdriver.Grant{}, err
+			c, owner = nil, m.b.owner()
+			continue
 		}
 		if ok {
 			return m.grant(c, owner, token, took, sent), nil
@@ -316,6 +339,9 @@ func (m *mutex) Release(ctx context.Context, gr bdriver.Grant) error {
 	if !freed && (!g.held || bctx.Err() == nil) {
 		res, err := m.b.db.ExecContext(bctx, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01' WHERE name = ? AND owner = ?`, m.key, g.owner)
 		if err != nil {
+			if lerr := gr.Loss.Err(); lerr != nil {
+				return lerr
+			}
 			return err
 		}
 		n, _ := res.RowsAffected()

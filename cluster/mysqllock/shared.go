@@ -221,11 +221,11 @@ func (s *state) release(ctx context.Context, gr bdriver.Grant, n int64, all bool
 	} else {
 		res, err = s.b.db.ExecContext(bctx, `UPDATE `+s.b.t.hold+` SET n = n - ? WHERE name = ? AND owner = ? AND mode <> ?`, n, s.key, g.owner, modeWaiting)
 	}
-	if err != nil {
-		return err
-	}
 	if lerr := gr.Loss.Err(); lerr != nil {
 		return lerr
+	}
+	if err != nil {
+		return err
 	}
 	if k, _ := res.RowsAffected(); k == 0 {
 		return lostf("the hold row is gone")
