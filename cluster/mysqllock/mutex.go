@@ -25,9 +25,10 @@ type mutex struct {
 	ulock string // user-level lock name
 
 	mu       sync.Mutex
-	conn     *sql.Conn // guarded by mu: the handle's connection, nil until needed
-	lastUsed time.Time // guarded by mu
-	closed   bool      // guarded by mu
+	conn     *sql.Conn            // guarded by mu: the handle's connection, nil until needed
+	stmts    map[string]*sql.Stmt // guarded by mu: statements prepared on conn
+	lastUsed time.Time            // guarded by mu
+	closed   bool                 // guarded by mu
 }
 
 // mgrant is the driver state of a Mutex grant.
@@ -110,11 +111,58 @@ func (m *mutex) used() {
 	m.mu.Unlock()
 }
 
+// exec runs q on c as a statement prepared once per connection: with
+// arguments, go-sql-driver otherwise prepares and closes a statement for
+// every call (unless the DSN sets interpolateParams), a round trip more.
+func (m *mutex) exec(ctx context.Context, c *sql.Conn, q string, args ...any) (sql.Result, error) {
+	st, err := m.prepared(ctx, c, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (m *mutex) prepared(ctx context.Context, c *sql.Conn, q string) (*sql.Stmt, error) {
+	m.mu.Lock()
+	if m.conn == c && m.stmts != nil {
+		if st := m.stmts[q]; st != nil {
+			m.mu.Unlock()
+			return st, nil
+		}
+	}
+	m.mu.Unlock()
+	st, err := c.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.conn == c {
+		if m.stmts == nil {
+			m.stmts = make(map[string]*sql.Stmt)
+		}
+		if old := m.stmts[q]; old != nil {
+			old.Close()
+		}
+		m.stmts[q] = st
+	}
+	return st, nil
+}
+
+// forget closes the statements of the handle's connection; mu is held.
+func (m *mutex) forget() {
+	for _, st := range m.stmts {
+		st.Close()
+	}
+	m.stmts = nil
+}
+
 // dropConn discards c: the server ends its session, and with it any
 // user-level lock it held.
 func (m *mutex) dropConn(c *sql.Conn) {
 	m.mu.Lock()
 	if m.conn == c {
+		m.forget()
 		m.conn = nil
 	}
 	m.mu.Unlock()
@@ -133,7 +181,7 @@ func (m *mutex) claim(ctx context.Context, c *sql.Conn, owner string, get bool) 
 	}
 	args = append(args, owner, m.b.ttlMicros(), m.key)
 	sent = time.Now()
-	res, err := c.ExecContext(bctx, m.claimSQL(get), args...)
+	res, err := m.exec(bctx, c, m.claimSQL(get), args...)
 	if err != nil {
 		// What the server did is unknown: give back the row if it was
 		// taken, and the connection with whatever user-level lock.
@@ -177,7 +225,7 @@ func (m *mutex) renew(ctx context.Context, g *mgrant) (time.Time, error) {
 	var res sql.Result
 	var err error
 	if g.held {
-		res, err = g.conn.ExecContext(ctx, q, m.b.ttlMicros(), m.key, g.owner)
+		res, err = m.exec(ctx, g.conn, q, m.b.ttlMicros(), m.key, g.owner)
 		if err != nil && ctx.Err() == nil {
 			// The session is gone (killed, server restarted), and its
 			// user-level lock with it; the row is still the lock.
@@ -284,7 +332,10 @@ func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Gr
 			var got sql.NullInt64
 			// The caller's context: if it ends, the driver closes the
 			// connection, which holds nothing while it waits here.
-			err := c.QueryRowContext(ctx, `SELECT GET_LOCK(?, `+slice+`)`, m.ulock).Scan(&got)
+			st, err := m.prepared(ctx, c, `SELECT GET_LOCK(?, `+slice+`)`)
+			if err == nil {
+				err = st.QueryRowContext(ctx, m.ulock).Scan(&got)
+			}
 			if err != nil {
 				m.dropConn(c)
 				c = nil
@@ -322,7 +373,7 @@ func (m *mutex) Release(ctx context.Context, gr bdriver.Grant) error {
 	if g.held {
 		// One statement frees the row and the user-level lock; the latter
 		// only if the row was still this holder's.
-		res, err := g.conn.ExecContext(bctx, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01',
+		res, err := m.exec(bctx, g.conn, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01',
 			token = token + LAST_INSERT_ID(COALESCE(RELEASE_LOCK(?), 2)) * 0
 			WHERE name = ? AND owner = ?`, m.ulock, m.key, g.owner)
 		if err != nil {
@@ -365,6 +416,7 @@ func (m *mutex) Downgrade(ctx context.Context, g bdriver.Grant) (bdriver.Grant, 
 func (m *mutex) closeConn() {
 	m.mu.Lock()
 	c := m.conn
+	m.forget()
 	m.conn, m.closed = nil, true
 	m.mu.Unlock()
 	if c == nil {

@@ -108,7 +108,10 @@ func parseURL(rawURL string) (*mysql.Config, []lease.Option, error) {
 		}
 		cfg = parsed
 	}
-	// Fractional seconds of the lease expiry are compared on the server;
-	// times are read as text, so no time zone setting matters.
+	// One round trip per statement with arguments, rather than a
+	// prepare, an execution and a close.
+	if !q.Has("interpolateParams") {
+		cfg.InterpolateParams = true
+	}
 	return cfg, lopts, nil
 }
