@@ -16,6 +16,9 @@ var suite = locktest.Suite{Name: "mysql", Open: openCfg, Caps: locktest.Caps{
 	RWMutex: true, Semaphore: true, Cond: true, CrossProcess: true, KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}}
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envHold) != "" {
+		os.Exit(runHold())
+	}
 	if os.Getenv("BATON_LOCKTEST_HELPER") == "" {
 		srv, sharedErr = startShared()
 	}
