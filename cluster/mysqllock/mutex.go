@@ -92,6 +92,7 @@ func (m *mutex) getConn(ctx context.Context) (*sql.Conn, error) {
 	// until the server ends the idle session; the lease row decides who
 	// holds in any case.
 	if _, err := c.ExecContext(bctx, "SET SESSION wait_timeout = "+strconv.Itoa(m.b.wait)); err != nil {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
 		c.Close()
 		return nil, err
 	}
@@ -265,6 +266,16 @@ func (m *mutex) TryAcquire(ctx context.Context, mode bdriver.Mode) (bdriver.Gran
 }
 
 func (m *mutex) Acquire(ctx context.Context, mode bdriver.Mode) (bdriver.Grant, error) {
+	g, err := m.acquire(ctx)
+	if err != nil && ctx.Err() != nil {
+		// A connection that failed as the context ended failed because it
+		// ended, as far as the caller is concerned; nothing is held.
+		return g, ctx.Err()
+	}
+	return g, err
+}
+
+func (m *mutex) acquire(ctx context.Context) (bdriver.Grant, error) {
 	c, err := m.getConn(ctx)
 	if err != nil {
 		return bdriver.Grant{}, err
