@@ -139,11 +139,11 @@ func (b *backend) ValidateName(name string) error { return nil }
 // key is the row key of a name of one kind.
 func key(kind byte, name string) string { return string(kind) + ":" + name }
 
-// userLock is the user-level lock name of a row key: GET_LOCK names are
-// limited to 64 characters, so the key is hashed.
+// userLock is the user-level lock name of a row key: MySQL limits GET_LOCK
+// names to 64 characters, so the table prefix and the key are hashed.
 func (b *backend) userLock(k string) string {
-	h := sha256.Sum256([]byte(b.c.Prefix + k))
-	return b.c.Prefix + hex.EncodeToString(h[:16])
+	h := sha256.Sum256([]byte(b.c.Prefix + "\x00" + k))
+	return "baton:" + hex.EncodeToString(h[:16])
 }
 
 // owner returns a new owner id, unique among every Backend and acquisition.

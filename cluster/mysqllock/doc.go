@@ -62,6 +62,15 @@
 // while it waits. A claim whose outcome is unknown (the connection failed)
 // is given back by its owner id, and the id is never reused.
 //
+// # Inspection
+//
+// The Backend is a baton.Inspector (the baton command's status, ls and
+// rm): a Mutex's holder, token and lease time left, an RWMutex's and a
+// Semaphore's holders and queued requests, a Cond's waiters. Remove frees
+// a Mutex and keeps its row, so that its tokens keep increasing; it
+// deletes a Semaphore's row, so that it may be created again with another
+// capacity.
+//
 // # Helpers
 //
 // LockRow locks a named row inside the caller's own transaction (released

@@ -267,11 +267,23 @@ func TestContextEndsMidQuery(t *testing.T) {
 	m2, _ := a.Mutex(ctx, name)
 	other, _ := b.Mutex(ctx, name)
 	for round := range 20 {
+		// A cancelled waiter's session may still be granted the user-level
+		// lock by an Unlock before the server notices its client is gone;
+		// it lets go at once. Wait for that, so that m1 takes it.
+		for deadline := time.Now().Add(5 * time.Second); holderConn(t, admin, name) != 0; {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the user-level lock stays taken with nobody holding", round)
+			}
+			time.Sleep(time.Millisecond)
+		}
 		h, err := m1.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		id := holderConn(t, admin, name)
+		if id == 0 {
+			t.Fatalf("round %d: the holder took no user-level lock", round)
+		}
 		wctx, cancel := context.WithTimeout(ctx, time.Duration(1+round)*time.Millisecond)
 		_, err = m2.Lock(wctx)
 		cancel()
