@@ -252,6 +252,9 @@ func (m *mutex) renew(ctx context.Context, g *mgrant) (time.Time, error) {
 func (m *mutex) TryAcquire(ctx context.Context, mode bdriver.Mode) (bdriver.Grant, error) {
 	c, err := m.getConn(ctx)
 	if err != nil {
+		if cerr := ctxEnded(ctx); cerr != nil {
+			return bdriver.Grant{}, cerr
+		}
 		return bdriver.Grant{}, err
 	}
 	owner := m.b.owner()
@@ -267,12 +270,27 @@ func (m *mutex) TryAcquire(ctx context.Context, mode bdriver.Mode) (bdriver.Gran
 
 func (m *mutex) Acquire(ctx context.Context, mode bdriver.Mode) (bdriver.Grant, error) {
 	g, err := m.acquire(ctx)
-	if err != nil && ctx.Err() != nil {
-		// A connection that failed as the context ended failed because it
-		// ended, as far as the caller is concerned; nothing is held.
-		return g, ctx.Err()
+	if err != nil {
+		if cerr := ctxEnded(ctx); cerr != nil {
+			// A connection that failed as the context ended failed because
+			// it ended, as far as the caller is concerned; nothing is held.
+			return g, cerr
+		}
 	}
 	return g, err
+}
+
+// ctxEnded returns ctx's error, or context.DeadlineExceeded once its
+// deadline has passed even if its timer has not run yet (a dial bounded by
+// the deadline can fail first).
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 func (m *mutex) acquire(ctx context.Context) (bdriver.Grant, error) {
