@@ -176,6 +176,48 @@ func TestServerRestart(t *testing.T) {
 	}
 }
 
+// TestServerRestartSemaphore: a Semaphore waiter keeps waiting through a
+// server restart, and is served when the holder, reconnected, releases.
+func TestServerRestartSemaphore(t *testing.T) {
+	s := startServer(t)
+	createDB(t, s, "baton")
+	ctx := context.Background()
+	name := testName(t)
+	a, b := openT(t, s.url(testQuery)), openT(t, s.url(testQuery))
+	sa, _ := a.Semaphore(ctx, name, 1)
+	sb, _ := b.Semaphore(ctx, name, 1)
+	h, err := sa.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { _, err := sb.Acquire(ctx, 1); got <- err }()
+	time.Sleep(50 * time.Millisecond)
+	s.restart()
+	select {
+	case err := <-got:
+		t.Fatalf("the waiter returned (%v) while the permit was held", err)
+	case <-time.After(testTTL / 2):
+	}
+	if err := h.Err(); err != nil {
+		t.Fatalf("hold lost across a short restart: %v", err)
+	}
+	if err := sa.Release(ctx, 1); err != nil {
+		t.Fatalf("Release after the restart: %v", err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("waiter after the restart: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not served after the restart")
+	}
+	if err := sb.Release(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPartitionedHolder: the holder's network goes silent (a proxy stops
 // forwarding, keeping both TCP connections open, as a partition or a
 // paused client looks to the server). The holder's Loss fires before the

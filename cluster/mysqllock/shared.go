@@ -167,7 +167,7 @@ func (s *state) grant(owner string, tok uint64, n int64, sent time.Time) bdriver
 func (s *state) acquire(ctx context.Context, mode int, n int64, wait bool) (bdriver.Grant, error) {
 	owner := s.b.owner()
 	backoff := time.Millisecond
-	queued := false
+	queued, warned := false, false
 	for {
 		tok, ok, sent, err := s.attempt(ctx, owner, mode, n, wait)
 		if err == nil && ok {
@@ -178,14 +178,19 @@ func (s *state) acquire(ctx context.Context, mode int, n int64, wait bool) (bdri
 			return s.grant(owner, tok, n, sent), nil
 		}
 		queued = queued || wait
-		if err != nil || !wait {
-			if queued {
-				s.drop(owner)
-			}
+		if !wait {
 			if err != nil {
 				return bdriver.Grant{}, err
 			}
 			return bdriver.Grant{}, baton.ErrLocked
+		}
+		if err != nil && !warned {
+			warned = true
+			// A lost connection or a restarted server: only the caller's
+			// context ends a wait. Retrying with the same owner id is
+			// safe: an attempt that committed unseen left rows of this
+			// owner, which the next attempt finds as its own.
+			s.b.c.Logger.Warn("baton: mysql: acquisition attempt failed; retrying", "name", s.key[2:], "err", err)
 		}
 		select {
 		case <-ctx.Done():
