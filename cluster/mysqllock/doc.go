@@ -60,7 +60,9 @@
 // caller's cancellation, bounded by the request timeout; only the waits in
 // GET_LOCK follow the caller's context, on a connection that holds nothing
 // while it waits. A claim whose outcome is unknown (the connection failed)
-// is given back by its owner id, and the id is never reused.
+// is given back by its owner id, and the id is never reused. Waiters of
+// every kind keep waiting through a lost connection or a server restart;
+// only their context ends a wait.
 //
 // # Inspection
 //
