@@ -15,6 +15,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/etcdlock"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/cluster/mysqllock"
 	"github.com/batonlock/baton/cluster/redislock"
 	"github.com/batonlock/baton/cluster/redlock"
 	"github.com/batonlock/baton/ipc"
@@ -24,7 +25,7 @@ import (
 
 // acceptedForms is named in every message about a bad backend URL.
 const acceptedForms = "local:, local:///DIR, file:///DIR, redis://host:port, rediss://host:port, " +
-	"redis+cluster://h1:p1,h2:p2, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379"
+	"redis+cluster://h1:p1,h2:p2, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379, mysql://user@host:port/db"
 
 // backendOptions are the command-line settings a backend may use.
 type backendOptions struct {
@@ -47,6 +48,8 @@ var openers = map[string]opener{
 	"redlocks":       openRedlock,
 	"etcd":           openEtcd,
 	"etcds":          openEtcd,
+	"mysql":          openMySQL,
+	"mysql+unix":     openMySQL,
 }
 
 // backendURL returns the URL the command uses: --backend, else
@@ -162,6 +165,14 @@ func openEtcd(ctx context.Context, raw string, o backendOptions) (baton.Backend,
 		opts = append(opts, etcdlock.WithTTL(o.ttl))
 	}
 	return etcdlock.OpenURL(ctx, raw, opts...)
+}
+
+func openMySQL(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
+	opts := []lease.Option{lease.WithLogger(o.logger())}
+	if o.ttl > 0 {
+		opts = append(opts, lease.WithTTL(o.ttl))
+	}
+	return mysqllock.OpenURL(ctx, raw, opts...)
 }
 
 // childBackendURL is the value of BATON_BACKEND given to the command: the

@@ -1,0 +1,332 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
+	bdriver "github.com/batonlock/baton/driver"
+)
+
+// mutex is one Mutex handle. The lock is its row in the lock table (owner,
+// token, expiry); the handle's own connection also holds a user-level lock
+// (GET_LOCK) of the name while it holds the row, so that waiters block in
+// the server until the holder lets go, without polling.
+type mutex struct {
+	b     *backend
+	key   string // row key
+	ulock string // user-level lock name
+
+	mu       sync.Mutex
+	conn     *sql.Conn            // guarded by mu: the handle's connection, nil until needed
+	stmts    map[string]*sql.Stmt // guarded by mu: statements prepared on conn
+	lastUsed time.Time            // guarded by mu
+	closed   bool                 // guarded by mu
+}
+
+// mgrant is the driver state of a Mutex grant.
+type mgrant struct {
+	owner  string
+	held   bool      // the user-level lock is held on conn
+	conn   *sql.Conn // the connection that holds it
+	keeper *lease.Keeper
+}
+
+// The claim takes the row when it is free or its lease has run out, draws
+// the next token, starts the lease, and (claimGet) tries the user-level
+// lock at once, in one statement. Its insert id carries the token and
+// whether the user-level lock was taken: token*2 + taken. Every SET clause
+// reads only the old row, so the statement means the same whether the
+// server assigns left to right or simultaneously.
+const claimSet = `UPDATE %s SET token = token + 1 + LAST_INSERT_ID((token + 1) * 2 + %s) * 0,
+	owner = ?, expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+	WHERE name = ? AND (owner = '' OR expires <= UTC_TIMESTAMP(6))`
+
+func (m *mutex) claimSQL(get bool) string {
+	g := "1"
+	if get {
+		g = "COALESCE(GET_LOCK(?, 0), 0)"
+	}
+	return fmt.Sprintf(claimSet, m.b.t.lock, g)
+}
+
+// claim runs the claim statement on c. ok reports whether the row was
+// taken.
+func (m *mutex) claim(ctx context.Context, c *sql.Conn, owner string, get bool) (token uint64, took, ok bool, sent time.Time, err error) {
+	bctx, cancel := m.b.bg(ctx)
+	defer cancel()
+	args := []any{}
+	if get {
+		args = append(args, m.ulock)
+	}
+	args = append(args, owner, m.b.ttlMicros(), m.key)
+	sent = time.Now()
+	res, err := m.exec(bctx, c, m.claimSQL(get), args...)
+	if err != nil {
+		// What the server did is unknown: give back the row if it was
+		// taken, and the connection with whatever user-level lock.
+		m.dropConn(c)
+		m.b.cleanupRow(m.key, owner)
+		return 0, false, false, sent, err
+	}
+	m.used()
+	n, _ := res.RowsAffected()
+	if n == 0 {
+		return 0, false, false, sent, nil
+	}
+	id, _ := res.LastInsertId()
+	return uint64(id) >> 1, get && id&1 == 1 || !get, true, sent, nil
+}
+
+// cleanupRow frees k's row if owner holds it, in the background.
+func (b *backend) cleanupRow(k, owner string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.c.RequestTimeout)
+		defer cancel()
+		_, _ = b.db.ExecContext(ctx, `UPDATE `+b.t.lock+` SET owner = '', expires = '1970-01-01' WHERE name = ? AND owner = ?`, k, owner)
+	}()
+}
+
+func (m *mutex) grant(c *sql.Conn, owner string, token uint64, held bool, sent time.Time) bdriver.Grant {
+	g := &mgrant{owner: owner, held: held, conn: c}
+	loss := bdriver.NewLoss()
+	g.keeper = lease.StartKeeper(sent, &m.b.c, func(ctx context.Context) (time.Time, error) {
+		return m.renew(ctx, g)
+	}, loss, m.key[2:])
+	return bdriver.Grant{Token: token, Loss: loss, Data: g}
+}
+
+// renew extends the lease on the holder's connection, which also keeps its
+// session from ending idle; when that connection is gone, through the pool.
+func (m *mutex) renew(ctx context.Context, g *mgrant) (time.Time, error) {
+	q := `UPDATE ` + m.b.t.lock + ` SET expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+		WHERE name = ? AND owner = ? AND expires > UTC_TIMESTAMP(6)`
+	sent := time.Now()
+	var res sql.Result
+	var err error
+	if g.held {
+		res, err = m.exec(ctx, g.conn, q, m.b.ttlMicros(), m.key, g.owner)
+		if err != nil && ctx.Err() == nil {
+			// The session is gone (killed, server restarted), and its
+			// user-level lock with it; the row is still the lock.
+			g.held = false
+			m.dropConn(g.conn)
+		} else {
+			m.used()
+		}
+	}
+	if !g.held {
+		sent = time.Now()
+		res, err = m.b.db.ExecContext(ctx, q, m.b.ttlMicros(), m.key, g.owner)
+	}
+	if err != nil {
+		return sent, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sent, lostf("the lock row no longer names this holder")
+	}
+	return sent, nil
+}
+
+func (m *mutex) TryAcquire(ctx context.Context, mode bdriver.Mode) (bdriver.Grant, error) {
+	c, err := m.getConn(ctx)
+	if err != nil {
+		if cerr := ctxEnded(ctx); cerr != nil {
+			return bdriver.Grant{}, cerr
+		}
+		return bdriver.Grant{}, err
+	}
+	owner := m.b.owner()
+	token, held, ok, sent, err := m.claim(ctx, c, owner, true)
+	if err != nil {
+		return bdriver.Grant{}, err
+	}
+	if !ok {
+		return bdriver.Grant{}, baton.ErrLocked
+	}
+	return m.grant(c, owner, token, held, sent), nil
+}
+
+func (m *mutex) Acquire(ctx context.Context, mode bdriver.Mode) (bdriver.Grant, error) {
+	g, err := m.acquire(ctx)
+	if err != nil {
+		if cerr := ctxEnded(ctx); cerr != nil {
+			// A connection that failed as the context ended failed because
+			// it ended, as far as the caller is concerned; nothing is held.
+			return g, cerr
+		}
+	}
+	return g, err
+}
+
+// ctxEnded returns ctx's error, or context.DeadlineExceeded once its
+// deadline has passed even if its timer has not run yet (a dial bounded by
+// the deadline can fail first).
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func (m *mutex) acquire(ctx context.Context) (bdriver.Grant, error) {
+	c, err := m.getConn(ctx)
+	if err != nil {
+		return bdriver.Grant{}, err
+	}
+	owner := m.b.owner()
+	token, held, ok, sent, err := m.claim(ctx, c, owner, true)
+	if err == nil && ok {
+		return m.grant(c, owner, token, held, sent), nil
+	}
+	if err != nil {
+		// The failed claim's owner id is being cleaned up: never reuse it.
+		c, owner = nil, m.b.owner()
+	}
+	return m.wait(ctx, c, owner)
+}
+
+// wait blocks on the user-level lock, in slices of a renewal period, and
+// claims the row whenever it gets the lock or a slice ends. A waiter that
+// holds the user-level lock while the row is still taken (its holder lost
+// its session but not its lease) polls the row instead, with backoff. A
+// lost connection (killed, server restarted) is replaced, with backoff:
+// only the caller's context ends the wait.
+func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Grant, error) {
+	slice := strconv.FormatFloat(m.b.c.RenewEvery.Seconds(), 'f', 3, 64)
+	held := false
+	backoff := time.Millisecond
+	giveBack := func() {
+		if held && c != nil {
+			bctx, cancel := m.b.bg(ctx)
+			defer cancel()
+			if _, err := c.ExecContext(bctx, `DO RELEASE_LOCK(?)`, m.ulock); err != nil {
+				m.dropConn(c)
+			}
+		}
+	}
+	pause := func() error {
+		select {
+		case <-ctx.Done():
+			giveBack()
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+		return nil
+	}
+	if err := m.b.ensureRow(ctx, m.key, 0); err != nil && ctx.Err() != nil {
+		return bdriver.Grant{}, ctx.Err()
+	}
+	for {
+		if c == nil {
+			held = false
+			if err := pause(); err != nil {
+				return bdriver.Grant{}, err
+			}
+			var err error
+			if c, err = m.getConn(ctx); err != nil {
+				if ctx.Err() != nil || errors.Is(err, baton.ErrClosed) {
+					return bdriver.Grant{}, err
+				}
+				c = nil
+				continue
+			}
+		}
+		if !held {
+			var got sql.NullInt64
+			// The caller's context: if it ends, the driver closes the
+			// connection, which holds nothing while it waits here.
+			st, err := m.prepared(ctx, c, `SELECT GET_LOCK(?, `+slice+`)`)
+			if err == nil {
+				err = st.QueryRowContext(ctx, m.ulock).Scan(&got)
+			}
+			if err != nil {
+				m.dropConn(c)
+				c = nil
+				if ctx.Err() != nil {
+					return bdriver.Grant{}, ctx.Err()
+				}
+				continue
+			}
+			m.used()
+			held = got.Valid && got.Int64 == 1
+		} else if err := pause(); err != nil {
+			return bdriver.Grant{}, err
+		}
+		if err := ctx.Err(); err != nil {
+			giveBack()
+			return bdriver.Grant{}, err
+		}
+		token, took, ok, sent, err := m.claim(ctx, c, owner, !held)
+		if err != nil {
+			c, owner = nil, m.b.owner()
+			continue
+		}
+		if ok {
+			return m.grant(c, owner, token, took, sent), nil
+		}
+	}
+}
+
+func (m *mutex) Release(ctx context.Context, gr bdriver.Grant) error {
+	g := gr.Data.(*mgrant)
+	g.keeper.Stop()
+	bctx, cancel := m.b.bg(ctx)
+	defer cancel()
+	freed := false
+	if g.held {
+		// One statement frees the row and the user-level lock; the latter
+		// only if the row was still this holder's.
+		res, err := m.exec(bctx, g.conn, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01',
+			token = token + LAST_INSERT_ID(COALESCE(RELEASE_LOCK(?), 2)) * 0
+			WHERE name = ? AND owner = ?`, m.ulock, m.key, g.owner)
+		if err != nil {
+			m.dropConn(g.conn)
+		} else {
+			m.used()
+			if n, _ := res.RowsAffected(); n == 1 {
+				freed = true
+			} else if _, err := g.conn.ExecContext(bctx, `DO RELEASE_LOCK(?)`, m.ulock); err != nil {
+				m.dropConn(g.conn)
+			}
+		}
+	}
+	if !freed && (!g.held || bctx.Err() == nil) {
+		res, err := m.b.db.ExecContext(bctx, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01' WHERE name = ? AND owner = ?`, m.key, g.owner)
+		if err != nil {
+			if lerr := gr.Loss.Err(); lerr != nil {
+				return lerr
+			}
+			return err
+		}
+		n, _ := res.RowsAffected()
+		freed = n == 1
+	}
+	if err := gr.Loss.Err(); err != nil {
+		return err
+	}
+	if !freed {
+		return lostf("the lock row no longer names this holder")
+	}
+	return nil
+}
+
+func (m *mutex) Downgrade(ctx context.Context, g bdriver.Grant) (bdriver.Grant, error) {
+	return bdriver.Grant{}, errors.ErrUnsupported
+}
+
+func (m *mutex) Close() error {
+	m.b.untrack(m)
+	m.closeConn()
+	return nil
+}

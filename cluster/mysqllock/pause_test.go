@@ -1,0 +1,151 @@
+package mysqllock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+// The paused-holder test runs a holder in a process of its own (this test
+// binary, with envHold set) so that SIGSTOP pauses its timers too.
+const (
+	envHold     = "BATON_MYSQLLOCK_HOLD"
+	envHoldURL  = "BATON_MYSQLLOCK_URL"
+	envHoldName = "BATON_MYSQLLOCK_NAME"
+)
+
+// runHold is the paused holder: it locks, says so, and once told (after it
+// was resumed) reports whether its hold still looks valid and what Unlock
+// returns.
+func runHold() int {
+	ctx := context.Background()
+	b, err := OpenURL(ctx, os.Getenv(envHoldURL))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer b.Close()
+	m, err := b.Mutex(ctx, os.Getenv(envHoldName))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	h, err := m.Lock(ctx)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("held", h.Token())
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return 1
+	}
+	// The first thing it does once resumed: the other client holds by now.
+	lost := h.Err() != nil
+	fmt.Println("lost", lost)
+	fmt.Println("unlock-lost", errors.Is(m.Unlock(ctx), baton.ErrLost))
+	return 0
+}
+
+// TestPausedHolder: a holder process is stopped (SIGSTOP) past its lease.
+// Another client is granted the lock once the lease has run out (the server
+// ends the paused session, and with it its GET_LOCK); when the holder runs
+// again, the first read of its hold reports the loss, its Unlock returns
+// ErrLost, and the new token is greater.
+func TestPausedHolder(t *testing.T) {
+	s := sharedServer(t)
+	createDB(t, s, "baton")
+	ctx := context.Background()
+	name := testName(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envHold+"=1", envHoldURL+"="+s.url(testQuery), envHoldName+"="+name)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		stdin.Close()
+		_ = cmd.Wait()
+	}()
+	lines := make(chan string, 8)
+	go func() {
+		r := bufio.NewReader(out)
+		for {
+			l, err := r.ReadString('\n')
+			if l != "" {
+				lines <- strings.TrimSpace(l)
+			}
+			if err != nil {
+				if err != io.EOF {
+					lines <- "error " + err.Error()
+				}
+				close(lines)
+				return
+			}
+		}
+	}()
+	next := func() string {
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(30 * time.Second):
+			t.Fatal("the holder process said nothing for 30 s")
+			return ""
+		}
+	}
+	var token uint64
+	if l := next(); !strings.HasPrefix(l, "held ") {
+		t.Fatalf("holder: %q", l)
+	} else {
+		fmt.Sscan(strings.TrimPrefix(l, "held "), &token)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	b := openT(t, s.url(testQuery))
+	m, _ := b.Mutex(ctx, name)
+	lctx, cancel := context.WithTimeout(ctx, 4*testTTL)
+	h, err := m.Lock(lctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("Lock while the holder is paused: %v", err)
+	}
+	t.Logf("granted %v after the holder was stopped", time.Since(stopped).Round(time.Millisecond))
+	if uint64(h.Token()) <= token {
+		t.Fatalf("token %d after the paused holder's %d", h.Token(), token)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	if l := next(); l != "lost true" {
+		t.Fatalf("the resumed holder's first read of its hold: %q, want the loss (another client holds)", l)
+	}
+	if l := next(); l != "unlock-lost true" {
+		t.Fatalf("the resumed holder's Unlock: %q, want ErrLost", l)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,302 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
+	bdriver "github.com/batonlock/baton/driver"
+)
+
+// Modes of the rows of the hold table.
+const (
+	modeShared  = 0 // a reader, or permits of a semaphore
+	modeExcl    = 1 // a writer
+	modeWaiting = 2 // a queued writer or semaphore request; token is its place
+)
+
+// state is the table state of one RWMutex or Semaphore name: one row per
+// holder and per queued request in the hold table, each with its own lease,
+// changed only in short transactions that lock the name's row of the lock
+// table first. Waiters poll with backoff; a queued request keeps its place
+// by renewing its row on every poll.
+type state struct {
+	b        *backend
+	key      string
+	rw       bool
+	capacity int64
+}
+
+// sgrant is the driver state of an RWMutex or Semaphore grant.
+type sgrant struct {
+	owner  string
+	keeper *lease.Keeper
+}
+
+type holdRow struct {
+	owner string
+	mode  int
+	n     int64
+	token uint64
+}
+
+// attempt tries once to grant mode (n permits) to owner. With queue set, a
+// refused request keeps (or takes) a place in the queue.
+func (s *state) attempt(ctx context.Context, owner string, mode int, n int64, queue bool) (tok uint64, ok bool, sent time.Time, err error) {
+	bctx, cancel := s.b.bg(ctx)
+	defer cancel()
+	sent = time.Now()
+	tx, err := s.b.db.BeginTx(bctx, nil)
+	if err != nil {
+		return 0, false, sent, err
+	}
+	defer tx.Rollback()
+	var counter uint64
+	var capacity int64
+	if err := tx.QueryRowContext(bctx, `SELECT token, capacity FROM `+s.b.t.lock+` WHERE name = ? FOR UPDATE`, s.key).Scan(&counter, &capacity); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			// Removed since the handle was opened: recreate it.
+			if err := s.b.ensureRow(bctx, s.key, s.capacity); err != nil {
+				return 0, false, sent, err
+			}
+			return 0, false, sent, nil
+		}
+		return 0, false, sent, err
+	}
+	if _, err := tx.ExecContext(bctx, `DELETE FROM `+s.b.t.hold+` WHERE name = ? AND expires <= UTC_TIMESTAMP(6)`, s.key); err != nil {
+		return 0, false, sent, err
+	}
+	rows, err := tx.QueryContext(bctx, `SELECT owner, mode, n, token FROM `+s.b.t.hold+` WHERE name = ?`, s.key)
+	if err != nil {
+		return 0, false, sent, err
+	}
+	var hs []holdRow
+	for rows.Next() {
+		var h holdRow
+		if err := rows.Scan(&h.owner, &h.mode, &h.n, &h.token); err != nil {
+			rows.Close()
+			return 0, false, sent, err
+		}
+		hs = append(hs, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, false, sent, err
+	}
+	var place uint64 // this request's place in the queue; 0: none
+	for _, h := range hs {
+		if h.owner == owner && h.mode == modeWaiting {
+			place = h.token
+		}
+	}
+	ok = s.grantable(hs, owner, mode, n, place)
+	switch {
+	case ok:
+		tok = counter + 1
+		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.lock+` SET token = ? WHERE name = ?`, tok, s.key)
+		if err == nil {
+			_, err = tx.ExecContext(bctx, `REPLACE INTO `+s.b.t.hold+` (name, owner, mode, n, token, expires)
+				VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, s.key, owner, mode, n, tok, s.b.ttlMicros())
+		}
+	case queue && place == 0 && (mode == modeExcl || !s.rw):
+		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.lock+` SET token = ? WHERE name = ?`, counter+1, s.key)
+		if err == nil {
+			_, err = tx.ExecContext(bctx, `INSERT INTO `+s.b.t.hold+` (name, owner, mode, n, token, expires)
+				VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, s.key, owner, modeWaiting, n, counter+1, s.b.ttlMicros())
+		}
+	case queue && place != 0:
+		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.hold+` SET expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE name = ? AND owner = ?`,
+			s.b.ttlMicros(), s.key, owner)
+	}
+	if err != nil {
+		return 0, false, sent, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, sent, err
+	}
+	return tok, ok, sent, nil
+}
+
+// grantable decides a request on the rows of the name. Writers are
+// preferred to readers, and queued requests are served in order: a request
+// does not pass one queued before it (or any, when it has no place).
+func (s *state) grantable(hs []holdRow, owner string, mode int, n int64, place uint64) bool {
+	var used int64
+	for _, h := range hs {
+		if h.owner == owner {
+			continue
+		}
+		switch {
+		case h.mode == modeWaiting && (place == 0 || h.token < place):
+			return false
+		case h.mode == modeExcl:
+			return false
+		case h.mode == modeShared:
+			if s.rw && mode == modeExcl {
+				return false
+			}
+			used += h.n
+		}
+	}
+	return s.rw || used+n <= s.capacity
+}
+
+func (s *state) grant(owner string, tok uint64, n int64, sent time.Time) bdriver.Grant {
+	g := &sgrant{owner: owner}
+	loss := bdriver.NewLoss()
+	g.keeper = lease.StartKeeper(sent, &s.b.c, func(ctx context.Context) (time.Time, error) {
+		sent := time.Now()
+		res, err := s.b.db.ExecContext(ctx, `UPDATE `+s.b.t.hold+` SET expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+			WHERE name = ? AND owner = ? AND mode <> ? AND expires > UTC_TIMESTAMP(6)`, s.b.ttlMicros(), s.key, owner, modeWaiting)
+		if err != nil {
+			return sent, err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return sent, lostf("the hold row is gone")
+		}
+		return sent, nil
+	}, loss, s.key[2:])
+	return bdriver.Grant{Token: tok, Loss: loss, N: n, Data: g}
+}
+
+// acquire grants mode (n permits), waiting when wait is set.
+func (s *state) acquire(ctx context.Context, mode int, n int64, wait bool) (bdriver.Grant, error) {
+	owner := s.b.owner()
+	backoff := time.Millisecond
+	queued, warned := false, false
+	for {
+		tok, ok, sent, err := s.attempt(ctx, owner, mode, n, wait)
+		if err == nil && ok {
+			if ctx.Err() != nil {
+				s.drop(owner)
+				return bdriver.Grant{}, ctx.Err()
+			}
+			return s.grant(owner, tok, n, sent), nil
+		}
+		queued = queued || wait
+		if !wait {
+			if err != nil {
+				return bdriver.Grant{}, err
+			}
+			return bdriver.Grant{}, baton.ErrLocked
+		}
+		if err != nil && !warned {
+			warned = true
+			// A lost connection or a restarted server: only the caller's
+			// context ends a wait. Retrying with the same owner id is
+			// safe: an attempt that committed unseen left rows of this
+			// owner, which the next attempt finds as its own.
+			s.b.c.Logger.Warn("baton: mysql: acquisition attempt failed; retrying", "name", s.key[2:], "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			s.drop(owner)
+			return bdriver.Grant{}, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 25*time.Millisecond, s.b.c.RenewEvery)
+	}
+}
+
+// drop deletes owner's rows (a queued place, or a grant that came too late).
+func (s *state) drop(owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.b.c.RequestTimeout)
+	defer cancel()
+	if _, err := s.b.db.ExecContext(ctx, `DELETE FROM `+s.b.t.hold+` WHERE name = ? AND owner = ?`, s.key, owner); err != nil {
+		s.b.c.Logger.Warn("baton: mysql: giving back a cancelled request failed; its lease will end it", "name", s.key[2:], "err", err)
+	}
+}
+
+// release gives back n permits of g (all when all is set).
+func (s *state) release(ctx context.Context, gr bdriver.Grant, n int64, all bool) error {
+	g := gr.Data.(*sgrant)
+	if all {
+		g.keeper.Stop()
+	}
+	bctx, cancel := s.b.bg(ctx)
+	defer cancel()
+	var res sql.Result
+	var err error
+	if all {
+		res, err = s.b.db.ExecContext(bctx, `DELETE FROM `+s.b.t.hold+` WHERE name = ? AND owner = ? AND mode <> ?`, s.key, g.owner, modeWaiting)
+	} else {
+		res, err = s.b.db.ExecContext(bctx, `UPDATE `+s.b.t.hold+` SET n = n - ? WHERE name = ? AND owner = ? AND mode <> ?`, n, s.key, g.owner, modeWaiting)
+	}
+	if lerr := gr.Loss.Err(); lerr != nil {
+		return lerr
+	}
+	if err != nil {
+		return err
+	}
+	if k, _ := res.RowsAffected(); k == 0 {
+		return lostf("the hold row is gone")
+	}
+	return nil
+}
+
+// rwlock is an RWMutex handle.
+type rwlock struct{ state }
+
+func (r *rwlock) mode(m bdriver.Mode) int {
+	if m == bdriver.Shared {
+		return modeShared
+	}
+	return modeExcl
+}
+
+func (r *rwlock) Acquire(ctx context.Context, m bdriver.Mode) (bdriver.Grant, error) {
+	return r.acquire(ctx, r.mode(m), 1, true)
+}
+
+func (r *rwlock) TryAcquire(ctx context.Context, m bdriver.Mode) (bdriver.Grant, error) {
+	return r.acquire(ctx, r.mode(m), 1, false)
+}
+
+func (r *rwlock) Release(ctx context.Context, g bdriver.Grant) error {
+	return r.release(ctx, g, 1, true)
+}
+
+// Downgrade turns the writer's row into a reader's in place: no writer can
+// come between.
+func (r *rwlock) Downgrade(ctx context.Context, gr bdriver.Grant) (bdriver.Grant, error) {
+	g := gr.Data.(*sgrant)
+	bctx, cancel := r.b.bg(ctx)
+	defer cancel()
+	res, err := r.b.db.ExecContext(bctx, `UPDATE `+r.b.t.hold+` SET mode = ? WHERE name = ? AND owner = ? AND mode = ?`,
+		modeShared, r.key, g.owner, modeExcl)
+	if err != nil {
+		return bdriver.Grant{}, err
+	}
+	if k, _ := res.RowsAffected(); k == 0 {
+		return bdriver.Grant{}, lostf("the hold row is gone")
+	}
+	return gr, nil
+}
+
+func (r *rwlock) Close() error { return nil }
+
+// sem is a Semaphore handle.
+type sem struct{ state }
+
+func (s *sem) Acquire(ctx context.Context, n int64) (bdriver.Grant, error) {
+	return s.acquire(ctx, modeShared, n, true)
+}
+
+func (s *sem) TryAcquire(ctx context.Context, n int64) (bdriver.Grant, error) {
+	return s.acquire(ctx, modeShared, n, false)
+}
+
+func (s *sem) Release(ctx context.Context, g bdriver.Grant, n int64) error {
+	if n > g.N {
+		return fmt.Errorf("%w: release of %d permits of a grant of %d", baton.ErrInvalidArgument, n, g.N)
+	}
+	return s.release(ctx, g, n, n == g.N)
+}
+
+func (s *sem) Capacity() int64 { return s.capacity }
+
+func (s *sem) Close() error { return nil }
