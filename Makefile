@@ -21,7 +21,8 @@ vet:
 	  if [ -n "$$fmt" ]; then echo "gofmt needed:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-# The Redis tests need redis-server and redis-cli; install them when missing.
+# The Redis tests need redis-server and redis-cli, the ZooKeeper tests the
+# zookeeper package (and Java); install them when missing.
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
 	  echo "installing redis-server"; \
@@ -29,6 +30,12 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; \
 	fi
 	@redis-server --version
+	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null 2>&1; then \
+	  echo "installing zookeeper"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zookeeper >/dev/null; \
+	fi
+	@ls /usr/share/java/zookeeper.jar
 
 build:
 	$(GO) build $(PKGS)
