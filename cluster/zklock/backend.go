@@ -293,22 +293,40 @@ func (b *backend) create(ctx context.Context, dir string, dirData []byte, tag by
 // which the node may exist anyway (the reply was lost); the node is then
 // looked for by its id, now and once more a request timeout later, since a
 // create sent on a connection that broke can still be applied after the
-// first look.
+// first look. The caller waits for the first attempt for a moment, and not
+// at all once the epoch ended (the connection is likely down); the rest
+// goes on in the background.
 func (b *backend) forget(n *node, err error) {
-	if n.path != "" && err == nil {
-		if b.deleteNode(n.path) {
-			return
-		}
-	} else if errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrNoNode) ||
-		errors.Is(err, zk.ErrNoAuth) || errors.Is(err, zk.ErrInvalidACL) {
+	if err != nil && (errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrNoNode) ||
+		errors.Is(err, zk.ErrNoAuth) || errors.Is(err, zk.ErrInvalidACL)) {
 		return // nothing was created
 	}
+	first := make(chan struct{})
 	b.bg.Add(1)
 	go func() {
 		defer b.bg.Done()
+		if n.path != "" && err == nil {
+			ok := b.deleteNode(n.path)
+			close(first)
+			if !ok {
+				b.sweep(n, 0)
+			}
+			return
+		}
+		close(first)
 		b.sweep(n, 0)
 		b.sweep(n, b.o.RequestTimeout)
 	}()
+	if n.e.ended() != nil {
+		return
+	}
+	t := time.NewTimer(min(b.o.RequestTimeout, 500*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-first:
+	case <-t.C:
+	case <-n.e.done:
+	}
 }
 
 // deleteNode deletes a node of this backend's; it reports false when the
@@ -375,6 +393,14 @@ func call[T any](b *backend, ctx context.Context, f func() (T, error)) (T, error
 		var zero T
 		return zero, ctx.Err()
 	}
+}
+
+// req makes one request that waits for no other holder, bounded by ctx
+// and the request timeout.
+func req[T any](b *backend, ctx context.Context, f func() (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.o.RequestTimeout)
+	defer cancel()
+	return call(b, ctx, f)
 }
 
 // waitEvent waits for a watch to fire, ctx to end or the epoch to end.

@@ -60,7 +60,7 @@ func (d *condDriver) Wait(ctx context.Context, ticket any) error {
 			}
 		}
 		if ctx.Err() == nil && transient(err) {
-			if err = d.b.backoff(ctx, attempt); err == nil {
+			if err = d.b.backoff(ctx, t.n.e, attempt); err == nil {
 				attempt++
 				continue
 			}

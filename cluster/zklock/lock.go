@@ -59,7 +59,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 		n, err := d.b.create(ctx, d.dir, nil, d.tag(mode), nil)
 		if err != nil {
 			if ctx.Err() == nil && transient(err) {
-				if err := d.b.backoff(ctx, attempt); err != nil {
+				if err := d.b.backoff(ctx, nil, attempt); err != nil {
 					return driver.Grant{}, err
 				}
 				continue
@@ -109,7 +109,7 @@ func (d *lockDriver) wait(ctx context.Context, n *node, mode driver.Mode, block 
 		if ctx.Err() != nil || !transient(err) {
 			return ctxErr(ctx, err)
 		}
-		if err := d.b.backoff(ctx, attempt); err != nil {
+		if err := d.b.backoff(ctx, n.e, attempt); err != nil {
 			return err
 		}
 		if err := n.e.lostErr(); err != nil {
@@ -217,13 +217,19 @@ func (d *lockDriver) grant(n *node) (driver.Grant, error) {
 }
 
 // Release deletes the hold's node, which only this acquisition ever had.
-func (d *lockDriver) Release(_ context.Context, g driver.Grant) error {
+// A hold already lost is given back in the background: its connection is
+// likely down, and the caller learns nothing more by waiting.
+func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 	lg, ok := g.Data.(*lockGrant)
 	if !ok {
 		return fmt.Errorf("%w: foreign grant", baton.ErrInvalidArgument)
 	}
 	lg.n.e.untrack(lg.loss)
-	err := d.b.c.Delete(lg.n.path, -1)
+	if err := lg.loss.Err(); err != nil {
+		d.b.forget(lg.n, nil)
+		return err
+	}
+	_, err := req(d.b, ctx, func() (struct{}, error) { return struct{}{}, d.b.c.Delete(lg.n.path, -1) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		lg.loss.Fire(errors.New("the hold's node is gone"))
@@ -240,7 +246,7 @@ func (d *lockDriver) Release(_ context.Context, g driver.Grant) error {
 // Downgrade marks the write node as a read node in place: it keeps its
 // place, so later writers still wait for it, and the readers watching it
 // see the change and go ahead.
-func (d *lockDriver) Downgrade(_ context.Context, g driver.Grant) (driver.Grant, error) {
+func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
 	if !d.rw {
 		return driver.Grant{}, baton.ErrUnsupported
 	}
@@ -251,7 +257,7 @@ func (d *lockDriver) Downgrade(_ context.Context, g driver.Grant) (driver.Grant,
 	if err := lg.loss.Err(); err != nil {
 		return driver.Grant{}, err
 	}
-	_, err := d.b.c.Set(lg.n.path, downgraded, -1)
+	_, err := req(d.b, ctx, func() (*zk.Stat, error) { return d.b.c.Set(lg.n.path, downgraded, -1) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		lg.loss.Fire(errors.New("the hold's node is gone"))
@@ -271,13 +277,13 @@ func transient(err error) bool {
 		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrNothing)
 }
 
-// backoff waits before a retry; it returns an error when ctx or the
-// current epoch ends first.
-func (b *backend) backoff(ctx context.Context, attempt int) error {
+// backoff waits before a retry; it returns an error when ctx ends, the
+// epoch e (if not nil) ends or the backend closes first.
+func (b *backend) backoff(ctx context.Context, e *epoch, attempt int) error {
 	t := time.NewTimer(min(time.Duration(attempt+1)*25*time.Millisecond, 500*time.Millisecond))
 	defer t.Stop()
 	var done <-chan struct{}
-	if e := b.cur.Load(); e != nil {
+	if e != nil {
 		done = e.done
 	}
 	select {
@@ -286,7 +292,7 @@ func (b *backend) backoff(ctx context.Context, attempt int) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-done:
-		return b.cur.Load().lostErr()
+		return e.lostErr()
 	case <-b.stop:
 		return baton.ErrClosed
 	}

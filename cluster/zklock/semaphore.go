@@ -79,7 +79,7 @@ func (d *semDriver) acquire(ctx context.Context, k int64, block bool) (driver.Gr
 		n, err := d.b.create(ctx, d.dir, d.capData, 's', []byte(strconv.FormatInt(k, 10)))
 		if err != nil {
 			if block && ctx.Err() == nil && transient(err) {
-				if err := d.b.backoff(ctx, attempt); err != nil {
+				if err := d.b.backoff(ctx, nil, attempt); err != nil {
 					return driver.Grant{}, err
 				}
 				continue
@@ -166,7 +166,7 @@ func (d *semDriver) wait(ctx context.Context, n *node, k int64, block bool) erro
 		if err == nil || errors.Is(err, baton.ErrLocked) || ctx.Err() != nil || !transient(err) {
 			return ctxErr(ctx, err)
 		}
-		if err := d.b.backoff(ctx, attempt); err != nil {
+		if err := d.b.backoff(ctx, n.e, attempt); err != nil {
 			return err
 		}
 		if err := n.e.lostErr(); err != nil {
@@ -270,7 +270,7 @@ func (d *semDriver) granted(ctx context.Context, n *node, es []entry, i int) err
 
 // Release gives back k permits: the node goes when all of them do, and its
 // data is lowered otherwise.
-func (d *semDriver) Release(_ context.Context, g driver.Grant, k int64) error {
+func (d *semDriver) Release(ctx context.Context, g driver.Grant, k int64) error {
 	sg, ok := g.Data.(*semGrant)
 	if !ok {
 		return fmt.Errorf("%w: foreign grant", baton.ErrInvalidArgument)
@@ -280,12 +280,21 @@ func (d *semDriver) Release(_ context.Context, g driver.Grant, k int64) error {
 	if k <= 0 || k > sg.k {
 		return fmt.Errorf("%w: release of %d permits, %d held", baton.ErrInvalidArgument, k, sg.k)
 	}
+	if err := sg.loss.Err(); err != nil {
+		if k == sg.k {
+			sg.n.e.untrack(sg.loss)
+			d.b.forget(sg.n, nil)
+		}
+		return err
+	}
 	var err error
 	if k == sg.k {
 		sg.n.e.untrack(sg.loss)
-		err = d.b.c.Delete(sg.n.path, -1)
+		_, err = req(d.b, ctx, func() (struct{}, error) { return struct{}{}, d.b.c.Delete(sg.n.path, -1) })
 	} else {
-		_, err = d.b.c.Set(sg.n.path, []byte(strconv.FormatInt(sg.k-k, 10)), -1)
+		_, err = req(d.b, ctx, func() (*zk.Stat, error) {
+			return d.b.c.Set(sg.n.path, []byte(strconv.FormatInt(sg.k-k, 10)), -1)
+		})
 	}
 	switch {
 	case errors.Is(err, zk.ErrNoNode):

@@ -220,9 +220,22 @@ func (b *backend) epoch() (*epoch, error) {
 	if e := b.cur.Load(); e != nil && e.ended() == nil {
 		return e, nil
 	}
-	sid, dl, err := b.heartbeat()
-	if err != nil {
-		return nil, fmt.Errorf("confirm session: %w", err)
+	// A heartbeat that waited long for a connection gives a deadline
+	// that is near or past: such an epoch would end at once.
+	var sid int64
+	var dl time.Time
+	for attempt := 0; ; attempt++ {
+		var err error
+		sid, dl, err = b.heartbeat()
+		if err != nil && (attempt >= 2 || !errors.Is(err, errChanged)) {
+			return nil, fmt.Errorf("confirm session: %w", err)
+		}
+		if err == nil && time.Until(dl) > b.timeout()/2 {
+			break
+		}
+		if attempt >= 2 {
+			return nil, fmt.Errorf("confirm session: %w: heartbeats answered too late", zk.ErrConnectionClosed)
+		}
 	}
 	e := newEpoch(sid, dl)
 	b.cur.Store(e)

@@ -103,11 +103,20 @@ func OpenURL(ctx context.Context, raw string, opts ...lease.Option) (baton.Backe
 	var b *backend
 	var mu sync.Mutex // b is set after Connect returns; events may come before
 	neg := new(atomic.Int64)
+	// The client uses one connection at a time, but does not close the
+	// one on which the server said the session expired: close it here,
+	// when the next one is dialled.
+	var last net.Conn
 	d := func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		if last != nil {
+			last.Close()
+			last = nil
+		}
 		c, err := net.DialTimeout(network, addr, timeout)
 		if err != nil {
 			return nil, err
 		}
+		last = c
 		return &grantConn{Conn: c, got: func(ms int32) {
 			if ms > 0 {
 				neg.Store(int64(time.Duration(ms) * time.Millisecond))

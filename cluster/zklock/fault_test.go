@@ -1,0 +1,303 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/locktest"
+)
+
+// Fault tests: a 3-node ensemble whose leader is killed or stopped while
+// clients hold and queue, and clients cut off from the servers for longer
+// than their session timeout. Every grant is checked against every hold
+// still out: a hold that does not report itself lost when another client
+// is granted the lock is a double grant.
+
+const faultTTL = 1500 * time.Millisecond
+
+func open(t testing.TB, url string) baton.Backend {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := OpenURL(ctx, url)
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// checker sees every grant and release of one name.
+type checker struct {
+	t      testing.TB
+	mu     sync.Mutex
+	active map[*baton.Hold]string
+	max    baton.Token
+	hist   locktest.History
+	grants atomic.Int64
+	lost   atomic.Int64
+}
+
+func newChecker(t testing.TB) *checker {
+	return &checker{t: t, active: make(map[*baton.Hold]string)}
+}
+
+// granted checks, the moment a Lock returned, that every other hold is
+// known lost and that the token exceeds every earlier one.
+func (c *checker) granted(h *baton.Hold, who string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for o, ow := range c.active {
+		if o.Err() == nil {
+			c.t.Errorf("double grant: %s granted (token %d) while %s holds (token %d) and is not lost", who, h.Token(), ow, o.Token())
+		}
+		select {
+		case <-o.Lost():
+		default:
+			c.t.Errorf("%s granted while Lost() of %s's hold is not closed", who, ow)
+		}
+	}
+	if h.Token() <= c.max {
+		c.t.Errorf("token %d of %s does not exceed %d", h.Token(), who, c.max)
+	}
+	c.max = max(c.max, h.Token())
+	c.active[h] = who
+	c.grants.Add(1)
+}
+
+// releasing is called before Unlock: a hold given back may be granted to
+// another before Unlock returns.
+func (c *checker) releasing(h *baton.Hold, start int64) {
+	c.mu.Lock()
+	who := c.active[h]
+	delete(c.active, h)
+	c.mu.Unlock()
+	if h.Err() != nil {
+		c.lost.Add(1)
+		return
+	}
+	c.hist.Add(locktest.Rec{Start: start, End: locktest.Mono(), Exclusive: true, Token: uint64(h.Token()), N: 1, Who: who})
+}
+
+func (c *checker) check() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, err := range locktest.Check(c.hist.Records(), 0) {
+		c.t.Error(err)
+	}
+}
+
+// hammer runs two goroutines per backend taking and giving back one mutex
+// until stop closes; every failure but a lost hold or session, a timeout
+// or an unreachable server is an error.
+func hammer(t *testing.T, bs []baton.Backend, name string, c *checker, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i, b := range bs {
+		for j := range 2 {
+			who := fmt.Sprintf("client %d/%d", i, j)
+			m, err := b.Mutex(context.Background(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() {
+				defer m.Close()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					h, err := m.Lock(ctx)
+					cancel()
+					if err != nil {
+						if !errors.Is(err, baton.ErrLost) && !errors.Is(err, context.DeadlineExceeded) {
+							t.Logf("%s: Lock: %v", who, err)
+						}
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					start := locktest.Mono()
+					c.granted(&h, who)
+					time.Sleep(2 * time.Millisecond)
+					c.releasing(&h, start)
+					if err := m.Unlock(context.Background()); err != nil && !errors.Is(err, baton.ErrLost) {
+						t.Logf("%s: Unlock: %v", who, err)
+					}
+				}
+			})
+		}
+	}
+	return &wg
+}
+
+func TestEnsembleFaults(t *testing.T) {
+	en := startEnsemble(t, 3)
+	for _, tc := range []struct {
+		name  string
+		fault func(t *testing.T, s *zkServer)
+	}{
+		{"LeaderSIGKILL", func(t *testing.T, s *zkServer) {
+			s.stop()
+		}},
+		{"LeaderSIGSTOP", func(t *testing.T, s *zkServer) {
+			s.signal(syscall.SIGSTOP)
+			time.Sleep(2 * faultTTL)
+			s.signal(syscall.SIGCONT)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// One client on each server alone (the leader's cannot go
+			// elsewhere and loses its session) and one on all of them.
+			var bs []baton.Backend
+			for _, a := range en.addrs() {
+				bs = append(bs, open(t, fmt.Sprintf("zk://%s/%s?ttl=%v", a, tc.name, faultTTL)))
+			}
+			bs = append(bs, open(t, en.url(tc.name)+fmt.Sprintf("?ttl=%v", faultTTL)))
+			c := newChecker(t)
+			stop := make(chan struct{})
+			wg := hammer(t, bs, "m", c, stop)
+			time.Sleep(500 * time.Millisecond)
+			before := c.grants.Load()
+			li := en.leader(t)
+			t0 := time.Now()
+			tc.fault(t, en.servers[li])
+			en.waitServing(t, 20*time.Second)
+			t.Logf("fault on leader %d: ensemble serving again after %v", li+1, time.Since(t0).Round(time.Millisecond))
+			mid := c.grants.Load()
+			time.Sleep(2 * faultTTL)
+			close(stop)
+			wg.Wait()
+			c.check()
+			after := c.grants.Load()
+			t.Logf("grants: %d before the fault, %d during, %d after; %d holds lost", before, mid-before, after-mid, c.lost.Load())
+			if before == 0 || after == mid {
+				t.Errorf("no grants before the fault or none after it")
+			}
+			if en.servers[li].cmd == nil {
+				en.servers[li].start(t, en.peers)
+				en.waitServing(t, 20*time.Second)
+			}
+		})
+	}
+	t.Run("Partition", func(t *testing.T) { testPartition(t, en.addrs()[0], en.url("partition")) })
+}
+
+func TestPartitionStandalone(t *testing.T) {
+	a := standalone(t)
+	testPartition(t, a, "zk://"+a+"/partition")
+}
+
+// testPartition cuts a holder and a waiter off from the servers past their
+// session timeout: the holder's Lost fires before the other client is
+// granted, the waiter gets ErrLost, and the cut-off client works again once
+// the partition heals.
+func testPartition(t *testing.T, server, direct string) {
+	p := startProxy(t, server)
+	ttl := time.Second
+	a := open(t, fmt.Sprintf("zk://%s/partition?ttl=%v", p.addr, ttl))
+	b := open(t, direct+fmt.Sprintf("?ttl=%v", ttl))
+	ctx := context.Background()
+	name := fmt.Sprintf("p-%d", time.Now().UnixNano())
+	ma, err := a.Mutex(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ma.Close()
+	ma2, err := a.Mutex(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ma2.Close()
+	mb, err := b.Mutex(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+
+	ha, err := ma.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func(m baton.Mutex, res chan<- error, hold *baton.Hold) {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		h, err := m.Lock(wctx)
+		if err == nil {
+			*hold = h
+		}
+		res <- err
+	}
+	var ha2, hb baton.Hold
+	ra2, rb := make(chan error, 1), make(chan error, 1)
+	go wait(ma2, ra2, &ha2)
+	time.Sleep(100 * time.Millisecond) // ma2 queues before mb
+	go wait(mb, rb, &hb)
+	time.Sleep(100 * time.Millisecond)
+
+	t0 := time.Now()
+	p.cut.Store(true)
+	var lostAt time.Duration
+	select {
+	case <-ha.Lost():
+		lostAt = time.Since(t0)
+	case <-time.After(5 * ttl):
+		t.Fatal("the cut-off holder's Lost() did not fire")
+	}
+	if err := ha.Err(); !errors.Is(err, baton.ErrLost) {
+		t.Errorf("Err of the cut-off hold: %v, want ErrLost", err)
+	}
+	var grantAt time.Duration
+	select {
+	case err := <-rb:
+		grantAt = time.Since(t0)
+		if err != nil {
+			t.Fatalf("the other client's Lock: %v", err)
+		}
+	case <-time.After(10 * ttl):
+		t.Fatal("the other client was not granted the lock after the session timeout")
+	}
+	if hb.Token() <= ha.Token() {
+		t.Errorf("token %d after a lost hold's %d", hb.Token(), ha.Token())
+	}
+	select {
+	case err := <-ra2:
+		if !errors.Is(err, baton.ErrLost) {
+			t.Errorf("the cut-off waiter's Lock: %v, want ErrLost", err)
+		}
+	case <-time.After(5 * ttl):
+		t.Fatal("the cut-off waiter hangs")
+	}
+	t.Logf("partition: holder lost after %v, other client granted after %v", lostAt.Round(time.Millisecond), grantAt.Round(time.Millisecond))
+	if lostAt >= grantAt {
+		t.Errorf("Lost fired after the other client's grant")
+	}
+	if err := ma.Unlock(ctx); !errors.Is(err, baton.ErrLost) {
+		t.Errorf("Unlock of the lost hold: %v, want ErrLost", err)
+	}
+	if err := mb.Unlock(ctx); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
+
+	// Healed, the cut-off client gets a new session and locks again.
+	p.heal()
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	h, err := ma.Lock(lctx)
+	if err != nil {
+		t.Fatalf("Lock after the partition healed: %v", err)
+	}
+	if h.Token() <= hb.Token() {
+		t.Errorf("token %d after %d", h.Token(), hb.Token())
+	}
+	if err := ma.Unlock(ctx); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
+}
