@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/locktest"
 )
 
@@ -299,5 +300,82 @@ func testPartition(t *testing.T, server, direct string) {
 	}
 	if err := ma.Unlock(ctx); err != nil {
 		t.Errorf("Unlock: %v", err)
+	}
+}
+
+// TestLostCreateReply: a waiter whose create was applied but whose reply
+// was lost with the connection gives up; its node, found by the id in its
+// name once the client is back on the same session, is deleted, and does
+// not block the name.
+func TestLostCreateReply(t *testing.T) {
+	a := standalone(t)
+	p := startProxy(t, a)
+	ttl := 4 * time.Second // the session outlives the lost connection
+	cut := open(t, fmt.Sprintf("zk://%s/lostreply?ttl=%v", p.addr, ttl))
+	direct := open(t, fmt.Sprintf("zk://%s/lostreply?ttl=%v", a, ttl))
+	ctx := context.Background()
+	name := fmt.Sprintf("r-%d", time.Now().UnixNano())
+	holder, err := direct.Mutex(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	other, err := direct.Mutex(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	waiter, err := cut.Mutex(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	if _, err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Warm the waiter's epoch so that its Lock sends the create at once.
+	if _, err := waiter.TryLock(ctx); !errors.Is(err, baton.ErrLocked) {
+		t.Fatalf("TryLock: %v", err)
+	}
+	c := connect(t, []string{a}, 5*time.Second)
+	queue := DefaultPrefix
+	if o, err := buildConfig([]lease.Option{lease.WithPrefix("/lostreply")}); err == nil {
+		queue = o.Prefix
+	}
+	queue += "/mutex/" + encodeName(name) + "/q"
+	p.mute.Store(true)
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = waiter.Lock(wctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with its reply lost: %v, want DeadlineExceeded", err)
+	}
+	kids, _, err := c.Children(queue)
+	if err != nil || len(kids) != 2 {
+		t.Fatalf("queue %v (%v): want the holder's node and the lost create's", kids, err)
+	}
+	// The client notices the silent connection, reconnects on the same
+	// session and sweeps.
+	time.Sleep(ttl / 2)
+	p.heal()
+	deadline := time.Now().Add(3 * ttl)
+	for {
+		kids, _, err = c.Children(queue)
+		if err == nil && len(kids) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lost create's node is still there: %v (%v)", kids, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.TryLock(ctx); err != nil {
+		t.Fatalf("TryLock after the sweep: %v", err)
+	}
+	if err := other.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -15,6 +15,9 @@ type proxy struct {
 	to   string
 	l    net.Listener
 	cut  atomic.Bool
+	// mute drops what the server sends only: requests arrive and are
+	// applied, their replies are lost.
+	mute atomic.Bool
 
 	mu    sync.Mutex
 	conns []net.Conn // guarded by mu
@@ -50,12 +53,12 @@ func (p *proxy) accept() {
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(c, s)
-		go p.pipe(s, c)
+		go p.pipe(c, s, false)
+		go p.pipe(s, c, true)
 	}
 }
 
-func (p *proxy) pipe(from, to net.Conn) {
+func (p *proxy) pipe(from, to net.Conn, reply bool) {
 	defer p.wg.Done()
 	defer to.Close()
 	buf := make([]byte, 32<<10)
@@ -64,7 +67,7 @@ func (p *proxy) pipe(from, to net.Conn) {
 		if err != nil {
 			return
 		}
-		if p.cut.Load() {
+		if p.cut.Load() || reply && p.mute.Load() {
 			continue
 		}
 		if _, err := to.Write(buf[:n]); err != nil {
@@ -92,5 +95,6 @@ func (p *proxy) heal() {
 	}
 	p.conns = nil
 	p.cut.Store(false)
+	p.mute.Store(false)
 	p.mu.Unlock()
 }
