@@ -114,10 +114,12 @@ func (b *backend) Close() error {
 		e.end(baton.ErrClosed)
 	}
 	b.epochMu.Unlock()
-	b.bg.Wait()
+	// Closing the connection first ends the requests still waiting for
+	// it; the session's nodes go with it.
 	if b.own {
 		b.c.Close()
 	}
+	b.bg.Wait()
 	return nil
 }
 
@@ -221,7 +223,7 @@ type node struct {
 // is lost with the connection, the node may exist or not: its id, unique to
 // this acquisition, finds it (see forget).
 func (b *backend) create(ctx context.Context, dir string, dirData []byte, tag byte, data []byte) (*node, error) {
-	e, err := b.epoch()
+	e, err := call(b, ctx, b.epoch)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ const faultTTL = 1500 * time.Millisecond
 
 func open(t testing.TB, url string) baton.Backend {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := OpenURL(ctx, url)
 	if err != nil {
@@ -85,6 +85,19 @@ func (c *checker) releasing(h *baton.Hold, start int64) {
 		return
 	}
 	c.hist.Add(locktest.Rec{Start: start, End: locktest.Mono(), Exclusive: true, Token: uint64(h.Token()), N: 1, Who: who})
+}
+
+// await waits until n grants were made in all.
+func (c *checker) await(t *testing.T, n int64, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for c.grants.Load() < n {
+		if time.Now().After(deadline) {
+			t.Errorf("%d grants after %v, want %d", c.grants.Load(), d, n)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (c *checker) check() {
@@ -155,6 +168,14 @@ func TestEnsembleFaults(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if raceBuild {
+				// Clients of the faulty server reconnect with watches
+				// set, and go-zookeeper v1.0.4 then reads the last zxid
+				// it saw while its receiving goroutine writes it
+				// (go-zookeeper/zk#35, unmerged). make test runs these
+				// without the race detector.
+				t.Skip("go-zookeeper races on its last zxid when it reconnects with watches; run without -race")
+			}
 			// One client on each server alone (the leader's cannot go
 			// elsewhere and loses its session) and one on all of them.
 			var bs []baton.Backend
@@ -165,23 +186,27 @@ func TestEnsembleFaults(t *testing.T) {
 			c := newChecker(t)
 			stop := make(chan struct{})
 			wg := hammer(t, bs, "m", c, stop)
-			time.Sleep(500 * time.Millisecond)
+			c.await(t, 10, 20*time.Second)
 			before := c.grants.Load()
 			li := en.leader(t)
+			// A hold through the leader alone, and a waiter through
+			// every server: the hold is lost with the session, before
+			// the waiter is granted.
+			c2 := newChecker(t)
+			held := holdAcross(t, bs[li], bs[len(bs)-1], c2)
 			t0 := time.Now()
 			tc.fault(t, en.servers[li])
 			en.waitServing(t, 20*time.Second)
 			t.Logf("fault on leader %d: ensemble serving again after %v", li+1, time.Since(t0).Round(time.Millisecond))
 			mid := c.grants.Load()
-			time.Sleep(2 * faultTTL)
+			time.Sleep(faultTTL) // sessions on the faulty server expire meanwhile
+			c.await(t, mid+10, 20*time.Second)
 			close(stop)
 			wg.Wait()
 			c.check()
+			held()
 			after := c.grants.Load()
 			t.Logf("grants: %d before the fault, %d during, %d after; %d holds lost", before, mid-before, after-mid, c.lost.Load())
-			if before == 0 || after == mid {
-				t.Errorf("no grants before the fault or none after it")
-			}
 			if en.servers[li].cmd == nil {
 				en.servers[li].start(t, en.peers)
 				en.waitServing(t, 20*time.Second)
@@ -189,6 +214,57 @@ func TestEnsembleFaults(t *testing.T) {
 		})
 	}
 	t.Run("Partition", func(t *testing.T) { testPartition(t, en.addrs()[0], en.url("partition")) })
+}
+
+// holdAcross takes name "held" through a, then queues for it through b;
+// the function it returns waits for b's grant, which c checks against a's
+// hold.
+func holdAcross(t *testing.T, a, b baton.Backend, c *checker) func() {
+	ctx := context.Background()
+	ma, err := a.Mutex(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := b.Mutex(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha, err := ma.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.granted(&ha, "holder through the leader")
+	res := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		for {
+			// A waiter whose session could not be vouched for in time
+			// is told so, and queues again.
+			hb, err := mb.Lock(wctx)
+			if errors.Is(err, baton.ErrLost) {
+				continue
+			}
+			if err == nil {
+				c.granted(&hb, "waiter through every server")
+				err = mb.Unlock(ctx)
+			}
+			res <- err
+			return
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	return func() {
+		if err := <-res; err != nil {
+			t.Errorf("waiter through every server: %v", err)
+		}
+		if err := ha.Err(); !errors.Is(err, baton.ErrLost) {
+			t.Errorf("hold through the faulty leader: Err %v, want ErrLost", err)
+		}
+		_ = ma.Unlock(ctx)
+		ma.Close()
+		mb.Close()
+	}
 }
 
 func TestPartitionStandalone(t *testing.T) {
@@ -204,7 +280,7 @@ func testPartition(t *testing.T, server, direct string) {
 	p := startProxy(t, server)
 	ttl := time.Second
 	a := open(t, fmt.Sprintf("zk://%s/partition?ttl=%v", p.addr, ttl))
-	b := open(t, direct+fmt.Sprintf("?ttl=%v", ttl))
+	b := open(t, direct+"?ttl=5s") // not cut off: a long timeout rides out a loaded machine
 	ctx := context.Background()
 	name := fmt.Sprintf("p-%d", time.Now().UnixNano())
 	ma, err := a.Mutex(ctx, name)

@@ -180,14 +180,19 @@ func (b *backend) timeout() time.Duration {
 // changed.
 func (b *backend) heartbeats() {
 	defer b.bg.Done()
-	wait := b.o.RenewEvery
+	// A server that granted less than the TTL is heard from as often,
+	// relative to its timeout, as the options ask.
+	every := func() time.Duration {
+		return min(b.o.RenewEvery, time.Duration(float64(b.timeout())*float64(b.o.RenewEvery)/float64(b.o.TTL)))
+	}
+	wait := every()
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-time.After(wait):
 		}
-		wait = b.o.RenewEvery
+		wait = every()
 		e := b.cur.Load()
 		if e == nil || e.ended() != nil {
 			continue
@@ -201,7 +206,7 @@ func (b *backend) heartbeats() {
 		default:
 			// Not answered: try again soon; the epoch's timer ends it
 			// if no heartbeat gets through before its deadline.
-			wait = max(b.o.RenewEvery/8, 10*time.Millisecond)
+			wait = max(every()/8, 10*time.Millisecond)
 		}
 	}
 }

@@ -67,6 +67,9 @@ func parseURL(raw string) (target, error) {
 	if err != nil {
 		return bad("query: %v", err)
 	}
+	if hasPath && path != "" && q.Has(lease.ParamPrefix) {
+		return bad("both a path and a prefix parameter")
+	}
 	if t.opts, err = lease.FromQuery(q); err != nil {
 		return target{}, err
 	}
@@ -74,9 +77,6 @@ func parseURL(raw string) (target, error) {
 		return bad("unknown parameter %q", k)
 	}
 	if hasPath && path != "" {
-		if q.Has(lease.ParamPrefix) {
-			return bad("both a path and a prefix parameter")
-		}
 		p, err := url.PathUnescape(path)
 		if err != nil {
 			return bad("path: %v", err)
@@ -92,6 +92,15 @@ func parseURL(raw string) (target, error) {
 // URL's parameters and override them. The deadlines of holds are counted
 // with the timeout the server granted, when it is shorter than the TTL.
 func OpenURL(ctx context.Context, raw string, opts ...lease.Option) (baton.Backend, error) {
+	b, err := dial(ctx, raw, opts)
+	if err != nil {
+		return nil, err
+	}
+	return baton.NewBackend(b), nil
+}
+
+// dial is OpenURL without the core.
+func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error) {
 	t, err := parseURL(raw)
 	if err != nil {
 		return nil, err
@@ -148,7 +157,7 @@ func OpenURL(ctx context.Context, raw string, opts ...lease.Option) (baton.Backe
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	return baton.NewBackend(b), nil
+	return b, nil
 }
 
 type nopLogger struct{}
