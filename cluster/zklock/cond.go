@@ -59,7 +59,11 @@ func (d *condDriver) Wait(ctx context.Context, ticket any) error {
 				continue
 			}
 		}
-		if ctx.Err() == nil && transient(err) {
+		if ctx.Err() == nil && t.n.e.ended() != nil {
+			if err = d.b.revive(ctx, t.n); err == nil {
+				continue
+			}
+		} else if ctx.Err() == nil && transient(err) {
 			if err = d.b.backoff(ctx, t.n.e, attempt); err == nil {
 				attempt++
 				continue

@@ -59,5 +59,15 @@
 // connection can still be applied. Nodes left by a client that died go
 // with its session. Unlock deletes only the hold's own node; when it is
 // already gone it returns an error matching baton.ErrLost. The persistent
-// nodes of a name (its directory and queue, a semaphore's capacity) stay.
+// nodes of a name (its directory and queue, a semaphore's capacity) stay
+// until removed.
+//
+// # Inspection
+//
+// The Backend is a baton.Inspector (baton status, ls, rm): holders and
+// waiters are read from the queue by the rules above, with each holder's
+// token and start; the process and host of a holder are not recorded.
+// Remove deletes a name's nodes newest first, so that no waiter finds
+// itself first meanwhile: waiters return ErrLost, holders learn it at
+// Unlock.
 package zklock

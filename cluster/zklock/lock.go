@@ -70,7 +70,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 			d.b.forget(n, nil)
 			return driver.Grant{}, err
 		}
-		return d.grant(n)
+		return d.grant(ctx, n)
 	}
 }
 
@@ -84,7 +84,7 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 		d.b.forget(n, nil)
 		return driver.Grant{}, err
 	}
-	return d.grant(n)
+	return d.grant(ctx, n)
 }
 
 var errBlocked = fmt.Errorf("%w", baton.ErrLocked)
@@ -95,7 +95,7 @@ func (d *lockDriver) wait(ctx context.Context, n *node, mode driver.Mode, block 
 	for attempt := 0; ; {
 		w, err := d.blocker(ctx, n, mode, block)
 		if err == nil && w == nil {
-			return n.e.lostErr()
+			return d.b.revive(ctx, n)
 		}
 		if err == nil && !block {
 			return errBlocked
@@ -106,13 +106,19 @@ func (d *lockDriver) wait(ctx context.Context, n *node, mode driver.Mode, block 
 				continue
 			}
 		}
-		if ctx.Err() != nil || !transient(err) {
+		if ctx.Err() != nil {
 			return ctxErr(ctx, err)
 		}
-		if err := d.b.backoff(ctx, n.e, attempt); err != nil {
+		if n.e.ended() != nil {
+			if err := d.b.revive(ctx, n); err != nil {
+				return err
+			}
+			continue
+		}
+		if !transient(err) {
 			return err
 		}
-		if err := n.e.lostErr(); err != nil {
+		if err := d.b.backoff(ctx, n.e, attempt); err != nil && n.e.ended() == nil {
 			return err
 		}
 		attempt++
@@ -125,7 +131,7 @@ func (d *lockDriver) wait(ctx context.Context, n *node, mode driver.Mode, block 
 func (d *lockDriver) blocker(ctx context.Context, n *node, mode driver.Mode, watch bool) (<-chan zk.Event, error) {
 	names, err := call(d.b, ctx, func() ([]string, error) {
 		ns, _, err := d.b.c.Children(n.q)
-		return ns, err
+		return ns, noNode(err) // no queue: the node is gone with it
 	})
 	if err != nil {
 		return nil, err
@@ -206,8 +212,8 @@ func indexOf(es []entry, name string) int {
 	return -1
 }
 
-func (d *lockDriver) grant(n *node) (driver.Grant, error) {
-	if err := n.e.lostErr(); err != nil {
+func (d *lockDriver) grant(ctx context.Context, n *node) (driver.Grant, error) {
+	if err := d.b.revive(ctx, n); err != nil {
 		d.b.forget(n, nil)
 		return driver.Grant{}, err
 	}

@@ -90,7 +90,7 @@ func (d *semDriver) acquire(ctx context.Context, k int64, block bool) (driver.Gr
 			d.b.forget(n, nil)
 			return driver.Grant{}, err
 		}
-		if err := n.e.lostErr(); err != nil {
+		if err := d.b.revive(ctx, n); err != nil {
 			d.b.forget(n, nil)
 			return driver.Grant{}, err
 		}
@@ -143,7 +143,7 @@ func (d *semDriver) weights(ctx context.Context, paths []string, watch func(int)
 func (d *semDriver) children(ctx context.Context, n *node) ([]entry, int, error) {
 	names, err := call(d.b, ctx, func() ([]string, error) {
 		ns, _, err := d.b.c.Children(n.q)
-		return ns, err
+		return ns, noNode(err) // no queue: the node is gone with it
 	})
 	if err != nil {
 		return nil, 0, err
@@ -163,13 +163,19 @@ func (d *semDriver) children(ctx context.Context, n *node) ([]entry, int, error)
 func (d *semDriver) wait(ctx context.Context, n *node, k int64, block bool) error {
 	for attempt := 0; ; {
 		err := d.round(ctx, n, k, block)
-		if err == nil || errors.Is(err, baton.ErrLocked) || ctx.Err() != nil || !transient(err) {
+		if err == nil || errors.Is(err, baton.ErrLocked) || ctx.Err() != nil {
 			return ctxErr(ctx, err)
 		}
-		if err := d.b.backoff(ctx, n.e, attempt); err != nil {
+		if n.e.ended() != nil {
+			if err := d.b.revive(ctx, n); err != nil {
+				return err
+			}
+			continue
+		}
+		if !transient(err) {
 			return err
 		}
-		if err := n.e.lostErr(); err != nil {
+		if err := d.b.backoff(ctx, n.e, attempt); err != nil && n.e.ended() == nil {
 			return err
 		}
 		attempt++

@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -258,4 +259,26 @@ func (b *backend) onEvent(ev zk.Event) {
 	if e := b.cur.Load(); e != nil {
 		e.end(errExpired)
 	}
+}
+
+// revive moves a waiter's node to a new epoch when its own ended only
+// because no heartbeat was answered in time, the connection has its
+// session again and a new heartbeat confirms it is the same session: the
+// session never expired, so the node is still the waiter's. Otherwise it
+// returns the ended epoch's loss: the session expired or could have, and
+// the client cannot tell yet.
+func (b *backend) revive(ctx context.Context, n *node) error {
+	err := n.e.ended()
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, errDeadline) || b.c.State() != zk.StateHasSession {
+		return n.e.lostErr()
+	}
+	e, eerr := call(b, ctx, b.epoch)
+	if eerr != nil || e.sid != n.e.sid {
+		return n.e.lostErr()
+	}
+	n.e = e
+	return nil
 }

@@ -81,3 +81,23 @@ func TestBadZKURL(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusZK(t *testing.T) {
+	t.Parallel()
+	url := startZK(t)
+	holder(t, url, "zk/held")
+	r := run(t, url, "status", "--json", "zk/held")
+	if r.code != 0 {
+		t.Fatalf("status: exit %d, stderr %q", r.code, r.stderr)
+	}
+	rep := decodeReport(t, r.stdout)
+	if len(rep.Objects) != 1 || len(rep.Objects[0].Holders) != 1 {
+		t.Errorf("status on zookeeper: %s", r.stdout)
+	}
+	if r := run(t, url, "run", "-n", "zk/held", "true"); r.code != 1 {
+		t.Errorf("-n on zookeeper against a held lock: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := run(t, url, "ls"); r.code != 0 || !strings.Contains(r.stdout, "zk/held") {
+		t.Errorf("ls: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
