@@ -203,7 +203,7 @@ func (d *semDriver) round(ctx context.Context, n *node, k int64, block bool) err
 			sum += w.k
 		}
 		if sum+k <= d.capacity {
-			return d.granted(ctx, n, es, i)
+			return d.granted(ctx, n, k, es, i)
 		}
 		if !block {
 			return errBlocked
@@ -235,7 +235,7 @@ func (d *semDriver) round(ctx context.Context, n *node, k int64, block bool) err
 			}
 		}
 		if sum+k <= d.capacity {
-			return d.granted(ctx, n, es, i)
+			return d.granted(ctx, n, k, es, i)
 		}
 		switch chosen, v, _ := reflect.Select(cases); chosen {
 		case 0:
@@ -254,7 +254,7 @@ func (d *semDriver) round(ctx context.Context, n *node, k int64, block bool) err
 // granted wakes n's successor, if it may be waiting on n: one that was in
 // the queue when it was read, or that came while the permits were read (a
 // successor that came later reads n's permits after n fit).
-func (d *semDriver) granted(ctx context.Context, n *node, es []entry, i int) error {
+func (d *semDriver) granted(ctx context.Context, n *node, k int64, es []entry, i int) error {
 	if i == len(es)-1 && i > 0 {
 		var err error
 		if es, i, err = d.children(ctx, n); err != nil {
@@ -264,13 +264,13 @@ func (d *semDriver) granted(ctx context.Context, n *node, es []entry, i int) err
 	if i == len(es)-1 {
 		return nil
 	}
+	// Rewriting the same permits is enough to fire the successor's watch.
 	_, err := call(d.b, ctx, func() (*zk.Stat, error) {
-		data, _, err := d.b.c.Get(n.path)
-		if err != nil {
-			return nil, err
-		}
-		return d.b.c.Set(n.path, data, -1)
+		return d.b.c.Set(n.path, []byte(strconv.FormatInt(k, 10)), -1)
 	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("%w: the waiter's node is gone (removed)", baton.ErrLost)
+	}
 	return err
 }
 
