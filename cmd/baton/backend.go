@@ -18,6 +18,7 @@ import (
 	"github.com/batonlock/baton/cluster/mysqllock"
 	"github.com/batonlock/baton/cluster/redislock"
 	"github.com/batonlock/baton/cluster/redlock"
+	"github.com/batonlock/baton/cluster/zklock"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/local"
 	"github.com/spf13/cobra"
@@ -25,7 +26,8 @@ import (
 
 // acceptedForms is named in every message about a bad backend URL.
 const acceptedForms = "local:, local:///DIR, file:///DIR, redis://host:port, rediss://host:port, " +
-	"redis+cluster://h1:p1,h2:p2, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379, mysql://user@host:port/db"
+	"redis+cluster://h1:p1,h2:p2, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379, mysql://user@host:port/db, " +
+	"zk://h1:2181,h2:2181/prefix"
 
 // backendOptions are the command-line settings a backend may use.
 type backendOptions struct {
@@ -50,6 +52,7 @@ var openers = map[string]opener{
 	"etcds":          openEtcd,
 	"mysql":          openMySQL,
 	"mysql+unix":     openMySQL,
+	"zk":             openZK,
 }
 
 // backendURL returns the URL the command uses: --backend, else
@@ -173,6 +176,14 @@ func openMySQL(ctx context.Context, raw string, o backendOptions) (baton.Backend
 		opts = append(opts, lease.WithTTL(o.ttl))
 	}
 	return mysqllock.OpenURL(ctx, raw, opts...)
+}
+
+func openZK(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
+	opts := []lease.Option{lease.WithLogger(o.logger())}
+	if o.ttl > 0 {
+		opts = append(opts, lease.WithTTL(o.ttl))
+	}
+	return zklock.OpenURL(ctx, raw, opts...)
 }
 
 // childBackendURL is the value of BATON_BACKEND given to the command: the

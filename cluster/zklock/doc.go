@@ -1,0 +1,73 @@
+// Package zklock is the ZooKeeper backend of baton: named mutexes,
+// reader/writer locks, counting semaphores and condition variables kept in
+// a ZooKeeper ensemble, through the shared core (baton.NewBackend), on the
+// client github.com/go-zookeeper/zk.
+//
+// # Model
+//
+// Every acquisition creates its own ephemeral sequential node in the name's
+// queue; the sequence numbers order the waiters (FIFO, fair), and every
+// waiter watches one node, the nearest before it that blocks it, so a
+// release wakes one waiter. The fencing token of a hold is its node's
+// creation zxid, which ZooKeeper makes strictly increasing across the
+// ensemble and which, unlike a sequence number, does not start again when a
+// queue is removed.
+//
+//   - Mutex: the first node holds; a waiter watches the node just before
+//     its own.
+//   - RWMutex: read and write nodes share one queue. A writer holds when it
+//     is first, and watches the node just before it; a reader holds when no
+//     write node is before it, and watches the nearest one. A reader that
+//     comes after a waiting writer waits behind it (writer preference, as
+//     baton.RWMutex promises). Downgrade marks the write node as a read node
+//     in place (its data), so it keeps its place.
+//   - Semaphore: the capacity is the data of the name's node, written when
+//     the name is first used; every later opener must ask for the same
+//     (baton.ErrMismatch otherwise). A node's data is its permits; a node
+//     holds when the permits of all nodes up to and including it fit (strict
+//     FIFO). A waiter watches its predecessor, which rewrites its data when
+//     it is granted; the first waiter kept out by the permits in use watches
+//     the holders.
+//   - Cond: a waiter is a node that it watches; Signal deletes the oldest,
+//     Broadcast all of them, after syncing their server with the leader.
+//
+// # Sessions and loss
+//
+// A Backend trusts its ZooKeeper session from one answered heartbeat to
+// the next: a request it sends every renewal period (lease.WithRenewEvery,
+// default a third of the TTL), whose answer on the same session proves the
+// server renewed the session after the send. A hold's driver.Loss carries
+// the deadline send time + session timeout - drift margin, moved by each
+// answered heartbeat; when the connection is lost the heartbeats stop and
+// the deadline passes, so Hold.Lost fires before the ensemble can expire
+// the session and give the lock to another client. The session timeout is
+// the TTL (lease.WithTTL); OpenURL dials with it and counts with the
+// timeout the server granted when that is shorter. A new session (the old
+// one expired) ends every hold of the old one at once, and a waiter whose
+// session expired or could have expired gets an error matching
+// baton.ErrLost. Later acquisitions confirm the session with a heartbeat
+// first.
+//
+// # Failures
+//
+// A cancelled or failed acquisition deletes its node. The create is never
+// abandoned half-way: a caller whose context ends returns at once, and the
+// node is deleted when the server answers. When the answer is lost with the
+// connection, the node is looked for by its id, unique to the acquisition
+// and part of its name (as "protected" nodes do), and deleted, at once and
+// once more a request timeout later, since a create sent on a broken
+// connection can still be applied. Nodes left by a client that died go
+// with its session. Unlock deletes only the hold's own node; when it is
+// already gone it returns an error matching baton.ErrLost. The persistent
+// nodes of a name (its directory and queue, a semaphore's capacity) stay
+// until removed.
+//
+// # Inspection
+//
+// The Backend is a baton.Inspector (baton status, ls, rm): holders and
+// waiters are read from the queue by the rules above, with each holder's
+// token and start; the process and host of a holder are not recorded.
+// Remove deletes a name's nodes newest first, so that no waiter finds
+// itself first meanwhile: waiters return ErrLost, holders learn it at
+// Unlock.
+package zklock

@@ -1,0 +1,5 @@
+//go:build !race
+
+package zklock
+
+const raceBuild = false

@@ -1,0 +1,284 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+)
+
+// epoch is a stretch of one ZooKeeper session during which this backend can
+// vouch for it: it began with a heartbeat answered on that session, and it
+// lasts while heartbeats keep being answered in time. Every hold and every
+// waiter belongs to the epoch in which its node was created. An epoch ends
+// when the session changes (it expired and the client made a new one), when
+// no heartbeat was answered before the deadline (the server may have
+// expired the session), or when the backend closes; an ended epoch stays
+// ended, and the next acquisition begins a new one.
+type epoch struct {
+	sid  int64         // the session's id
+	done chan struct{} // closed when the epoch ends
+
+	mu     sync.Mutex
+	err    error                     // guarded by mu; why it ended
+	dl     time.Time                 // guarded by mu; until when the session can be trusted
+	losses map[*driver.Loss]struct{} // guarded by mu
+	timer  *time.Timer               // guarded by mu; ends the epoch at dl
+}
+
+var (
+	errExpired  = errors.New("session expired")
+	errDeadline = errors.New("session not confirmed by a heartbeat before it could expire")
+	errChanged  = errors.New("session replaced by a new one")
+)
+
+func newEpoch(sid int64, dl time.Time) *epoch {
+	e := &epoch{sid: sid, done: make(chan struct{}), dl: dl, losses: make(map[*driver.Loss]struct{})}
+	e.mu.Lock()
+	e.timer = time.AfterFunc(time.Until(dl), e.check)
+	e.mu.Unlock()
+	return e
+}
+
+// check ends the epoch if its deadline has passed, else re-arms the timer.
+func (e *epoch) check() {
+	e.mu.Lock()
+	if e.err != nil {
+		e.mu.Unlock()
+		return
+	}
+	if left := time.Until(e.dl); left > 0 {
+		e.timer.Reset(left)
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	e.end(errDeadline)
+}
+
+// extend moves the deadline to dl, given by a heartbeat answered on the
+// epoch's session. A deadline that has passed is not moved: the server may
+// have expired the session meanwhile, and another client may hold.
+func (e *epoch) extend(dl time.Time) {
+	e.mu.Lock()
+	if e.err != nil {
+		e.mu.Unlock()
+		return
+	}
+	if !time.Now().Before(e.dl) {
+		e.mu.Unlock()
+		e.end(errDeadline)
+		return
+	}
+	if dl.After(e.dl) {
+		e.dl = dl
+		for l := range e.losses {
+			l.SetDeadline(dl)
+		}
+	}
+	e.mu.Unlock()
+}
+
+// end ends the epoch with cause and fires the loss of every hold in it.
+func (e *epoch) end(cause error) {
+	e.mu.Lock()
+	if e.err != nil {
+		e.mu.Unlock()
+		return
+	}
+	e.err = cause
+	losses := e.losses
+	e.losses = nil
+	e.timer.Stop()
+	close(e.done)
+	e.mu.Unlock()
+	for l := range losses {
+		l.Fire(cause)
+	}
+}
+
+// ended returns why the epoch ended, or nil while it lasts. An epoch whose
+// deadline has passed has ended, even if its timer has not run yet.
+func (e *epoch) ended() error {
+	e.mu.Lock()
+	err, dl := e.err, e.dl
+	e.mu.Unlock()
+	if err == nil && !time.Now().Before(dl) {
+		e.end(errDeadline)
+		return e.ended()
+	}
+	return err
+}
+
+// lostErr is the error of a waiter whose epoch ended, matching ErrLost (or
+// ErrClosed when the backend closed).
+func (e *epoch) lostErr() error {
+	err := e.ended()
+	if err == nil || errors.Is(err, baton.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", baton.ErrLost, err)
+}
+
+// track gives a new hold's loss the epoch's deadline; the loss fires at
+// once if the epoch has ended.
+func (e *epoch) track(l *driver.Loss) {
+	e.mu.Lock()
+	if e.err != nil {
+		err := e.err
+		e.mu.Unlock()
+		l.Fire(err)
+		return
+	}
+	e.losses[l] = struct{}{}
+	l.SetDeadline(e.dl)
+	e.mu.Unlock()
+}
+
+func (e *epoch) untrack(l *driver.Loss) {
+	e.mu.Lock()
+	delete(e.losses, l)
+	e.mu.Unlock()
+	l.SetDeadline(time.Time{})
+}
+
+// heartbeat sends one request and, if it is answered on the session it was
+// sent on, returns that session's id and the deadline it gives: the send
+// time plus the session timeout less the drift margin. The server renews a
+// session on every request it receives, after it was sent, so it cannot
+// expire the session before that deadline.
+func (b *backend) heartbeat() (int64, time.Time, error) {
+	sid := b.c.SessionID()
+	sent := time.Now()
+	_, _, err := b.c.Exists("/")
+	switch {
+	case err != nil:
+		return 0, time.Time{}, err
+	case sid == 0 || b.c.SessionID() != sid:
+		return 0, time.Time{}, errChanged
+	}
+	return sid, sent.Add(b.timeout() - b.o.Drift), nil
+}
+
+// timeout is the session timeout the deadlines are counted with: the TTL,
+// or the timeout the server granted when that is shorter.
+func (b *backend) timeout() time.Duration {
+	t := b.o.TTL
+	if n := b.negotiated.Load(); n > 0 && time.Duration(n) < t {
+		t = time.Duration(n)
+	}
+	return t
+}
+
+// heartbeats runs until the backend closes: one heartbeat every renewal
+// period, which extends the current epoch or ends it when the session
+// changed.
+func (b *backend) heartbeats() {
+	defer b.bg.Done()
+	// A server that granted less than the TTL is heard from as often,
+	// relative to its timeout, as the options ask.
+	every := func() time.Duration {
+		return min(b.o.RenewEvery, time.Duration(float64(b.timeout())*float64(b.o.RenewEvery)/float64(b.o.TTL)))
+	}
+	wait := every()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = every()
+		e := b.cur.Load()
+		if e == nil || e.ended() != nil {
+			continue
+		}
+		sid, dl, err := b.heartbeat()
+		switch {
+		case err == nil && sid == e.sid:
+			e.extend(dl)
+		case err == nil || errors.Is(err, errChanged) || errors.Is(err, zk.ErrSessionExpired):
+			e.end(errChanged)
+		default:
+			// Not answered: try again soon; the epoch's timer ends it
+			// if no heartbeat gets through before its deadline.
+			wait = max(every()/8, 10*time.Millisecond)
+		}
+	}
+}
+
+// epoch returns the current epoch, beginning a new one with a heartbeat
+// when there is none or the last one ended.
+func (b *backend) epoch() (*epoch, error) {
+	if e := b.cur.Load(); e != nil && e.ended() == nil {
+		return e, nil
+	}
+	b.epochMu.Lock()
+	defer b.epochMu.Unlock()
+	if b.closed.Load() {
+		return nil, baton.ErrClosed
+	}
+	if e := b.cur.Load(); e != nil && e.ended() == nil {
+		return e, nil
+	}
+	// A heartbeat that waited long for a connection gives a deadline
+	// that is near or past: such an epoch would end at once.
+	var sid int64
+	var dl time.Time
+	for attempt := 0; ; attempt++ {
+		var err error
+		sid, dl, err = b.heartbeat()
+		if err != nil && (attempt >= 2 || !errors.Is(err, errChanged)) {
+			return nil, fmt.Errorf("confirm session: %w", err)
+		}
+		if err == nil && time.Until(dl) > b.timeout()/2 {
+			break
+		}
+		if attempt >= 2 {
+			return nil, fmt.Errorf("confirm session: %w: heartbeats answered too late", zk.ErrConnectionClosed)
+		}
+	}
+	e := newEpoch(sid, dl)
+	b.cur.Store(e)
+	return e, nil
+}
+
+// onEvent receives the session events of a connection the backend dialled.
+// An expiry ends the epoch at once; a disconnection needs nothing: the
+// deadline, counted from the last heartbeat, ends the epoch before the
+// server could expire the session.
+func (b *backend) onEvent(ev zk.Event) {
+	if ev.Type != zk.EventSession || ev.State != zk.StateExpired {
+		return
+	}
+	if e := b.cur.Load(); e != nil {
+		e.end(errExpired)
+	}
+}
+
+// revive moves a waiter's node to a new epoch when its own ended only
+// because no heartbeat was answered in time, the connection has its
+// session again and a new heartbeat confirms it is the same session: the
+// session never expired, so the node is still the waiter's. Otherwise it
+// returns the ended epoch's loss: the session expired or could have, and
+// the client cannot tell yet.
+func (b *backend) revive(ctx context.Context, n *node) error {
+	err := n.e.ended()
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, errDeadline) || b.c.State() != zk.StateHasSession {
+		return n.e.lostErr()
+	}
+	e, eerr := call(b, ctx, b.epoch)
+	if eerr != nil || e.sid != n.e.sid {
+		return n.e.lostErr()
+	}
+	n.e = e
+	return nil
+}
