@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"log/slog"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,70 +15,41 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
-// Option configures New and OpenURL.
-type Option func(*options) error
+// DefaultPrefix is the prefix of the backend's tables and notification
+// channel, and part of every advisory lock key: backends with different
+// prefixes (lease.WithPrefix) share nothing. A prefix is 1 to 40 lower-case
+// letters, digits and '_', not starting with a digit.
+const DefaultPrefix = "baton_"
 
-type options struct {
-	lease cluster.LeaseOptions
-	log   *slog.Logger
-}
+var prefixRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
 
-// WithTTL sets the lease: a holder whose connection is silent this long
-// (partitioned, paused) has its session ended by the server. Default
-// cluster.DefaultTTL.
-func WithTTL(d time.Duration) Option {
-	return func(o *options) error { o.lease.TTL = d; return nil }
-}
-
-// WithRenewEvery sets how often a holder's connection is pinged; default a
-// third of the TTL.
-func WithRenewEvery(d time.Duration) Option {
-	return func(o *options) error { o.lease.RenewEvery = d; return nil }
-}
-
-// WithDrift sets the margin by which a holder gives up before the server
-// may end its session; default 1% of the TTL plus 2 ms.
-func WithDrift(d time.Duration) Option {
-	return func(o *options) error { o.lease.Drift = d; return nil }
-}
-
-// WithLogger receives background failures; default slog.Default().
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error { o.log = l; return nil }
-}
-
-func buildOptions(opts []Option) (options, error) {
-	var o options
-	for _, opt := range opts {
-		if opt == nil {
-			return o, fmt.Errorf("%w: nil option", baton.ErrInvalidArgument)
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
+func buildOptions(opts []lease.Option) (lease.Config, error) {
+	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix}, opts)
+	if err != nil {
+		return c, err
 	}
-	if o.lease.TTL != 0 && o.lease.TTL < time.Second {
-		return o, fmt.Errorf("%w: lease TTL %v, must be >= 1s", baton.ErrInvalidArgument, o.lease.TTL)
+	if !prefixRE.MatchString(c.Prefix) {
+		return c, fmt.Errorf("%w: prefix %q: postgres wants 1 to 40 of a-z, 0-9 and _, not starting with a digit",
+			baton.ErrInvalidArgument, c.Prefix)
 	}
-	if err := o.lease.Normalize(); err != nil {
-		return o, err
+	// idle_session_timeout counts whole milliseconds.
+	if c.TTL < time.Second {
+		return c, fmt.Errorf("%w: lease TTL %v, must be >= 1s on postgres", baton.ErrInvalidArgument, c.TTL)
 	}
-	if o.log == nil {
-		o.log = slog.Default()
-	}
-	return o, nil
+	return c, nil
 }
 
 // backend is the driver.Backend; baton.NewBackend wraps it.
 type backend struct {
 	pool *pgxpool.Pool
 	own  bool
-	o    options
-	idle string // idle_session_timeout of a holding session, in ms
+	o    lease.Config
+	idle string            // idle_session_timeout of a holding session, in ms
+	sql  map[string]string // the statements with the prefix in place
 
 	schemaMu sync.Mutex
 	schemaOK bool // guarded by schemaMu
@@ -89,7 +61,7 @@ type backend struct {
 // open. Every hold and every waiting acquisition takes a connection of the
 // pool for its duration, so the pool must be large enough for the holds and
 // waiters of the program at once. No request is made until the first use.
-func New(pool *pgxpool.Pool, opts ...Option) (baton.Backend, error) {
+func New(pool *pgxpool.Pool, opts ...lease.Option) (baton.Backend, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: nil pool", baton.ErrInvalidArgument)
 	}
@@ -100,11 +72,15 @@ func New(pool *pgxpool.Pool, opts ...Option) (baton.Backend, error) {
 	return baton.NewBackend(newBackend(pool, false, o)), nil
 }
 
-func newBackend(pool *pgxpool.Pool, own bool, o options) *backend {
+func newBackend(pool *pgxpool.Pool, own bool, o lease.Config) *backend {
 	// The server may end the session no sooner than the client gives up:
 	// rounded up to whole milliseconds.
-	ms := (o.lease.TTL + time.Millisecond - 1) / time.Millisecond
-	b := &backend{pool: pool, own: own, o: o, idle: strconv.FormatInt(int64(ms), 10)}
+	ms := (o.TTL + time.Millisecond - 1) / time.Millisecond
+	b := &backend{pool: pool, own: own, o: o, idle: strconv.FormatInt(int64(ms), 10), sql: map[string]string{}}
+	r := strings.NewReplacer("baton_", o.Prefix, "'"+channel+"'", "'"+o.Prefix+channel+"'")
+	for _, q := range statements {
+		b.sql[q] = r.Replace(q)
+	}
 	b.lis = newListener(b)
 	return b
 }
@@ -123,7 +99,7 @@ func (b *backend) Close() error {
 }
 
 const schemaSQL = `
-SELECT pg_advisory_xact_lock(7306214418536961024);
+SELECT pg_advisory_xact_lock(hashtextextended('baton_', 0));
 CREATE TABLE IF NOT EXISTS baton_tokens (
 	kind text NOT NULL, name text NOT NULL, n bigint NOT NULL,
 	PRIMARY KEY (kind, name));
@@ -134,10 +110,18 @@ CREATE TABLE IF NOT EXISTS baton_cond (
 CREATE INDEX IF NOT EXISTS baton_cond_name ON baton_cond (name, id);
 `
 
-// Schema is the SQL that creates the tables of the backend. The backend runs
-// it on first use; a role without the right to create tables needs them
-// created beforehand with it.
-const Schema = schemaSQL
+// Schema returns the SQL that creates the tables of a backend with prefix
+// (DefaultPrefix if empty). The backend runs it on first use; a role
+// without the right to create tables needs them created beforehand with it.
+func Schema(prefix string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return strings.ReplaceAll(schemaSQL, "baton_", prefix)
+}
+
+// q returns statement sql with the backend's prefix.
+func (b *backend) q(sql string) string { return b.sql[sql] }
 
 // schema creates the tables once per Backend. Creations of concurrent
 // clients are serialised by a transaction-level advisory lock, since
@@ -149,7 +133,7 @@ func (b *backend) schema(ctx context.Context) error {
 		return nil
 	}
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, schemaSQL, pgx.QueryExecModeSimpleProtocol)
+		_, err := tx.Exec(ctx, b.q(schemaSQL), pgx.QueryExecModeSimpleProtocol)
 		return err
 	})
 	if err != nil {
@@ -160,8 +144,9 @@ func (b *backend) schema(ctx context.Context) error {
 }
 
 // key is the advisory lock key of a name of a kind.
-func key(kind baton.Kind, name string) int64 {
+func (b *backend) key(kind baton.Kind, name string) int64 {
 	h := fnv.New64a()
+	h.Write([]byte(b.o.Prefix))
 	h.Write([]byte(kind))
 	h.Write([]byte{0})
 	h.Write([]byte(name))
@@ -172,7 +157,7 @@ func key(kind baton.Kind, name string) int64 {
 // caller's cancellation is not passed on: pgx closes the connection when a
 // context ends mid-statement, which would drop the session's locks.
 func (b *backend) rctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), b.o.lease.TTL)
+	return context.WithTimeout(context.Background(), b.o.RequestTimeout)
 }
 
 // destroy closes a connection instead of giving it back to the pool: the
@@ -198,9 +183,10 @@ func waitRow(ctx context.Context, c *pgxpool.Conn, sql string, args []any, dest 
 	if err := ctx.Err(); err != nil {
 		return true, err
 	}
-	done := make(chan struct{})
+	pc := c.Conn().PgConn()
+	done, fin := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
-		pc := c.Conn().PgConn()
+		defer close(fin)
 		go func() {
 			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
@@ -215,6 +201,7 @@ func waitRow(ctx context.Context, c *pgxpool.Conn, sql string, args []any, dest 
 	err = c.QueryRow(context.Background(), sql, args...).Scan(dest...)
 	close(done)
 	if !stop() {
+		<-fin
 		return true, ctx.Err()
 	}
 	return false, err
@@ -226,7 +213,7 @@ type hold struct {
 	b      *backend
 	c      *pgxpool.Conn
 	loss   *driver.Loss
-	keeper *cluster.Keeper
+	keeper *lease.Keeper
 	prev   string  // idle_session_timeout before the hold, restored after
 	shared bool    // a read lock (set by Downgrade, read by Release: never at once)
 	slots  []int32 // semaphore slots held; guarded by mu
@@ -242,14 +229,14 @@ func errLost(format string, args ...any) error {
 // start starts the lease of a hold whose acquisition was sent at sent. A
 // long wait leaves little of a lease counted from then, so the connection
 // is pinged first and the lease counted from the ping.
-func (h *hold) start(sent time.Time) error {
-	if time.Since(sent) > h.b.o.lease.RenewEvery {
+func (h *hold) start(sent time.Time, name string) error {
+	if time.Since(sent) > h.b.o.RenewEvery {
 		var err error
 		if sent, err = h.ping(context.Background()); err != nil {
 			return err
 		}
 	}
-	h.keeper = cluster.StartKeeper(sent, h.b.o.lease, h.ping, h.loss, h.b.o.log)
+	h.keeper = lease.StartKeeper(sent, &h.b.o, h.ping, h.loss, name)
 	return nil
 }
 
@@ -261,7 +248,7 @@ func (h *hold) ping(ctx context.Context) (time.Time, error) {
 	defer h.mu.Unlock()
 	dl, ok := ctx.Deadline()
 	if !ok {
-		dl = time.Now().Add(h.b.o.lease.TTL)
+		dl = time.Now().Add(h.b.o.TTL)
 	}
 	pctx, cancel := context.WithDeadline(context.Background(), dl)
 	defer cancel()
@@ -289,7 +276,7 @@ func (h *hold) end(sql string, args ...any) error {
 	ctx, cancel := h.b.rctx()
 	defer cancel()
 	var held bool
-	err := h.c.QueryRow(ctx, sql, args...).Scan(&held)
+	err := h.c.QueryRow(ctx, h.b.q(sql), args...).Scan(&held)
 	switch {
 	case err != nil:
 		destroy(h.c)

@@ -45,14 +45,14 @@ type ticket struct {
 	wake    chan struct{}
 }
 
-func (c *condDriver) ttlMS() int64 { return int64(c.b.o.lease.TTL / time.Millisecond) }
+func (c *condDriver) ttlMS() int64 { return int64(c.b.o.TTL / time.Millisecond) }
 
 func (c *condDriver) Prepare(ctx context.Context) (any, error) {
 	if err := c.b.lis.ensure(ctx); err != nil {
 		return nil, err
 	}
 	t := &ticket{wake: make(chan struct{}, 1)}
-	if err := c.b.pool.QueryRow(ctx, condPrepareSQL, c.name, c.ttlMS()).Scan(&t.id); err != nil {
+	if err := c.b.pool.QueryRow(ctx, c.b.q(condPrepareSQL), c.name, c.ttlMS()).Scan(&t.id); err != nil {
 		return nil, err
 	}
 	t.payload = "c/" + strconv.FormatInt(t.id, 10)
@@ -69,7 +69,7 @@ func (c *condDriver) Wait(ctx context.Context, tk any) error {
 	}
 	defer c.b.lis.unsubscribe(t.payload, t.wake)
 	for {
-		tm := time.NewTimer(c.b.o.lease.RenewEvery)
+		tm := time.NewTimer(c.b.o.RenewEvery)
 		select {
 		case <-ctx.Done():
 			tm.Stop()
@@ -81,13 +81,13 @@ func (c *condDriver) Wait(ctx context.Context, tk any) error {
 		case <-tm.C:
 		}
 		rctx, cancel := c.b.rctx()
-		tag, err := c.b.pool.Exec(rctx, condRefreshSQL, t.id, c.ttlMS())
+		tag, err := c.b.pool.Exec(rctx, c.b.q(condRefreshSQL), t.id, c.ttlMS())
 		cancel()
 		if err == nil && tag.RowsAffected() == 0 {
 			return nil // signalled; the notification was lost
 		}
 		if err != nil {
-			c.b.o.log.Warn("baton: postgres cond: refreshing a registration failed", "name", c.name, "err", err)
+			c.b.o.Logger.Warn("baton: postgres cond: refreshing a registration failed", "name", c.name, "err", err)
 		}
 	}
 }
@@ -97,9 +97,9 @@ func (c *condDriver) Wait(ctx context.Context, tk any) error {
 func (c *condDriver) withdraw(t *ticket) {
 	rctx, cancel := c.b.rctx()
 	defer cancel()
-	tag, err := c.b.pool.Exec(rctx, condWithdrawSQL, t.id)
+	tag, err := c.b.pool.Exec(rctx, c.b.q(condWithdrawSQL), t.id)
 	if err != nil {
-		c.b.o.log.Warn("baton: postgres cond: withdrawing a registration failed; it expires with the TTL", "name", c.name, "err", err)
+		c.b.o.Logger.Warn("baton: postgres cond: withdrawing a registration failed; it expires with the TTL", "name", c.name, "err", err)
 		return
 	}
 	if tag.RowsAffected() == 0 {
@@ -118,7 +118,7 @@ func (c *condDriver) Cancel(tk any) {
 
 func (c *condDriver) signal(ctx context.Context, n int64) error {
 	var woken int64
-	return c.b.pool.QueryRow(ctx, condSignalSQL, c.name, n).Scan(&woken)
+	return c.b.pool.QueryRow(ctx, c.b.q(condSignalSQL), c.name, n).Scan(&woken)
 }
 
 func (c *condDriver) Signal(ctx context.Context) error { return c.signal(ctx, 1) }

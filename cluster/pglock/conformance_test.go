@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/locktest"
 )
 
 func openSuite(cfg string) (baton.Backend, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return OpenURL(ctx, cfg, WithTTL(2*time.Second))
+	return OpenURL(ctx, cfg, lease.WithTTL(2*time.Second))
 }
 
 var suite = locktest.Suite{Name: "postgres", Open: openSuite, Caps: locktest.Caps{

@@ -51,6 +51,11 @@ var (
 	rawUnlock = "SELECT pg_advisory_unlock($1)"
 )
 
+// statements lists every statement, for the backend to put its prefix in.
+var statements = []string{schemaSQL, lockX, lockS, tryX, tryS, unlockX, unlockS, downgradeSQL,
+	semOpenSQL, semGateSQL, semTryGateSQL, semSlotsSQL, semGrantSQL, semReleaseSQL, semAbandonSQL,
+	condPrepareSQL, condRefreshSQL, condWithdrawSQL, condSignalSQL}
+
 // lockDriver serves one Mutex or RWMutex handle.
 type lockDriver struct {
 	b    *backend
@@ -63,7 +68,7 @@ func (b *backend) openLock(ctx context.Context, kind baton.Kind, name string) (*
 	if err := b.schema(ctx); err != nil {
 		return nil, err
 	}
-	return &lockDriver{b: b, kind: kind, name: name, key: key(kind, name)}, nil
+	return &lockDriver{b: b, kind: kind, name: name, key: b.key(kind, name)}, nil
 }
 
 func (b *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
@@ -91,7 +96,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 		h := &hold{b: d.b, c: c, loss: driver.NewLoss(), shared: mode == driver.Shared}
 		var tok int64
 		sent := time.Now()
-		interrupted, err := waitRow(ctx, c, q, d.args(), &tok, &h.prev)
+		interrupted, err := waitRow(ctx, c, d.b.q(q), d.args(), &tok, &h.prev)
 		if interrupted || err != nil {
 			destroy(c)
 			if interrupted {
@@ -99,7 +104,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 			}
 			return driver.Grant{}, err
 		}
-		if err := h.start(sent); err != nil {
+		if err := h.start(sent, d.name); err != nil {
 			destroy(c)
 			// The session ended while the grant was on its way: take it
 			// again.
@@ -126,7 +131,7 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 	sent := time.Now()
 	// A try does not wait: it runs to its end, as releases do.
 	rctx, cancel := d.b.rctx()
-	err = c.QueryRow(rctx, q, d.args()...).Scan(&tok, &h.prev)
+	err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&tok, &h.prev)
 	cancel()
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -136,7 +141,7 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 		destroy(c)
 		return driver.Grant{}, err
 	}
-	if err := h.start(sent); err != nil {
+	if err := h.start(sent, d.name); err != nil {
 		destroy(c)
 		return driver.Grant{}, err
 	}
@@ -171,7 +176,7 @@ func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Gran
 	rctx, cancel := d.b.rctx()
 	defer cancel()
 	var released bool
-	if err := h.c.QueryRow(rctx, downgradeSQL, d.key).Scan(&released); err != nil {
+	if err := h.c.QueryRow(rctx, d.b.q(downgradeSQL), d.key).Scan(&released); err != nil {
 		// The connection is closed: its session and both locks go with it.
 		h.loss.Fire(fmt.Errorf("downgrade: %w", err))
 		return driver.Grant{}, h.loss.Err()

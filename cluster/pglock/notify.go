@@ -126,7 +126,7 @@ func (l *listener) run(ctx context.Context, ready, done chan struct{}) {
 	for wait := 50 * time.Millisecond; ctx.Err() == nil; wait = min(2*wait, time.Second) {
 		conn, err := pgx.ConnectConfig(ctx, l.b.pool.Config().ConnConfig.Copy())
 		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+channel)
+			_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.b.o.Prefix + channel}.Sanitize())
 			if err == nil {
 				readyOnce.Do(func() { close(ready) })
 				wait = 50 * time.Millisecond
@@ -149,7 +149,7 @@ func (l *listener) run(ctx context.Context, ready, done chan struct{}) {
 		if ctx.Err() != nil {
 			return
 		}
-		l.b.o.log.Warn("baton: postgres notification connection failed; reconnecting", "err", err)
+		l.b.o.Logger.Warn("baton: postgres notification connection failed; reconnecting", "err", err)
 		select {
 		case <-ctx.Done():
 			return

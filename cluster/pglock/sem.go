@@ -73,14 +73,14 @@ func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64)
 		return nil, err
 	}
 	var c int64
-	if err := b.pool.QueryRow(ctx, semOpenSQL, name, permits).Scan(&c); err != nil {
+	if err := b.pool.QueryRow(ctx, b.q(semOpenSQL), name, permits).Scan(&c); err != nil {
 		return nil, err
 	}
 	if c != permits {
 		return nil, fmt.Errorf("%w: capacity %d, asked for %d", baton.ErrMismatch, c, permits)
 	}
-	return &semDriver{b: b, name: name, capacity: permits, gate: key(baton.KindSemaphore, name),
-		prefix: "semaphore/" + name, payload: "s/" + name}, nil
+	return &semDriver{b: b, name: name, capacity: permits, gate: b.key(baton.KindSemaphore, name),
+		prefix: b.o.Prefix + "/semaphore/" + name, payload: "s/" + name}, nil
 }
 
 func (s *semDriver) Capacity() int64 { return s.capacity }
@@ -89,7 +89,7 @@ func (s *semDriver) Close() error    { return nil }
 // backstop is how often the head of the queue tries again without a
 // notification.
 func (s *semDriver) backstop() time.Duration {
-	return min(s.b.o.lease.RenewEvery, 250*time.Millisecond)
+	return min(s.b.o.RenewEvery, 250*time.Millisecond)
 }
 
 func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
@@ -105,7 +105,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 	}
 	h := &hold{b: s.b, c: c, loss: driver.NewLoss()}
 	var g, set string
-	if interrupted, err := waitRow(ctx, c, semGateSQL, []any{s.gate, s.b.idle}, &g, &h.prev, &set); interrupted || err != nil {
+	if interrupted, err := waitRow(ctx, c, s.b.q(semGateSQL), []any{s.gate, s.b.idle}, &g, &h.prev, &set); interrupted || err != nil {
 		destroy(c)
 		return driver.Grant{}, ctxErr(ctx, err)
 	}
@@ -147,7 +147,7 @@ func (s *semDriver) slots(c *pgxpool.Conn, held []int32, n int64) ([]int32, erro
 	rctx, cancel := s.b.rctx()
 	defer cancel()
 	var got []int32
-	err := c.QueryRow(rctx, semSlotsSQL, s.prefix, s.capacity, held, n-int64(len(held))).Scan(&got)
+	err := c.QueryRow(rctx, s.b.q(semSlotsSQL), s.prefix, s.capacity, held, n-int64(len(held))).Scan(&got)
 	return got, err
 }
 
@@ -155,12 +155,12 @@ func (s *semDriver) grant(h *hold, slots []int32, sent time.Time) (driver.Grant,
 	rctx, cancel := s.b.rctx()
 	defer cancel()
 	var tok int64
-	if err := h.c.QueryRow(rctx, semGrantSQL, string(baton.KindSemaphore), s.name, s.gate).Scan(&tok); err != nil {
+	if err := h.c.QueryRow(rctx, s.b.q(semGrantSQL), string(baton.KindSemaphore), s.name, s.gate).Scan(&tok); err != nil {
 		destroy(h.c)
 		return driver.Grant{}, err
 	}
 	h.slots = slots
-	if err := h.start(sent); err != nil {
+	if err := h.start(sent, s.name); err != nil {
 		destroy(h.c)
 		return driver.Grant{}, err
 	}
@@ -178,7 +178,7 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 	var ok bool
 	var set string
 	sent := time.Now()
-	if err := c.QueryRow(rctx, semTryGateSQL, s.gate, s.b.idle).Scan(&ok, &h.prev, &set); err != nil {
+	if err := c.QueryRow(rctx, s.b.q(semTryGateSQL), s.gate, s.b.idle).Scan(&ok, &h.prev, &set); err != nil {
 		destroy(c)
 		return driver.Grant{}, err
 	}
@@ -192,7 +192,7 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 		return driver.Grant{}, err
 	}
 	if int64(len(slots)) < n {
-		if _, err := c.Exec(rctx, semAbandonSQL, h.prev); err != nil {
+		if _, err := c.Exec(rctx, s.b.q(semAbandonSQL), h.prev); err != nil {
 			destroy(c)
 		} else {
 			c.Release()
@@ -220,7 +220,7 @@ func (s *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error 
 	rctx, cancel := s.b.rctx()
 	defer cancel()
 	var held bool
-	err := h.c.QueryRow(rctx, semReleaseSQL, s.prefix, give, s.payload, s.b.idle).Scan(&held)
+	err := h.c.QueryRow(rctx, s.b.q(semReleaseSQL), s.prefix, give, s.payload, s.b.idle).Scan(&held)
 	if err != nil || !held {
 		h.loss.Fire(errors.New("the server no longer had the permits"))
 		return h.loss.Err()
