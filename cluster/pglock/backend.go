@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonlock/baton"
@@ -169,6 +170,43 @@ func destroy(c *pgxpool.Conn) {
 	_ = pc.Close(ctx)
 }
 
+// connLost reports whether err says that the connection or its session
+// failed, rather than the statement.
+func connLost(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	}
+	return pe.Severity == "FATAL" || strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+}
+
+const abandonSQL = `SELECT pg_advisory_unlock_all()::text,
+	set_config('idle_session_timeout', coalesce($1, current_setting('idle_session_timeout')), false)`
+
+// abandon gives back every lock of c's session before c returns to the
+// pool, so that a cancelled acquisition holds nothing once it has returned
+// (closing the connection would leave the session to end a moment later).
+// prev is the idle timeout to restore, "" when it was not changed. A
+// connection that cannot be cleaned is destroyed.
+func (b *backend) abandon(c *pgxpool.Conn, prev string) {
+	if c.Conn().IsClosed() {
+		c.Release()
+		return
+	}
+	var p any
+	if prev != "" {
+		p = prev
+	}
+	ctx, cancel := b.rctx()
+	defer cancel()
+	var a, s string
+	if err := c.QueryRow(ctx, abandonSQL, p).Scan(&a, &s); err != nil {
+		destroy(c)
+		return
+	}
+	c.Release()
+}
+
 // interruptGrace is how long a cancelled statement is given to end after the
 // cancel request before its socket is closed.
 const interruptGrace = 200 * time.Millisecond
@@ -176,9 +214,8 @@ const interruptGrace = 200 * time.Millisecond
 // waitRow runs a statement that may wait for another holder on c, and scans
 // its row. The caller's context is watched here rather than by pgx: when it
 // ends, a cancel request ends the statement, or its socket is closed if the
-// server does not answer. It reports interrupted when that happened; the
-// connection is then unfit for reuse (a cancel request may still land on a
-// later statement) and the caller destroys it.
+// server does not answer in time. It reports interrupted when that
+// happened; the caller then gives the connection to abandon.
 func waitRow(ctx context.Context, c *pgxpool.Conn, sql string, args []any, dest ...any) (interrupted bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return true, err
@@ -187,14 +224,18 @@ func waitRow(ctx context.Context, c *pgxpool.Conn, sql string, args []any, dest 
 	done, fin := make(chan struct{}), make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(fin)
-		go func() {
-			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = pc.CancelRequest(cctx)
-		}()
+		cctx, cancel := context.WithTimeout(context.Background(), interruptGrace)
+		defer cancel()
+		// Once the cancel request has been answered, the server has
+		// signalled the session: the signal cannot reach a later
+		// statement, and the connection can be cleaned and reused.
+		if err := pc.CancelRequest(cctx); err != nil {
+			_ = pc.Conn().Close()
+			return
+		}
 		select {
 		case <-done:
-		case <-time.After(interruptGrace):
+		case <-cctx.Done():
 			_ = pc.Conn().Close()
 		}
 	})

@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 	switch {
 	case os.Getenv(envServer) != "":
 		os.Exit(runServer())
+	case os.Getenv(envPause) != "":
+		os.Exit(pausedHolder(os.Getenv(envPause)))
 	case os.Getenv("BATON_LOCKTEST_HELPER") == "":
 		startServer()
 	}

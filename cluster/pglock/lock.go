@@ -52,8 +52,8 @@ var (
 )
 
 // statements lists every statement, for the backend to put its prefix in.
-var statements = []string{schemaSQL, lockX, lockS, tryX, tryS, unlockX, unlockS, downgradeSQL,
-	semOpenSQL, semGateSQL, semTryGateSQL, semSlotsSQL, semGrantSQL, semReleaseSQL, semAbandonSQL,
+var statements = []string{schemaSQL, abandonSQL, lockX, lockS, tryX, tryS, unlockX, unlockS, downgradeSQL,
+	semOpenSQL, semGateSQL, semTryGateSQL, semSlotsSQL, semGrantSQL, semReleaseSQL,
 	condPrepareSQL, condRefreshSQL, condWithdrawSQL, condSignalSQL}
 
 // lockDriver serves one Mutex or RWMutex handle.
@@ -88,7 +88,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 	if mode == driver.Shared {
 		q = lockS
 	}
-	for {
+	for attempt := 0; ; attempt++ {
 		c, err := d.b.pool.Acquire(ctx)
 		if err != nil {
 			return driver.Grant{}, err
@@ -97,10 +97,18 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 		var tok int64
 		sent := time.Now()
 		interrupted, err := waitRow(ctx, c, d.b.q(q), d.args(), &tok, &h.prev)
-		if interrupted || err != nil {
+		if interrupted {
+			d.b.abandon(c, h.prev)
+			return driver.Grant{}, ctx.Err()
+		}
+		if err != nil {
 			destroy(c)
-			if interrupted {
-				return driver.Grant{}, ctx.Err()
+			// A connection of the pool that died with its session (the
+			// server restarted): the next one is fresh. Taking the lock
+			// again is safe, since the session of a failed statement holds
+			// nothing once destroyed.
+			if attempt < 3 && connLost(err) {
+				continue
 			}
 			return driver.Grant{}, err
 		}
@@ -132,6 +140,15 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 	// A try does not wait: it runs to its end, as releases do.
 	rctx, cancel := d.b.rctx()
 	err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&tok, &h.prev)
+	if err != nil && connLost(err) {
+		destroy(c)
+		if c, err = d.b.pool.Acquire(ctx); err != nil {
+			cancel()
+			return driver.Grant{}, err
+		}
+		h.c = c
+		err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&tok, &h.prev)
+	}
 	cancel()
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

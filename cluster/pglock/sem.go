@@ -52,8 +52,6 @@ ON CONFLICT (kind, name) DO UPDATE SET n = t.n + 1 RETURNING t.n`
 	FROM unnest($2::int[]) s),
 x AS MATERIALIZED (SELECT pg_notify('` + channel + `', $3)::text, set_config('idle_session_timeout', $4, false) FROM u)
 SELECT ok FROM u, x`
-
-	semAbandonSQL = `SELECT pg_advisory_unlock_all()::text, set_config('idle_session_timeout', $1, false)`
 )
 
 type semDriver struct {
@@ -105,9 +103,14 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 	}
 	h := &hold{b: s.b, c: c, loss: driver.NewLoss()}
 	var g, set string
-	if interrupted, err := waitRow(ctx, c, s.b.q(semGateSQL), []any{s.gate, s.b.idle}, &g, &h.prev, &set); interrupted || err != nil {
+	interrupted, err := waitRow(ctx, c, s.b.q(semGateSQL), []any{s.gate, s.b.idle}, &g, &h.prev, &set)
+	switch {
+	case interrupted:
+		s.b.abandon(c, h.prev)
+		return driver.Grant{}, ctx.Err()
+	case err != nil:
 		destroy(c)
-		return driver.Grant{}, ctxErr(ctx, err)
+		return driver.Grant{}, err
 	}
 	var slots []int32
 	for {
@@ -125,21 +128,13 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			// The session's end gives back the gate and the slots taken.
-			destroy(c)
+			s.b.abandon(c, h.prev)
 			return driver.Grant{}, ctx.Err()
 		case <-wake:
 		case <-t.C:
 		}
 		t.Stop()
 	}
-}
-
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return cerr
-	}
-	return err
 }
 
 // slots tries to take n-len(held) more slots.
@@ -192,11 +187,7 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 		return driver.Grant{}, err
 	}
 	if int64(len(slots)) < n {
-		if _, err := c.Exec(rctx, s.b.q(semAbandonSQL), h.prev); err != nil {
-			destroy(c)
-		} else {
-			c.Release()
-		}
+		s.b.abandon(c, h.prev)
 		return driver.Grant{}, baton.ErrLocked
 	}
 	return s.grant(h, slots, sent)
