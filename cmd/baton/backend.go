@@ -14,6 +14,8 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/etcdlock"
+	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/cluster/pglock"
 	"github.com/batonlock/baton/cluster/redislock"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/local"
@@ -22,7 +24,7 @@ import (
 
 // acceptedForms is named in every message about a bad backend URL.
 const acceptedForms = "local:, local:///DIR, file:///DIR, redis://host:port, rediss://host:port, " +
-	"redis+cluster://h1:p1,h2:p2, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379"
+	"redis+cluster://h1:p1,h2:p2, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379, postgres://user@host:5432/db"
 
 // backendOptions are the command-line settings a backend may use.
 type backendOptions struct {
@@ -45,6 +47,8 @@ var openers = map[string]opener{
 	"redlocks":       openRedis,
 	"etcd":           openEtcd,
 	"etcds":          openEtcd,
+	"postgres":       openPostgres,
+	"postgresql":     openPostgres,
 }
 
 // backendURL returns the URL the command uses: --backend, else
@@ -152,6 +156,14 @@ func openEtcd(ctx context.Context, raw string, o backendOptions) (baton.Backend,
 		opts = append(opts, etcdlock.WithTTL(o.ttl))
 	}
 	return etcdlock.OpenURL(ctx, raw, opts...)
+}
+
+func openPostgres(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
+	opts := []lease.Option{lease.WithLogger(o.logger())}
+	if o.ttl > 0 {
+		opts = append(opts, lease.WithTTL(o.ttl))
+	}
+	return pglock.OpenURL(ctx, raw, opts...)
 }
 
 // childBackendURL is the value of BATON_BACKEND given to the command: the
