@@ -103,6 +103,7 @@ const schemaSQL = `
 SELECT pg_advisory_xact_lock(hashtextextended('baton_', 0));
 CREATE TABLE IF NOT EXISTS baton_tokens (
 	kind text NOT NULL, name text NOT NULL, n bigint NOT NULL,
+	expires timestamptz, prev_expires timestamptz,
 	PRIMARY KEY (kind, name));
 CREATE TABLE IF NOT EXISTS baton_semaphores (
 	name text PRIMARY KEY, capacity bigint NOT NULL);
@@ -215,7 +216,8 @@ const interruptGrace = 200 * time.Millisecond
 // its row. The caller's context is watched here rather than by pgx: when it
 // ends, a cancel request ends the statement, or its socket is closed if the
 // server does not answer in time. It reports interrupted when that
-// happened; the caller then gives the connection to abandon.
+// happened (err is then the statement's own: nil if it completed); the
+// caller then gives back what the statement took.
 func waitRow(ctx context.Context, c *pgxpool.Conn, sql string, args []any, dest ...any) (interrupted bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return true, err
@@ -243,7 +245,7 @@ func waitRow(ctx context.Context, c *pgxpool.Conn, sql string, args []any, dest 
 	close(done)
 	if !stop() {
 		<-fin
-		return true, ctx.Err()
+		return true, err
 	}
 	return false, err
 }
@@ -258,6 +260,8 @@ type hold struct {
 	prev   string  // idle_session_timeout before the hold, restored after
 	shared bool    // a read lock (set by Downgrade, read by Release: never at once)
 	slots  []int32 // semaphore slots held; guarded by mu
+	renew  []any   // arguments of renewSQL for an exclusive lock; nil otherwise
+	tok    int64   // the grant's token, for locks
 
 	mu sync.Mutex // serialises statements on c (pings, downgrade, release)
 }
@@ -294,8 +298,18 @@ func (h *hold) ping(ctx context.Context) (time.Time, error) {
 	pctx, cancel := context.WithDeadline(context.Background(), dl)
 	defer cancel()
 	sent := time.Now()
-	if err := h.c.Ping(pctx); err != nil {
+	if h.renew == nil || h.shared {
+		if err := h.c.Ping(pctx); err != nil {
+			return sent, errLost("connection of the hold: %v", err)
+		}
+		return sent, nil
+	}
+	tag, err := h.c.Exec(pctx, h.b.q(renewSQL), h.renew...)
+	if err != nil {
 		return sent, errLost("connection of the hold: %v", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sent, errLost("the lease row of the hold has another token")
 	}
 	return sent, nil
 }

@@ -20,9 +20,10 @@ func openSuite(cfg string) (baton.Backend, error) {
 var suite = locktest.Suite{Name: "postgres", Open: openSuite, Caps: locktest.Caps{
 	RWMutex: true, Semaphore: true, Cond: true,
 	CrossProcess: true,
-	// A killed holder's socket closes with its process: the session ends at
-	// once, and its locks with it.
-	KillBound:    2 * time.Second,
+	// A killed holder's session ends with its socket, but the next holder
+	// waits out the lease it left (TTL 2 s): the server cannot tell a dead
+	// client from a session ended under a live one.
+	KillBound:    4 * time.Second,
 	Acquisitions: 2000,
 	Lease:        true,
 	// A cancel request and the end of the statement, or the close of the

@@ -113,8 +113,10 @@ func afterLoss(t *testing.T, h1 baton.Hold, m2 baton.Mutex, lostFirst bool) bato
 }
 
 // TestTerminatedHolder: the holder's session is ended by the server
-// (pg_terminate_backend). The lock passes to a waiter at once; the holder's
-// Loss fires, its Unlock reports the loss, and tokens keep increasing.
+// (pg_terminate_backend), which frees its advisory lock at once. The next
+// holder waits out the lease the holder left on the counter row, so the
+// holder's Loss has fired when it gets the lock; the holder's Unlock
+// reports the loss, and tokens keep increasing.
 func TestTerminatedHolder(t *testing.T) {
 	url := need(t)
 	ctx := context.Background()
@@ -129,7 +131,7 @@ func TestTerminatedHolder(t *testing.T) {
 		t.Fatalf("holders on the server: %v", pids)
 	}
 	admin(t, "SELECT pg_terminate_backend($1)", pids[0])
-	h2 := afterLoss(t, h1, m2, false)
+	h2 := afterLoss(t, h1, m2, true)
 	if err := m1.Unlock(ctx); !errors.Is(err, baton.ErrLost) {
 		t.Errorf("Unlock of the terminated hold: %v, want ErrLost", err)
 	}
@@ -149,9 +151,9 @@ func TestTerminatedHolder(t *testing.T) {
 	}
 }
 
-// TestServerRestart: the server restarts under a holder. The holder's Loss
-// fires, the lock is taken again once the server is back, and the token
-// counter survived the restart.
+// TestServerRestart: the server restarts under a holder. A client that
+// asks for the lock as soon as the server is back gets it only after the
+// holder's Loss fired, and the token counter survived the restart.
 func TestServerRestart(t *testing.T) {
 	url := need(t)
 	ctx := context.Background()
@@ -169,11 +171,6 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.restart(t)
-	select {
-	case <-h1.Lost():
-	case <-time.After(2 * faultTTL):
-		t.Fatal("the holder's Loss did not fire after the server restarted")
-	}
 	h2 := afterLoss(t, h1, m2, true)
 	if h1.Token() <= h0.Token() || h2.Token() <= h1.Token() {
 		t.Errorf("tokens %d, %d, %d across the restart", h0.Token(), h1.Token(), h2.Token())
