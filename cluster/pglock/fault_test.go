@@ -306,3 +306,43 @@ func TestPartitionedHolder(t *testing.T) {
 	}
 	_ = h2
 }
+
+// TestTerminatedWriter: a reader after a writer whose session was
+// terminated also waits out the writer's lease.
+func TestTerminatedWriter(t *testing.T) {
+	url := need(t)
+	ctx := context.Background()
+	rw := func(b baton.Backend) baton.RWMutex {
+		m, err := b.RWMutex(ctx, "fault-terminate-rw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	w, r := rw(openT(t, url)), rw(openT(t, url))
+	h1, err := w.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := holderPIDs(t, baton.KindRWMutex, "fault-terminate-rw")
+	if len(pids) != 1 {
+		t.Fatalf("holders on the server: %v", pids)
+	}
+	admin(t, "SELECT pg_terminate_backend($1)", pids[0])
+	h2, err := r.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h1.Lost():
+	default:
+		t.Fatal("a reader holds the lock while the terminated writer's Loss has not fired")
+	}
+	if h2.Token() <= h1.Token() {
+		t.Errorf("reader's token %d <= writer's %d", h2.Token(), h1.Token())
+	}
+	if err := r.RUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -61,16 +61,19 @@ SELECT ok FROM u, x`
 	renewSQL = `UPDATE baton_tokens SET expires = clock_timestamp() + $4::bigint * interval '1 millisecond'
 WHERE kind = $1 AND name = $2 AND n = $3`
 
-	// Readers record no lease: their tokens are drawn as a writer's.
+	// Readers record no lease of their own, but wait out a writer's that
+	// was not released, as writers do.
 	lockSSQL = `WITH l AS MATERIALIZED (SELECT pg_advisory_lock_shared($3)::text AS g, current_setting('idle_session_timeout') AS prev,
 	set_config('idle_session_timeout', $4, false) AS s)
 INSERT INTO baton_tokens AS t (kind, name, n) SELECT $1, $2, 1 FROM l
-ON CONFLICT (kind, name) DO UPDATE SET n = t.n + 1 RETURNING t.n, (SELECT prev FROM l), 0::bigint`
+ON CONFLICT (kind, name) DO UPDATE SET n = t.n + 1
+RETURNING t.n, (SELECT prev FROM l), coalesce(ceil(extract(epoch FROM t.expires - clock_timestamp()) * 1000), 0)::bigint`
 
 	trySSQL = `WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock_shared($3) AS ok, current_setting('idle_session_timeout') AS prev),
 s AS MATERIALIZED (SELECT set_config('idle_session_timeout', CASE WHEN ok THEN $4 ELSE prev END, false) FROM l)
 INSERT INTO baton_tokens AS t (kind, name, n) SELECT $1, $2, 1 FROM l, s WHERE l.ok
-ON CONFLICT (kind, name) DO UPDATE SET n = t.n + 1 RETURNING t.n, (SELECT prev FROM l), 0::bigint`
+ON CONFLICT (kind, name) DO UPDATE SET n = t.n + 1
+RETURNING t.n, (SELECT prev FROM l), coalesce(ceil(extract(epoch FROM t.expires - clock_timestamp()) * 1000), 0)::bigint`
 
 	unlockSSQL = `WITH u AS MATERIALIZED (SELECT pg_advisory_unlock_shared($1) AS ok),
 x AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false) FROM u)
@@ -205,7 +208,7 @@ func (d *lockDriver) outwait(ctx context.Context, h *hold, wait int64) error {
 	case <-h.loss.Done():
 		err = h.loss.Err()
 	}
-	_ = h.end(d.unlockSQL(false), d.unlockArgs(false, h.prev, h.tok)...)
+	_ = h.end(d.unlockSQL(h.shared), d.unlockArgs(h.shared, h.prev, h.tok)...)
 	return err
 }
 
@@ -258,7 +261,7 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 	h := d.newHold(c, mode == driver.Shared, tok, prev)
 	if wait > 0 {
 		// The previous holder's lease still runs: as taken.
-		_ = h.end(d.unlockSQL(false), d.unlockArgs(false, prev, tok)...)
+		_ = h.end(d.unlockSQL(h.shared), d.unlockArgs(h.shared, prev, tok)...)
 		return driver.Grant{}, baton.ErrLocked
 	}
 	if err := h.start(sent, d.name); err != nil {
