@@ -11,7 +11,9 @@
 //
 //   - Mutex: pg_advisory_lock on a 64-bit key hashed from the kind and the
 //     name. A waiter blocks in the server, which wakes it when the lock is
-//     released or its holder's session ends: no polling.
+//     released or its holder's session ends: no polling (after a session
+//     that ended without a release, the waiter also waits out its lease;
+//     see below).
 //   - RWMutex: pg_advisory_lock_shared for readers. The server queues a new
 //     reader behind a waiting writer, so writers are not starved. Downgrade
 //     takes the shared lock while holding the exclusive one and releases the
@@ -25,21 +27,31 @@
 // The fencing token of a hold is drawn, in the statement that takes the
 // lock and only once it is granted, from a counter row per name
 // (baton_tokens), so tokens increase strictly per name across clients and
-// their restarts. The tables are created on first use (Schema).
+// their restarts. The tables are created on first use (Schema). The pool
+// must reach PostgreSQL directly or through a pooler in session mode:
+// advisory locks belong to the server session.
 //
 // # Leases and loss
 //
-// A session's locks go when the session ends, so a holder that dies or
-// whose connection closes frees its locks at once. A session whose client
-// is partitioned away (a half-open TCP connection) would keep them; so a
+// A session's locks go when the session ends. A session whose client is
+// partitioned away (a half-open TCP connection) would keep them; so a
 // holding session is told to end after being idle for a TTL
 // (idle_session_timeout, set in the statement that takes the lock), and the
-// holder pings it every renewal period. The hold's Loss deadline is the
-// send time of the last ping plus the TTL minus a drift margin: the server
-// starts its idle timer only after it received the ping, so the holder
-// gives up before the server can end the session and grant the lock to
-// anyone else. A ping that fails means the connection, and so the lock, is
-// gone: the Loss fires at once.
+// holder renews on its connection every renewal period. The hold's Loss
+// deadline is the send time of the last renewal plus the TTL minus a drift
+// margin: the server starts its idle timer only after it answered, so the
+// holder gives up before the server can end the session and grant the lock
+// to anyone else. A renewal that fails means the connection, and so the
+// lock, is gone: the Loss fires at once.
+//
+// A session can also end under a live client (pg_terminate_backend, a
+// server restart), which frees its locks before the client can know. An
+// exclusive hold therefore records on its counter row until when its lease
+// runs, renewals push that back and the release clears it; the next holder
+// of the name, reader or writer, waits out a lease left there before its
+// Lock returns. A holder that dies thus frees a Mutex or a write lock after
+// its TTL. Semaphore permits are not covered: they are freed when the
+// session ends, and the fencing token is what protects a resource then.
 //
 // # Cancellation
 //
