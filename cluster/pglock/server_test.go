@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -69,7 +70,9 @@ type supervisor struct {
 
 func (s *supervisor) run(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(s.bin, name), args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true}
+	// The server goes with the supervisor even when the supervisor is
+	// killed (SIGQUIT is postgres's immediate shutdown).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGQUIT}
 	cmd.Stderr = os.Stderr
 	return cmd
 }
@@ -126,6 +129,7 @@ func runServer() int {
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		base = "/dev/shm"
 	}
+	removeStale(base)
 	dir, err := os.MkdirTemp(base, "pglock-test-")
 	if err != nil {
 		return fail(err)
@@ -153,18 +157,52 @@ func runServer() int {
 	}
 	defer s.stop()
 	fmt.Println("ready", s.port)
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		switch in.Text() {
-		case "restart":
-			s.stop()
-			if err := s.start(); err != nil {
-				return fail(err)
+	// A signal (a test run killed by timeout(1), say) ends the supervisor
+	// as the end of its input does, so that the deferred stop runs.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	lines := make(chan string)
+	go func() {
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			lines <- in.Text()
+		}
+		close(lines)
+	}()
+	for {
+		select {
+		case <-sigs:
+			return 1
+		case l, ok := <-lines:
+			if !ok {
+				return 0
 			}
-			fmt.Println("ok")
+			if l == "restart" {
+				s.stop()
+				if err := s.start(); err != nil {
+					return fail(err)
+				}
+				fmt.Println("ok")
+			}
 		}
 	}
-	return 0
+}
+
+// removeStale removes the directories of test servers whose supervisor was
+// killed before it could: those without a running postmaster.
+func removeStale(base string) {
+	ds, _ := filepath.Glob(filepath.Join(base, "pglock-test-*"))
+	for _, d := range ds {
+		b, err := os.ReadFile(filepath.Join(d, "data", "postmaster.pid"))
+		if err == nil {
+			if pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0]); err == nil && syscall.Kill(pid, 0) == nil {
+				continue
+			}
+		}
+		if st, err := os.Stat(d); err == nil && time.Since(st.ModTime()) > time.Minute {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // pgServer is the test process's side of the supervisor.
