@@ -16,6 +16,7 @@ import (
 	"github.com/batonlock/baton/cluster/etcdlock"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/cluster/mysqllock"
+	"github.com/batonlock/baton/cluster/pglock"
 	"github.com/batonlock/baton/cluster/redislock"
 	"github.com/batonlock/baton/cluster/redlock"
 	"github.com/batonlock/baton/cluster/zklock"
@@ -27,7 +28,7 @@ import (
 // acceptedForms is named in every message about a bad backend URL.
 const acceptedForms = "local:, local:///DIR, file:///DIR, redis://host:port, rediss://host:port, " +
 	"redis+cluster://h1:p1,h2:p2, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379, mysql://user@host:port/db, " +
-	"zk://h1:2181,h2:2181/prefix"
+	"postgres://user@host:5432/db, zk://h1:2181,h2:2181/prefix"
 
 // backendOptions are the command-line settings a backend may use.
 type backendOptions struct {
@@ -53,6 +54,8 @@ var openers = map[string]opener{
 	"mysql":          openMySQL,
 	"mysql+unix":     openMySQL,
 	"zk":             openZK,
+	"postgres":       openPostgres,
+	"postgresql":     openPostgres,
 }
 
 // backendURL returns the URL the command uses: --backend, else
@@ -184,6 +187,14 @@ func openZK(ctx context.Context, raw string, o backendOptions) (baton.Backend, e
 		opts = append(opts, lease.WithTTL(o.ttl))
 	}
 	return zklock.OpenURL(ctx, raw, opts...)
+}
+
+func openPostgres(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
+	opts := []lease.Option{lease.WithLogger(o.logger())}
+	if o.ttl > 0 {
+		opts = append(opts, lease.WithTTL(o.ttl))
+	}
+	return pglock.OpenURL(ctx, raw, opts...)
 }
 
 // childBackendURL is the value of BATON_BACKEND given to the command: the

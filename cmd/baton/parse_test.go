@@ -58,6 +58,8 @@ func TestBackendURLForms(t *testing.T) {
 		{"redlock://h1:1,h2:2,h3:3", "", true},
 		{"etcd://h1:2379,h2:2379", "", true},
 		{"etcds://h1:2379", "", true},
+		{"postgres://u@h:5432/db", "", true},
+		{"postgresql://h/db", "", true},
 		{"zookeeper://h", "", false},
 		{"/tmp/ns", "", false},
 		{"", "", false},

@@ -285,6 +285,7 @@ func TestBadInput(t *testing.T) {
 		{"redlock node_timeout 0", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?node_timeout=0s", []string{"run", "-n", "x", "true"}, "must be > 0"},
 		{"etcd port out of range", "etcd://127.0.0.1:99999", []string{"run", "-n", "x", "true"}, "port"},
 		{"etcd query", "etcd://127.0.0.1:1?ttl=0s", []string{"run", "-n", "x", "true"}, "query"},
+		{"postgres ttl 0", "postgres://u@127.0.0.1:1/db?ttl=0s", []string{"run", "-n", "x", "true"}, "must be > 0"},
 		{"missing command", "", []string{"run", "x"}, "missing command"},
 		{"missing command after --", "", []string{"run", "x", "--"}, "missing command"},
 		{"missing name", "", []string{"run"}, "missing NAME"},

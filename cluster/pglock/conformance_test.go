@@ -1,0 +1,48 @@
+package pglock
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/locktest"
+)
+
+func openSuite(cfg string) (baton.Backend, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return OpenURL(ctx, cfg, lease.WithTTL(2*time.Second))
+}
+
+var suite = locktest.Suite{Name: "postgres", Open: openSuite, Caps: locktest.Caps{
+	RWMutex: true, Semaphore: true, Cond: true,
+	CrossProcess: true,
+	// A killed holder's session ends with its socket, but the next holder
+	// waits out the lease it left (TTL 2 s): the server cannot tell a dead
+	// client from a session ended under a live one.
+	KillBound:    4 * time.Second,
+	Acquisitions: 2000,
+	Lease:        true,
+	// A cancel request and the end of the statement, or the close of the
+	// waiter's connection.
+	CancelBound: 300 * time.Millisecond,
+}}
+
+func TestMain(m *testing.M) {
+	switch {
+	case os.Getenv(envServer) != "":
+		os.Exit(runServer())
+	case os.Getenv(envPause) != "":
+		os.Exit(pausedHolder(os.Getenv(envPause)))
+	case os.Getenv("BATON_LOCKTEST_HELPER") == "":
+		startServer()
+	}
+	locktest.Main(m, suite)
+}
+
+func TestConformance(t *testing.T) {
+	locktest.Run(t, suite, need(t))
+}

@@ -1,0 +1,64 @@
+// Package pglock is the PostgreSQL backend of baton: named mutexes,
+// reader/writer locks, counting semaphores and condition variables kept by
+// a PostgreSQL server (on github.com/jackc/pgx/v5), through the shared core
+// (baton.NewBackend). Open it with New on a pgxpool.Pool of the caller's,
+// or with OpenURL on a postgres:// URL.
+//
+// # Model
+//
+// A hold is a session-level advisory lock of the server, taken on a
+// connection of the pool that the hold keeps until it is released:
+//
+//   - Mutex: pg_advisory_lock on a 64-bit key hashed from the kind and the
+//     name. A waiter blocks in the server, which wakes it when the lock is
+//     released or its holder's session ends: no polling (after a session
+//     that ended without a release, the waiter also waits out its lease;
+//     see below).
+//   - RWMutex: pg_advisory_lock_shared for readers. The server queues a new
+//     reader behind a waiting writer, so writers are not starved. Downgrade
+//     takes the shared lock while holding the exclusive one and releases the
+//     latter in one statement.
+//   - Semaphore: one advisory lock per permit and a gate lock, which makes
+//     the queue FIFO whatever the sizes of the requests (see sem.go).
+//   - Cond: a registration row per waiter; Signal deletes the oldest and
+//     wakes its waiter by NOTIFY, carried to the waiters of a Backend by one
+//     LISTEN connection.
+//
+// The fencing token of a hold is drawn, in the statement that takes the
+// lock and only once it is granted, from a counter row per name
+// (baton_tokens), so tokens increase strictly per name across clients and
+// their restarts. The tables are created on first use (Schema). The pool
+// must reach PostgreSQL directly or through a pooler in session mode:
+// advisory locks belong to the server session.
+//
+// # Leases and loss
+//
+// A session's locks go when the session ends. A session whose client is
+// partitioned away (a half-open TCP connection) would keep them; so a
+// holding session is told to end after being idle for a TTL
+// (idle_session_timeout, set in the statement that takes the lock), and the
+// holder renews on its connection every renewal period. The hold's Loss
+// deadline is the send time of the last renewal plus the TTL minus a drift
+// margin: the server starts its idle timer only after it answered, so the
+// holder gives up before the server can end the session and grant the lock
+// to anyone else. A renewal that fails means the connection, and so the
+// lock, is gone: the Loss fires at once.
+//
+// A session can also end under a live client (pg_terminate_backend, a
+// server restart), which frees its locks before the client can know. An
+// exclusive hold therefore records on its counter row until when its lease
+// runs, renewals push that back and the release clears it; the next holder
+// of the name, reader or writer, waits out a lease left there before its
+// Lock returns. A holder that dies thus frees a Mutex or a write lock after
+// its TTL. Semaphore permits are not covered: they are freed when the
+// session ends, and the fencing token is what protects a resource then.
+//
+// # Cancellation
+//
+// pgx closes a connection when a context ends during a statement, which
+// would drop every lock of its session; so statements on a holding
+// connection never carry the caller's context. A waiting acquisition is
+// ended by a cancel request (and the close of its socket if the server does
+// not answer), and its connection is then closed rather than reused: its
+// session ends with nothing held.
+package pglock

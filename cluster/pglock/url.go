@@ -1,0 +1,81 @@
+package pglock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
+)
+
+// defaultMaxConns is the pool size of OpenURL when the URL sets none
+// (pool_max_conns): every hold and every waiter takes a connection.
+const defaultMaxConns = 64
+
+// OpenURL connects to the server named by a postgres:// or postgresql://
+// URL (libpq's URL form; pgxpool's pool_* parameters are accepted, and the
+// lease parameters of package lease: ttl, renew_every, drift,
+// request_timeout, prefix; URL parameters come before opts) and
+// returns a Backend that owns its pool: Close closes it. It connects and
+// creates the tables before it returns, so that an unreachable server or a
+// missing right fails here. A bad URL is refused with an error matching
+// baton.ErrInvalidArgument before any connection is made.
+func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Backend, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", baton.ErrInvalidArgument)
+	}
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	if !ok || (!strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql")) {
+		return nil, fmt.Errorf("%w: URL %q: want postgres://[user[:password]@]host[:port]/database[?...]",
+			baton.ErrInvalidArgument, rawURL)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
+	}
+	q := u.Query()
+	uopts, err := lease.FromQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	u.RawQuery = q.Encode()
+	o, err := buildOptions(append(uopts, opts...))
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
+	}
+	if !q.Has("pool_max_conns") {
+		cfg.MaxConns = defaultMaxConns
+	}
+	// The server notices a client gone while its session waits for a lock;
+	// an idle holder's session is ended by idle_session_timeout instead.
+	rp := cfg.ConnConfig.RuntimeParams
+	for k, v := range map[string]string{
+		"tcp_keepalives_idle":     strconv.Itoa(max(1, int(o.TTL/time.Second/2))),
+		"tcp_keepalives_interval": "1",
+		"tcp_keepalives_count":    "3",
+	} {
+		if _, set := rp[k]; !set {
+			rp[k] = v
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
+	}
+	b := newBackend(pool, true, o)
+	if err := b.schema(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	return baton.NewBackend(b), nil
+}
