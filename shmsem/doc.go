@@ -1,0 +1,56 @@
+// Package shmsem is a robust weighted semaphore in shared memory, for the
+// processes of one host: FIFO across processes, futex wait and wake, no
+// system call while nobody waits, and the permits of a process that dies
+// given back.
+//
+// # Layout
+//
+// The semaphore is a file of the namespace (kind directory "shmsem")
+// mapped shared: its capacity, a ticket word (the next ticket to give and
+// the ticket served, 32 bits each), a futex word that wakers bump, and a
+// table of per-handle slots, one cache line each. A slot holds the
+// handle's process (pid and start-time tag), the permits the handle holds
+// (with a generation in the high half, see below), and its ticket while it
+// waits.
+//
+// # The count is the sum of the slots
+//
+// There is no shared count of free permits. The permits in use are the sum
+// of the slots' counts, and each handle changes only its own count, with
+// one atomic add. Acquire adds n to its slot, then sums the slots in use:
+// if the sum is within the capacity (and nobody queues, see FIFO) it holds,
+// otherwise it takes its n back. Release subtracts n. Two acquirers that
+// race both add before they sum, with sequentially consistent atomics: of
+// any set of acquisitions that hold together, the one whose add came last
+// summed every other's, so the sum it accepted bounds them all. An
+// uncontended Acquire+Release is thus two atomic adds on the handle's own
+// line and a read of the lines in use, with no system call.
+//
+// # Crash safety
+//
+// A handle's holding is one number in a word that names its process, and
+// it changes by one atomic instruction. A SIGKILL at any instruction
+// leaves the count either before or after that instruction, and either way
+// the number is exactly what the dead process held (an acquisition that
+// had added but not yet summed holds its n, which is freed with the rest).
+// A waiter that finds too few permits for a whole sleep slice (deadCheck)
+// looks for slots with a count whose process is dead (gone, zombie,
+// exiting, SIGKILL pending, or a later process with the same pid), sets
+// their count to zero and frees the slot. The count shares its word with a
+// generation that every claim of the slot advances, and is cleared by a
+// compare-and-swap of the whole word, so a slow reclaimer can never clear
+// the count of a handle that claimed the slot after it.
+//
+// # FIFO
+//
+// An acquisition that cannot take its permits at once takes a ticket
+// (fetch-and-add of the next ticket) and waits until its ticket is served:
+// only the head may take permits while anyone queues, so a large request is
+// not overtaken by small ones, in this process or another. The head
+// advances the served ticket when it holds, or when it gives up. A
+// waiter's slot records its ticket (and, just before it takes one, that it
+// is taking one), so a ticket whose waiter died, or gave up behind the
+// head, is skipped: a waiter behind a served ticket that no live slot
+// claims advances it. A waiter that finds its ticket passed takes a new
+// one.
+package shmsem

@@ -1,0 +1,360 @@
+//go:build linux
+
+package shmsem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	kind       = "shmsem"
+	magic      = 0x62747373 // "btss"
+	offMagic   = 0          // uint32
+	offCap     = 8          // uint64: the capacity, set by the first opener
+	offTickets = 16         // uint64: next ticket << 32 | ticket served
+	offWake    = 24         // uint32 futex: bumped when waiters should look again
+	offBound   = 28         // uint32: above every slot ever claimed
+	offSlots   = 64
+	slotStride = 64
+	maxSlots   = 1024
+	size       = offSlots + maxSlots*slotStride
+
+	// In a slot: ident at +0 (tag<<32 | pid), held at +8 (generation<<32 |
+	// count), ticket at +16.
+	slotHeld   = 8
+	slotTicket = 16
+	pidMask    = 1<<22 - 1
+	countMask  = 0xffffffff
+	tTaking    = 1 << 32 // taking a ticket
+	tHas       = 1 << 33 // low half: the ticket
+
+	deadCheck = time.Millisecond
+)
+
+// MaxPermits is the largest capacity.
+const MaxPermits = math.MaxInt32
+
+// Sem is one handle on a shared-memory semaphore. It implements
+// driver.Semaphore: Acquire and TryAcquire one at a time, Release at any
+// time. The zero value is not usable; use Open.
+type Sem struct {
+	name     string
+	capacity int64
+	r        *ipc.Region
+	tickets  *atomic.Uint64
+	wake     *atomic.Uint32
+	bound    *atomic.Uint32
+	slots    unsafe.Pointer
+	ident    *atomic.Uint64 // this handle's slot
+	held     *atomic.Uint64
+	ticket   *atomic.Uint64
+	me       uint64
+	self     ipc.Proc
+	rsync    *atomic.Uint64
+	freed    *atomic.Bool
+	closed   atomic.Bool
+
+	loss      *driver.Loss
+	gone      atomic.Bool
+	stopWatch func()
+}
+
+var (
+	_ driver.Semaphore = (*Sem)(nil)
+	_ driver.TryFirst  = (*Sem)(nil)
+)
+
+var errRemoved = errors.New("shared-memory semaphore file removed or replaced")
+
+// Open opens the semaphore called name in ns, creating it with permits
+// permits (1 to MaxPermits) when it does not exist. Bad arguments give
+// errors matching baton.ErrInvalidName or baton.ErrInvalidArgument and
+// create nothing; an existing semaphore of another capacity gives an error
+// matching baton.ErrMismatch.
+func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
+	if _, err := ns.Path(kind, name); err != nil {
+		return nil, err
+	}
+	if err := baton.ValidatePermits(permits, 0); err != nil {
+		return nil, err
+	}
+	if permits > MaxPermits {
+		return nil, fmt.Errorf("%w: %d permits, at most %d", baton.ErrInvalidArgument, permits, MaxPermits)
+	}
+	self, err := ipc.Self()
+	if err != nil {
+		return nil, err
+	}
+	if self.PID > pidMask {
+		return nil, fmt.Errorf("shmsem: pid %d does not fit in 22 bits: %w", self.PID, baton.ErrUnsupported)
+	}
+	r, err := ipc.OpenRegion(ns, kind, name, size)
+	if err != nil {
+		return nil, err
+	}
+	s := on(r, name)
+	s.capacity = permits
+	s.self = self
+	s.me = uint64(self.Tag())<<32 | uint64(self.PID)
+	if err := s.checkHeader(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(r.Path(), &st); err != nil {
+		r.Close()
+		return nil, s.errf("%w", err)
+	}
+	idx, err := s.claim()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	s.ident, s.held, s.ticket = s.slotAt(idx)
+	s.rsync = raceSync(uint64(st.Dev), st.Ino)
+	s.freed = new(atomic.Bool)
+	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
+	s.loss = driver.NewLoss()
+	s.stopWatch = ipc.WatchLoss(func() error {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
+			s.gone.Store(true)
+			return errRemoved
+		}
+		return nil
+	}, s.loss)
+	// The memory stays mapped until the handle is unreachable; a slot that
+	// Close did not free (permits still held) is given back then, as the
+	// end of the process would.
+	runtime.AddCleanup(s, func(c cleanup) {
+		if !c.freed.Swap(true) {
+			free(c.ident, c.held, c.ticket, c.me)
+		}
+		c.r.Close()
+	}, cleanup{r, s.ident, s.held, s.ticket, s.freed, s.me})
+	return s, nil
+}
+
+type cleanup struct {
+	r                   *ipc.Region
+	ident, held, ticket *atomic.Uint64
+	freed               *atomic.Bool
+	me                  uint64
+}
+
+func on(r *ipc.Region, name string) *Sem {
+	base := unsafe.Pointer(&r.Bytes()[0])
+	return &Sem{
+		name:    name,
+		r:       r,
+		tickets: (*atomic.Uint64)(unsafe.Add(base, offTickets)),
+		wake:    (*atomic.Uint32)(unsafe.Add(base, offWake)),
+		bound:   (*atomic.Uint32)(unsafe.Add(base, offBound)),
+		slots:   unsafe.Add(base, offSlots),
+	}
+}
+
+func (s *Sem) slotAt(i int) (ident, held, ticket *atomic.Uint64) {
+	p := unsafe.Add(s.slots, i*slotStride)
+	return (*atomic.Uint64)(p), (*atomic.Uint64)(unsafe.Add(p, slotHeld)), (*atomic.Uint64)(unsafe.Add(p, slotTicket))
+}
+
+func (s *Sem) checkHeader() error {
+	b := s.r.Bytes()
+	m := (*atomic.Uint32)(unsafe.Pointer(&b[offMagic]))
+	if !m.CompareAndSwap(0, magic) {
+		if v := m.Load(); v != magic {
+			return fmt.Errorf("%w: %s is not a shared-memory semaphore (magic %#x)", baton.ErrMismatch, s.r.Path(), v)
+		}
+	}
+	c := (*atomic.Uint64)(unsafe.Pointer(&b[offCap]))
+	if c.CompareAndSwap(0, uint64(s.capacity)) {
+		return nil
+	}
+	if v := c.Load(); v != uint64(s.capacity) {
+		return fmt.Errorf("%w: semaphore %q has %d permits, not %d", baton.ErrMismatch, s.name, v, s.capacity)
+	}
+	return nil
+}
+
+func (s *Sem) errf(format string, args ...any) error {
+	return fmt.Errorf("shmsem %q: "+format, append([]any{s.name}, args...)...)
+}
+
+// claim takes a free slot (reclaiming dead ones when none is free), starts
+// a new generation of its count, and raises the bound above it.
+func (s *Sem) claim() (int, error) {
+	for range 2 {
+		for i := range maxSlots {
+			id, held, ticket := s.slotAt(i)
+			if id.Load() != 0 || !id.CompareAndSwap(0, s.me) {
+				continue
+			}
+			held.Store((held.Load()>>32 + 1) << 32)
+			ticket.Store(0)
+			for {
+				b := s.bound.Load()
+				if uint32(i) < b || s.bound.CompareAndSwap(b, uint32(i+1)) {
+					break
+				}
+			}
+			return i, nil
+		}
+		s.reclaimDead()
+	}
+	return 0, s.errf("%d handles open: %w", maxSlots, baton.ErrUnsupported)
+}
+
+// free gives back what the slot of the handle me holds and frees the slot.
+func free(ident, held, ticket *atomic.Uint64, me uint64) {
+	for {
+		h := held.Load()
+		if held.CompareAndSwap(h, (h>>32+1)<<32) {
+			break
+		}
+	}
+	ticket.Store(0)
+	ident.CompareAndSwap(me, 0)
+}
+
+// dead reports whether the process named by v (tag<<32 | pid) has died.
+// Errors count as alive.
+func (s *Sem) dead(v uint64) bool {
+	pid, tag := int(v&pidMask), uint32(v>>32)
+	if pid == 0 {
+		return false
+	}
+	if pid == s.self.PID {
+		return tag != s.self.Tag()
+	}
+	w, dead, err := ipc.WatchProc(pid, tag)
+	if err != nil {
+		return false
+	}
+	w.Close()
+	return dead
+}
+
+// reclaimDead frees the slots of dead processes that hold permits or
+// tickets, and reports whether it freed any.
+func (s *Sem) reclaimDead() bool {
+	any := false
+	for i := range int(s.bound.Load()) {
+		id, held, ticket := s.slotAt(i)
+		v := id.Load()
+		h, t := held.Load(), ticket.Load()
+		if v == 0 || h&countMask == 0 && t == 0 || !s.dead(v) {
+			continue
+		}
+		// The generation in h makes this a no-op if the slot was freed and
+		// claimed again since it was read.
+		if held.CompareAndSwap(h, (h>>32+1)<<32) {
+			any = true
+		}
+		if t != 0 {
+			ticket.CompareAndSwap(t, 0)
+		}
+		id.CompareAndSwap(v, 0)
+	}
+	if any {
+		s.kick()
+	}
+	return any
+}
+
+// Capacity returns the number of permits of the semaphore.
+func (s *Sem) Capacity() int64 { return s.capacity }
+
+// TryFirst tells the core that TryAcquire costs no more than the first step
+// of Acquire.
+func (s *Sem) TryFirst() bool { return true }
+
+// sum returns the permits in use: the counts of the slots in use.
+func (s *Sem) sum() int64 {
+	var n int64
+	for i := range int(s.bound.Load()) {
+		_, held, _ := s.slotAt(i)
+		n += int64(held.Load() & countMask)
+	}
+	return n
+}
+
+// take adds n to the handle's count and keeps it if the sum stays within
+// the capacity and, unless head, nobody queues.
+func (s *Sem) take(n int64, head bool) bool {
+	s.held.Add(uint64(n))
+	if head || queueEmpty(s.tickets.Load()) {
+		if s.sum() <= s.capacity {
+			return true
+		}
+	}
+	s.held.Add(-uint64(n))
+	if !head {
+		// The head may have summed with this n in and gone to sleep.
+		s.kickIfQueued()
+	}
+	return false
+}
+
+func queueEmpty(t uint64) bool { return uint32(t>>32) == uint32(t) }
+
+// kickIfQueued wakes the waiters if anyone queues.
+func (s *Sem) kickIfQueued() {
+	if !queueEmpty(s.tickets.Load()) {
+		s.kick()
+	}
+}
+
+func (s *Sem) kick() {
+	s.wake.Add(1)
+	ipc.FutexWake((*uint32)(unsafe.Pointer(s.wake)), math.MaxInt32)
+}
+
+func (s *Sem) grant(n int64) driver.Grant {
+	raceAcquire(s.rsync)
+	return driver.Grant{N: n, Loss: s.loss, Data: s}
+}
+
+// TryAcquire takes n permits if they are free and nobody queues (the
+// permits and tickets of dead processes are reclaimed first), and
+// otherwise returns an error matching baton.ErrLocked.
+func (s *Sem) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
+	if err := s.check(n); err != nil {
+		return driver.Grant{}, err
+	}
+	if s.take(n, false) {
+		return s.grant(n), nil
+	}
+	for range 8 {
+		progress := s.reclaimDead()
+		if t := s.tickets.Load(); !queueEmpty(t) && s.headGone(uint32(t), true) {
+			progress = true
+		}
+		if s.take(n, false) {
+			return s.grant(n), nil
+		}
+		if !progress {
+			break
+		}
+	}
+	return driver.Grant{}, s.errf("%d permits: %w", n, baton.ErrLocked)
+}
+
+func (s *Sem) check(n int64) error {
+	if s.closed.Load() {
+		return s.errf("%w", baton.ErrClosed)
+	}
+	return baton.ValidatePermits(n, s.capacity)
+}

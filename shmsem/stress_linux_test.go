@@ -1,0 +1,5 @@
+//go:build linux
+
+package shmsem
+
+func stressRole() error { return nil }
