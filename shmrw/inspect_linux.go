@@ -19,9 +19,10 @@ const Backend = "local"
 
 // Inspect describes the lock name without changing it: the writer (pid
 // and the last token, which is the writer's), each reader's pid, and the
-// handles waiting to write (a writer still draining readers counts as
-// waiting; waiting readers are not counted). Dead holders are marked in
-// Detail; the next waiter reclaims them. It returns an error matching
+// live handles waiting to write (a writer still draining readers counts
+// as waiting; waiting readers are not counted). Readers and waiting
+// writers of dead processes are only counted in Detail; the next waiter
+// reclaims them. It returns an error matching
 // fs.ErrNotExist when there is no such lock and never creates one.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 	if _, err := ns.Path(kind, name); err != nil {
@@ -65,16 +66,17 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 	}
 	for i := range min(int(l.bound.Load()), maxSlots) {
 		v := l.slotAt(i).Load()
-		switch {
-		case v&sRead != 0:
-			in.Holders = append(in.Holders, baton.Holder{PID: int(v & pidMask), Mode: driver.Shared.String()})
-		case v&sWrite != 0:
-			in.Waiters++
-		default:
+		if v&(sRead|sWrite) == 0 {
 			continue
 		}
 		if l.dead(v) {
 			dead++
+			continue
+		}
+		if v&sRead != 0 {
+			in.Holders = append(in.Holders, baton.Holder{PID: int(v & pidMask), Mode: driver.Shared.String()})
+		} else {
+			in.Waiters++
 		}
 	}
 	if dead > 0 {
