@@ -44,13 +44,23 @@
 // # FIFO
 //
 // An acquisition that cannot take its permits at once takes a ticket
-// (fetch-and-add of the next ticket) and waits until its ticket is served:
-// only the head may take permits while anyone queues, so a large request is
-// not overtaken by small ones, in this process or another. The head
-// advances the served ticket when it holds, or when it gives up. A
-// waiter's slot records its ticket (and, just before it takes one, that it
-// is taking one), so a ticket whose waiter died, or gave up behind the
-// head, is skipped: a waiter behind a served ticket that no live slot
+// (fetch-and-add of the next ticket) and waits until its ticket is served;
+// the head of the queue takes permits and then serves the next ticket. As
+// with sync.Mutex, others may take free permits past a head that has
+// waited less than starveAfter, which keeps permits busy while the head's
+// process is being woken; a head that has waited longer sets the starving
+// word, and then only the head may take until it is served. So a large
+// request is not starved by small ones, in this process or another: it
+// waits for the heads before it, each served within about starveAfter
+// plus a hold once it is head.
+//
+// A waiter sleeps on a futex word of its own slot, which whoever may have
+// made room for it (a release, the head before it) bumps; the word's low
+// bit says that the waiter sleeps, so a bump makes a system call only
+// then. A waiter's slot records its ticket (and, just before it takes one,
+// that it is taking one), so a ticket whose waiter died, or gave up behind
+// the head, is skipped: a waiter behind a served ticket that no live slot
 // claims advances it. A waiter that finds its ticket passed takes a new
-// one.
+// one. The starving word names nobody: a head that dies with it set leaves
+// it to the next head served, which clears it.
 package shmsem

@@ -79,11 +79,12 @@ type proc struct {
 	out *bufio.Reader
 }
 
-func spawn(t testing.TB, ns *ipc.Namespace, name, role string, capacity, n int64) *proc {
+func spawn(t testing.TB, ns *ipc.Namespace, name, role string, capacity, n int64, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envRole+"="+role, envDir+"="+ns.Dir(), envName+"="+name,
 		envCap+"="+strconv.FormatInt(capacity, 10), envN+"="+strconv.FormatInt(n, 10))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -24,23 +24,27 @@ const (
 	offMagic   = 0          // uint32
 	offCap     = 8          // uint64: the capacity, set by the first opener
 	offTickets = 16         // uint64: next ticket << 32 | ticket served
-	offWake    = 24         // uint32 futex: bumped when waiters should look again
-	offBound   = 28         // uint32: above every slot ever claimed
+	offBound   = 24         // uint32: above every slot ever claimed
+	offStarve  = 28         // uint32: 1 while a head has waited past starveAfter
 	offSlots   = 64
 	slotStride = 64
 	maxSlots   = 1024
 	size       = offSlots + maxSlots*slotStride
 
 	// In a slot: ident at +0 (tag<<32 | pid), held at +8 (generation<<32 |
-	// count), ticket at +16.
+	// count), ticket at +16, and at +24 the futex word its waiter sleeps on,
+	// bumped by whoever wakes it.
 	slotHeld   = 8
 	slotTicket = 16
+	slotBell   = 24
 	pidMask    = 1<<22 - 1
 	countMask  = 0xffffffff
 	tTaking    = 1 << 32 // taking a ticket
 	tHas       = 1 << 33 // low half: the ticket
 
-	deadCheck = time.Millisecond
+	deadCheck   = time.Millisecond
+	starveAfter = time.Millisecond
+	maxSpin     = 64
 )
 
 // MaxPermits is the largest capacity.
@@ -54,12 +58,13 @@ type Sem struct {
 	capacity int64
 	r        *ipc.Region
 	tickets  *atomic.Uint64
-	wake     *atomic.Uint32
 	bound    *atomic.Uint32
+	starve   *atomic.Uint32
 	slots    unsafe.Pointer
 	ident    *atomic.Uint64 // this handle's slot
 	held     *atomic.Uint64
 	ticket   *atomic.Uint64
+	bell     *atomic.Uint32
 	me       uint64
 	self     ipc.Proc
 	rsync    *atomic.Uint64
@@ -123,6 +128,7 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 		return nil, err
 	}
 	s.ident, s.held, s.ticket = s.slotAt(idx)
+	s.bell = s.bellAt(idx)
 	s.rsync = raceSync(uint64(st.Dev), st.Ino)
 	s.freed = new(atomic.Bool)
 	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
@@ -160,8 +166,8 @@ func on(r *ipc.Region, name string) *Sem {
 		name:    name,
 		r:       r,
 		tickets: (*atomic.Uint64)(unsafe.Add(base, offTickets)),
-		wake:    (*atomic.Uint32)(unsafe.Add(base, offWake)),
 		bound:   (*atomic.Uint32)(unsafe.Add(base, offBound)),
+		starve:  (*atomic.Uint32)(unsafe.Add(base, offStarve)),
 		slots:   unsafe.Add(base, offSlots),
 	}
 }
@@ -169,6 +175,10 @@ func on(r *ipc.Region, name string) *Sem {
 func (s *Sem) slotAt(i int) (ident, held, ticket *atomic.Uint64) {
 	p := unsafe.Add(s.slots, i*slotStride)
 	return (*atomic.Uint64)(p), (*atomic.Uint64)(unsafe.Add(p, slotHeld)), (*atomic.Uint64)(unsafe.Add(p, slotTicket))
+}
+
+func (s *Sem) bellAt(i int) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Add(s.slots, i*slotStride+slotBell))
 }
 
 func (s *Sem) checkHeader() error {
@@ -193,28 +203,55 @@ func (s *Sem) errf(format string, args ...any) error {
 	return fmt.Errorf("shmsem %q: "+format, append([]any{s.name}, args...)...)
 }
 
-// claim takes a free slot (reclaiming dead ones when none is free), starts
-// a new generation of its count, and raises the bound above it.
+// claim takes a free slot below the bound, else the slot of a dead
+// process below it (giving back what the dead held), else a free slot
+// above it, raising the bound; so the bound, which every acquisition scans
+// up to, stays near the most handles ever open at once.
 func (s *Sem) claim() (int, error) {
-	for range 2 {
-		for i := range maxSlots {
-			id, held, ticket := s.slotAt(i)
-			if id.Load() != 0 || !id.CompareAndSwap(0, s.me) {
-				continue
-			}
-			held.Store((held.Load()>>32 + 1) << 32)
-			ticket.Store(0)
-			for {
-				b := s.bound.Load()
-				if uint32(i) < b || s.bound.CompareAndSwap(b, uint32(i+1)) {
-					break
-				}
-			}
-			return i, nil
+	b := int(s.bound.Load())
+	for i := range b {
+		if id, _, _ := s.slotAt(i); id.Load() == 0 && id.CompareAndSwap(0, s.me) {
+			return s.claimed(i), nil
 		}
-		s.reclaimDead()
+	}
+	for i := range b {
+		id, held, ticket := s.slotAt(i)
+		v := id.Load()
+		if v == 0 || !s.dead(v) {
+			continue
+		}
+		h, t := held.Load(), ticket.Load()
+		if !held.CompareAndSwap(h, (h>>32+1)<<32) {
+			continue
+		}
+		if h&countMask != 0 {
+			s.kick()
+		}
+		ticket.CompareAndSwap(t, 0)
+		if id.CompareAndSwap(v, s.me) {
+			return s.claimed(i), nil
+		}
+	}
+	for i := b; i < maxSlots; i++ {
+		if id, _, _ := s.slotAt(i); id.Load() == 0 && id.CompareAndSwap(0, s.me) {
+			return s.claimed(i), nil
+		}
 	}
 	return 0, s.errf("%d handles open: %w", maxSlots, baton.ErrUnsupported)
+}
+
+// claimed starts a new generation of slot i's count, now this handle's,
+// and raises the bound above it.
+func (s *Sem) claimed(i int) int {
+	_, held, ticket := s.slotAt(i)
+	held.Store((held.Load()>>32 + 1) << 32)
+	ticket.Store(0)
+	for {
+		b := s.bound.Load()
+		if uint32(i) < b || s.bound.CompareAndSwap(b, uint32(i+1)) {
+			return i
+		}
+	}
 }
 
 // free gives back what the slot of the handle me holds and frees the slot.
@@ -292,10 +329,10 @@ func (s *Sem) sum() int64 {
 }
 
 // take adds n to the handle's count and keeps it if the sum stays within
-// the capacity and, unless head, nobody queues.
+// the capacity. Only the head of the queue may take while a head starves.
 func (s *Sem) take(n int64, head bool) bool {
 	s.held.Add(uint64(n))
-	if head || queueEmpty(s.tickets.Load()) {
+	if head || s.starve.Load() == 0 || queueEmpty(s.tickets.Load()) {
 		if s.sum() <= s.capacity {
 			return true
 		}
@@ -310,16 +347,39 @@ func (s *Sem) take(n int64, head bool) bool {
 
 func queueEmpty(t uint64) bool { return uint32(t>>32) == uint32(t) }
 
-// kickIfQueued wakes the waiters if anyone queues.
-func (s *Sem) kickIfQueued() {
-	if !queueEmpty(s.tickets.Load()) {
-		s.kick()
+// kickIfQueued wakes the head of the queue, if anyone queues.
+func (s *Sem) kickIfQueued() { s.kick() }
+
+// kick wakes the waiter whose ticket is served, or, when no slot has that
+// ticket (its waiter is recording it, gave up or died), every waiter, so
+// that the next in line can skip it.
+func (s *Sem) kick() {
+	t := s.tickets.Load()
+	if queueEmpty(t) {
+		return
+	}
+	head := tHas | uint64(uint32(t))
+	b := int(s.bound.Load())
+	for i := range b {
+		if _, _, tk := s.slotAt(i); tk.Load() == head {
+			ring(s.bellAt(i))
+			return
+		}
+	}
+	for i := range b {
+		if _, _, tk := s.slotAt(i); tk.Load()&tHas != 0 {
+			ring(s.bellAt(i))
+		}
 	}
 }
 
-func (s *Sem) kick() {
-	s.wake.Add(1)
-	ipc.FutexWake((*uint32)(unsafe.Pointer(s.wake)), math.MaxInt32)
+// ring wakes the waiter of a bell. The bell's low bit says that the waiter
+// sleeps, so a ring makes a system call only when it must; a waiter that
+// has not gone to sleep yet finds the bell changed and looks again.
+func ring(bell *atomic.Uint32) {
+	if bell.Add(2)&1 != 0 {
+		ipc.FutexWake((*uint32)(unsafe.Pointer(bell)), 1)
+	}
 }
 
 func (s *Sem) grant(n int64) driver.Grant {
@@ -339,7 +399,9 @@ func (s *Sem) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
 	}
 	for range 8 {
 		progress := s.reclaimDead()
-		if t := s.tickets.Load(); !queueEmpty(t) && s.headGone(uint32(t), true) {
+		// Tickets of waiters that died or gave up: each skip moves the
+		// queue on, so this ends.
+		for t := s.tickets.Load(); !queueEmpty(t) && s.headGone(uint32(t), true); t = s.tickets.Load() {
 			progress = true
 		}
 		if s.take(n, false) {

@@ -4,6 +4,8 @@ package shmsem
 
 import (
 	"context"
+	"runtime"
+	"time"
 	"unsafe"
 
 	"github.com/batonlock/baton"
@@ -24,17 +26,24 @@ func (s *Sem) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	}
 	done := ctx.Done()
 	if done != nil {
-		stop := context.AfterFunc(ctx, s.kick)
+		stop := context.AfterFunc(ctx, func() { ring(s.bell) })
 		defer stop()
 	}
-	ww := (*uint32)(unsafe.Pointer(s.wake))
+	bell := (*uint32)(unsafe.Pointer(s.bell))
+	spins := 0
+	var since time.Time // when this waiter became the head
 queue:
 	for {
 		s.ticket.Store(tTaking)
 		my := uint32(s.tickets.Add(1<<32)>>32 - 1)
 		s.ticket.Store(tHas | uint64(my))
 		for {
-			w := s.wake.Load()
+			w := s.bell.Load()
+			if w&1 != 0 {
+				// Left set by a waiter of the slot that died asleep.
+				s.bell.CompareAndSwap(w, w&^1)
+				continue
+			}
 			serve := uint32(s.tickets.Load())
 			if done != nil {
 				select {
@@ -47,10 +56,28 @@ queue:
 			switch {
 			case serve == my:
 				if s.take(n, true) {
+					if s.starve.Load() != 0 {
+						s.starve.Store(0) // served: the next head starts afresh
+					}
 					s.advance(my)
 					s.ticket.Store(0)
 					s.kick()
 					return s.grant(n), nil
+				}
+				if since.IsZero() {
+					since = time.Now()
+				} else if s.starve.Load() == 0 && time.Since(since) > starveAfter {
+					// From now on nobody overtakes this head.
+					s.starve.Store(1)
+					continue
+				}
+				if spins < maxSpin {
+					// A holder running elsewhere may be about to release:
+					// a system call costs more than a short spin.
+					if spins++; spins%16 == 0 {
+						runtime.Gosched()
+					}
+					continue
 				}
 			case int32(my-serve) < 0:
 				// Skipped while this waiter was slow to record its ticket.
@@ -60,12 +87,24 @@ queue:
 					continue
 				}
 			}
-			timedOut, err := ipc.FutexWait(ww, w, deadCheck)
+			if !s.bell.CompareAndSwap(w, w|1) {
+				continue // rung meanwhile
+			}
+			timedOut, err := ipc.FutexWait(bell, w|1, deadCheck)
+			for {
+				v := s.bell.Load()
+				if v&1 == 0 || s.bell.CompareAndSwap(v, v&^1) {
+					break
+				}
+			}
 			if err != nil {
 				s.leave(my)
 				return driver.Grant{}, s.errf("%w", err)
 			}
-			if timedOut && s.wake.Load() == w {
+			if timedOut && s.bell.Load() == w {
+				// A whole slice with no news: the head checks for dead
+				// holders, the others for a dead head (the next in line
+				// may be dead too).
 				if serve == my {
 					s.reclaimDead()
 				} else {
@@ -92,6 +131,10 @@ func (s *Sem) advance(h uint32) bool {
 			return false
 		}
 		if s.tickets.CompareAndSwap(t, t&^0xffffffff|uint64(h+1)) {
+			if uint32(t>>32) == h+1 {
+				// The queue is empty: nobody starves.
+				s.starve.Store(0)
+			}
 			return true
 		}
 	}
