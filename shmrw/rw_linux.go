@@ -189,19 +189,33 @@ func (l *RW) errf(format string, args ...any) error {
 	return fmt.Errorf("shmrw %q: "+format, append([]any{l.name}, args...)...)
 }
 
-// claim takes a free slot, or the slot of a dead process when none is
-// free, and raises the bound above it.
+// claim takes a free slot below the bound, else the slot of a dead
+// process below it (whatever it held is given back with it), else a free
+// slot above it, raising the bound; so the bound, which writers scan up
+// to, stays near the most handles ever open at once.
 func (l *RW) claim() (int, error) {
-	for i := range maxSlots {
-		p := l.slotAt(i)
-		if p.Load() == 0 && p.CompareAndSwap(0, l.me) {
-			l.raise(i)
+	b := int(l.bound.Load())
+	for i := range b {
+		if p := l.slotAt(i); p.Load() == 0 && p.CompareAndSwap(0, l.me) {
 			return i, nil
 		}
 	}
-	for i := range int(l.bound.Load()) {
+	for i := range b {
 		p := l.slotAt(i)
 		if v := p.Load(); v != 0 && l.dead(v) && p.CompareAndSwap(v, l.me) {
+			if v&sWrite != 0 {
+				ipc.FutexWake(l.word, math.MaxInt32)
+			}
+			if v&sRead != 0 {
+				l.drain.Add(1)
+				ipc.FutexWake((*uint32)(unsafe.Pointer(l.drain)), 1)
+			}
+			return i, nil
+		}
+	}
+	for i := b; i < maxSlots; i++ {
+		if p := l.slotAt(i); p.Load() == 0 && p.CompareAndSwap(0, l.me) {
+			l.raise(i)
 			return i, nil
 		}
 	}
