@@ -254,8 +254,20 @@ func (l *RW) dead(v uint64) bool {
 // done: then it returns an error matching ctx.Err() within about a
 // millisecond and holds nothing.
 func (l *RW) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	if mode == driver.Shared && !l.closed && l.tryRead() {
+		raceAcquire(l.rsync)
+		return driver.Grant{Loss: l.loss, Data: sharedGrant}, nil
+	}
 	return l.acquire(ctx, mode, true)
 }
+
+// The Data of this driver's grants: pointers, which compare without a call.
+var (
+	sharedGrant    = &grantMode{driver.Shared}
+	exclusiveGrant = &grantMode{driver.Exclusive}
+)
+
+type grantMode struct{ mode driver.Mode }
 
 // TryAcquire takes the lock in mode if it can at once (a dead holder's
 // share is reclaimed first), and otherwise returns an error matching
@@ -308,7 +320,7 @@ func (l *RW) leaveRead() {
 }
 
 func (l *RW) readGrant(recovered bool) driver.Grant {
-	return driver.Grant{Recovered: recovered, Loss: l.loss, Data: driver.Shared}
+	return driver.Grant{Recovered: recovered, Loss: l.loss, Data: sharedGrant}
 }
 
 func (l *RW) rlock(ctx context.Context, wait bool) (driver.Grant, error) {
@@ -425,7 +437,7 @@ func (l *RW) wlock(ctx context.Context, wait bool) (driver.Grant, error) {
 	}
 	t := atomic.LoadUint64(l.fence) + 1
 	atomic.StoreUint64(l.fence, t)
-	return driver.Grant{Token: t, Recovered: recovered, Loss: l.loss, Data: driver.Exclusive}, nil
+	return driver.Grant{Token: t, Recovered: recovered, Loss: l.loss, Data: exclusiveGrant}, nil
 }
 
 // wclaim puts this handle's writer into the state word, waiting while
@@ -614,12 +626,12 @@ func (l *RW) unlockWord() bool {
 func (l *RW) Release(ctx context.Context, g driver.Grant) error {
 	raceRelease(l.rsync)
 	switch g.Data {
-	case driver.Shared:
+	case sharedGrant:
 		if l.slot.Load() != l.me|sRead {
 			return l.errf("read: %w", baton.ErrLost)
 		}
 		l.leaveRead()
-	case driver.Exclusive:
+	case exclusiveGrant:
 		if !l.state.CompareAndSwap(l.me, 0) && !l.unlockWord() {
 			return l.errf("token %d: %w", g.Token, baton.ErrLost)
 		}
@@ -636,7 +648,7 @@ func (l *RW) Release(ctx context.Context, g driver.Grant) error {
 // handle's read bit is set before the writer leaves the word. The read
 // grant keeps g's token.
 func (l *RW) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
-	if g.Data != driver.Exclusive {
+	if g.Data != exclusiveGrant {
 		return driver.Grant{}, l.errf("downgrade of a read lock: %w", baton.ErrNotHeld)
 	}
 	if l.state.Load()&ownerMask != l.me {
@@ -647,7 +659,7 @@ func (l *RW) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error
 		l.slot.Store(l.me)
 		return driver.Grant{}, l.errf("token %d: %w", g.Token, baton.ErrLost)
 	}
-	return driver.Grant{Token: g.Token, Loss: l.loss, Data: driver.Shared}, nil
+	return driver.Grant{Token: g.Token, Loss: l.loss, Data: sharedGrant}, nil
 }
 
 // Close frees the handle's slot and stops its watcher; Acquire and
