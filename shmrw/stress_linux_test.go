@@ -73,18 +73,23 @@ func (l *holdLog) holding() bool {
 
 func (l *holdLog) close() { unix.Munmap(l.data) }
 
-// records returns the holds of the log; one still open ends at end.
+// records returns the holds of the log of a process SIGKILLed at end. A
+// process is dead for the locks from the moment SIGKILL is pending (its
+// holds are taken over then), but threads of it still running on another
+// CPU may go on for an instant: what it recorded after end is not a hold
+// the lock vouches for, so holds end at end, at the latest, and those that
+// began later are left out.
 func (l *holdLog) records(who string, end int64) (recs []locktest.Rec, open int) {
 	n := min(l.count.Load(), logRecs)
 	for i := range n {
 		r := l.rec(i)
-		if r[0] == 0 {
-			continue // the process died before it wrote the record
+		if r[0] == 0 || r[0] > end {
+			continue // not written before the process died
 		}
 		e := r[1]
-		if e == 0 {
+		if e == 0 || e > end {
 			open++
-			e = max(end, r[0])
+			e = end
 		}
 		recs = append(recs, locktest.Rec{Start: r[0], End: e, Exclusive: r[3] == 1, Token: uint64(r[2]), N: 1, Who: who})
 	}
