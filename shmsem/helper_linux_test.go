@@ -26,7 +26,8 @@ const (
 
 // runRole runs in a re-executed test binary. "hold" takes N permits, says
 // "held" and keeps them; "cycle" says "ready" and takes and gives back N
-// permits in a loop until killed.
+// permits in a loop until killed; "contend" takes and gives back 1 permit
+// for N ms, then reports.
 func runRole(role string) int {
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, err)
@@ -56,6 +57,23 @@ func runRole(role string) int {
 		}
 		fmt.Println("held")
 		time.Sleep(time.Hour)
+	case "contend":
+		// For the length of envN in ms: Acquire(1)+Release(1) in a loop;
+		// then "COUNT WORST-WAIT-NS".
+		stop := time.Now().Add(time.Duration(n) * time.Millisecond)
+		count, worst := 0, int64(0)
+		for ; count%64 != 0 || time.Now().Before(stop); count++ {
+			t0 := time.Now()
+			g, err := s.Acquire(ctx, 1)
+			if err != nil {
+				return fail(err)
+			}
+			worst = max(worst, int64(time.Since(t0)))
+			if err := s.Release(ctx, g, 1); err != nil {
+				return fail(err)
+			}
+		}
+		fmt.Println(count, worst)
 	case "cycle":
 		fmt.Println("ready")
 		for {

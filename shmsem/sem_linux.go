@@ -216,11 +216,11 @@ func (s *Sem) claim() (int, error) {
 	}
 	for i := range b {
 		id, held, ticket := s.slotAt(i)
+		h, t := held.Load(), ticket.Load() // before the ident: see reclaimDead
 		v := id.Load()
 		if v == 0 || !s.dead(v) {
 			continue
 		}
-		h, t := held.Load(), ticket.Load()
 		if !held.CompareAndSwap(h, (h>>32+1)<<32) {
 			continue
 		}
@@ -290,13 +290,17 @@ func (s *Sem) reclaimDead() bool {
 	any := false
 	for i := range int(s.bound.Load()) {
 		id, held, ticket := s.slotAt(i)
-		v := id.Load()
+		// The count first: if the slot is claimed again after this read,
+		// the claim's new generation makes the swap below fail; if before,
+		// the ident read next is the new, live owner.
 		h, t := held.Load(), ticket.Load()
+		if betweenReads != nil {
+			betweenReads(i)
+		}
+		v := id.Load()
 		if v == 0 || h&countMask == 0 && t == 0 || !s.dead(v) {
 			continue
 		}
-		// The generation in h makes this a no-op if the slot was freed and
-		// claimed again since it was read.
 		if held.CompareAndSwap(h, (h>>32+1)<<32) {
 			any = true
 		}
@@ -310,6 +314,10 @@ func (s *Sem) reclaimDead() bool {
 	}
 	return any
 }
+
+// betweenReads, when set by a test, runs in reclaimDead between its read
+// of a slot's count and its read of the slot's owner.
+var betweenReads func(slot int)
 
 // Capacity returns the number of permits of the semaphore.
 func (s *Sem) Capacity() int64 { return s.capacity }
@@ -331,6 +339,9 @@ func (s *Sem) sum() int64 {
 // take adds n to the handle's count and keeps it if the sum stays within
 // the capacity. Only the head of the queue may take while a head starves.
 func (s *Sem) take(n int64, head bool) bool {
+	if !head && s.sum()+n > s.capacity {
+		return false // no room: not even a transient add to disturb the head
+	}
 	s.held.Add(uint64(n))
 	if head || s.starve.Load() == 0 || queueEmpty(s.tickets.Load()) {
 		if s.sum() <= s.capacity {

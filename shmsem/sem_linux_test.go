@@ -227,3 +227,63 @@ func TestRemove(t *testing.T) {
 		t.Fatalf("Remove again: %v", err)
 	}
 }
+
+// A reclaimer must not clear the count of a handle that claimed the slot of
+// a dead holder after the reclaimer began looking at it: here, between the
+// reclaimer's two reads of the slot, another reclaimer frees it and a new
+// handle claims it and takes a permit, which must stay held.
+func TestReclaimRacesClaim(t *testing.T) {
+	ns := newNS(t)
+	ctx := context.Background()
+	s := open(t, ns, "rc", 2)
+	o := open(t, ns, "rc", 2)
+	dead := uint64(o.self.Tag()+1)<<32 | uint64(o.self.PID)
+	o.ident.Store(dead) // a holder of a process that had our pid before
+	o.held.Add(1)
+	var n *Sem
+	var g driver.Grant
+	betweenReads = func(slot int) {
+		id, held, _ := s.slotAt(slot)
+		if slot != 1 || n != nil {
+			return
+		}
+		h := held.Load()
+		held.CompareAndSwap(h, (h>>32+1)<<32) // the other reclaimer
+		id.CompareAndSwap(dead, 0)
+		n = open(t, ns, "rc", 2) // claims the freed slot
+		var err error
+		if g, err = n.Acquire(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { betweenReads = nil }()
+	s.reclaimDead()
+	if n == nil {
+		t.Fatal("the race was not staged")
+	}
+	if err := n.Release(ctx, g, 1); err != nil {
+		t.Fatalf("Release by the handle that claimed the slot: %v", err)
+	}
+}
+
+// Rounds of processes that exit without closing their handles, each round
+// claiming the slots the last one left while the others of the round
+// reclaim them too: no live handle ever has its permits taken back (a
+// reclaimer that read the ident of the dead owner, and the count after a
+// new owner had claimed the slot, used to clear the new owner's count).
+func TestSlotReuseKeepsHolds(t *testing.T) {
+	ns := newNS(t)
+	open(t, ns, "reuse", 1)
+	for round := range 10 {
+		var ps []*proc
+		for range 4 {
+			ps = append(ps, spawn(t, ns, "reuse", "contend", 1, 200))
+		}
+		for _, p := range ps {
+			line, _ := p.out.ReadString('\n')
+			if err := p.cmd.Wait(); err != nil {
+				t.Fatalf("round %d: helper: %v (%q)", round, err, line)
+			}
+		}
+	}
+}
