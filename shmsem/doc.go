@@ -22,9 +22,11 @@
 // otherwise it takes its n back. Release subtracts n. Two acquirers that
 // race both add before they sum, with sequentially consistent atomics: of
 // any set of acquisitions that hold together, the one whose add came last
-// summed every other's, so the sum it accepted bounds them all. An
+// summed every other's, so the sum it accepted bounds them all. (Acquire
+// also sums once before it adds, and does not add when there is no room,
+// so that a hopeless try does not disturb the head of the queue.) An
 // uncontended Acquire+Release is thus two atomic adds on the handle's own
-// line and a read of the lines in use, with no system call.
+// line and reads of the lines in use, with no system call.
 //
 // # Crash safety
 //
@@ -38,8 +40,12 @@
 // exiting, SIGKILL pending, or a later process with the same pid), sets
 // their count to zero and frees the slot. The count shares its word with a
 // generation that every claim of the slot advances, and is cleared by a
-// compare-and-swap of the whole word, so a slow reclaimer can never clear
-// the count of a handle that claimed the slot after it.
+// compare-and-swap of the whole word read before the owner was: so a slow
+// reclaimer can never clear the count of a handle that claimed the slot
+// after it looked. A handle opened when no slot below the bound is free
+// takes the slot of a dead process in the same way, so the bound (which
+// every acquisition scans up to) stays near the most handles ever open at
+// once.
 //
 // # FIFO
 //
