@@ -15,6 +15,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/locktest"
+	"github.com/batonlock/baton/semaphore"
 )
 
 // rawSemop returns a function making one semop P and one V with SEM_UNDO,
@@ -112,23 +113,27 @@ func BenchmarkUncontended(b *testing.B) {
 }
 
 // BenchmarkProcs4Cap1 runs 4 processes taking and giving back the one
-// permit of a semaphore for 300ms each round, alternating with a raw semop
-// pair loop in this process; it reports acquisitions per second of the 4
-// together, of raw semop, their ratio, and the worst wait of any
-// acquisition (medians of the rounds, worst of the worst).
+// permit of a semaphore for 300ms each round, on this package's semaphore
+// and, alternately, on the System V one, with a raw semop pair loop in
+// this process between them; it reports acquisitions per second of the 4
+// together for each (medians), raw semop's rate, the ratio of this
+// package's to raw semop, and the worst wait of any acquisition of each.
 func BenchmarkProcs4Cap1(b *testing.B) {
 	ns := newNS(b)
 	open(b, ns, "p4", 1)
+	sv, err := semaphore.Open(ns, "p4", 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sv.Close(); semaphore.Remove(ns, "p4") })
 	raw := rawSemop(b)
 	const ms = 300
-	var rates, raws []float64
-	var worst int64
-	for b.Loop() {
+	run := func(role string) (float64, int64) {
 		var ps []*proc
 		for range 4 {
-			ps = append(ps, spawn(b, ns, "p4", "contend", 1, ms))
+			ps = append(ps, spawn(b, ns, "p4", role, 1, ms))
 		}
-		total := 0
+		total, worst := 0, int64(0)
 		for _, p := range ps {
 			var n int
 			var w int64
@@ -140,7 +145,15 @@ func BenchmarkProcs4Cap1(b *testing.B) {
 			worst = max(worst, w)
 			_ = p.cmd.Wait()
 		}
-		rates = append(rates, float64(total)/(ms/1000.0))
+		return float64(total) / (ms / 1000.0), worst
+	}
+	var rates, sysv, raws []float64
+	var worst, worstSysv int64
+	for b.Loop() {
+		r, w := run("contend")
+		rates, worst = append(rates, r), max(worst, w)
+		r, w = run("contendsysv")
+		sysv, worstSysv = append(sysv, r), max(worstSysv, w)
 		t0 := time.Now()
 		n := 0
 		for ; time.Since(t0) < 50*time.Millisecond; n++ {
@@ -149,9 +162,11 @@ func BenchmarkProcs4Cap1(b *testing.B) {
 		raws = append(raws, float64(n)/time.Since(t0).Seconds())
 	}
 	b.ReportMetric(med(rates), "acq/s")
+	b.ReportMetric(med(sysv), "sysv-acq/s")
 	b.ReportMetric(med(raws), "semop/s")
 	b.ReportMetric(med(rates)/med(raws), "x-semop")
 	b.ReportMetric(float64(worst)/1e6, "ms-worst-wait")
+	b.ReportMetric(float64(worstSysv)/1e6, "ms-worst-wait-sysv")
 }
 
 // BenchmarkKillToGrant measures the time from the SIGKILL of a process

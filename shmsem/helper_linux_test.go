@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/semaphore"
 )
 
 const (
@@ -27,7 +29,8 @@ const (
 // runRole runs in a re-executed test binary. "hold" takes N permits, says
 // "held" and keeps them; "cycle" says "ready" and takes and gives back N
 // permits in a loop until killed; "contend" takes and gives back 1 permit
-// for N ms, then reports.
+// for N ms, then reports ("contendsysv" likewise on the System V semaphore
+// of the name).
 func runRole(role string) int {
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, err)
@@ -45,7 +48,13 @@ func runRole(role string) int {
 	}
 	capacity, _ := strconv.ParseInt(os.Getenv(envCap), 10, 64)
 	n, _ := strconv.ParseInt(os.Getenv(envN), 10, 64)
-	s, err := Open(ns, os.Getenv(envName), capacity)
+	var s driver.Semaphore
+	if role == "contendsysv" {
+		s, err = semaphore.Open(ns, os.Getenv(envName), capacity)
+		role = "contend"
+	} else {
+		s, err = Open(ns, os.Getenv(envName), capacity)
+	}
 	if err != nil {
 		return fail(err)
 	}
