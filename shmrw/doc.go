@@ -1,0 +1,78 @@
+// Package shmrw is a robust read-write lock in shared memory, for the
+// processes of one host: futex wait and wake, no system call while nobody
+// waits, and every hold of a process that dies given back.
+//
+// # Layout
+//
+// The lock is a file of the namespace (kind directory "shmrw") mapped
+// shared. It holds a 64-bit state word, a fencing counter, a drain futex
+// and a table of per-handle slots, one cache line each.
+//
+// The state word names the writer as the futex mutex does: the low half
+// is a futex word with the writer's pid (22 bits) and flags, the high half
+// the low 32 bits of the writer's start time; one compare-and-swap writes
+// both. Flags: waiters sleep on the word; the writer is draining readers;
+// a writer waits.
+//
+// A slot is one 64-bit word written by its handle only: the handle's
+// process (pid and start-time tag, as in the state word), plus a bit "holds
+// a read lock" and a bit "waits to write". A handle claims a free slot when
+// it is opened and frees it when it is closed.
+//
+// # Readers and writers
+//
+// A reader stores its slot with the read bit and then loads the state
+// word: if no writer holds, drains or waits, it holds; otherwise it clears
+// the bit and waits on the word. RUnlock stores the slot without the bit,
+// and wakes the drain futex only when the state word says a writer drains.
+// So an uncontended RLock+RUnlock is two stores to the handle's own slot
+// and one load of the state word, with no system call and no write to a
+// line that other readers write.
+//
+// A writer takes the state word with one compare-and-swap (writer bits
+// set), which from then on turns away new readers, and then drains: it
+// scans the slots in use for read bits and sleeps on the drain futex until
+// none is left. Both sides store first and load second with sequentially
+// consistent atomics, so a reader and a writer that race cannot both miss
+// each other: either the writer's scan sees the reader's bit, or the
+// reader's load sees the writer. Downgrade sets the handle's read bit and
+// then drops the writer from the word: no other writer can come between.
+//
+// Writer preference: a writer that finds another writer holding sets its
+// slot's wait bit and the word's writer-waiting flag. While that flag is
+// set readers wait, also after the holder has gone, so the waiting writer
+// gets the lock before new readers; a reader still gets in whenever no
+// writer holds or waits. The flag is a hint that the slots confirm: a
+// reader that finds it set with no writer holding for a whole sleep slice
+// looks for a live slot with the wait bit, and clears the flag when there
+// is none (the waiting writers died or gave up).
+//
+// # Death
+//
+// What a process holds is written, at every instruction, in words that
+// name the process: the writer in the state word (one compare-and-swap
+// takes the lock and records its owner), a reader in its slot (one store
+// sets the bit in a word that already names the process). A SIGKILL
+// between two instructions therefore leaves either nothing held or a hold
+// that names a process that no longer runs. Waiters sleep in slices of
+// deadCheck; when a slice ends with nothing changed they check the owner
+// they wait for (as the futex mutex does: gone, zombie, exiting, SIGKILL
+// pending, or its pid reused by a process with another start time), and
+// take a dead writer's word over (the grant reports Recovered when the
+// writer held the lock, not when it was still draining) or free a dead
+// reader's slot. A slot of a dead process that held nothing is reused by a
+// later opener when the table is full.
+//
+// # Fencing
+//
+// Writers get a token from the counter in the file, incremented by the
+// writer after draining: strictly increasing across processes until the
+// file is removed. Readers get the token 0; a downgraded grant keeps its
+// writer's token.
+//
+// # What failures leave behind
+//
+// Removing the file (Remove) while the lock is held leaves the holders
+// with a mapping nobody else opens; a watcher notices and fires the loss
+// of every grant of the handle.
+package shmrw

@@ -1,0 +1,102 @@
+//go:build linux
+
+package shmrw
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
+)
+
+// Backend is the backend name reported in baton.Info.
+const Backend = "local"
+
+// Inspect describes the lock name without changing it: the writer (pid
+// and the last token, which is the writer's), each reader's pid, and the
+// live handles waiting to write (a writer still draining readers counts
+// as waiting; waiting readers are not counted). Readers and waiting
+// writers of dead processes are only counted in Detail; the next waiter
+// reclaims them. It returns an error matching
+// fs.ErrNotExist when there is no such lock and never creates one.
+func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
+	if _, err := ns.Path(kind, name); err != nil {
+		return baton.Info{}, err
+	}
+	r, err := ipc.OpenExistingRegion(ns, kind, name, size)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return baton.Info{}, fmt.Errorf("shmrw %q: %w", name, fs.ErrNotExist)
+		}
+		return baton.Info{}, err
+	}
+	defer r.Close()
+	if v := (*atomic.Uint32)(unsafe.Pointer(&r.Bytes()[offMagic])).Load(); v != magic && v != 0 {
+		return baton.Info{}, fmt.Errorf("%w: %s is not a shared-memory rwlock (magic %#x)", baton.ErrMismatch, r.Path(), v)
+	}
+	l := on(r, name)
+	l.self, _ = ipc.Self()
+	l.idx = -1
+	s := l.state.Load()
+	last := atomic.LoadUint64(l.fence)
+	in := baton.Info{
+		Name:      name,
+		Kind:      baton.KindRWMutex,
+		Backend:   Backend,
+		Impl:      kind,
+		Holders:   []baton.Holder{},
+		LastToken: baton.Token(last),
+		Detail:    fmt.Sprintf("state %#016x", s),
+	}
+	dead := 0
+	if pid := int(s & pidMask); pid != 0 {
+		if s&fDrain != 0 {
+			in.Waiters++
+		} else {
+			in.Holders = append(in.Holders, baton.Holder{PID: pid, Token: baton.Token(last), Mode: driver.Exclusive.String()})
+		}
+		if l.dead(s) {
+			dead++
+		}
+	}
+	for i := range min(int(l.bound.Load()), maxSlots) {
+		v := l.slotAt(i).Load()
+		if v&(sRead|sWrite) == 0 {
+			continue
+		}
+		if l.dead(v) {
+			dead++
+			continue
+		}
+		if v&sRead != 0 {
+			in.Holders = append(in.Holders, baton.Holder{PID: int(v & pidMask), Mode: driver.Shared.String()})
+		} else {
+			in.Waiters++
+		}
+	}
+	if dead > 0 {
+		in.Detail += fmt.Sprintf(", %d dead (the next waiter reclaims them)", dead)
+	}
+	return in, nil
+}
+
+// List describes every shared-memory rwlock of ns (see Inspect).
+func List(ns *ipc.Namespace) ([]baton.Info, error) {
+	return ipc.ListKind(ns, kind, Inspect)
+}
+
+// Remove removes the file of the lock name. Holders keep a mapping nobody
+// else opens, and their grants' loss fires within ipc.WatchEvery; later
+// openers get a new, free lock whose tokens start again from 1. It returns
+// an error matching fs.ErrNotExist when there is no such lock.
+func Remove(ns *ipc.Namespace, name string) error {
+	if err := ipc.RemoveRegion(ns, kind, name); err != nil {
+		return fmt.Errorf("shmrw %q: %w", name, err)
+	}
+	return nil
+}

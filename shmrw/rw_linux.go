@@ -1,0 +1,421 @@
+//go:build linux
+
+package shmrw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	kind       = "shmrw"
+	magic      = 0x62747277 // "btrw"
+	offMagic   = 0          // uint32
+	offState   = 8          // uint64; its low half is the futex word
+	offFence   = 16         // uint64: the last writer token
+	offDrain   = 24         // uint32 futex: bumped by readers leaving while a writer drains
+	offBound   = 28         // uint32: above every slot ever claimed
+	offSlots   = 64
+	slotStride = 64 // one cache line per slot
+	maxSlots   = 1024
+	size       = offSlots + maxSlots*slotStride
+
+	pidBits   = 22
+	pidMask   = 1<<pidBits - 1
+	fWaiters  = 1 << 22 // someone may sleep on the word: a release wakes all
+	fDrain    = 1 << 23 // the writer in the word waits for readers to leave
+	fWW       = 1 << 24 // a writer waits (hint; confirmed by slots)
+	ownerMask = 0xffffffff_00000000 | pidMask
+	lowHalf   = 0xffffffff
+
+	sRead  = 1 << 22 // slot: holds a read lock
+	sWrite = 1 << 23 // slot: waits to write
+
+	deadCheck   = time.Millisecond
+	maxTryAgain = 8
+)
+
+// RW is one handle on a shared-memory read-write lock. It implements
+// driver.Lock; as the driver contract allows, one call runs at a time and
+// the handle holds at most one grant.
+//
+// The zero value is not usable; use Open.
+type RW struct {
+	name   string
+	r      *ipc.Region
+	state  *atomic.Uint64
+	word   *uint32 // low half of state
+	fence  *uint64
+	drain  *atomic.Uint32
+	bound  *atomic.Uint32
+	slots  unsafe.Pointer
+	slot   *atomic.Uint64 // this handle's slot
+	idx    int
+	me     uint64 // tag<<32 | pid
+	self   ipc.Proc
+	rsync  *atomic.Uint64 // race-detector edge (race.go)
+	freed  *atomic.Bool   // the slot was given back
+	closed bool
+
+	loss      *driver.Loss
+	gone      atomic.Bool
+	stopWatch func()
+}
+
+var (
+	_ driver.Lock     = (*RW)(nil)
+	_ driver.TryFirst = (*RW)(nil)
+)
+
+var errRemoved = errors.New("shared-memory rwlock file removed or replaced")
+
+// Open opens the read-write lock called name in ns, creating it free when
+// it does not exist. The name is validated before anything is created. It
+// fails when maxSlots handles are open on the name already.
+func Open(ns *ipc.Namespace, name string) (*RW, error) {
+	if _, err := ns.Path(kind, name); err != nil {
+		return nil, err
+	}
+	self, err := ipc.Self()
+	if err != nil {
+		return nil, err
+	}
+	if self.PID > pidMask {
+		return nil, fmt.Errorf("shmrw: pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
+	}
+	r, err := ipc.OpenRegion(ns, kind, name, size)
+	if err != nil {
+		return nil, err
+	}
+	l := on(r, name)
+	l.self = self
+	l.me = uint64(self.Tag())<<32 | uint64(self.PID)
+	if err := l.checkMagic(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(r.Path(), &st); err != nil {
+		r.Close()
+		return nil, l.errf("%w", err)
+	}
+	if l.idx, err = l.claim(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	l.slot = l.slotAt(l.idx)
+	l.rsync = raceSync(uint64(st.Dev), st.Ino)
+	l.freed = new(atomic.Bool)
+	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
+	l.loss = driver.NewLoss()
+	l.stopWatch = ipc.WatchLoss(func() error {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
+			l.gone.Store(true)
+			return errRemoved
+		}
+		return nil
+	}, l.loss)
+	// The memory stays mapped until the handle is unreachable; a slot
+	// that Close did not free (a grant still held) is freed then.
+	runtime.AddCleanup(l, func(c cleanup) {
+		if !c.freed.Swap(true) {
+			if v := c.slot.Load(); v&ownerMask == c.me {
+				c.slot.CompareAndSwap(v, 0)
+			}
+		}
+		c.r.Close()
+	}, cleanup{l.r, l.slot, l.freed, l.me})
+	return l, nil
+}
+
+type cleanup struct {
+	r     *ipc.Region
+	slot  *atomic.Uint64
+	freed *atomic.Bool
+	me    uint64
+}
+
+func on(r *ipc.Region, name string) *RW {
+	base := unsafe.Pointer(&r.Bytes()[0])
+	return &RW{
+		name:  name,
+		r:     r,
+		state: (*atomic.Uint64)(unsafe.Add(base, offState)),
+		word:  (*uint32)(unsafe.Add(base, offState+lowOffset)),
+		fence: (*uint64)(unsafe.Add(base, offFence)),
+		drain: (*atomic.Uint32)(unsafe.Add(base, offDrain)),
+		bound: (*atomic.Uint32)(unsafe.Add(base, offBound)),
+		slots: unsafe.Add(base, offSlots),
+	}
+}
+
+// lowOffset is where the low half of a uint64 lies in memory.
+var lowOffset = func() uintptr {
+	x := uint64(1)
+	if *(*byte)(unsafe.Pointer(&x)) == 1 {
+		return 0
+	}
+	return 4
+}()
+
+func (l *RW) slotAt(i int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(l.slots, i*slotStride))
+}
+
+func (l *RW) checkMagic() error {
+	p := (*atomic.Uint32)(unsafe.Pointer(&l.r.Bytes()[offMagic]))
+	if p.CompareAndSwap(0, magic) {
+		return nil
+	}
+	if v := p.Load(); v != magic {
+		return fmt.Errorf("%w: %s is not a shared-memory rwlock (magic %#x)", baton.ErrMismatch, l.r.Path(), v)
+	}
+	return nil
+}
+
+func (l *RW) errf(format string, args ...any) error {
+	return fmt.Errorf("shmrw %q: "+format, append([]any{l.name}, args...)...)
+}
+
+// Acquire takes the lock in mode, waiting until it can, or until ctx is
+// done: then it returns an error matching ctx.Err() within about a
+// millisecond and holds nothing.
+func (l *RW) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	if mode == driver.Shared && !l.closed && l.tryRead() {
+		raceAcquire(l.rsync)
+		return driver.Grant{Loss: l.loss, Data: sharedGrant}, nil
+	}
+	return l.acquire(ctx, mode, true)
+}
+
+// The Data of this driver's grants: pointers, which compare without a call.
+var (
+	sharedGrant    = &grantMode{driver.Shared}
+	exclusiveGrant = &grantMode{driver.Exclusive}
+)
+
+type grantMode struct{ mode driver.Mode }
+
+// TryAcquire takes the lock in mode if it can at once (a dead holder's
+// share is reclaimed first), and otherwise returns an error matching
+// baton.ErrLocked. A reader is refused while a writer waits.
+func (l *RW) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	return l.acquire(ctx, mode, false)
+}
+
+// TryFirst tells the core that TryAcquire costs no more than the first
+// step of Acquire.
+func (l *RW) TryFirst() bool { return true }
+
+func (l *RW) acquire(ctx context.Context, mode driver.Mode, wait bool) (driver.Grant, error) {
+	if l.closed {
+		return driver.Grant{}, l.errf("%w", baton.ErrClosed)
+	}
+	var (
+		g   driver.Grant
+		err error
+	)
+	if mode == driver.Shared {
+		g, err = l.rlock(ctx, wait)
+	} else {
+		g, err = l.wlock(ctx, wait)
+	}
+	if err == nil {
+		raceAcquire(l.rsync)
+	}
+	return g, err
+}
+
+// tryRead is the reader's store-then-load (see the package doc).
+func (l *RW) tryRead() bool {
+	l.slot.Store(l.me | sRead)
+	s := l.state.Load()
+	if s&(pidMask|fWW) == 0 {
+		return true
+	}
+	l.leaveRead()
+	return false
+}
+
+// leaveRead clears the read bit and wakes a draining writer.
+func (l *RW) leaveRead() {
+	l.slot.Store(l.me)
+	if l.state.Load()&fDrain != 0 {
+		l.drain.Add(1)
+		ipc.FutexWake((*uint32)(unsafe.Pointer(l.drain)), 1)
+	}
+}
+
+func (l *RW) readGrant(recovered bool) driver.Grant {
+	return driver.Grant{Recovered: recovered, Loss: l.loss, Data: sharedGrant}
+}
+
+func (l *RW) rlock(ctx context.Context, wait bool) (driver.Grant, error) {
+	if l.tryRead() {
+		return l.readGrant(false), nil
+	}
+	recovered := false
+	if !wait {
+		for range maxTryAgain {
+			s := l.state.Load()
+			if s&(pidMask|fWW) == 0 {
+				if l.tryRead() {
+					return l.readGrant(recovered), nil
+				}
+				continue
+			}
+			changed, held := l.recoverWord(s)
+			if !changed {
+				break
+			}
+			recovered = recovered || held
+		}
+		return driver.Grant{}, l.errf("read: %w", baton.ErrLocked)
+	}
+	done := ctx.Done()
+	if done != nil {
+		stop := context.AfterFunc(ctx, func() { ipc.FutexWake(l.word, math.MaxInt32) })
+		defer stop()
+	}
+	for {
+		if done != nil {
+			select {
+			case <-done:
+				return driver.Grant{}, l.errf("%w", ctx.Err())
+			default:
+			}
+		}
+		s := l.state.Load()
+		if s&(pidMask|fWW) == 0 {
+			if l.tryRead() {
+				return l.readGrant(recovered), nil
+			}
+			continue
+		}
+		if s&fWaiters == 0 {
+			if !l.state.CompareAndSwap(s, s|fWaiters) {
+				continue
+			}
+			s |= fWaiters
+		}
+		timedOut, err := ipc.FutexWait(l.word, uint32(s), deadCheck)
+		if err != nil {
+			return driver.Grant{}, l.errf("%w", err)
+		}
+		if timedOut && l.state.Load() == s {
+			_, held := l.recoverWord(s)
+			recovered = recovered || held
+		}
+	}
+}
+
+// recoverWord frees a state word s whose writer is dead, or clears a
+// writer-waiting flag that no live slot confirms. changed reports that
+// the word changed; held that a dead writer held the lock (not just
+// drained).
+func (l *RW) recoverWord(s uint64) (changed, held bool) {
+	switch {
+	case s&pidMask != 0:
+		if !l.dead(s) {
+			return false, false
+		}
+		if !l.state.CompareAndSwap(s, s&(fWW|fWaiters)) {
+			return true, false
+		}
+		ipc.FutexWake(l.word, math.MaxInt32)
+		return true, s&fDrain == 0
+	case s&fWW != 0:
+		if l.writerWaits() {
+			return false, false
+		}
+		return l.state.CompareAndSwap(s, s&^fWW), false
+	}
+	return false, false
+}
+
+// writerWaits reports whether a live slot has the wait bit; it frees the
+// slots of dead waiting writers.
+func (l *RW) writerWaits() bool {
+	for i := range int(l.bound.Load()) {
+		p := l.slotAt(i)
+		v := p.Load()
+		if v&sWrite == 0 {
+			continue
+		}
+		if !l.dead(v) {
+			return true
+		}
+		p.CompareAndSwap(v, 0)
+	}
+	return false
+}
+
+// Release gives back grant g. A grant that is no longer this handle's (its
+// share was taken over) gives an error matching baton.ErrLost and changes
+// nothing.
+func (l *RW) Release(ctx context.Context, g driver.Grant) error {
+	raceRelease(l.rsync)
+	switch g.Data {
+	case sharedGrant:
+		if l.slot.Load() != l.me|sRead {
+			return l.errf("read: %w", baton.ErrLost)
+		}
+		l.leaveRead()
+	case exclusiveGrant:
+		if !l.state.CompareAndSwap(l.me, 0) && !l.unlockWord() {
+			return l.errf("token %d: %w", g.Token, baton.ErrLost)
+		}
+	default:
+		return l.errf("%w: grant of another driver", baton.ErrInvalidArgument)
+	}
+	if l.gone.Load() {
+		return l.errf("%w", l.loss.Err())
+	}
+	return nil
+}
+
+// Downgrade turns the write grant g into a read grant atomically: the
+// handle's read bit is set before the writer leaves the word. The read
+// grant keeps g's token.
+func (l *RW) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
+	if g.Data != exclusiveGrant {
+		return driver.Grant{}, l.errf("downgrade of a read lock: %w", baton.ErrNotHeld)
+	}
+	if l.state.Load()&ownerMask != l.me {
+		return driver.Grant{}, l.errf("token %d: %w", g.Token, baton.ErrLost)
+	}
+	l.slot.Store(l.me | sRead)
+	if !l.unlockWord() {
+		l.slot.Store(l.me)
+		return driver.Grant{}, l.errf("token %d: %w", g.Token, baton.ErrLost)
+	}
+	return driver.Grant{Token: g.Token, Loss: l.loss, Data: sharedGrant}, nil
+}
+
+// Close frees the handle's slot and stops its watcher; Acquire and
+// TryAcquire fail after it. The core gives back any grant first.
+func (l *RW) Close() error {
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	if l.stopWatch != nil {
+		l.stopWatch()
+	}
+	if l.slot.Load() == l.me && !l.freed.Swap(true) {
+		l.slot.CompareAndSwap(l.me, 0)
+	}
+	return nil
+}

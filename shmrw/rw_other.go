@@ -1,0 +1,52 @@
+//go:build !linux
+
+package shmrw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
+)
+
+const kind = "shmrw"
+
+// RW is the shared-memory read-write lock; on this system it cannot be
+// opened.
+type RW struct{}
+
+var _ driver.Lock = (*RW)(nil)
+
+var errNoFutex = fmt.Errorf("shmrw: %w", errors.ErrUnsupported)
+
+// Open validates name and returns an error matching errors.ErrUnsupported.
+func Open(ns *ipc.Namespace, name string) (*RW, error) {
+	if _, err := ns.Path(kind, name); err != nil {
+		return nil, err
+	}
+	return nil, errNoFutex
+}
+
+func (l *RW) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	return driver.Grant{}, errNoFutex
+}
+func (l *RW) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
+	return driver.Grant{}, errNoFutex
+}
+func (l *RW) Release(ctx context.Context, g driver.Grant) error { return errNoFutex }
+func (l *RW) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
+	return driver.Grant{}, errNoFutex
+}
+func (l *RW) Close() error { return nil }
+
+// Inspect returns an error matching errors.ErrUnsupported.
+func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) { return baton.Info{}, errNoFutex }
+
+// List returns an error matching errors.ErrUnsupported.
+func List(ns *ipc.Namespace) ([]baton.Info, error) { return nil, errNoFutex }
+
+// Remove returns an error matching errors.ErrUnsupported.
+func Remove(ns *ipc.Namespace, name string) error { return errNoFutex }

@@ -1,0 +1,89 @@
+//go:build linux
+
+package shmsem
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
+)
+
+// Backend is the backend name reported in baton.Info.
+const Backend = "local"
+
+// Inspect describes the semaphore name without changing it: its capacity,
+// the permits each holding handle has (with its pid), the handles queued,
+// and how many slots belong to dead processes (the next waiter reclaims
+// them). It returns an error matching fs.ErrNotExist when there is no such
+// semaphore and never creates one.
+func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
+	if _, err := ns.Path(kind, name); err != nil {
+		return baton.Info{}, err
+	}
+	r, err := ipc.OpenExistingRegion(ns, kind, name, size)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return baton.Info{}, fmt.Errorf("shmsem %q: %w", name, fs.ErrNotExist)
+		}
+		return baton.Info{}, err
+	}
+	defer r.Close()
+	b := r.Bytes()
+	if v := (*atomic.Uint32)(unsafe.Pointer(&b[offMagic])).Load(); v != magic && v != 0 {
+		return baton.Info{}, fmt.Errorf("%w: %s is not a shared-memory semaphore (magic %#x)", baton.ErrMismatch, r.Path(), v)
+	}
+	s := on(r, name)
+	s.self, _ = ipc.Self()
+	t := s.tickets.Load()
+	in := baton.Info{
+		Name:     name,
+		Kind:     baton.KindSemaphore,
+		Backend:  Backend,
+		Impl:     kind,
+		Holders:  []baton.Holder{},
+		Capacity: int64((*atomic.Uint64)(unsafe.Pointer(&b[offCap])).Load()),
+		Detail:   fmt.Sprintf("tickets next %d served %d", uint32(t>>32), uint32(t)),
+	}
+	dead := 0
+	for i := range min(int(s.bound.Load()), maxSlots) {
+		id, held, ticket := s.slotAt(i)
+		v, c, tk := id.Load(), int64(held.Load()&countMask), ticket.Load()
+		if v == 0 || c == 0 && tk == 0 {
+			continue
+		}
+		if c > 0 {
+			in.Holders = append(in.Holders, baton.Holder{PID: int(v & pidMask), N: c})
+		}
+		if tk&tHas != 0 {
+			in.Waiters++
+		}
+		if s.dead(v) {
+			dead++
+		}
+	}
+	if dead > 0 {
+		in.Detail += fmt.Sprintf(", %d dead (the next waiter reclaims them)", dead)
+	}
+	return in, nil
+}
+
+// List describes every shared-memory semaphore of ns (see Inspect).
+func List(ns *ipc.Namespace) ([]baton.Info, error) {
+	return ipc.ListKind(ns, kind, Inspect)
+}
+
+// Remove removes the file of the semaphore name. Holders keep a mapping
+// nobody else opens, and their grants' loss fires within ipc.WatchEvery;
+// later openers get a new semaphore with every permit free. It returns an
+// error matching fs.ErrNotExist when there is no such semaphore.
+func Remove(ns *ipc.Namespace, name string) error {
+	if err := ipc.RemoveRegion(ns, kind, name); err != nil {
+		return fmt.Errorf("shmsem %q: %w", name, err)
+	}
+	return nil
+}

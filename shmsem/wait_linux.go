@@ -1,0 +1,205 @@
+//go:build linux
+
+package shmsem
+
+import (
+	"context"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
+)
+
+// Acquire takes n permits, waiting in FIFO order behind the acquisitions
+// of every process that queued before it, until ctx is done: then it
+// returns an error matching ctx.Err() within about a millisecond, holds
+// nothing and has left the queue.
+func (s *Sem) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
+	if err := s.check(n); err != nil {
+		return driver.Grant{}, err
+	}
+	if s.take(n, false) {
+		return s.grant(n), nil
+	}
+	done := ctx.Done()
+	if done != nil {
+		stop := context.AfterFunc(ctx, func() { ring(s.bell) })
+		defer stop()
+	}
+	bell := (*uint32)(unsafe.Pointer(s.bell))
+	spins := 0
+	var since time.Time // when this waiter became the head
+queue:
+	for {
+		s.ticket.Store(tTaking)
+		my := uint32(s.tickets.Add(1<<32)>>32 - 1)
+		s.ticket.Store(tHas | uint64(my))
+		for {
+			w := s.bell.Load()
+			if w&1 != 0 {
+				// Left set by a waiter of the slot that died asleep.
+				s.bell.CompareAndSwap(w, w&^1)
+				continue
+			}
+			serve := uint32(s.tickets.Load())
+			if done != nil {
+				select {
+				case <-done:
+					s.leave(my)
+					return driver.Grant{}, s.errf("%w", ctx.Err())
+				default:
+				}
+			}
+			switch {
+			case serve == my:
+				if s.take(n, true) {
+					if s.starve.Load() != 0 {
+						s.starve.Store(0) // served: the next head starts afresh
+					}
+					s.advance(my)
+					s.ticket.Store(0)
+					s.kick()
+					return s.grant(n), nil
+				}
+				if since.IsZero() {
+					since = time.Now()
+				} else if s.starve.Load() == 0 && time.Since(since) > starveAfter {
+					// From now on nobody overtakes this head.
+					s.starve.Store(1)
+					continue
+				}
+				if spins < maxSpin {
+					// A holder running elsewhere may be about to release:
+					// a system call costs more than a short spin.
+					if spins++; spins%16 == 0 {
+						runtime.Gosched()
+					}
+					continue
+				}
+			case int32(my-serve) < 0:
+				// Skipped while this waiter was slow to record its ticket.
+				continue queue
+			default:
+				if s.headGone(serve, false) {
+					continue
+				}
+			}
+			if !s.bell.CompareAndSwap(w, w|1) {
+				continue // rung meanwhile
+			}
+			timedOut, err := ipc.FutexWait(bell, w|1, deadCheck)
+			for {
+				v := s.bell.Load()
+				if v&1 == 0 || s.bell.CompareAndSwap(v, v&^1) {
+					break
+				}
+			}
+			if err != nil {
+				s.leave(my)
+				return driver.Grant{}, s.errf("%w", err)
+			}
+			if timedOut && s.bell.Load() == w {
+				// A whole slice with no news: the head checks for dead
+				// holders, the others for a dead head (the next in line
+				// may be dead too).
+				if serve == my {
+					s.reclaimDead()
+				} else {
+					s.headGone(serve, true)
+				}
+			}
+		}
+	}
+}
+
+// leave takes this handle's ticket my out of the queue: a head passes its
+// turn on; a waiter behind it is skipped when its turn comes.
+func (s *Sem) leave(my uint32) {
+	s.ticket.Store(0)
+	s.advance(my)
+	s.kick()
+}
+
+// advance moves the served ticket from h to h+1, if it is still h.
+func (s *Sem) advance(h uint32) bool {
+	for {
+		t := s.tickets.Load()
+		if uint32(t) != h {
+			return false
+		}
+		if s.tickets.CompareAndSwap(t, t&^0xffffffff|uint64(h+1)) {
+			if uint32(t>>32) == h+1 {
+				// The queue is empty: nobody starves.
+				s.starve.Store(0)
+			}
+			return true
+		}
+	}
+}
+
+// headGone skips the served ticket h when no slot claims it (and no slot is
+// taking a ticket, which might be h): its waiter gave up or, when
+// deathCheck, died. It reports whether the queue moved.
+func (s *Sem) headGone(h uint32, deathCheck bool) bool {
+	for i := range int(s.bound.Load()) {
+		id, _, tk := s.slotAt(i)
+		t := tk.Load()
+		if t != tHas|uint64(h) && t != tTaking {
+			continue
+		}
+		if deathCheck && s.dead(id.Load()) {
+			tk.CompareAndSwap(t, 0)
+			continue
+		}
+		return false
+	}
+	if s.advance(h) {
+		s.kick()
+	}
+	return true
+}
+
+// Release gives back n permits of grant g (0 < n <= g.N). If the handle's
+// permits were taken back (its slot reclaimed), it returns an error
+// matching baton.ErrLost and changes nothing.
+func (s *Sem) Release(ctx context.Context, g driver.Grant, n int64) error {
+	if g.Data != s {
+		return s.errf("%w: grant of another driver", baton.ErrInvalidArgument)
+	}
+	if n <= 0 || n > g.N {
+		return s.errf("release %d of a grant of %d: %w", n, g.N, baton.ErrNotHeld)
+	}
+	raceRelease(s.rsync)
+	if int64(s.held.Load()&countMask) < n {
+		return s.errf("release %d: %w", n, baton.ErrLost)
+	}
+	s.held.Add(-uint64(n))
+	s.kickIfQueued()
+	if s.gone.Load() {
+		return s.errf("%w", s.loss.Err())
+	}
+	return nil
+}
+
+// Available returns the number of permits not held now.
+func (s *Sem) Available() int64 { return s.capacity - s.sum() }
+
+// Close frees the handle's slot and stops its watcher; Acquire and
+// TryAcquire fail after it. The core gives back the permits first; a slot
+// that still holds some is freed, and its permits given back, when the
+// handle is unreachable.
+func (s *Sem) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+	if s.held.Load()&countMask == 0 && !s.freed.Swap(true) {
+		free(s.ident, s.held, s.ticket, s.me)
+	}
+	return nil
+}
