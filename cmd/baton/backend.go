@@ -173,28 +173,26 @@ func openEtcd(ctx context.Context, raw string, o backendOptions) (baton.Backend,
 	return etcdlock.OpenURL(ctx, raw, opts...)
 }
 
-func openMySQL(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
+// lease returns the lease options of the command line: its logger, and its
+// TTL when given.
+func (o backendOptions) lease() []lease.Option {
 	opts := []lease.Option{lease.WithLogger(o.logger())}
 	if o.ttl > 0 {
 		opts = append(opts, lease.WithTTL(o.ttl))
 	}
-	return mysqllock.OpenURL(ctx, raw, opts...)
+	return opts
+}
+
+func openMySQL(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
+	return mysqllock.OpenURL(ctx, raw, o.lease()...)
 }
 
 func openZK(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	opts := []lease.Option{lease.WithLogger(o.logger())}
-	if o.ttl > 0 {
-		opts = append(opts, lease.WithTTL(o.ttl))
-	}
-	return zklock.OpenURL(ctx, raw, opts...)
+	return zklock.OpenURL(ctx, raw, o.lease()...)
 }
 
 func openPostgres(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	opts := []lease.Option{lease.WithLogger(o.logger())}
-	if o.ttl > 0 {
-		opts = append(opts, lease.WithTTL(o.ttl))
-	}
-	return pglock.OpenURL(ctx, raw, opts...)
+	return pglock.OpenURL(ctx, raw, o.lease()...)
 }
 
 // childBackendURL is the value of BATON_BACKEND given to the command: the
