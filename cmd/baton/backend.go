@@ -150,19 +150,11 @@ func (o backendOptions) logger() *slog.Logger {
 }
 
 func openRedis(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	opts := []lease.Option{lease.WithLogger(o.logger())}
-	if o.ttl > 0 {
-		opts = append(opts, lease.WithTTL(o.ttl))
-	}
-	return redislock.OpenURL(ctx, raw, opts...)
+	return redislock.OpenURL(ctx, raw, o.lease()...)
 }
 
 func openRedlock(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	opts := []lease.Option{lease.WithLogger(o.logger())}
-	if o.ttl > 0 {
-		opts = append(opts, lease.WithTTL(o.ttl))
-	}
-	return redlock.OpenURL(ctx, raw, opts...)
+	return redlock.OpenURL(ctx, raw, o.lease()...)
 }
 
 func openEtcd(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
