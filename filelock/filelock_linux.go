@@ -125,10 +125,15 @@ func released(pg *page) {
 // flockWait takes flock(how) on fd, sleeping on pg's release generation
 // between tries. With block false it makes one try.
 func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error {
-	var stop func() bool
+	var (
+		stop  func() bool
+		woken chan struct{} // closed when the cancellation's wake is done
+	)
 	defer func() {
-		if stop != nil {
-			stop()
+		// A wake already started must end before the caller may unmap the
+		// page (Close, or a reopen after the file was replaced).
+		if stop != nil && !stop() {
+			<-woken
 		}
 	}()
 	for {
@@ -150,7 +155,8 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error
 		if stop == nil {
 			// Cancellation bumps the generation and wakes the sleepers,
 			// so this waiter returns at once (others retry and sleep again).
-			stop = context.AfterFunc(ctx, func() { released(pg) })
+			woken = make(chan struct{})
+			stop = context.AfterFunc(ctx, func() { released(pg); close(woken) })
 		}
 		pg.waiters.Add(1)
 		// Errors other than a wake, a changed word or the timeout cannot
