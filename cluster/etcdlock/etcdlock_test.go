@@ -48,6 +48,7 @@ func TestThreeMembers(t *testing.T) {
 		checkEmpty(t, c, "lt3/")
 	})
 	t.Run("CancelledWrites", func(t *testing.T) { testCancelledWrites(t, c) })
+	t.Run("LaggingWatchMember", func(t *testing.T) { testLaggingWatchMember(t, c) })
 	t.Run("StopLeader", func(t *testing.T) { testStopLeader(t, c) })
 }
 

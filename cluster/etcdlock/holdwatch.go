@@ -123,10 +123,18 @@ func (b *backend) followKey(ctx context.Context, s *session, key string, wch cli
 			continue
 		}
 		for _, ev := range wr.Events {
+			// A member behind the one that answered the hold's write
+			// starts the watch before it, and first sends older events:
+			// with key ids reused per handle, the previous hold's put and
+			// delete of this very key. What happened up to known is not
+			// news.
+			if ev.Kv.ModRevision <= *known {
+				continue
+			}
 			if gone(ev.Kv, ev.Type == mvccpb.DELETE) {
 				return true, true
 			}
-			*known = max(*known, ev.Kv.ModRevision)
+			*known = ev.Kv.ModRevision
 		}
 	}
 }
