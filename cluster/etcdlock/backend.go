@@ -86,16 +86,16 @@ func (b *backend) session(ctx context.Context) (*session, error) {
 		return s, nil
 	}
 	if b.closed.Load() {
-		return nil, fmt.Errorf("etcdlock: %w", baton.ErrClosed)
+		return nil, baton.ErrClosed
 	}
 	select {
 	case b.slot <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("etcdlock: open session: %w", ctx.Err())
+		return nil, fmt.Errorf("open session: %w", ctx.Err())
 	}
 	defer func() { <-b.slot }()
 	if b.closed.Load() {
-		return nil, fmt.Errorf("etcdlock: %w", baton.ErrClosed)
+		return nil, baton.ErrClosed
 	}
 	if s := b.cur.Load(); s != nil && s.ended() == nil {
 		return s, nil

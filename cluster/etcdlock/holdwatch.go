@@ -11,9 +11,14 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// errRemoved is the cause of the loss of a hold whose key someone else
-// deleted (Inspector's Remove, `baton rm`, or any etcd client).
-var errRemoved = errors.New("etcdlock: the hold's key was deleted by someone else")
+// Causes of a hold's loss: errRemoved when the hold's watch (or a Remove
+// through its own Backend) saw its key deleted by someone else (Inspector's
+// Remove, `baton rm`, or any etcd client), errHoldGone when Unlock or
+// Downgrade found the key gone.
+var (
+	errRemoved  = errors.New("the hold's key was deleted by someone else")
+	errHoldGone = errors.New("the hold's key is gone")
+)
 
 // holdWatch watches the key of one hold and fires the hold's loss when the
 // key is deleted while the hold still has it. The lease keeps the key only

@@ -44,10 +44,6 @@ func (b *backend) OpenRWMutex(_ context.Context, name string) (driver.Lock, erro
 	return &lockDriver{b: b, kind: baton.KindRWMutex, name: name, dir: b.dir(baton.KindRWMutex, name), rw: true}, nil
 }
 
-func (d *lockDriver) errf(format string, args ...any) error {
-	return fmt.Errorf("etcdlock: %s %q: "+format, append([]any{d.kind, d.name}, args...)...)
-}
-
 // blockers is the directory whose older keys a request of mode waits for:
 // every key for a writer, writer markers for a reader.
 func (d *lockDriver) blockers(mode driver.Mode) string {
@@ -99,7 +95,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
-			return driver.Grant{}, d.errf("lock: %w", err)
+			return driver.Grant{}, err
 		}
 		id, q, w, ops := d.puts(s, mode)
 		// The newest key in the blockers' directory is the caller's own
@@ -112,12 +108,12 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 		})
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
+				s.end(fmt.Errorf("lease %x not found", int64(s.id)))
 			} else if ctx.Err() != nil || !transient(err) {
-				return driver.Grant{}, d.errf("lock: %w", ctxErr(ctx, err))
+				return driver.Grant{}, ctxErr(ctx, err)
 			}
 			if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
-				return driver.Grant{}, d.errf("lock: %w", ctx.Err())
+				return driver.Grant{}, ctx.Err()
 			}
 			continue
 		}
@@ -125,7 +121,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 		pred := before(resp.Responses[len(ops)].GetResponseRange().Kvs, rev)
 		if err := d.wait(ctx, s, q, rev, mode, pred, rev); err != nil {
 			d.drop(s, id, q, w)
-			return driver.Grant{}, d.errf("lock: %w", err)
+			return driver.Grant{}, err
 		}
 		return d.grant(s, id, q, w, rev), nil
 	}
@@ -191,7 +187,7 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
-			return driver.Grant{}, d.errf("trylock: %w", err)
+			return driver.Grant{}, err
 		}
 		id, q, w, ops := d.puts(s, mode)
 		free := clientv3.Compare(clientv3.CreateRevision(d.blockers(mode)), "=", 0).WithPrefix()
@@ -200,14 +196,14 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 		})
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
+				s.end(fmt.Errorf("lease %x not found", int64(s.id)))
 				continue
 			}
-			return driver.Grant{}, d.errf("trylock: %w", ctxErr(ctx, err))
+			return driver.Grant{}, ctxErr(ctx, err)
 		}
 		if !resp.Succeeded {
 			d.ids.put(s, id) // nothing was written
-			return driver.Grant{}, d.errf("%w", baton.ErrLocked)
+			return driver.Grant{}, baton.ErrLocked
 		}
 		return d.grant(s, id, q, w, resp.Header.Revision), nil
 	}
@@ -217,7 +213,7 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 	lg, ok := g.Data.(*lockGrant)
 	if !ok {
-		return d.errf("unlock: %w: foreign grant", baton.ErrInvalidArgument)
+		return fmt.Errorf("%w: foreign grant", baton.ErrInvalidArgument)
 	}
 	lg.s.untrack(lg.loss)
 	lg.hw.release()
@@ -235,16 +231,16 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 		// touch anyone else's.
 		d.b.cleanup(lg.s, keys...)
 		if lerr := lg.loss.Err(); lerr != nil {
-			return d.errf("unlock: %w", lerr)
+			return lerr
 		}
-		return d.errf("unlock: %w", err)
+		return err
 	case !resp.Succeeded:
-		lg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
-		return d.errf("unlock: %w", lg.loss.Err())
+		lg.loss.Fire(errHoldGone)
+		return lg.loss.Err()
 	}
 	d.ids.put(lg.s, lg.id)
 	if lerr := lg.loss.Err(); lerr != nil {
-		return d.errf("unlock: %w", lerr)
+		return lerr
 	}
 	return nil
 }
@@ -254,14 +250,14 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 // writers still wait for it, and readers waiting for the marker go ahead.
 func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
 	if !d.rw {
-		return driver.Grant{}, d.errf("downgrade: %w", baton.ErrUnsupported)
+		return driver.Grant{}, baton.ErrUnsupported
 	}
 	lg, ok := g.Data.(*lockGrant)
 	if !ok || lg.w == "" {
-		return driver.Grant{}, d.errf("downgrade: %w: not a write grant", baton.ErrInvalidArgument)
+		return driver.Grant{}, fmt.Errorf("%w: not a write grant", baton.ErrInvalidArgument)
 	}
 	if lerr := lg.loss.Err(); lerr != nil {
-		return driver.Grant{}, d.errf("downgrade: %w", lerr)
+		return driver.Grant{}, lerr
 	}
 	rctx, cancel := d.b.rctx(ctx)
 	resp, err := d.b.c.Txn(rctx).
@@ -271,10 +267,10 @@ func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Gran
 	cancel()
 	switch {
 	case err != nil:
-		return driver.Grant{}, d.errf("downgrade: %w", err)
+		return driver.Grant{}, err
 	case !resp.Succeeded:
-		lg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
-		return driver.Grant{}, d.errf("downgrade: %w", lg.loss.Err())
+		lg.loss.Fire(errHoldGone)
+		return driver.Grant{}, lg.loss.Err()
 	}
 	ng := *lg
 	ng.w = ""

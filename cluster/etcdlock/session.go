@@ -45,7 +45,7 @@ func newSession(ctx context.Context, c *clientv3.Client, o *options) (*session, 
 	resp, err := c.Grant(rctx, int64(o.ttl/time.Second))
 	cancel()
 	if err != nil {
-		return nil, ctxErr(ctx, fmt.Errorf("etcdlock: grant lease: %w", err))
+		return nil, ctxErr(ctx, fmt.Errorf("grant lease: %w", err))
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	s := &session{
@@ -85,7 +85,7 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 		}
 		now := time.Now()
 		if !now.Before(deadline) {
-			s.end(fmt.Errorf("etcdlock: lease %x not renewed before its deadline", int64(s.id)))
+			s.end(fmt.Errorf("lease %x not renewed before its deadline", int64(s.id)))
 			return
 		}
 		rctx, cancel := context.WithTimeout(ctx, min(deadline.Sub(now), s.o.requestTimeout))
@@ -97,7 +97,7 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 			s.setDeadline(deadline)
 			wait = s.o.renewal
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			s.end(fmt.Errorf("etcdlock: lease %x expired or revoked", int64(s.id)))
+			s.end(fmt.Errorf("lease %x expired or revoked", int64(s.id)))
 			return
 		case ctx.Err() != nil:
 			return
@@ -210,7 +210,7 @@ func (s *session) newID() string {
 // bound to it.
 func (s *session) close(ctx context.Context) error {
 	alive := s.ended() == nil
-	s.end(fmt.Errorf("etcdlock: %w", baton.ErrClosed))
+	s.end(baton.ErrClosed)
 	s.wg.Wait()
 	if !alive {
 		return nil
