@@ -35,6 +35,7 @@ func TestOneMember(t *testing.T) {
 	t.Run("RemoveRacesUnlock", func(t *testing.T) { testRemoveRacesUnlock(t, c) })
 	t.Run("NamesDisjoint", func(t *testing.T) { testNamesDisjoint(t, c) })
 	t.Run("CancelledWrites", func(t *testing.T) { testCancelledWrites(t, c) })
+	t.Run("Pass", func(t *testing.T) { testPass(t, c) })
 }
 
 // The 3-member tests share one cluster; the leader is stopped last.

@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/batonlock/baton/driver"
@@ -41,22 +42,43 @@ var (
 type holdWatch struct {
 	stop     context.CancelFunc
 	released atomic.Bool // set by Release before its own delete is sent
+
+	mu   sync.Mutex
+	loss *driver.Loss // guarded by mu: the loss of the hold that has the key now
 }
 
 // watchHold starts watching key, created at revision rev, for a hold whose
 // loss is loss.
 func (b *backend) watchHold(s *session, key string, rev int64, loss *driver.Loss) *holdWatch {
 	ctx, cancel := context.WithCancel(b.bgCtx)
-	w := &holdWatch{stop: cancel}
+	w := &holdWatch{stop: cancel, loss: loss}
 	b.bg.Add(1)
 	go func() {
 		defer b.bg.Done()
 		defer cancel()
 		if b.watchKey(ctx, s, key, rev, w) {
-			loss.Fire(errRemoved)
+			// Under mu, so that a pass either comes first and its loss
+			// fires, or sees the old one fired and refuses.
+			w.mu.Lock()
+			w.loss.Fire(errRemoved)
+			w.mu.Unlock()
 		}
 	}()
 	return w
+}
+
+// pass makes to the loss that fires from now on in place of from, for a
+// hold passed to another handle of the Backend (the key stays, and so does
+// the watch). It reports false, changing nothing, when the hold was given
+// back or from has fired.
+func (w *holdWatch) pass(s *session, from, to *driver.Loss) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.released.Load() || w.loss != from || from.Err() != nil || !s.pass(from, to) {
+		return false
+	}
+	w.loss = to
+	return true
 }
 
 // holdStream puts the watches of holds on a gRPC stream of their own: the

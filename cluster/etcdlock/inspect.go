@@ -116,7 +116,13 @@ func (b *backend) info(ctx context.Context, o *object, ttls map[int64]time.Durat
 				ttls[kv.Lease] = time.Duration(r.TTL) * time.Second
 			}
 		}
-		hd := baton.Holder{PID: h.PID, Host: h.Host, Since: h.Since, Token: baton.Token(kv.CreateRevision), Mode: h.Mode, N: h.N}
+		tok := baton.Token(kv.CreateRevision)
+		if o.kind == baton.KindMutex {
+			// The token the key was granted with; a hold passed among the
+			// handles of its Backend has a higher one (pass.go).
+			tok = baton.Token(mutexToken(kv.CreateRevision, 0))
+		}
+		hd := baton.Holder{PID: h.PID, Host: h.Host, Since: h.Since, Token: tok, Mode: h.Mode, N: h.N}
 		if t := ttls[kv.Lease]; t > 0 {
 			hd.TTL = t
 		}

@@ -32,12 +32,13 @@ type lockGrant struct {
 	q    string // the acquisition's key in the queue
 	w    string // its writer marker, "" for mutexes and readers
 	rev  int64  // the create revision of q (and w): order and token
+	pass uint64 // mutexes: how many times the hold was passed (pass.go)
 	loss *driver.Loss
 	hw   *holdWatch // fires loss when q is deleted by someone else
 }
 
 func (b *backend) OpenMutex(_ context.Context, name string) (driver.Lock, error) {
-	return &lockDriver{b: b, kind: baton.KindMutex, name: name, dir: b.dir(baton.KindMutex, name)}, nil
+	return &mutexDriver{lockDriver{b: b, kind: baton.KindMutex, name: name, dir: b.dir(baton.KindMutex, name)}}, nil
 }
 
 func (b *backend) OpenRWMutex(_ context.Context, name string) (driver.Lock, error) {
@@ -83,8 +84,12 @@ func keysOf(q, w string) []string {
 func (d *lockDriver) grant(s *session, id, q, w string, rev int64) driver.Grant {
 	loss := driver.NewLoss()
 	s.track(loss, q, rev)
+	tok := uint64(rev)
+	if !d.rw {
+		tok = mutexToken(rev, 0)
+	}
 	return driver.Grant{
-		Token: uint64(rev),
+		Token: tok,
 		Loss:  loss,
 		Data:  &lockGrant{s: s, id: id, q: q, w: w, rev: rev, loss: loss, hw: d.b.watchHold(s, q, rev, loss)},
 	}

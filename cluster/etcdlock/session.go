@@ -179,18 +179,33 @@ func (s *session) track(l *driver.Loss, key string, rev int64) {
 // removed fires the loss of the holds whose keys, under dir, a delete at
 // revision rev took away: keys created before rev. It lets a Remove made
 // through this backend return after its own holders know.
+// The losses fire under mu, so that a hold being passed (pass) is found
+// under its new loss or refuses to pass.
 func (s *session) removed(dir string, rev int64) {
-	var fire []*driver.Loss
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for l, k := range s.losses {
 		if k.rev < rev && strings.HasPrefix(k.key, dir) {
-			fire = append(fire, l)
+			l.Fire(errRemoved)
 		}
 	}
-	s.mu.Unlock()
-	for _, l := range fire {
-		l.Fire(errRemoved)
+}
+
+// pass moves the tracking of a hold from loss from to loss to, for a hold
+// passed to another handle; it reports false, changing nothing, when the
+// session has ended or from is not tracked.
+func (s *session) pass(from, to *driver.Loss) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.losses[from]
+	if s.err != nil || !ok {
+		return false
 	}
+	delete(s.losses, from)
+	s.losses[to] = k
+	to.SetDeadline(s.dl)
+	from.SetDeadline(time.Time{})
+	return true
 }
 
 func (s *session) untrack(l *driver.Loss) {

@@ -1,0 +1,194 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+)
+
+func testPass(t *testing.T, c *cluster) {
+	t.Run("Tokens", func(t *testing.T) { testPassTokens(t, c) })
+	t.Run("Loss", func(t *testing.T) { testPassLoss(t, c) })
+	t.Run("RacesRemove", func(t *testing.T) { testPassRacesRemove(t, c) })
+}
+
+// passDrivers opens n Mutex drivers of one name on one backend driver.
+func passDrivers(t *testing.T, d *backend, name string, n int) []*mutexDriver {
+	t.Helper()
+	var ds []*mutexDriver
+	for range n {
+		l := must(d.OpenMutex(context.Background(), name)).get(t)
+		md, ok := l.(*mutexDriver)
+		if !ok {
+			t.Fatalf("OpenMutex returned %T, not a Passer", l)
+		}
+		ds = append(ds, md)
+	}
+	return ds
+}
+
+// notFired checks that l has not fired.
+func notFired(t *testing.T, what string, l *driver.Loss) {
+	t.Helper()
+	if err := l.Err(); err != nil {
+		t.Fatalf("%s: fired: %v", what, err)
+	}
+}
+
+// fires waits for l to fire.
+func fires(t *testing.T, what string, l *driver.Loss) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatalf("%s: no loss after 3s", what)
+	}
+}
+
+// A hold passes at most maxPasses times, every pass with a higher token,
+// the last handle's Release deletes the key, and the next acquisition, by
+// another Backend, draws a higher token than every pass. RWMutex drivers do
+// not pass.
+func testPassTokens(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	_, d := fast(t, c, "pass-tokens")
+	ds := passDrivers(t, d, "m", 2)
+	g := must(ds[0].Acquire(ctx, driver.Exclusive)).get(t)
+	first := g.Token
+	for i := range maxPasses {
+		ng, ok := ds[i%2].Pass(g)
+		if !ok {
+			t.Fatalf("pass %d refused", i+1)
+		}
+		if ng.Token <= g.Token {
+			t.Fatalf("pass %d: token %d after %d", i+1, ng.Token, g.Token)
+		}
+		notFired(t, "passed hold", ng.Loss)
+		g = ng
+	}
+	if _, ok := ds[1].Pass(g); ok {
+		t.Fatalf("pass %d of one key allowed: its tokens would reach the next key's", maxPasses+1)
+	}
+	notFired(t, "hold after a refused pass", g.Loss)
+	if err := ds[1].Release(ctx, g); err != nil {
+		t.Fatalf("release of a passed hold: %v", err)
+	}
+	checkEmpty(t, c, "pass-tokens/")
+	// Another Backend's acquisition comes after every pass.
+	_, d2 := fast(t, c, "pass-tokens")
+	o := passDrivers(t, d2, "m", 1)[0]
+	g2 := must(o.TryAcquire(ctx, driver.Exclusive)).get(t)
+	if g2.Token <= g.Token || g.Token-first != maxPasses {
+		t.Errorf("tokens: first %d, last pass %d, next key %d", first, g.Token, g2.Token)
+	}
+	if err := o.Release(ctx, g2); err != nil {
+		t.Fatal(err)
+	}
+	rw := must(d.OpenRWMutex(ctx, "rw")).get(t)
+	if _, ok := rw.(driver.Passer); ok {
+		t.Error("an RWMutex driver passes holds")
+	}
+}
+
+// After a pass, the new hold's loss is the one that fires: when the key is
+// removed by another client (the hold's watch), through the holder's own
+// Backend, or when the session's lease is revoked. The old one never does.
+func testPassLoss(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	for _, how := range []string{"remove-other", "remove-own", "revoke"} {
+		t.Run(how, func(t *testing.T) {
+			_, d := fast(t, c, "pass-loss-"+how)
+			other, _ := fast(t, c, "pass-loss-"+how)
+			ds := passDrivers(t, d, "m", 2)
+			g := must(ds[0].Acquire(ctx, driver.Exclusive)).get(t)
+			// Two passes: the second one's watch is the first hold's.
+			g1 := must2(ds[0].Pass(g))(t)
+			g2 := must2(ds[1].Pass(g1))(t)
+			time.Sleep(100 * time.Millisecond) // the watch is set up
+			switch how {
+			case "remove-other":
+				if err := other.(baton.Inspector).Remove(ctx, baton.KindMutex, "m"); err != nil {
+					t.Fatal(err)
+				}
+			case "remove-own":
+				if err := d.Remove(ctx, baton.KindMutex, "m"); err != nil {
+					t.Fatal(err)
+				}
+				notFiredYet := g2.Loss.Err() == nil
+				if notFiredYet {
+					t.Error("a Remove through the holder's Backend returned before the passed hold's loss fired")
+				}
+			case "revoke":
+				if _, err := d.c.Revoke(ctx, leaseOf(t, d)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fires(t, "passed hold", g2.Loss)
+			time.Sleep(50 * time.Millisecond)
+			notFired(t, "hold passed on", g.Loss)
+			notFired(t, "hold passed on", g1.Loss)
+			if err := ds[1].Release(ctx, g2); !errors.Is(err, baton.ErrLost) {
+				t.Errorf("release of a lost passed hold: %v", err)
+			}
+			if _, ok := ds[0].Pass(g2); ok {
+				t.Error("a lost hold was passed")
+			}
+		})
+	}
+}
+
+// must2 is must for a (value, ok) pair.
+func must2(g driver.Grant, ok bool) func(*testing.T) driver.Grant {
+	return func(t *testing.T) driver.Grant {
+		t.Helper()
+		if !ok {
+			t.Fatal("pass refused")
+		}
+		return g
+	}
+}
+
+// Passes racing a Remove from another client: a pass that succeeds leaves
+// the loss to the new hold, which fires, and the old one never does; a
+// refused pass leaves it to the old one, which has fired or fires.
+func testPassRacesRemove(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	_, d := fast(t, c, "pass-race")
+	other, _ := fast(t, c, "pass-race")
+	in := other.(baton.Inspector)
+	ds := passDrivers(t, d, "m", 2)
+	passed := 0
+	for i := range 30 {
+		g := must(ds[0].Acquire(ctx, driver.Exclusive)).get(t)
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(time.Duration(i%6) * time.Millisecond)
+			done <- in.Remove(ctx, baton.KindMutex, "m")
+		}()
+		cur, from := g, ds[0]
+		for k := 0; k < maxPasses; k++ {
+			ng, ok := from.Pass(cur)
+			if !ok {
+				break
+			}
+			passed++
+			time.Sleep(500 * time.Microsecond)
+			notFired(t, "passed-on hold", cur.Loss)
+			cur, from = ng, ds[(k+1)%2]
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		fires(t, "hold whose key was removed", cur.Loss)
+		if !errors.Is(from.Release(ctx, cur), baton.ErrLost) {
+			t.Fatal("release after remove did not report the loss")
+		}
+	}
+	if passed == 0 {
+		t.Error("no pass happened")
+	}
+}
