@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 )
 
 // The benchmarks compare baton's etcd Mutex with etcd's own
@@ -27,7 +28,7 @@ func BenchmarkEtcd(b *testing.B) {
 	c := startCluster(b, 1)
 	cl := c.client(b)
 	ctx := context.Background()
-	be, err := New(cl, WithPrefix("bench"))
+	be, err := New(cl, lease.WithPrefix("bench"))
 	if err != nil {
 		b.Fatal(err)
 	}

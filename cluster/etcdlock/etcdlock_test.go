@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/locktest"
 )
 
@@ -56,7 +57,7 @@ func TestThreeMembers(t *testing.T) {
 // fast opens a backend with a short TTL and renewal, closed with the test.
 func fast(t *testing.T, c *cluster, prefix string) (baton.Backend, *backend) {
 	t.Helper()
-	o, err := buildOptions([]Option{WithTTL(2 * time.Second), WithRenewal(200 * time.Millisecond), WithPrefix(prefix)})
+	o, err := buildOptions([]lease.Option{lease.WithTTL(2 * time.Second), lease.WithRenewEvery(200 * time.Millisecond), lease.WithPrefix(prefix)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +526,7 @@ func testStopLeader(t *testing.T, c *cluster) {
 	)
 	done := make(chan struct{})
 	for w := range workers {
-		b := must(OpenURL(ctx, "etcd://"+strings.Join(c.endpoints(), ",")+"/leader", WithTTL(3*time.Second), WithRequestTimeout(2*time.Second))).get(t)
+		b := must(OpenURL(ctx, "etcd://"+strings.Join(c.endpoints(), ",")+"/leader", lease.WithTTL(3*time.Second), lease.WithRequestTimeout(2*time.Second))).get(t)
 		t.Cleanup(func() { b.Close() })
 		m := must(b.Mutex(ctx, "m")).get(t)
 		wg.Add(1)

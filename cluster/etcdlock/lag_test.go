@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 )
 
 // pinnedClient returns a client of one member only, closed with the test.
@@ -46,7 +47,7 @@ func testLaggingWatchMember(t *testing.T, c *cluster) {
 	kc := pinnedClient(t, c.members[lead].url)
 	wc := pinnedClient(t, c.members[f].url)
 	kc.Watcher = clientv3.NewWatcher(wc)
-	b := must(New(kc, WithTTL(3*time.Second), WithPrefix("lagging"))).get(t)
+	b := must(New(kc, lease.WithTTL(3*time.Second), lease.WithPrefix("lagging"))).get(t)
 	t.Cleanup(func() { b.Close() })
 	proc := c.members[f].cmd.Process
 	defer proc.Signal(syscall.SIGCONT)

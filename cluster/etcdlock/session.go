@@ -85,7 +85,7 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 		}
 		now := time.Now()
 		if !now.Before(deadline) {
-			s.end(fmt.Errorf("lease %x not renewed before its deadline", int64(s.id)))
+			s.lose(fmt.Errorf("lease %x not renewed before its deadline", int64(s.id)))
 			return
 		}
 		rctx, cancel := context.WithTimeout(ctx, min(deadline.Sub(now), s.o.requestTimeout))
@@ -97,11 +97,12 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 			s.setDeadline(deadline)
 			wait = s.o.renewal
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			s.end(fmt.Errorf("lease %x expired or revoked", int64(s.id)))
+			s.lose(fmt.Errorf("lease %x expired or revoked", int64(s.id)))
 			return
 		case ctx.Err() != nil:
 			return
 		default:
+			s.o.log.Warn("baton: etcd lease renewal failed; retrying", "lease", s.hexd, "err", err, "deadline_in", time.Until(deadline))
 			// Try again soon; the deadline check above ends the session
 			// if no renewal gets through in time.
 			wait = max(s.o.renewal/8, 50*time.Millisecond)
@@ -119,6 +120,12 @@ func (s *session) setDeadline(dl time.Time) {
 	for l := range s.losses {
 		l.SetDeadline(dl)
 	}
+}
+
+// lose ends the session on the loss of its lease.
+func (s *session) lose(cause error) {
+	s.o.log.Warn("baton: etcd lease lost", "err", cause)
+	s.end(cause)
 }
 
 // end marks the session ended with cause and fires the loss of every hold.

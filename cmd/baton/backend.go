@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/etcdlock"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/cluster/redislock"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/local"
@@ -147,9 +148,9 @@ func openRedis(ctx context.Context, raw string, o backendOptions) (baton.Backend
 }
 
 func openEtcd(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	var opts []etcdlock.Option
+	opts := []lease.Option{lease.WithLogger(o.logger())}
 	if o.ttl > 0 {
-		opts = append(opts, etcdlock.WithTTL(o.ttl))
+		opts = append(opts, lease.WithTTL(o.ttl))
 	}
 	return etcdlock.OpenURL(ctx, raw, opts...)
 }
