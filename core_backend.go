@@ -28,6 +28,7 @@ type coreBackend struct {
 	mu      sync.Mutex
 	closed  bool                 // guarded by mu
 	handles map[any]func() error // open handles and their Close; guarded by mu
+	lines   map[string]*passLine // pass lines of Mutex names; guarded by mu
 }
 
 func (b *coreBackend) validate(ctx context.Context, name string) error {
@@ -71,7 +72,28 @@ func (b *coreBackend) register(key any, closeFn func() error) error {
 func (b *coreBackend) forget(key any) {
 	b.mu.Lock()
 	delete(b.handles, key)
+	if h, ok := key.(*lockHandle); ok && h.line != nil {
+		if h.line.refs--; h.line.refs == 0 {
+			delete(b.lines, h.name)
+		}
+	}
 	b.mu.Unlock()
+}
+
+// joinLine returns the pass line of a Mutex name, for a new handle.
+func (b *coreBackend) joinLine(name string) *passLine {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.lines[name]
+	if l == nil {
+		if b.lines == nil {
+			b.lines = make(map[string]*passLine)
+		}
+		l = &passLine{}
+		b.lines[name] = l
+	}
+	l.refs++
+	return l
 }
 
 func (b *coreBackend) Mutex(ctx context.Context, name string) (Mutex, error) {
@@ -82,7 +104,11 @@ func (b *coreBackend) Mutex(ctx context.Context, name string) (Mutex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("baton: %s: open mutex %q: %w", b.d.Kind(), name, err)
 	}
-	h := newLockHandle(b, KindMutex, name, d)
+	var line *passLine
+	if _, ok := d.(driver.Passer); ok {
+		line = b.joinLine(name)
+	}
+	h := newLockHandle(b, KindMutex, name, d, line)
 	if err := b.register(h, h.close); err != nil {
 		return nil, err
 	}
@@ -97,7 +123,7 @@ func (b *coreBackend) RWMutex(ctx context.Context, name string) (RWMutex, error)
 	if err != nil {
 		return nil, fmt.Errorf("baton: %s: open rwmutex %q: %w", b.d.Kind(), name, err)
 	}
-	h := newLockHandle(b, KindRWMutex, name, d)
+	h := newLockHandle(b, KindRWMutex, name, d, nil)
 	if err := b.register(h, h.close); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,11 @@ type waiter struct {
 	mode  Mode
 	owner Owner
 	ch    chan struct{} // buffered(1): a nudge to re-check the state
+	// For a waiter of a pass line (core_pass.go), set under the line's
+	// mutex when the waiter leaves the line's queue:
+	h       *lockHandle // the waiter's handle
+	granted bool        // handed the hold: h holds it for owner
+	turn    bool        // handed the turn to acquire from the driver
 }
 
 // lockHandle is the core of Mutex and RWMutex handles: it queues the
@@ -36,7 +41,13 @@ type lockHandle struct {
 	wordLoss *driver.Loss // goes with every hold taken on the word
 	closedA  atomic.Bool  // closed, readable without mu
 
-	mu sync.Mutex
+	// Passers (mutex drivers that implement driver.Passer): line is the
+	// name's queue across the handles of the Backend, and mu is the line's.
+	line *passLine
+	pass driver.Passer
+
+	mu  *sync.Mutex // &own, or the line's mutex
+	own sync.Mutex
 	// All below guarded by mu.
 	closed    bool
 	acquiring bool               // a goroutine is in the driver's Acquire or TryAcquire
@@ -59,9 +70,13 @@ type lockHandle struct {
 	probeWait time.Duration
 }
 
-func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock) *lockHandle {
+func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock, line *passLine) *lockHandle {
 	h := &lockHandle{b: b, name: name, kind: kind, d: d}
-	h.idle = sync.NewCond(&h.mu)
+	h.mu = &h.own
+	if line != nil {
+		h.line, h.pass, h.mu = line, d.(driver.Passer), &line.mu
+	}
+	h.idle = sync.NewCond(h.mu)
 	if wl, ok := d.(driver.WordLocker); ok && kind == KindMutex {
 		h.word, h.wordLoss = wl.WordLock()
 	}
@@ -163,6 +178,9 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 	if err := ctx.Err(); err != nil {
 		h.mu.Unlock()
 		return Hold{}, h.errf("%w", err)
+	}
+	if h.line != nil {
+		return h.lockLine(ctx, owner, try)
 	}
 	if len(h.q) == 0 {
 		if mode == Shared && h.lateReady() {
@@ -432,6 +450,9 @@ func (h *lockHandle) waitQuiet() {
 func (h *lockHandle) releaseGrant(ctx context.Context) error {
 	g := h.grant
 	h.held, h.grant, h.writer = false, driver.Grant{}, false
+	if h.line != nil {
+		return h.passOn(ctx, g)
+	}
 	h.busy = true
 	if h.word != nil {
 		h.word.Releasing()
@@ -597,6 +618,9 @@ func (h *lockHandle) close() error {
 		case w.ch <- struct{}{}:
 		default:
 		}
+	}
+	if h.line != nil {
+		h.line.leave(h)
 	}
 	h.waitQuiet()
 	var err error

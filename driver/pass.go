@@ -5,12 +5,15 @@ package driver
 // server, because the server knows the Backend as the holder, not the
 // handle (one lease, one owner id per Backend).
 //
-// For such drivers the core queues the goroutines of every handle of a name
-// in one FIFO per Backend, lets one handle at a time wait on the server,
-// and when a grant is released while a goroutine of another handle waits,
-// asks the driver to pass it. A grant goes round a Backend for a bounded
-// time after it came from the server, and then is released there, so that
-// other clients of the server wait at most one round more.
+// For such Mutex drivers the core queues the goroutines of every handle of
+// a name in one FIFO per Backend, lets one handle at a time call Acquire or
+// TryAcquire (so one waits on the server), and when a grant is released
+// while a goroutine waits in that FIFO, asks the driver to pass it to that
+// goroutine's handle (which may be the same handle). A grant goes round a
+// Backend for a bounded time (5 ms) after it came from Acquire or
+// TryAcquire, and then is released there, so that other clients of the
+// server wait at most one round more; the next handle then acquires from
+// the server.
 type Passer interface {
 	// Pass turns g, an exclusive grant of this driver, into a grant of the
 	// same hold for another handle of the Backend on the same name: a
@@ -21,6 +24,11 @@ type Passer interface {
 	// and Passer accept the grant as their own.
 	//
 	// It reports false, changing nothing, when it cannot (no reserved token
-	// left, the hold already lost); the core then releases g.
+	// left, the hold already lost or too close to its deadline); the core
+	// then releases g.
+	//
+	// The core calls Pass with a lock of its own held, while no other call
+	// of any driver of the name's handles holds or takes the grant: Pass must
+	// not block and makes no call to the server.
 	Pass(g Grant) (Grant, bool)
 }
