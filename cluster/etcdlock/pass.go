@@ -29,8 +29,9 @@ type mutexDriver struct{ lockDriver }
 
 // Pass turns g into a grant of the same key for another handle of the
 // Backend. It refuses when the key's token range is used up, when the hold
-// was lost (session ended, key removed, deadline passed), or was given
-// back; the core then releases g.
+// was lost (session ended, key removed, deadline passed) or was given back,
+// and when the lease's renewals are late (session.pass); the core then
+// releases g.
 func (d *mutexDriver) Pass(g driver.Grant) (driver.Grant, bool) {
 	lg, ok := g.Data.(*lockGrant)
 	if !ok || lg.pass >= maxPasses {

@@ -88,6 +88,19 @@ func testPassTokens(t *testing.T, c *cluster) {
 	if err := o.Release(ctx, g2); err != nil {
 		t.Fatal(err)
 	}
+	// A lease whose renewal is late is not passed on.
+	g = must(ds[0].Acquire(ctx, driver.Exclusive)).get(t)
+	s := d.cur.Load()
+	s.setDeadline(time.Now().Add(s.o.renewal / 2))
+	if _, ok := ds[0].Pass(g); ok {
+		t.Error("a hold was passed with less than a renewal period left on its lease")
+	}
+	s.setDeadline(time.Now().Add(time.Minute))
+	notFired(t, "hold after a refused pass", g.Loss)
+	g = must2(ds[0].Pass(g))(t)
+	if err := ds[0].Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
 	rw := must(d.OpenRWMutex(ctx, "rw")).get(t)
 	if _, ok := rw.(driver.Passer); ok {
 		t.Error("an RWMutex driver passes holds")

@@ -200,12 +200,14 @@ func (s *session) removed(dir string, rev int64) {
 
 // pass moves the tracking of a hold from loss from to loss to, for a hold
 // passed to another handle; it reports false, changing nothing, when the
-// session has ended or from is not tracked.
+// session has ended, from is not tracked, or less than a renewal period is
+// left before the lease's deadline (renewals are failing: the hold goes
+// back to the server rather than to another holder).
 func (s *session) pass(from, to *driver.Loss) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, ok := s.losses[from]
-	if s.err != nil || !ok {
+	if s.err != nil || !ok || time.Until(s.dl) < s.o.renewal {
 		return false
 	}
 	delete(s.losses, from)
