@@ -15,7 +15,7 @@ import (
 // preference, ErrNotHeld, ErrUpgrade, ErrClosed. If d implements Inspector,
 // so does the returned Backend.
 func NewBackend(d driver.Backend) Backend {
-	b := &coreBackend{d: d, handles: make(map[any]func() error)}
+	b := &coreBackend{d: d, kind: d.Kind(), handles: make(map[closer]struct{})}
 	if in, ok := d.(Inspector); ok {
 		return &inspectingBackend{coreBackend: b, in: in}
 	}
@@ -23,17 +23,30 @@ func NewBackend(d driver.Backend) Backend {
 }
 
 type coreBackend struct {
-	d driver.Backend
+	d    driver.Backend
+	kind string // d.Kind()
 
 	mu      sync.Mutex
 	closed  bool                 // guarded by mu
-	handles map[any]func() error // open handles and their Close; guarded by mu
+	handles map[closer]struct{}  // open handles; guarded by mu
 	lines   map[string]*passLine // pass lines of Mutex names; guarded by mu
+}
+
+// closer is an open handle of the core.
+type closer interface {
+	close() error                    // a bare cause
+	fail(op string, err error) error // wraps a cause in the handle's *Error
+}
+
+// fail wraps the cause of a failed op on a name (kind "" and name "": on
+// the Backend itself) in one *Error.
+func (b *coreBackend) fail(op string, kind Kind, name string, err error) error {
+	return wrapErr(op, b.kind, kind, name, err)
 }
 
 func (b *coreBackend) validate(ctx context.Context, name string) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return errNilContext
 	}
 	if err := ValidateName(name); err != nil {
 		return err
@@ -50,26 +63,26 @@ func (b *coreBackend) validate(ctx context.Context, name string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return fmt.Errorf("baton: %s backend: %w", b.d.Kind(), ErrClosed)
+		return ErrClosed
 	}
 	return nil
 }
 
 // register records an open handle; it refuses (and closes the handle) if the
 // backend was closed meanwhile.
-func (b *coreBackend) register(key any, closeFn func() error) error {
+func (b *coreBackend) register(h closer) error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		_ = closeFn()
-		return fmt.Errorf("baton: %s backend: %w", b.d.Kind(), ErrClosed)
+		_ = h.close()
+		return ErrClosed
 	}
-	b.handles[key] = closeFn
+	b.handles[h] = struct{}{}
 	b.mu.Unlock()
 	return nil
 }
 
-func (b *coreBackend) forget(key any) {
+func (b *coreBackend) forget(key closer) {
 	b.mu.Lock()
 	delete(b.handles, key)
 	if h, ok := key.(*lockHandle); ok && h.line != nil {
@@ -97,53 +110,65 @@ func (b *coreBackend) joinLine(name string) *passLine {
 }
 
 func (b *coreBackend) Mutex(ctx context.Context, name string) (Mutex, error) {
-	if err := b.validate(ctx, name); err != nil {
-		return nil, err
-	}
-	d, err := b.d.OpenMutex(ctx, name)
+	h, err := b.openLock(ctx, KindMutex, name)
 	if err != nil {
-		return nil, fmt.Errorf("baton: %s: open mutex %q: %w", b.d.Kind(), name, err)
-	}
-	var line *passLine
-	if _, ok := d.(driver.Passer); ok {
-		line = b.joinLine(name)
-	}
-	h := newLockHandle(b, KindMutex, name, d, line)
-	if err := b.register(h, h.close); err != nil {
-		return nil, err
+		return nil, b.fail("open", KindMutex, name, err)
 	}
 	return mutexHandle{h}, nil
 }
 
 func (b *coreBackend) RWMutex(ctx context.Context, name string) (RWMutex, error) {
-	if err := b.validate(ctx, name); err != nil {
-		return nil, err
-	}
-	d, err := b.d.OpenRWMutex(ctx, name)
+	h, err := b.openLock(ctx, KindRWMutex, name)
 	if err != nil {
-		return nil, fmt.Errorf("baton: %s: open rwmutex %q: %w", b.d.Kind(), name, err)
-	}
-	h := newLockHandle(b, KindRWMutex, name, d, nil)
-	if err := b.register(h, h.close); err != nil {
-		return nil, err
+		return nil, b.fail("open", KindRWMutex, name, err)
 	}
 	return rwHandle{h}, nil
 }
 
+func (b *coreBackend) openLock(ctx context.Context, kind Kind, name string) (*lockHandle, error) {
+	if err := b.validate(ctx, name); err != nil {
+		return nil, err
+	}
+	open := b.d.OpenMutex
+	if kind == KindRWMutex {
+		open = b.d.OpenRWMutex
+	}
+	d, err := open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	var line *passLine
+	if _, ok := d.(driver.Passer); ok && kind == KindMutex {
+		line = b.joinLine(name)
+	}
+	h := newLockHandle(b, kind, name, d, line)
+	if err := b.register(h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
 func (b *coreBackend) Semaphore(ctx context.Context, name string, permits int64) (Semaphore, error) {
+	s, err := b.openSemaphore(ctx, name, permits)
+	if err != nil {
+		return nil, b.fail("open", KindSemaphore, name, err)
+	}
+	return s, nil
+}
+
+func (b *coreBackend) openSemaphore(ctx context.Context, name string, permits int64) (*semHandle, error) {
 	if err := ValidatePermits(permits, 0); err != nil {
-		return nil, fmt.Errorf("baton: semaphore %q: %w", name, err)
+		return nil, err
 	}
 	if err := b.validate(ctx, name); err != nil {
 		return nil, err
 	}
 	d, err := b.d.OpenSemaphore(ctx, name, permits)
 	if err != nil {
-		return nil, fmt.Errorf("baton: %s: open semaphore %q: %w", b.d.Kind(), name, err)
+		return nil, err
 	}
 	s := &semHandle{b: b, name: name, capacity: permits, d: d}
-	s.idle = sync.NewCond(&s.mu)
-	if err := b.register(s, s.Close); err != nil {
+	if err := b.register(s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -151,21 +176,22 @@ func (b *coreBackend) Semaphore(ctx context.Context, name string, permits int64)
 
 func (b *coreBackend) Cond(ctx context.Context, name string) (Cond, error) {
 	if err := b.validate(ctx, name); err != nil {
-		return nil, err
+		return nil, b.fail("open", KindCond, name, err)
 	}
 	d, err := b.d.OpenCond(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("baton: %s: open cond %q: %w", b.d.Kind(), name, err)
+		return nil, b.fail("open", KindCond, name, err)
 	}
 	c := &condHandle{b: b, name: name, d: d}
-	if err := b.register(c, c.Close); err != nil {
-		return nil, err
+	if err := b.register(c); err != nil {
+		return nil, b.fail("open", KindCond, name, err)
 	}
 	return c, nil
 }
 
 // Close closes every handle the backend opened (releasing their holds), then
-// the driver. Later calls return ErrClosed.
+// the driver. Later calls return nil. The error joins those of the
+// handles' Close and the driver's.
 func (b *coreBackend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -173,20 +199,20 @@ func (b *coreBackend) Close() error {
 		return nil
 	}
 	b.closed = true
-	handles := make([]func() error, 0, len(b.handles))
-	for _, c := range b.handles {
-		handles = append(handles, c)
+	handles := make([]closer, 0, len(b.handles))
+	for h := range b.handles {
+		handles = append(handles, h)
 	}
-	b.handles = map[any]func() error{}
+	b.handles = map[closer]struct{}{}
 	b.mu.Unlock()
 	var errs []error
-	for _, c := range handles {
-		if err := c(); err != nil {
-			errs = append(errs, err)
+	for _, h := range handles {
+		if err := h.close(); err != nil {
+			errs = append(errs, h.fail("close", err))
 		}
 	}
 	if err := b.d.Close(); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, b.fail("close", "", "", err))
 	}
 	return errors.Join(errs...)
 }
@@ -199,23 +225,25 @@ type inspectingBackend struct {
 
 func (b *inspectingBackend) List(ctx context.Context) ([]Info, error) {
 	if ctx == nil {
-		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return nil, b.fail("list", "", "", errNilContext)
 	}
-	return b.in.List(ctx)
+	infos, err := b.in.List(ctx)
+	return infos, b.fail("list", "", "", err)
 }
 
 func (b *inspectingBackend) Inspect(ctx context.Context, kind Kind, name string) (Info, error) {
 	if err := b.validate(ctx, name); err != nil {
-		return Info{}, err
+		return Info{}, b.fail("inspect", kind, name, err)
 	}
-	return b.in.Inspect(ctx, kind, name)
+	info, err := b.in.Inspect(ctx, kind, name)
+	return info, b.fail("inspect", kind, name, err)
 }
 
 func (b *inspectingBackend) Remove(ctx context.Context, kind Kind, name string) error {
 	if err := b.validate(ctx, name); err != nil {
-		return err
+		return b.fail("remove", kind, name, err)
 	}
-	return b.in.Remove(ctx, kind, name)
+	return b.fail("remove", kind, name, b.in.Remove(ctx, kind, name))
 }
 
 var (

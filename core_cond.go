@@ -24,95 +24,89 @@ type counted interface {
 	holdCount(ctx context.Context) int
 }
 
-func (c *condHandle) errf(format string, args ...any) error {
-	return fmt.Errorf("baton: cond %q: "+format, append([]any{c.name}, args...)...)
+// fail wraps the cause of a failed op in the handle's *Error.
+func (c *condHandle) fail(op string, err error) error {
+	return wrapErr(op, c.b.kind, KindCond, c.name, err)
 }
 
-func (c *condHandle) isClosed() bool { return c.closed.Load() }
-
 // Wait releases l, waits for a Signal or Broadcast, and locks l again before
-// it returns, also when ctx ends first.
+// it returns, also when ctx ends first. A failure of l's Unlock or Lock is
+// l's error, as l returned it.
 func (c *condHandle) Wait(ctx context.Context, l Locker) error {
+	werr, lerr := c.wait(ctx, l)
+	switch {
+	case lerr == nil:
+		return c.fail("wait", werr)
+	case werr == nil:
+		return lerr
+	default:
+		return errors.Join(c.fail("wait", werr), lerr)
+	}
+}
+
+// wait returns the cause of the wait's failure and the error of l.
+func (c *condHandle) wait(ctx context.Context, l Locker) (werr, lerr error) {
 	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return errNilContext, nil
 	}
 	if l == nil {
-		return c.errf("%w: nil lock", ErrInvalidArgument)
+		return fmt.Errorf("%w: nil lock", ErrInvalidArgument), nil
 	}
-	if c.isClosed() {
-		return c.errf("%w", ErrClosed)
+	if c.closed.Load() {
+		return ErrClosed, nil
 	}
 	if cl, ok := l.(counted); ok {
 		switch n := cl.holdCount(ctx); {
 		case n == 0:
-			return c.errf("wait: %w", ErrNotHeld)
+			return fmt.Errorf("%w: the lock is not held", ErrNotHeld), nil
 		case n > 1:
-			return c.errf("%w: wait with a lock held %d times", ErrInvalidArgument, n)
+			return fmt.Errorf("%w: wait with a lock held %d times", ErrInvalidArgument, n), nil
 		}
 	}
 	// Register before unlocking: a Signal sent after Unlock must find us.
 	ticket, err := c.d.Prepare(ctx)
 	if err != nil {
-		return c.errf("wait: %w", err)
+		return err, nil
 	}
 	if err := l.Unlock(ctx); err != nil {
 		c.d.Cancel(ticket)
-		return c.errf("wait: %w", err)
+		return nil, err
 	}
-	werr := c.d.Wait(ctx, ticket)
+	werr = c.d.Wait(ctx, ticket)
 	// Lock again whatever happened, as sync.Cond does; the caller's
 	// context may be done, so do not let it cut the re-lock short.
-	_, lerr := l.Lock(context.WithoutCancel(ctx))
-	switch {
-	case werr == nil && lerr == nil:
-		return nil
-	case lerr == nil:
-		return c.errf("wait: %w", werr)
-	case werr == nil:
-		return c.errf("wait: relock: %w", lerr)
-	default:
-		return c.errf("wait: %w", errors.Join(werr, lerr))
-	}
+	_, lerr = l.Lock(context.WithoutCancel(ctx))
+	return werr, lerr
 }
 
 func (c *condHandle) Signal(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	if c.isClosed() {
-		return c.errf("%w", ErrClosed)
-	}
-	if err := c.d.Signal(ctx); err != nil {
-		return c.errf("signal: %w", err)
-	}
-	return nil
+	return c.fail("signal", c.call(ctx, c.d.Signal))
 }
 
 func (c *condHandle) Broadcast(ctx context.Context) error {
+	return c.fail("broadcast", c.call(ctx, c.d.Broadcast))
+}
+
+func (c *condHandle) call(ctx context.Context, f func(context.Context) error) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return errNilContext
 	}
-	if c.isClosed() {
-		return c.errf("%w", ErrClosed)
+	if c.closed.Load() {
+		return ErrClosed
 	}
-	if err := c.d.Broadcast(ctx); err != nil {
-		return c.errf("broadcast: %w", err)
-	}
-	return nil
+	return f(ctx)
 }
 
 func (c *condHandle) Name() string { return c.name }
+func (c *condHandle) Close() error { return c.fail("close", c.close()) }
 
-func (c *condHandle) Close() error {
+func (c *condHandle) close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	err := c.d.Close()
 	c.b.forget(c)
-	if err != nil {
-		return c.errf("close: %w", err)
-	}
-	return nil
+	return err
 }
 
 var _ Cond = (*condHandle)(nil)

@@ -2,6 +2,7 @@ package baton
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -38,15 +39,7 @@ type passLine struct {
 	refs  int       // open handles on the line; guarded by coreBackend.mu
 	busy  bool      // the turn is taken (guarded by mu, as all below)
 	since time.Time // when the grant in force came from the driver
-	q     []*waiter // goroutines of every handle, FIFO
-}
-
-// nudge wakes w to look at its state.
-func nudge(w *waiter) {
-	select {
-	case w.ch <- struct{}{}:
-	default:
-	}
+	q     queue     // goroutines of every handle, FIFO
 }
 
 // giveTurn passes the turn to the head of the line, or frees it.
@@ -55,19 +48,9 @@ func (l *passLine) giveTurn() {
 		l.busy = false
 		return
 	}
-	w := l.q[0]
-	l.q = l.q[1:]
+	w := l.q.pop()
 	w.turn = true
-	nudge(w)
-}
-
-func (l *passLine) remove(w *waiter) {
-	for i, x := range l.q {
-		if x == w {
-			l.q = append(l.q[:i], l.q[i+1:]...)
-			return
-		}
-	}
+	w.nudge()
 }
 
 // leave takes the waiters of h, which is closing, out of the line and wakes
@@ -76,7 +59,7 @@ func (l *passLine) leave(h *lockHandle) {
 	q := l.q[:0]
 	for _, w := range l.q {
 		if w.h == h {
-			nudge(w)
+			w.nudge()
 			continue
 		}
 		q = append(q, w)
@@ -96,9 +79,9 @@ func (h *lockHandle) lockLine(ctx context.Context, owner Owner, try bool) (Hold,
 	}
 	if try {
 		h.mu.Unlock()
-		return Hold{}, h.errf("%w", ErrLocked)
+		return Hold{}, ErrLocked
 	}
-	w := &waiter{mode: Exclusive, owner: owner, ch: make(chan struct{}, 1), h: h}
+	w := newWaiter(Exclusive, owner, h)
 	l.q = append(l.q, w)
 	for {
 		h.mu.Unlock()
@@ -115,7 +98,7 @@ func (h *lockHandle) lockLine(ctx context.Context, owner Owner, try bool) (Hold,
 				l.giveTurn()
 			}
 			h.mu.Unlock()
-			return Hold{}, h.errf("%w", ErrClosed)
+			return Hold{}, ErrClosed
 		case w.granted:
 			if err := ctx.Err(); err != nil {
 				// Handed the hold as the context ended: the context
@@ -129,13 +112,13 @@ func (h *lockHandle) lockLine(ctx context.Context, owner Owner, try bool) (Hold,
 			if err := ctx.Err(); err != nil {
 				l.giveTurn()
 				h.mu.Unlock()
-				return Hold{}, h.errf("%w", err)
+				return Hold{}, err
 			}
 			return h.acquireLine(ctx, owner, false)
 		case ctx.Err() != nil:
-			l.remove(w)
+			l.q.remove(w)
 			h.mu.Unlock()
-			return Hold{}, h.errf("%w", ctx.Err())
+			return Hold{}, ctx.Err()
 		}
 	}
 }
@@ -147,13 +130,13 @@ func (h *lockHandle) lockLine(ctx context.Context, owner Owner, try bool) (Hold,
 func (h *lockHandle) giveBack(ctx context.Context, cause error) error {
 	if h.wCount--; h.wCount > 0 {
 		h.mu.Unlock()
-		return h.errf("%w", cause)
+		return cause
 	}
 	h.wOwner = 0
 	if rerr := h.releaseGrant(ctx); rerr != nil {
-		return h.errf("%w (releasing: %v)", cause, rerr)
+		return fmt.Errorf("%w (releasing: %v)", cause, rerr)
 	}
-	return h.errf("%w", cause)
+	return cause
 }
 
 // acquireLine asks the driver for a grant, with the turn. Entered with h.mu
@@ -164,13 +147,13 @@ func (h *lockHandle) acquireLine(ctx context.Context, owner Owner, try bool) (Ho
 	h.mu.Lock()
 	h.cancelAcq = nil
 	h.acquiring = false
-	h.idle.Broadcast()
+	h.idle.broadcast()
 	if err != nil {
 		h.line.giveTurn()
 		closed := h.closed
 		h.mu.Unlock()
 		if closed {
-			return Hold{}, h.errf("%w", ErrClosed)
+			return Hold{}, ErrClosed
 		}
 		return Hold{}, err
 	}
@@ -194,13 +177,12 @@ func (h *lockHandle) acquireLine(ctx context.Context, owner Owner, try bool) (Ho
 func (h *lockHandle) passOn(ctx context.Context, g driver.Grant) error {
 	l := h.line
 	if len(l.q) > 0 && time.Since(l.since) < passFor {
-		if ng, ok := h.pass.Pass(g); ok {
-			w := l.q[0]
-			l.q = l.q[1:]
+		if ng, ok := h.d.(driver.Passer).Pass(g); ok {
+			w := l.q.pop()
 			r := w.h
 			r.held, r.grant, r.writer, r.wOwner, r.wCount = true, ng, true, w.owner, 1
 			w.granted = true
-			nudge(w)
+			w.nudge()
 			h.mu.Unlock()
 			return nil
 		}
@@ -210,11 +192,8 @@ func (h *lockHandle) passOn(ctx context.Context, g driver.Grant) error {
 	err := h.d.Release(context.WithoutCancel(ctx), g)
 	h.mu.Lock()
 	h.busy = false
-	h.idle.Broadcast()
+	h.idle.broadcast()
 	l.giveTurn()
 	h.mu.Unlock()
-	if err != nil {
-		return h.errf("unlock: %w", err)
-	}
-	return nil
+	return err
 }

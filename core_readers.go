@@ -2,13 +2,63 @@ package baton
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/batonlock/baton/driver"
 )
 
 // Readers of one handle share one Shared grant of the driver; this file
-// decides when a new reader may join it.
+// keeps their holds and decides when a new reader may join it.
+
+// readState is the reader bookkeeping of an RWMutex handle, guarded by the
+// handle's mutex.
+type readState struct {
+	readers   int // local read holds, owned and anonymous
+	anon      int // anonymous read holds (part of readers)
+	owners    map[Owner]int
+	batchEnd  time.Time   // the Shared grant admits new readers until then
+	probing   bool        // a reader is asking the backend through spare
+	spare     driver.Lock // second driver of the name, for probe; nil until needed
+	probeAt   time.Time   // no probe before then (the last one failed)
+	probeWait time.Duration
+}
+
+func (h *lockHandle) addReader(owner Owner) {
+	r := h.r
+	r.readers++
+	if owner == 0 {
+		r.anon++
+		return
+	}
+	if r.owners == nil {
+		r.owners = make(map[Owner]int)
+	}
+	r.owners[owner]++
+}
+
+// drop takes off one read hold of owner, and reports false if it has none.
+func (r *readState) drop(owner Owner) bool {
+	switch {
+	case owner == 0 && r.anon > 0:
+		r.anon--
+	case owner != 0 && r.owners[owner] > 0:
+		if r.owners[owner]--; r.owners[owner] == 0 {
+			delete(r.owners, owner)
+		}
+	default:
+		return false
+	}
+	r.readers--
+	return true
+}
+
+// clear forgets every read hold.
+func (r *readState) clear() {
+	if r != nil {
+		r.readers, r.anon, r.owners = 0, 0, nil
+	}
+}
 
 // readBatch is how long a Shared grant admits new local readers without
 // asking the backend. Local readers share one grant of the backend; if they
@@ -27,21 +77,23 @@ const maxProbeWait = 100 * time.Millisecond
 
 // joinable reports whether the handle holds a Shared grant that no call
 // into the driver is changing.
-func (h *lockHandle) joinable() bool { return h.held && !h.writer && !h.busy && !h.acquiring }
+func (h *lockHandle) joinable() bool {
+	return h.r != nil && h.held && !h.writer && !h.busy && !h.acquiring
+}
 
 // canJoin reports whether a new reader may share the current grant.
 func (h *lockHandle) canJoin() bool {
-	return h.joinable() && !h.closed && time.Now().Before(h.batchEnd)
+	return h.joinable() && !h.closed && time.Now().Before(h.r.batchEnd)
 }
 
 // lateReady reports whether a reader that may not join the grant (its
 // window closed) should probe the backend now.
 func (h *lockHandle) lateReady() bool {
-	if !h.joinable() || h.closed || h.probing {
+	if !h.joinable() || h.closed || h.r.probing {
 		return false
 	}
 	now := time.Now()
-	return !now.Before(h.batchEnd) && !now.Before(h.probeAt)
+	return !now.Before(h.r.batchEnd) && !now.Before(h.r.probeAt)
 }
 
 // probe asks the backend whether a writer of another handle holds or
@@ -51,8 +103,8 @@ func (h *lockHandle) lateReady() bool {
 // once), the handle's grant admits readers for another readBatch.
 // Entered and left with h.mu held.
 func (h *lockHandle) probe(ctx context.Context) {
-	h.probing = true
-	sp := h.spare
+	h.r.probing = true
+	sp := h.r.spare
 	h.mu.Unlock()
 	var err error
 	if sp == nil {
@@ -70,18 +122,95 @@ func (h *lockHandle) probe(ctx context.Context) {
 		}
 	}
 	h.mu.Lock()
-	h.spare = sp
-	h.probing = false
-	h.idle.Broadcast()
+	h.r.spare = sp
+	h.r.probing = false
+	h.idle.broadcast()
 	now := time.Now()
 	if free {
-		h.probeWait = 0
+		h.r.probeWait = 0
 		if h.joinable() {
-			h.batchEnd = now.Add(readBatch)
+			h.r.batchEnd = now.Add(readBatch)
 		}
 	} else {
-		h.probeWait = min(max(2*h.probeWait, readBatch), maxProbeWait)
-		h.probeAt = now.Add(h.probeWait)
+		h.r.probeWait = min(max(2*h.r.probeWait, readBatch), maxProbeWait)
+		h.r.probeAt = now.Add(h.r.probeWait)
 	}
-	h.kick()
+	h.q.kick()
+}
+
+// downgradeLocked turns the held Exclusive grant into a Shared one. Entered
+// with h.mu held, writer cleared of its owner; returns with h.mu released.
+func (h *lockHandle) downgradeLocked(ctx context.Context) error {
+	g := h.grant
+	h.busy = true
+	h.mu.Unlock()
+	ng, err := h.d.Downgrade(context.WithoutCancel(ctx), g)
+	h.mu.Lock()
+	h.busy = false
+	h.idle.broadcast()
+	if err != nil {
+		// The hold cannot be kept in read mode: give it up entirely so
+		// that the handle stays consistent, and report why.
+		h.r.clear()
+		h.wCount = 0
+		if rerr := h.releaseGrant(ctx); rerr != nil {
+			return fmt.Errorf("%w (release: %v)", err, rerr)
+		}
+		return err
+	}
+	h.grant = ng
+	h.writer = false
+	h.r.batchEnd = time.Now().Add(readBatch)
+	h.q.kick()
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *lockHandle) downgrade(ctx context.Context) (Hold, error) {
+	if ctx == nil {
+		return Hold{}, errNilContext
+	}
+	owner := OwnerOf(ctx)
+	h.mu.Lock()
+	h.waitIdle()
+	if !h.writer || h.wOwner != owner {
+		h.mu.Unlock()
+		return Hold{}, ErrNotHeld
+	}
+	if h.wCount != 1 {
+		h.mu.Unlock()
+		return Hold{}, fmt.Errorf("%w: downgrade of a write lock held %d times", ErrInvalidArgument, h.wCount)
+	}
+	h.wCount = 0
+	h.wOwner = 0
+	h.addReader(owner)
+	if err := h.downgradeLocked(ctx); err != nil {
+		return Hold{}, err
+	}
+	h.mu.Lock()
+	hd := h.hold()
+	h.mu.Unlock()
+	return hd, nil
+}
+
+func (h *lockHandle) runlock(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	owner := OwnerOf(ctx)
+	h.mu.Lock()
+	h.waitIdle()
+	if !h.r.drop(owner) {
+		closed := h.closed
+		h.mu.Unlock()
+		if closed {
+			return ErrClosed
+		}
+		return ErrNotHeld
+	}
+	if h.r.readers > 0 || h.writer {
+		h.mu.Unlock()
+		return nil
+	}
+	return h.releaseGrant(ctx)
 }

@@ -2,7 +2,6 @@ package baton
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -20,101 +19,89 @@ type semHandle struct {
 
 	mu sync.Mutex
 	// All below guarded by mu.
-	closed    bool
-	busy      bool       // an Acquire is in the driver
-	idle      *sync.Cond // on mu: signalled when busy becomes false
-	cancelAcq context.CancelFunc
-	q         []*waiter
+	handleQueue
+	busy      bool           // an Acquire is in the driver
 	grants    []driver.Grant // held grants, newest last
 	held      int64          // permits held, the sum of grants[i].N
 	releasing sync.WaitGroup
 }
 
-func (s *semHandle) errf(format string, args ...any) error {
-	return fmt.Errorf("baton: semaphore %q: "+format, append([]any{s.name}, args...)...)
-}
-
-func (s *semHandle) kick() {
-	if len(s.q) > 0 {
-		select {
-		case s.q[0].ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (s *semHandle) check(ctx context.Context, n int64) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	if err := ValidatePermits(n, s.capacity); err != nil {
-		return s.errf("%w", err)
-	}
-	return nil
+// fail wraps the cause of a failed op in the handle's *Error.
+func (s *semHandle) fail(op string, err error) error {
+	return wrapErr(op, s.b.kind, KindSemaphore, s.name, err)
 }
 
 func (s *semHandle) Acquire(ctx context.Context, n int64) (Hold, error) {
-	return s.acquire(ctx, n, false)
+	hd, err := s.acquire(ctx, n, false)
+	if err != nil {
+		return Hold{}, s.fail("acquire", err)
+	}
+	return hd, nil
 }
 
 func (s *semHandle) TryAcquire(ctx context.Context, n int64) (Hold, error) {
-	return s.acquire(ctx, n, true)
+	hd, err := s.acquire(ctx, n, true)
+	if err != nil {
+		return Hold{}, s.fail("tryacquire", err)
+	}
+	return hd, nil
 }
 
 func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error) {
-	if err := s.check(ctx, n); err != nil {
+	if ctx == nil {
+		return Hold{}, errNilContext
+	}
+	if err := ValidatePermits(n, s.capacity); err != nil {
 		return Hold{}, err
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return Hold{}, s.errf("%w", ErrClosed)
+		return Hold{}, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		s.mu.Unlock()
-		return Hold{}, s.errf("%w", err)
+		return Hold{}, err
 	}
 	if s.busy || len(s.q) > 0 {
 		if try {
 			s.mu.Unlock()
-			return Hold{}, s.errf("%w", ErrLocked)
+			return Hold{}, ErrLocked
 		}
-		w := &waiter{ch: make(chan struct{}, 1)}
+		w := newWaiter(Shared, 0, nil)
 		s.q = append(s.q, w)
 		for s.busy || s.q[0] != w || s.closed {
 			if s.closed {
-				s.removeWaiter(w)
+				s.q.leave(w)
 				s.mu.Unlock()
-				return Hold{}, s.errf("%w", ErrClosed)
+				return Hold{}, ErrClosed
 			}
 			s.mu.Unlock()
 			select {
 			case <-w.ch:
 				s.mu.Lock()
 				if err := ctx.Err(); err != nil {
-					s.removeWaiter(w)
+					s.q.leave(w)
 					s.mu.Unlock()
-					return Hold{}, s.errf("%w", err)
+					return Hold{}, err
 				}
 			case <-ctx.Done():
 				s.mu.Lock()
-				s.removeWaiter(w)
+				s.q.leave(w)
 				s.mu.Unlock()
-				return Hold{}, s.errf("%w", ctx.Err())
+				return Hold{}, ctx.Err()
 			}
 		}
-		s.q = s.q[1:]
+		s.q.pop()
 	}
 	s.busy = true
-	var (
-		g   driver.Grant
-		err error
-	)
-	g, err = s.callDriver(ctx, n, try)
+	g, err := s.callDriver(&s.mu, ctx, try, cheap(s.d),
+		func(ctx context.Context) (driver.Grant, error) { return s.d.TryAcquire(ctx, n) },
+		func(ctx context.Context) (driver.Grant, error) { return s.d.Acquire(ctx, n) })
 	s.mu.Lock()
 	s.busy, s.cancelAcq = false, nil
-	s.idle.Broadcast()
-	s.kick()
+	s.idle.broadcast()
+	s.q.kick()
 	if err == nil && (s.closed || ctx.Err() != nil) {
 		// Closed meanwhile, or ctx ended before the grant reached the
 		// caller: the context wins and the permits go back (Close waits
@@ -126,17 +113,17 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 		s.releasing.Done()
 		switch {
 		case closed:
-			return Hold{}, s.errf("%w", ErrClosed)
+			return Hold{}, ErrClosed
 		case rerr != nil:
-			return Hold{}, s.errf("%w (giving back the permits: %v)", ctx.Err(), rerr)
+			return Hold{}, fmt.Errorf("%w (giving back the permits: %v)", ctx.Err(), rerr)
 		}
-		return Hold{}, s.errf("%w", ctx.Err())
+		return Hold{}, ctx.Err()
 	}
 	if err != nil {
 		closed := s.closed
 		s.mu.Unlock()
 		if closed {
-			return Hold{}, s.errf("%w", ErrClosed)
+			return Hold{}, ErrClosed
 		}
 		return Hold{}, err
 	}
@@ -147,50 +134,17 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 	return newHold(Token(g.Token), Shared, g.Recovered, g.Loss), nil
 }
 
-// callDriver runs the driver's acquisition. It is entered with s.mu held
-// and returns with s.mu released. Drivers whose TryAcquire is cheap are tried
-// first, so that an uncontended Acquire does not pay for a cancellable wait.
-func (s *semHandle) callDriver(ctx context.Context, n int64, try bool) (driver.Grant, error) {
-	tf, cheap := s.d.(driver.TryFirst)
-	if try || cheap && tf.TryFirst() {
-		s.mu.Unlock()
-		g, err := s.d.TryAcquire(ctx, n)
-		if try || !errors.Is(err, ErrLocked) {
-			return g, err
-		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return driver.Grant{}, s.errf("%w", ErrClosed)
-		}
-	}
-	// Close cancels the wait through cancelAcq.
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	s.cancelAcq = cancel
-	s.mu.Unlock()
-	return s.d.Acquire(actx, n)
-}
-
-func (s *semHandle) removeWaiter(w *waiter) {
-	for i, x := range s.q {
-		if x == w {
-			s.q = append(s.q[:i], s.q[i+1:]...)
-			if i == 0 {
-				s.kick()
-			}
-			return
-		}
-	}
-}
-
 // Release gives back n permits held by this handle, newest grants first.
 func (s *semHandle) Release(ctx context.Context, n int64) error {
+	return s.fail("release", s.release(ctx, n))
+}
+
+func (s *semHandle) release(ctx context.Context, n int64) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return errNilContext
 	}
 	if n <= 0 {
-		return s.errf("%w: release of %d permits", ErrInvalidArgument, n)
+		return fmt.Errorf("%w: release of %d permits", ErrInvalidArgument, n)
 	}
 	s.mu.Lock()
 	if n > s.held {
@@ -198,9 +152,9 @@ func (s *semHandle) Release(ctx context.Context, n int64) error {
 		held := s.held
 		s.mu.Unlock()
 		if closed {
-			return s.errf("%w", ErrClosed)
+			return ErrClosed
 		}
-		return s.errf("release of %d permits, %d held: %w", n, held, ErrNotHeld)
+		return fmt.Errorf("%w: release of %d permits, %d held", ErrNotHeld, n, held)
 	}
 	type part struct {
 		g driver.Grant
@@ -228,7 +182,7 @@ func (s *semHandle) Release(ctx context.Context, n int64) error {
 	var firstErr error
 	for _, p := range parts {
 		if err := s.d.Release(context.WithoutCancel(ctx), p.g, p.k); err != nil && firstErr == nil {
-			firstErr = s.errf("release: %w", err)
+			firstErr = err
 		}
 	}
 	return firstErr
@@ -236,25 +190,17 @@ func (s *semHandle) Release(ctx context.Context, n int64) error {
 
 func (s *semHandle) Capacity() int64 { return s.capacity }
 func (s *semHandle) Name() string    { return s.name }
+func (s *semHandle) Close() error    { return s.fail("close", s.close()) }
 
-func (s *semHandle) Close() error {
+func (s *semHandle) close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
-	if s.cancelAcq != nil {
-		s.cancelAcq()
-	}
-	for _, w := range s.q {
-		select {
-		case w.ch <- struct{}{}:
-		default:
-		}
-	}
+	s.closeQueue()
 	for s.busy { // the Acquire in progress was cancelled and returns promptly
-		s.idle.Wait()
+		s.idle.wait(&s.mu)
 	}
 	grants := s.grants
 	s.grants, s.held = nil, 0
@@ -263,11 +209,11 @@ func (s *semHandle) Close() error {
 	var err error
 	for _, g := range grants {
 		if rerr := s.d.Release(context.Background(), g, g.N); rerr != nil && err == nil {
-			err = s.errf("close: %w", rerr)
+			err = rerr
 		}
 	}
 	if cerr := s.d.Close(); cerr != nil && err == nil {
-		err = s.errf("close: %w", cerr)
+		err = cerr
 	}
 	s.b.forget(s)
 	return err

@@ -155,6 +155,8 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"RWLateReaders", testRWLateReaders, s.Caps.RWMutex},
 		{"RWOneHandleStream", testRWOneHandleStream, s.Caps.RWMutex},
 		{"LockCancelRace", testLockCancelRace, true},
+		{"ManyHandles", testManyHandles, true},
+		{"CloseWhilePassing", testCloseWhilePassing, true},
 		{"SemCancelRace", testSemCancelRace, s.Caps.Semaphore},
 		{"SemBasics", testSemBasics, s.Caps.Semaphore},
 		{"CondBasics", testCondBasics, s.Caps.Cond},
