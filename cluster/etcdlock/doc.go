@@ -32,8 +32,10 @@
 //   - Cond: a waiter registers a key and watches it; Signal deletes the
 //     oldest registered key, Broadcast all of them.
 //
-// Two handles of one Backend share its session but never a key: each
-// acquisition has its own, so they exclude each other like two processes.
+// Two handles of one Backend share its session but never hold a key at
+// once: each acquisition from etcd has its own key, so they exclude each
+// other like two processes, and a Mutex key passed to another handle is
+// the first handle's no more.
 //
 // # Options
 //

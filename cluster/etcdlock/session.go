@@ -242,7 +242,7 @@ func (s *session) close(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, s.o.requestTimeout)
 	defer cancel()
 	if _, err := s.c.Revoke(rctx, s.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("etcdlock: revoke lease %x: %w", int64(s.id), err)
+		return fmt.Errorf("revoke lease %x: %w", int64(s.id), err)
 	}
 	return nil
 }
