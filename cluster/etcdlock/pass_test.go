@@ -3,6 +3,8 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ func testPass(t *testing.T, c *cluster) {
 	t.Run("Tokens", func(t *testing.T) { testPassTokens(t, c) })
 	t.Run("Loss", func(t *testing.T) { testPassLoss(t, c) })
 	t.Run("RacesRemove", func(t *testing.T) { testPassRacesRemove(t, c) })
+	t.Run("Stress", func(t *testing.T) { testPassStress(t, c) })
 }
 
 // passDrivers opens n Mutex drivers of one name on one backend driver.
@@ -204,4 +207,67 @@ func testPassRacesRemove(t *testing.T, c *cluster) {
 	if passed == 0 {
 		t.Error("no pass happened")
 	}
+}
+
+// Handles of two Backends contend on one Mutex, some with deadlines short
+// enough to be cancelled while queued: holds never overlap, and tokens
+// taken in the order of holding only grow, across passes within a Backend
+// and acquisitions from etcd alike.
+func testPassStress(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	var (
+		inside, overlaps atomic.Int32
+		mu               sync.Mutex
+		last             baton.Token // guarded by mu
+		held             int         // guarded by mu
+		wg               sync.WaitGroup
+	)
+	stop := time.Now().Add(2 * time.Second)
+	for range 2 {
+		b, _ := fast(t, c, "pass-stress")
+		for w := range 4 {
+			m := must(b.Mutex(ctx, "m")).get(t)
+			t.Cleanup(func() { m.Close() })
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; time.Now().Before(stop); i++ {
+					lctx, cancel := ctx, context.CancelFunc(func() {})
+					if (i+w)%3 == 0 {
+						lctx, cancel = context.WithTimeout(ctx, time.Duration(i%4)*500*time.Microsecond)
+					}
+					h, err := m.Lock(lctx)
+					cancel()
+					if err != nil {
+						if lctx.Err() == nil {
+							t.Errorf("lock: %v", err)
+							return
+						}
+						continue
+					}
+					if inside.Add(1) != 1 {
+						overlaps.Add(1)
+					}
+					mu.Lock()
+					if h.Token() <= last {
+						t.Errorf("token %d after %d", h.Token(), last)
+					}
+					last = h.Token()
+					held++
+					mu.Unlock()
+					inside.Add(-1)
+					if err := m.Unlock(ctx); err != nil {
+						t.Errorf("unlock: %v", err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("%d overlapping holds", n)
+	}
+	t.Logf("%d holds", held)
+	checkEmpty(t, c, "pass-stress/")
 }
