@@ -391,8 +391,13 @@ func testInspector(t *testing.T, c *cluster) {
 	b2, _ := fast(t, c, "inspect")
 	m2 := must(b2.Mutex(ctx, "a/b")).get(t)
 	go func() { _, _ = m2.Lock(ctx) }()
-	time.Sleep(100 * time.Millisecond)
-	info := must(in.Inspect(ctx, baton.KindMutex, "a/b")).get(t)
+	var info baton.Info
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		info = must(in.Inspect(ctx, baton.KindMutex, "a/b")).get(t)
+		if info.Waiters != 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	host, _ := os.Hostname()
 	if len(info.Holders) != 1 || info.Waiters != 1 {
 		t.Fatalf("info %+v: want 1 holder, 1 waiter", info)
