@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -50,16 +51,17 @@ type backend struct {
 	closeMu sync.Mutex // serialises Close
 }
 
-// New returns a Backend on an etcd client. The client stays the caller's:
-// closing the Backend revokes its lease but does not close the client. No
-// request is made until the first acquisition.
-func New(client *clientv3.Client, opts ...Option) (baton.Backend, error) {
+// New returns a Backend on an etcd client, with the options of package lease
+// and those of this package (see options.go for what they do on etcd). The
+// client stays the caller's: closing the Backend revokes its lease but does
+// not close the client. No request is made until the first acquisition.
+func New(client *clientv3.Client, opts ...lease.Option) (baton.Backend, error) {
 	if client == nil {
 		return nil, invalid("nil client")
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("etcdlock: %w", err)
 	}
 	return baton.NewBackend(newBackend(client, false, o)), nil
 }
@@ -86,16 +88,16 @@ func (b *backend) session(ctx context.Context) (*session, error) {
 		return s, nil
 	}
 	if b.closed.Load() {
-		return nil, fmt.Errorf("etcdlock: %w", baton.ErrClosed)
+		return nil, baton.ErrClosed
 	}
 	select {
 	case b.slot <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("etcdlock: open session: %w", ctx.Err())
+		return nil, fmt.Errorf("open session: %w", ctx.Err())
 	}
 	defer func() { <-b.slot }()
 	if b.closed.Load() {
-		return nil, fmt.Errorf("etcdlock: %w", baton.ErrClosed)
+		return nil, baton.ErrClosed
 	}
 	if s := b.cur.Load(); s != nil && s.ended() == nil {
 		return s, nil

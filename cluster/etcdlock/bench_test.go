@@ -9,121 +9,145 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 )
 
 // The benchmarks compare baton's etcd Mutex with etcd's own
 // concurrency.Mutex on the same embedded single-member server:
 //
-//	go test -run '^$' -bench . -benchtime 400x ./cluster/etcdlock
+//	go test -run '^$' -bench . ./cluster/etcdlock
 //
 // Metrics: acq/s (acquisitions per second), handoff-p50-ms (holder's
 // Unlock to the next waiter holding), overlaps (holds that overlapped:
 // must be 0 for a lock), spread (fewest/most acquisitions per goroutine:
 // 1 is perfectly fair).
-func BenchmarkEtcd(b *testing.B) {
+
+// benchEnv is a server, a client and a baton Backend for one benchmark.
+type benchEnv struct {
+	cl  *clientv3.Client
+	be  baton.Backend
+	seq int
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
 	c := startCluster(b, 1)
 	cl := c.client(b)
-	ctx := context.Background()
-	be, err := New(cl, WithPrefix("bench"))
+	be, err := New(cl, lease.WithPrefix("bench"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer be.Close()
-	seq := 0
-	name := func() string { seq++; return fmt.Sprintf("b%d", seq) }
-	session := func(b *testing.B) *concurrency.Session {
-		s, err := concurrency.NewSession(cl, concurrency.WithTTL(10))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
-		return s
+	b.Cleanup(func() { be.Close() })
+	return &benchEnv{cl: cl, be: be}
+}
+
+func (e *benchEnv) name() string { e.seq++; return fmt.Sprintf("b%d", e.seq) }
+
+func (e *benchEnv) session(b *testing.B) *concurrency.Session {
+	s, err := concurrency.NewSession(e.cl, concurrency.WithTTL(10))
+	if err != nil {
+		b.Fatal(err)
 	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
 
-	// Uncontended Lock+Unlock, baton and concurrency.Mutex interleaved
-	// pair by pair so that both see the same load on a shared machine.
-	b.Run("Uncontended", func(b *testing.B) {
-		m, err := be.Mutex(ctx, name())
+// mutexes opens n baton handles of one new name.
+func (e *benchEnv) mutexes(b *testing.B, n int) []baton.Mutex {
+	name := e.name()
+	ms := make([]baton.Mutex, n)
+	for i := range ms {
+		m, err := e.be.Mutex(context.Background(), name)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer m.Close()
-		cm := concurrency.NewMutex(session(b), "cm/"+name())
-		var tb, tc []time.Duration
-		for b.Loop() {
-			t0 := time.Now()
-			if _, err := m.Lock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			t1 := time.Now()
-			if err := cm.Lock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := cm.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			tb, tc = append(tb, t1.Sub(t0)), append(tc, time.Since(t1))
-		}
-		slices.Sort(tb)
-		slices.Sort(tc)
-		pb, pc := tb[len(tb)/2], tc[len(tc)/2]
-		b.ReportMetric(float64(pb.Microseconds())/1000, "baton-p50-ms")
-		b.ReportMetric(float64(pc.Microseconds())/1000, "concurrency-p50-ms")
-		b.ReportMetric(float64(pb)/float64(pc), "ratio")
-	})
+		b.Cleanup(func() { m.Close() })
+		ms[i] = m
+	}
+	return ms
+}
 
-	// 16 goroutines, each with its own handle (baton) or its own session
-	// (concurrency), take turns on one key.
-	const workers = 16
-	contended := func(b *testing.B, hold time.Duration, lock func(w int) (unlock func())) {
-		var (
-			inside, overlaps atomic.Int32
-			counts           [workers]int
-			left             atomic.Int64
-			wg               sync.WaitGroup
-		)
-		left.Store(int64(b.N))
-		start := time.Now()
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for left.Add(-1) >= 0 {
-					unlock := lock(w)
-					if inside.Add(1) != 1 {
-						overlaps.Add(1)
-					}
-					counts[w]++
-					if hold > 0 {
-						time.Sleep(hold)
-					}
-					inside.Add(-1)
-					unlock()
+const workers = 16
+
+// contended runs workers goroutines taking turns on one lock, b.N
+// acquisitions in all.
+func contended(b *testing.B, hold time.Duration, lock func(w int) (unlock func())) {
+	var (
+		inside, overlaps atomic.Int32
+		counts           [workers]int
+		left             atomic.Int64
+		wg               sync.WaitGroup
+	)
+	left.Store(int64(b.N))
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				unlock := lock(w)
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
 				}
-			}()
-		}
-		wg.Wait()
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "acq/s")
-		b.ReportMetric(float64(overlaps.Load()), "overlaps")
-		b.ReportMetric(float64(slices.Min(counts[:]))/float64(max(1, slices.Max(counts[:]))), "spread")
-	}
-	b.Run("Contended16/baton", func(b *testing.B) {
-		n := name()
-		var ms [workers]baton.Mutex
-		for i := range ms {
-			m, err := be.Mutex(ctx, n)
-			if err != nil {
-				b.Fatal(err)
+				counts[w]++
+				if hold > 0 {
+					time.Sleep(hold)
+				}
+				inside.Add(-1)
+				unlock()
 			}
-			defer m.Close()
-			ms[i] = m
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "acq/s")
+	b.ReportMetric(float64(overlaps.Load()), "overlaps")
+	b.ReportMetric(float64(slices.Min(counts[:]))/float64(max(1, slices.Max(counts[:]))), "spread")
+}
+
+// Uncontended Lock+Unlock, baton and concurrency.Mutex interleaved pair by
+// pair so that both see the same load on a shared machine.
+func BenchmarkUncontended(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	m := e.mutexes(b, 1)[0]
+	cm := concurrency.NewMutex(e.session(b), "cm/"+e.name())
+	var tb, tc []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
 		}
+		if err := m.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := cm.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := cm.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		tb, tc = append(tb, t1.Sub(t0)), append(tc, time.Since(t1))
+	}
+	slices.Sort(tb)
+	slices.Sort(tc)
+	pb, pc := tb[len(tb)/2], tc[len(tc)/2]
+	b.ReportMetric(float64(pb.Microseconds())/1000, "baton-p50-ms")
+	b.ReportMetric(float64(pc.Microseconds())/1000, "concurrency-p50-ms")
+	b.ReportMetric(float64(pb)/float64(pc), "ratio")
+}
+
+// 16 goroutines, each with its own handle of one Backend (baton) or its own
+// session (concurrency), take turns on one key. baton's handles of one
+// Backend pass the hold among themselves.
+func BenchmarkContended16(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	b.Run("baton", func(b *testing.B) {
+		ms := e.mutexes(b, workers)
 		contended(b, 0, func(w int) func() {
 			if _, err := ms[w].Lock(ctx); err != nil {
 				b.Error(err)
@@ -135,11 +159,11 @@ func BenchmarkEtcd(b *testing.B) {
 			}
 		})
 	})
-	b.Run("Contended16/concurrency", func(b *testing.B) {
-		n := "cm/" + name()
+	b.Run("concurrency", func(b *testing.B) {
+		n := "cm/" + e.name()
 		var ms [workers]*concurrency.Mutex
 		for i := range ms {
-			ms[i] = concurrency.NewMutex(session(b), n)
+			ms[i] = concurrency.NewMutex(e.session(b), n)
 		}
 		contended(b, 0, func(w int) func() {
 			if err := ms[w].Lock(ctx); err != nil {
@@ -152,20 +176,16 @@ func BenchmarkEtcd(b *testing.B) {
 			}
 		})
 	})
-	// 16 goroutines sharing one session: baton's handles of one Backend
-	// share its lease, and still exclude each other; concurrency.Mutex
-	// values on one session share one key, and all "hold" at once.
-	b.Run("SharedSession16/baton", func(b *testing.B) {
-		n := name()
-		var ms [workers]baton.Mutex
-		for i := range ms {
-			m, err := be.Mutex(ctx, n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close()
-			ms[i] = m
-		}
+}
+
+// 16 goroutines sharing one session: baton's handles of one Backend share
+// its lease, and still exclude each other; concurrency.Mutex values on one
+// session share one key, and all "hold" at once.
+func BenchmarkSharedSession16(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	b.Run("baton", func(b *testing.B) {
+		ms := e.mutexes(b, workers)
 		contended(b, 100*time.Microsecond, func(w int) func() {
 			if _, err := ms[w].Lock(ctx); err != nil {
 				b.Error(err)
@@ -173,9 +193,9 @@ func BenchmarkEtcd(b *testing.B) {
 			return func() { _ = ms[w].Unlock(ctx) }
 		})
 	})
-	b.Run("SharedSession16/concurrency", func(b *testing.B) {
-		n := "cm/" + name()
-		s := session(b)
+	b.Run("concurrency", func(b *testing.B) {
+		n := "cm/" + e.name()
+		s := e.session(b)
 		var ms [workers]*concurrency.Mutex
 		for i := range ms {
 			ms[i] = concurrency.NewMutex(s, n)
@@ -187,42 +207,17 @@ func BenchmarkEtcd(b *testing.B) {
 			return func() { _ = ms[w].Unlock(ctx) }
 		})
 	})
+}
 
-	// Handoff: two goroutines alternate strictly; the time from one's
-	// Unlock to the other's Lock returning is measured.
-	handoff := func(b *testing.B, lock [2]func(), unlock [2]func()) {
-		var lat []time.Duration
-		lock[0]()
-		for b.Loop() {
-			got := make(chan time.Time)
-			go func() {
-				lock[1]()
-				got <- time.Now()
-			}()
-			time.Sleep(2 * time.Millisecond) // let the waiter queue
-			t0 := time.Now()
-			unlock[0]()
-			lat = append(lat, (<-got).Sub(t0))
-			lock, unlock = [2]func(){lock[1], lock[0]}, [2]func(){unlock[1], unlock[0]}
-		}
-		unlock[0]()
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "handoff-p50-ms")
-		b.ReportMetric(float64(lat[len(lat)*9/10].Microseconds())/1000, "handoff-p90-ms")
-	}
-	b.Run("Handoff/baton", func(b *testing.B) {
-		n := name()
-		var ms [2]baton.Mutex
-		for i := range ms {
-			m, err := be.Mutex(ctx, n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close()
-			ms[i] = m
-		}
+// Handoff: two goroutines alternate strictly; the time from one's Unlock
+// to the other's Lock returning is measured. baton's two handles are of one
+// Backend (the hold is passed) and of two Backends (it goes through etcd).
+func BenchmarkHandoff(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	batonPair := func(b *testing.B, ms []baton.Mutex) {
 		var lock, unlock [2]func()
-		for i := range ms {
+		for i := range 2 {
 			m := ms[i]
 			lock[i] = func() {
 				if _, err := m.Lock(ctx); err != nil {
@@ -236,12 +231,27 @@ func BenchmarkEtcd(b *testing.B) {
 			}
 		}
 		handoff(b, lock, unlock)
+	}
+	b.Run("baton", func(b *testing.B) { batonPair(b, e.mutexes(b, 2)) })
+	b.Run("baton-two-backends", func(b *testing.B) {
+		other, err := New(e.cl, lease.WithPrefix("bench"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { other.Close() })
+		ms := e.mutexes(b, 1)
+		m, err := other.Mutex(ctx, ms[0].Name())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { m.Close() })
+		batonPair(b, append(ms, m))
 	})
-	b.Run("Handoff/concurrency", func(b *testing.B) {
-		n := "cm/" + name()
+	b.Run("concurrency", func(b *testing.B) {
+		n := "cm/" + e.name()
 		var lock, unlock [2]func()
 		for i := range 2 {
-			m := concurrency.NewMutex(session(b), n)
+			m := concurrency.NewMutex(e.session(b), n)
 			lock[i] = func() {
 				if err := m.Lock(ctx); err != nil {
 					b.Error(err)
@@ -255,4 +265,25 @@ func BenchmarkEtcd(b *testing.B) {
 		}
 		handoff(b, lock, unlock)
 	})
+}
+
+func handoff(b *testing.B, lock [2]func(), unlock [2]func()) {
+	var lat []time.Duration
+	lock[0]()
+	for b.Loop() {
+		got := make(chan time.Time)
+		go func() {
+			lock[1]()
+			got <- time.Now()
+		}()
+		time.Sleep(2 * time.Millisecond) // let the waiter queue
+		t0 := time.Now()
+		unlock[0]()
+		lat = append(lat, (<-got).Sub(t0))
+		lock, unlock = [2]func(){lock[1], lock[0]}, [2]func(){unlock[1], unlock[0]}
+	}
+	unlock[0]()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "handoff-p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*9/10].Microseconds())/1000, "handoff-p90-ms")
 }

@@ -33,16 +33,12 @@ func (b *backend) OpenCond(_ context.Context, name string) (driver.Cond, error) 
 	return &condDriver{b: b, name: name, queue: b.dir(baton.KindCond, name) + "q/"}, nil
 }
 
-func (d *condDriver) errf(format string, args ...any) error {
-	return fmt.Errorf("etcdlock: cond %q: "+format, append([]any{d.name}, args...)...)
-}
-
 // Prepare writes the waiter's key. A Signal that comes after it returns
 // deletes this key or an older one, never misses it.
 func (d *condDriver) Prepare(ctx context.Context) (any, error) {
 	s, err := d.b.session(ctx)
 	if err != nil {
-		return nil, d.errf("wait: %w", err)
+		return nil, err
 	}
 	id := d.ids.get(s)
 	key := d.queue + id
@@ -50,7 +46,7 @@ func (d *condDriver) Prepare(ctx context.Context) (any, error) {
 		return d.b.c.Txn(ctx).Then(clientv3.OpPut(key, d.b.holderValue("", 0), clientv3.WithLease(s.id))).Commit()
 	})
 	if err != nil {
-		return nil, d.errf("wait: %w", ctxErr(ctx, err))
+		return nil, ctxErr(ctx, err)
 	}
 	return &condTicket{s: s, id: id, key: key, rev: resp.Header.Revision}, nil
 }
@@ -59,7 +55,7 @@ func (d *condDriver) Prepare(ctx context.Context) (any, error) {
 func (d *condDriver) Wait(ctx context.Context, ticket any) error {
 	t, ok := ticket.(*condTicket)
 	if !ok {
-		return d.errf("wait: %w: foreign ticket", baton.ErrInvalidArgument)
+		return fmt.Errorf("%w: foreign ticket", baton.ErrInvalidArgument)
 	}
 	read := t.rev
 	for attempt := 0; ; {
@@ -67,16 +63,16 @@ func (d *condDriver) Wait(ctx context.Context, ticket any) error {
 		switch {
 		case ctx.Err() != nil:
 			d.withdraw(t)
-			return d.errf("wait: %w", ctx.Err())
+			return ctx.Err()
 		case errors.Is(err, errWatch):
 			if err := backoff(ctx, t.s, attempt); err != nil {
 				d.withdraw(t)
-				return d.errf("wait: %w", err)
+				return err
 			}
 			attempt++
 		case err != nil:
 			d.withdraw(t)
-			return d.errf("wait: %w", err)
+			return err
 		}
 		rctx, cancel := d.b.rctx(ctx)
 		resp, err := d.b.c.Get(rctx, t.key, clientv3.WithKeysOnly())
@@ -125,7 +121,7 @@ func (d *condDriver) Signal(ctx context.Context) error {
 		resp, err := d.b.c.Get(rctx, d.queue, append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())...)
 		cancel()
 		if err != nil {
-			return d.errf("signal: %w", ctxErr(ctx, err))
+			return ctxErr(ctx, err)
 		}
 		if len(resp.Kvs) == 0 {
 			return nil
@@ -138,7 +134,7 @@ func (d *condDriver) Signal(ctx context.Context) error {
 			Commit()
 		cancel()
 		if err != nil {
-			return d.errf("signal: %w", ctxErr(ctx, err))
+			return ctxErr(ctx, err)
 		}
 		if tresp.Succeeded {
 			return nil
@@ -152,7 +148,7 @@ func (d *condDriver) Broadcast(ctx context.Context) error {
 	rctx, cancel := d.b.rctx(ctx)
 	defer cancel()
 	if _, err := d.b.c.Delete(rctx, d.queue, clientv3.WithPrefix()); err != nil {
-		return d.errf("broadcast: %w", ctxErr(ctx, err))
+		return ctxErr(ctx, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/locktest"
 )
 
@@ -19,7 +20,7 @@ import (
 func openSuite(cfg string) (baton.Backend, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return OpenURL(ctx, cfg, WithTTL(2*time.Second))
+	return OpenURL(ctx, cfg, lease.WithTTL(2*time.Second))
 }
 
 // suiteObjects lists the keys under the URL's prefix.

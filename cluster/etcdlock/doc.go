@@ -8,11 +8,16 @@
 // the background. Every acquisition writes its own key, bound to that lease,
 // under a per-name directory; the order of the keys' create revisions is the
 // order in which the waiters are served (FIFO, fair). The fencing token of a
-// hold is its key's create revision, which etcd makes strictly increasing
-// across the whole cluster.
+// hold comes from its key's create revision, which etcd makes strictly
+// increasing across the whole cluster.
 //
 //   - Mutex: the oldest key holds. A waiter watches only the key just before
-//     its own (no herd) and, when that key changes, reads again.
+//     its own (no herd) and, when that key changes, reads again. The core
+//     passes a hold among the handles of one Backend with no request
+//     (driver.Passer): the key stays, and each pass gets a higher token. So
+//     a Mutex's token is the create revision times 16, plus the number of
+//     passes (at most 15): tokens only grow, in steps of 16 or more from
+//     one key to the next.
 //   - RWMutex: a reader holds when no writer key is older than its own; a
 //     writer holds when no key at all is older. Downgrade rewrites the
 //     writer's key in place, in one transaction, so it keeps its place in the
@@ -27,8 +32,19 @@
 //   - Cond: a waiter registers a key and watches it; Signal deletes the
 //     oldest registered key, Broadcast all of them.
 //
-// Two handles of one Backend share its session but never a key: each
-// acquisition has its own, so they exclude each other like two processes.
+// Two handles of one Backend share its session but never hold a key at
+// once: each acquisition from etcd has its own key, so they exclude each
+// other like two processes, and a Mutex key passed to another handle is
+// the first handle's no more.
+//
+// # Options
+//
+// New and OpenURL take lease.Option values, the same as every lease
+// backend's (package lease), so a program moves between backends by its
+// constructor call alone; WithDialTimeout and WithTLS are this package's
+// own. etcd counts lease TTLs in whole seconds. OpenURL also reads the
+// options from the URL's query (ttl, renew_every, drift, request_timeout,
+// prefix, dial_timeout).
 //
 // # Leases and loss
 //

@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/batonlock/baton/driver"
@@ -11,9 +12,14 @@ import (
 	"google.golang.org/grpc/metadata"
 )
 
-// errRemoved is the cause of the loss of a hold whose key someone else
-// deleted (Inspector's Remove, `baton rm`, or any etcd client).
-var errRemoved = errors.New("etcdlock: the hold's key was deleted by someone else")
+// Causes of a hold's loss: errRemoved when the hold's watch (or a Remove
+// through its own Backend) saw its key deleted by someone else (Inspector's
+// Remove, `baton rm`, or any etcd client), errHoldGone when Unlock or
+// Downgrade found the key gone.
+var (
+	errRemoved  = errors.New("the hold's key was deleted by someone else")
+	errHoldGone = errors.New("the hold's key is gone")
+)
 
 // holdWatch watches the key of one hold and fires the hold's loss when the
 // key is deleted while the hold still has it. The lease keeps the key only
@@ -36,22 +42,43 @@ var errRemoved = errors.New("etcdlock: the hold's key was deleted by someone els
 type holdWatch struct {
 	stop     context.CancelFunc
 	released atomic.Bool // set by Release before its own delete is sent
+
+	mu   sync.Mutex
+	loss *driver.Loss // guarded by mu: the loss of the hold that has the key now
 }
 
 // watchHold starts watching key, created at revision rev, for a hold whose
 // loss is loss.
 func (b *backend) watchHold(s *session, key string, rev int64, loss *driver.Loss) *holdWatch {
 	ctx, cancel := context.WithCancel(b.bgCtx)
-	w := &holdWatch{stop: cancel}
+	w := &holdWatch{stop: cancel, loss: loss}
 	b.bg.Add(1)
 	go func() {
 		defer b.bg.Done()
 		defer cancel()
 		if b.watchKey(ctx, s, key, rev, w) {
-			loss.Fire(errRemoved)
+			// Under mu, so that a pass either comes first and its loss
+			// fires, or sees the old one fired and refuses.
+			w.mu.Lock()
+			w.loss.Fire(errRemoved)
+			w.mu.Unlock()
 		}
 	}()
 	return w
+}
+
+// pass makes to the loss that fires from now on in place of from, for a
+// hold passed to another handle of the Backend (the key stays, and so does
+// the watch). It reports false, changing nothing, when the hold was given
+// back or from has fired.
+func (w *holdWatch) pass(s *session, from, to *driver.Loss) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.released.Load() || w.loss != from || from.Err() != nil || !s.pass(from, to) {
+		return false
+	}
+	w.loss = to
+	return true
 }
 
 // holdStream puts the watches of holds on a gRPC stream of their own: the
@@ -123,10 +150,18 @@ func (b *backend) followKey(ctx context.Context, s *session, key string, wch cli
 			continue
 		}
 		for _, ev := range wr.Events {
+			// A member behind the one that answered the hold's write
+			// starts the watch before it, and first sends older events:
+			// with key ids reused per handle, the previous hold's put and
+			// delete of this very key. What happened up to known is not
+			// news.
+			if ev.Kv.ModRevision <= *known {
+				continue
+			}
 			if gone(ev.Kv, ev.Type == mvccpb.DELETE) {
 				return true, true
 			}
-			*known = max(*known, ev.Kv.ModRevision)
+			*known = ev.Kv.ModRevision
 		}
 	}
 }

@@ -3,7 +3,6 @@ package etcdlock
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"io/fs"
 	"slices"
 	"strconv"
@@ -116,7 +115,13 @@ func (b *backend) info(ctx context.Context, o *object, ttls map[int64]time.Durat
 				ttls[kv.Lease] = time.Duration(r.TTL) * time.Second
 			}
 		}
-		hd := baton.Holder{PID: h.PID, Host: h.Host, Since: h.Since, Token: baton.Token(kv.CreateRevision), Mode: h.Mode, N: h.N}
+		tok := baton.Token(kv.CreateRevision)
+		if o.kind == baton.KindMutex {
+			// The token the key was granted with; a hold passed among the
+			// handles of its Backend has a higher one (pass.go).
+			tok = baton.Token(mutexToken(kv.CreateRevision, 0))
+		}
+		hd := baton.Holder{PID: h.PID, Host: h.Host, Since: h.Since, Token: tok, Mode: h.Mode, N: h.N}
 		if t := ttls[kv.Lease]; t > 0 {
 			hd.TTL = t
 		}
@@ -131,7 +136,7 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 	defer cancel()
 	resp, err := b.c.Get(rctx, b.o.prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: list: %w", ctxErr(ctx, err))
+		return nil, ctxErr(ctx, err)
 	}
 	ttls := map[int64]time.Duration{}
 	var out []baton.Info
@@ -146,7 +151,7 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 
 func (b *backend) checkObject(kind baton.Kind, name string) error {
 	if !validKind(kind) {
-		return invalid("kind %q", kind)
+		return refused("kind %q", kind)
 	}
 	return baton.ValidateName(name)
 }
@@ -171,7 +176,7 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 	defer cancel()
 	resp, err := b.c.Txn(rctx).Then(b.objectOps(kind, name, clientv3.OpGet)...).Commit()
 	if err != nil {
-		return baton.Info{}, fmt.Errorf("etcdlock: inspect: %w", ctxErr(ctx, err))
+		return baton.Info{}, ctxErr(ctx, err)
 	}
 	var kvs []*mvccpb.KeyValue
 	for _, r := range resp.Responses {
@@ -179,7 +184,7 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 	}
 	o := b.collect(kvs)[[2]string{string(kind), name}]
 	if o == nil {
-		return baton.Info{}, fmt.Errorf("etcdlock: %s %q: %w", kind, name, fs.ErrNotExist)
+		return baton.Info{}, fs.ErrNotExist
 	}
 	return b.info(rctx, o, map[int64]time.Duration{}), nil
 }
@@ -196,14 +201,14 @@ func (b *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 	defer cancel()
 	resp, err := b.c.Txn(rctx).Then(b.objectOps(kind, name, clientv3.OpDelete)...).Commit()
 	if err != nil {
-		return fmt.Errorf("etcdlock: remove: %w", ctxErr(ctx, err))
+		return ctxErr(ctx, err)
 	}
 	var deleted int64
 	for _, r := range resp.Responses {
 		deleted += r.GetResponseDeleteRange().Deleted
 	}
 	if deleted == 0 {
-		return fmt.Errorf("etcdlock: %s %q: %w", kind, name, fs.ErrNotExist)
+		return fs.ErrNotExist
 	}
 	if s := b.cur.Load(); s != nil {
 		s.removed(b.dir(kind, name), resp.Header.Revision)

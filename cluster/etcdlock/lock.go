@@ -32,20 +32,17 @@ type lockGrant struct {
 	q    string // the acquisition's key in the queue
 	w    string // its writer marker, "" for mutexes and readers
 	rev  int64  // the create revision of q (and w): order and token
+	pass uint64 // mutexes: how many times the hold was passed (pass.go)
 	loss *driver.Loss
 	hw   *holdWatch // fires loss when q is deleted by someone else
 }
 
 func (b *backend) OpenMutex(_ context.Context, name string) (driver.Lock, error) {
-	return &lockDriver{b: b, kind: baton.KindMutex, name: name, dir: b.dir(baton.KindMutex, name)}, nil
+	return &mutexDriver{lockDriver{b: b, kind: baton.KindMutex, name: name, dir: b.dir(baton.KindMutex, name)}}, nil
 }
 
 func (b *backend) OpenRWMutex(_ context.Context, name string) (driver.Lock, error) {
 	return &lockDriver{b: b, kind: baton.KindRWMutex, name: name, dir: b.dir(baton.KindRWMutex, name), rw: true}, nil
-}
-
-func (d *lockDriver) errf(format string, args ...any) error {
-	return fmt.Errorf("etcdlock: %s %q: "+format, append([]any{d.kind, d.name}, args...)...)
 }
 
 // blockers is the directory whose older keys a request of mode waits for:
@@ -87,8 +84,12 @@ func keysOf(q, w string) []string {
 func (d *lockDriver) grant(s *session, id, q, w string, rev int64) driver.Grant {
 	loss := driver.NewLoss()
 	s.track(loss, q, rev)
+	tok := uint64(rev)
+	if !d.rw {
+		tok = mutexToken(rev, 0)
+	}
 	return driver.Grant{
-		Token: uint64(rev),
+		Token: tok,
 		Loss:  loss,
 		Data:  &lockGrant{s: s, id: id, q: q, w: w, rev: rev, loss: loss, hw: d.b.watchHold(s, q, rev, loss)},
 	}
@@ -99,7 +100,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
-			return driver.Grant{}, d.errf("lock: %w", err)
+			return driver.Grant{}, err
 		}
 		id, q, w, ops := d.puts(s, mode)
 		// The newest key in the blockers' directory is the caller's own
@@ -112,12 +113,12 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 		})
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
+				s.end(fmt.Errorf("lease %x not found", int64(s.id)))
 			} else if ctx.Err() != nil || !transient(err) {
-				return driver.Grant{}, d.errf("lock: %w", ctxErr(ctx, err))
+				return driver.Grant{}, ctxErr(ctx, err)
 			}
 			if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
-				return driver.Grant{}, d.errf("lock: %w", ctx.Err())
+				return driver.Grant{}, ctx.Err()
 			}
 			continue
 		}
@@ -125,7 +126,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 		pred := before(resp.Responses[len(ops)].GetResponseRange().Kvs, rev)
 		if err := d.wait(ctx, s, q, rev, mode, pred, rev); err != nil {
 			d.drop(s, id, q, w)
-			return driver.Grant{}, d.errf("lock: %w", err)
+			return driver.Grant{}, err
 		}
 		return d.grant(s, id, q, w, rev), nil
 	}
@@ -191,7 +192,7 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
-			return driver.Grant{}, d.errf("trylock: %w", err)
+			return driver.Grant{}, err
 		}
 		id, q, w, ops := d.puts(s, mode)
 		free := clientv3.Compare(clientv3.CreateRevision(d.blockers(mode)), "=", 0).WithPrefix()
@@ -200,14 +201,14 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 		})
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
+				s.end(fmt.Errorf("lease %x not found", int64(s.id)))
 				continue
 			}
-			return driver.Grant{}, d.errf("trylock: %w", ctxErr(ctx, err))
+			return driver.Grant{}, ctxErr(ctx, err)
 		}
 		if !resp.Succeeded {
 			d.ids.put(s, id) // nothing was written
-			return driver.Grant{}, d.errf("%w", baton.ErrLocked)
+			return driver.Grant{}, baton.ErrLocked
 		}
 		return d.grant(s, id, q, w, resp.Header.Revision), nil
 	}
@@ -217,7 +218,7 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 	lg, ok := g.Data.(*lockGrant)
 	if !ok {
-		return d.errf("unlock: %w: foreign grant", baton.ErrInvalidArgument)
+		return fmt.Errorf("%w: foreign grant", baton.ErrInvalidArgument)
 	}
 	lg.s.untrack(lg.loss)
 	lg.hw.release()
@@ -235,16 +236,16 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 		// touch anyone else's.
 		d.b.cleanup(lg.s, keys...)
 		if lerr := lg.loss.Err(); lerr != nil {
-			return d.errf("unlock: %w", lerr)
+			return lerr
 		}
-		return d.errf("unlock: %w", err)
+		return err
 	case !resp.Succeeded:
-		lg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
-		return d.errf("unlock: %w", lg.loss.Err())
+		lg.loss.Fire(errHoldGone)
+		return lg.loss.Err()
 	}
 	d.ids.put(lg.s, lg.id)
 	if lerr := lg.loss.Err(); lerr != nil {
-		return d.errf("unlock: %w", lerr)
+		return lerr
 	}
 	return nil
 }
@@ -254,14 +255,14 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 // writers still wait for it, and readers waiting for the marker go ahead.
 func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
 	if !d.rw {
-		return driver.Grant{}, d.errf("downgrade: %w", baton.ErrUnsupported)
+		return driver.Grant{}, baton.ErrUnsupported
 	}
 	lg, ok := g.Data.(*lockGrant)
 	if !ok || lg.w == "" {
-		return driver.Grant{}, d.errf("downgrade: %w: not a write grant", baton.ErrInvalidArgument)
+		return driver.Grant{}, fmt.Errorf("%w: not a write grant", baton.ErrInvalidArgument)
 	}
 	if lerr := lg.loss.Err(); lerr != nil {
-		return driver.Grant{}, d.errf("downgrade: %w", lerr)
+		return driver.Grant{}, lerr
 	}
 	rctx, cancel := d.b.rctx(ctx)
 	resp, err := d.b.c.Txn(rctx).
@@ -271,10 +272,10 @@ func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Gran
 	cancel()
 	switch {
 	case err != nil:
-		return driver.Grant{}, d.errf("downgrade: %w", err)
+		return driver.Grant{}, err
 	case !resp.Succeeded:
-		lg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
-		return driver.Grant{}, d.errf("downgrade: %w", lg.loss.Err())
+		lg.loss.Fire(errHoldGone)
+		return driver.Grant{}, lg.loss.Err()
 	}
 	ng := *lg
 	ng.w = ""

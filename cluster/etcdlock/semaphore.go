@@ -48,23 +48,19 @@ func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64)
 		Else(clientv3.OpGet(d.meta)).
 		Commit()
 	if err != nil {
-		return nil, d.errf("open: %w", ctxErr(ctx, err))
+		return nil, ctxErr(ctx, err)
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
-			return nil, d.errf("open: capacity key vanished")
+			return nil, errors.New("capacity key vanished")
 		}
 		have, perr := strconv.ParseInt(string(kvs[0].Value), 10, 64)
 		if perr != nil || have != permits {
-			return nil, d.errf("%w: capacity %q recorded, %d asked", baton.ErrMismatch, kvs[0].Value, permits)
+			return nil, fmt.Errorf("%w: capacity %q recorded, %d asked", baton.ErrMismatch, kvs[0].Value, permits)
 		}
 	}
 	return d, nil
-}
-
-func (d *semDriver) errf(format string, args ...any) error {
-	return fmt.Errorf("etcdlock: semaphore %q: "+format, append([]any{d.name}, args...)...)
 }
 
 func (d *semDriver) Capacity() int64 { return d.capacity }
@@ -139,23 +135,23 @@ func (d *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
-			return driver.Grant{}, d.errf("acquire: %w", err)
+			return driver.Grant{}, err
 		}
 		id, key, rev, older, err := d.enqueue(ctx, s, n)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
+				s.end(fmt.Errorf("lease %x not found", int64(s.id)))
 			} else if ctx.Err() != nil || !transient(err) {
-				return driver.Grant{}, d.errf("acquire: %w", ctxErr(ctx, err))
+				return driver.Grant{}, ctxErr(ctx, err)
 			}
 			if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
-				return driver.Grant{}, d.errf("acquire: %w", ctx.Err())
+				return driver.Grant{}, ctx.Err()
 			}
 			continue
 		}
 		if err := d.wait(ctx, s, key, rev, n, older, rev); err != nil {
 			d.drop(s, id, key)
-			return driver.Grant{}, d.errf("acquire: %w", err)
+			return driver.Grant{}, err
 		}
 		return d.grant(s, id, key, rev, n), nil
 	}
@@ -271,19 +267,19 @@ func (d *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
-			return driver.Grant{}, d.errf("tryacquire: %w", err)
+			return driver.Grant{}, err
 		}
 		id, key, rev, older, err := d.enqueue(ctx, s, n)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.end(fmt.Errorf("etcdlock: lease %x not found", int64(s.id)))
+				s.end(fmt.Errorf("lease %x not found", int64(s.id)))
 				continue
 			}
-			return driver.Grant{}, d.errf("tryacquire: %w", ctxErr(ctx, err))
+			return driver.Grant{}, ctxErr(ctx, err)
 		}
 		if sum(older)+n > d.capacity {
 			d.drop(s, id, key)
-			return driver.Grant{}, d.errf("%w", baton.ErrLocked)
+			return driver.Grant{}, baton.ErrLocked
 		}
 		return d.grant(s, id, key, rev, n), nil
 	}
@@ -294,7 +290,7 @@ func (d *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 func (d *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error {
 	sg, ok := g.Data.(*semGrant)
 	if !ok {
-		return d.errf("release: %w: foreign grant", baton.ErrInvalidArgument)
+		return fmt.Errorf("%w: foreign grant", baton.ErrInvalidArgument)
 	}
 	op := clientv3.OpDelete(sg.key)
 	if n < g.N {
@@ -311,18 +307,18 @@ func (d *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error 
 		if n >= g.N {
 			d.b.cleanup(sg.s, sg.key)
 		}
-		return d.errf("release: %w", err)
+		return err
 	case !resp.Succeeded:
 		sg.s.untrack(sg.loss)
 		sg.hw.release()
-		sg.loss.Fire(errors.New("etcdlock: the hold's key is gone"))
-		return d.errf("release: %w", sg.loss.Err())
+		sg.loss.Fire(errHoldGone)
+		return sg.loss.Err()
 	}
 	if n >= g.N {
 		d.ids.put(sg.s, sg.id)
 	}
 	if lerr := sg.loss.Err(); lerr != nil {
-		return d.errf("release: %w", lerr)
+		return lerr
 	}
 	return nil
 }

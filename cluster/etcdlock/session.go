@@ -45,7 +45,7 @@ func newSession(ctx context.Context, c *clientv3.Client, o *options) (*session, 
 	resp, err := c.Grant(rctx, int64(o.ttl/time.Second))
 	cancel()
 	if err != nil {
-		return nil, ctxErr(ctx, fmt.Errorf("etcdlock: grant lease: %w", err))
+		return nil, ctxErr(ctx, fmt.Errorf("grant lease: %w", err))
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	s := &session{
@@ -85,7 +85,7 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 		}
 		now := time.Now()
 		if !now.Before(deadline) {
-			s.end(fmt.Errorf("etcdlock: lease %x not renewed before its deadline", int64(s.id)))
+			s.lose(fmt.Errorf("lease %x not renewed before its deadline", int64(s.id)))
 			return
 		}
 		rctx, cancel := context.WithTimeout(ctx, min(deadline.Sub(now), s.o.requestTimeout))
@@ -97,11 +97,12 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 			s.setDeadline(deadline)
 			wait = s.o.renewal
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			s.end(fmt.Errorf("etcdlock: lease %x expired or revoked", int64(s.id)))
+			s.lose(fmt.Errorf("lease %x expired or revoked", int64(s.id)))
 			return
 		case ctx.Err() != nil:
 			return
 		default:
+			s.o.log.Warn("baton: etcd lease renewal failed; retrying", "lease", s.hexd, "err", err, "deadline_in", time.Until(deadline))
 			// Try again soon; the deadline check above ends the session
 			// if no renewal gets through in time.
 			wait = max(s.o.renewal/8, 50*time.Millisecond)
@@ -119,6 +120,12 @@ func (s *session) setDeadline(dl time.Time) {
 	for l := range s.losses {
 		l.SetDeadline(dl)
 	}
+}
+
+// lose ends the session on the loss of its lease.
+func (s *session) lose(cause error) {
+	s.o.log.Warn("baton: etcd lease lost", "err", cause)
+	s.end(cause)
 }
 
 // end marks the session ended with cause and fires the loss of every hold.
@@ -179,18 +186,35 @@ func (s *session) track(l *driver.Loss, key string, rev int64) {
 // removed fires the loss of the holds whose keys, under dir, a delete at
 // revision rev took away: keys created before rev. It lets a Remove made
 // through this backend return after its own holders know.
+// The losses fire under mu, so that a hold being passed (pass) is found
+// under its new loss or refuses to pass.
 func (s *session) removed(dir string, rev int64) {
-	var fire []*driver.Loss
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for l, k := range s.losses {
 		if k.rev < rev && strings.HasPrefix(k.key, dir) {
-			fire = append(fire, l)
+			l.Fire(errRemoved)
 		}
 	}
-	s.mu.Unlock()
-	for _, l := range fire {
-		l.Fire(errRemoved)
+}
+
+// pass moves the tracking of a hold from loss from to loss to, for a hold
+// passed to another handle; it reports false, changing nothing, when the
+// session has ended, from is not tracked, or less than a renewal period is
+// left before the lease's deadline (renewals are failing: the hold goes
+// back to the server rather than to another holder).
+func (s *session) pass(from, to *driver.Loss) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.losses[from]
+	if s.err != nil || !ok || time.Until(s.dl) < s.o.renewal {
+		return false
 	}
+	delete(s.losses, from)
+	s.losses[to] = k
+	to.SetDeadline(s.dl)
+	from.SetDeadline(time.Time{})
+	return true
 }
 
 func (s *session) untrack(l *driver.Loss) {
@@ -210,7 +234,7 @@ func (s *session) newID() string {
 // bound to it.
 func (s *session) close(ctx context.Context) error {
 	alive := s.ended() == nil
-	s.end(fmt.Errorf("etcdlock: %w", baton.ErrClosed))
+	s.end(baton.ErrClosed)
 	s.wg.Wait()
 	if !alive {
 		return nil
@@ -218,7 +242,7 @@ func (s *session) close(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, s.o.requestTimeout)
 	defer cancel()
 	if _, err := s.c.Revoke(rctx, s.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("etcdlock: revoke lease %x: %w", int64(s.id), err)
+		return fmt.Errorf("revoke lease %x: %w", int64(s.id), err)
 	}
 	return nil
 }

@@ -13,9 +13,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 )
 
-const urlForms = "etcd://host:port[,host:port...][/prefix] or etcds://... for TLS, optionally with user:password@"
+const urlForms = "etcd://host:port[,host:port...][/prefix][?param=value&...] or etcds://... for TLS, optionally with user:password@"
 
 // target is what an etcd URL says.
 type target struct {
@@ -23,15 +24,20 @@ type target struct {
 	tls       bool
 	username  string
 	password  string
-	prefix    string // "" when the URL has no path
+	prefix    string         // "" when the URL has no path
+	opts      []lease.Option // of the query
 }
 
-// parseURL reads etcd://[user[:password]@]host[:port][,host[:port]...][/prefix].
+// parseURL reads
+// etcd://[user[:password]@]host[:port][,host[:port]...][/prefix][?query].
 // A host without a port gets 2379.
 func parseURL(raw string) (target, error) {
 	var t target
 	bad := func(format string, args ...any) (target, error) {
 		return target{}, invalid("URL %q: "+format+"; accepted forms: %s", append(append([]any{raw}, args...), urlForms)...)
+	}
+	badOpt := func(err error) (target, error) {
+		return target{}, fmt.Errorf("etcdlock: URL %q: %w; accepted forms: %s", raw, err, urlForms)
 	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	switch {
@@ -43,9 +49,10 @@ func parseURL(raw string) (target, error) {
 	default:
 		return bad("scheme %q", scheme)
 	}
-	if strings.ContainsAny(rest, "?#") {
-		return bad("query or fragment")
+	if strings.Contains(rest, "#") {
+		return bad("fragment")
 	}
+	rest, rawQuery, _ := strings.Cut(rest, "?")
 	hosts, path, _ := strings.Cut(rest, "/")
 	if at := strings.LastIndexByte(hosts, '@'); at >= 0 {
 		user, pass, hasPass := strings.Cut(hosts[:at], ":")
@@ -90,13 +97,41 @@ func parseURL(raw string) (target, error) {
 		if err != nil {
 			return bad("prefix %q", path)
 		}
-		if err := checkPrefix(p); err != nil {
-			return bad("prefix %q: %v", path, err)
-		}
 		t.prefix = normPrefix(p)
+		t.opts = append(t.opts, lease.WithPrefix(p))
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return bad("query: %v", err)
+	}
+	if t.prefix != "" && q.Has(lease.ParamPrefix) && normPrefix(q.Get(lease.ParamPrefix)) != t.prefix {
+		return bad("a prefix in the path and another in the query")
+	}
+	common, err := lease.FromQuery(q)
+	if err != nil {
+		return badOpt(err)
+	}
+	t.opts = append(t.opts, common...)
+	d, ok, err := lease.QueryDuration(q, paramDialTimeout)
+	if err != nil {
+		return badOpt(err)
+	}
+	if ok {
+		t.opts = append(t.opts, WithDialTimeout(d))
+	}
+	for k := range q {
+		return bad("unknown parameter %q", k)
+	}
+	// The values are checked here too, so that a bad URL is refused
+	// with the accepted forms.
+	if _, err := buildOptions(t.opts); err != nil {
+		return badOpt(err)
 	}
 	return t, nil
 }
+
+// paramDialTimeout is the query parameter of WithDialTimeout.
+const paramDialTimeout = "dial_timeout"
 
 // OpenURL connects to the etcd cluster named by url and returns a Backend
 // that owns the client: Close revokes the lease and closes the client.
@@ -108,11 +143,14 @@ func parseURL(raw string) (target, error) {
 //	etcd://user:password@host:2379 authentication
 //	etcd://host:2379/myapp         key prefix "myapp/" instead of "baton/"
 //
-// A host without a port gets 2379. Anything else is refused with an error
-// matching baton.ErrInvalidArgument before any connection is made. OpenURL
-// grants the session's lease before it returns, so that an unreachable
-// cluster fails here (bounded by ctx and the dial timeout).
-func OpenURL(ctx context.Context, rawURL string, opts ...Option) (baton.Backend, error) {
+// A host without a port gets 2379. The query may set the common lease
+// options by their parameters (lease.FromQuery: ttl, renew_every, drift,
+// request_timeout as Go durations, prefix) and dial_timeout; opts given to
+// OpenURL take precedence over the URL's. Anything else is refused with an
+// error matching baton.ErrInvalidArgument before any connection is made.
+// OpenURL grants the session's lease before it returns, so that an
+// unreachable cluster fails here (bounded by ctx and the dial timeout).
+func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Backend, error) {
 	if ctx == nil {
 		return nil, invalid("nil context")
 	}
@@ -120,15 +158,9 @@ func OpenURL(ctx context.Context, rawURL string, opts ...Option) (baton.Backend,
 	if err != nil {
 		return nil, err
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(append(t.opts, opts...))
 	if err != nil {
-		return nil, err
-	}
-	if t.prefix != "" {
-		if o.prefixSet && o.prefix != t.prefix {
-			return nil, invalid("URL prefix %q and WithPrefix %q differ", t.prefix, o.prefix)
-		}
-		o.prefix = t.prefix
+		return nil, fmt.Errorf("etcdlock: %w", err)
 	}
 	cfg := clientv3.Config{
 		Endpoints:   t.endpoints,

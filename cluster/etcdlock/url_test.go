@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 )
 
 func TestParseURL(t *testing.T) {
@@ -44,6 +45,9 @@ func TestParseURL(t *testing.T) {
 		"", "127.0.0.1:2379", "redis://h:1", "http://h:1", "etcd://", "etcd://h:0", "etcd://h:65536",
 		"etcd://h:x", "etcd://h1,,h2", "etcd://h?x=1", "etcd://h#f", "etcd://@h", "etcd://a b:1",
 		"etcd://h:1/%zz", "etcd://[::1:2379", "etcd://h:99999", "etcd://h:1?ttl=0s", "etcd://h:1,h:-1",
+		"etcd://h:1?ttl=1500ms", "etcd://h:1?ttl=5s&ttl=6s", "etcd://h:1?ttl=x", "etcd://h:1?node_timeout=1s",
+		"etcd://h:1?dial_timeout=0s", "etcd://h:1/a?prefix=b", "etcd://h:1?prefix=", "etcd://h:1?x=%zz",
+		"etcd://h:1/" + strings.Repeat("p", 100),
 	}
 	for _, u := range bad {
 		_, err := parseURL(u)
@@ -86,17 +90,27 @@ func TestOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.ttl != DefaultTTL || o.renewal != DefaultTTL/3 || o.drift != DefaultTTL/10 ||
-		o.requestTimeout != DefaultRequestTimeout || o.dialTimeout != DefaultDialTimeout || o.prefix != DefaultPrefix {
+	if o.ttl != lease.DefaultTTL || o.renewal != lease.DefaultTTL/lease.DefaultRenewDivisor || o.drift != lease.DefaultDrift(lease.DefaultTTL) ||
+		o.requestTimeout != lease.DefaultRequestTimeout || o.dialTimeout != DefaultDialTimeout || o.prefix != DefaultPrefix || o.log == nil {
 		t.Errorf("defaults %+v", o)
 	}
-	bad := [][]Option{
-		{WithTTL(0)}, {WithTTL(time.Second)}, {WithTTL(2500 * time.Millisecond)}, {WithTTL(2 * time.Hour)},
-		{WithRenewal(0)}, {WithRenewal(-time.Second)},
-		{WithTTL(4 * time.Second), WithRenewal(3 * time.Second)},
-		{WithTTL(4 * time.Second), WithRenewal(time.Second), WithDriftMargin(3500 * time.Millisecond)},
-		{WithDriftMargin(-1)}, {WithDialTimeout(0)}, {WithDialTimeout(-1)}, {WithRequestTimeout(0)}, {WithRequestTimeout(-1)},
-		{WithPrefix("")}, {WithPrefix("a\x00b")}, {WithPrefix(strings.Repeat("p", 300))}, {WithTLS(nil)}, {nil},
+	o, err = buildOptions([]lease.Option{lease.WithTTL(4 * time.Second), lease.WithRenewEvery(time.Second), lease.WithDrift(time.Millisecond),
+		lease.WithPrefix("app"), WithDialTimeout(time.Second), lease.WithRequestTimeout(2 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ttl != 4*time.Second || o.renewal != time.Second || o.drift != time.Millisecond || o.prefix != "app/" ||
+		o.dialTimeout != time.Second || o.requestTimeout != 2*time.Second {
+		t.Errorf("options not applied: %+v", o)
+	}
+	bad := [][]lease.Option{
+		{lease.WithTTL(0)}, {lease.WithTTL(500 * time.Millisecond)}, {lease.WithTTL(2500 * time.Millisecond)},
+		{lease.WithRenewEvery(0)}, {lease.WithRenewEvery(-time.Second)},
+		{lease.WithTTL(4 * time.Second), lease.WithRenewEvery(3 * time.Second)},
+		{lease.WithTTL(4 * time.Second), lease.WithRenewEvery(time.Second), lease.WithDrift(3500 * time.Millisecond)},
+		{lease.WithDrift(-1)}, {WithDialTimeout(0)}, {WithDialTimeout(-1)}, {lease.WithRequestTimeout(0)}, {lease.WithRequestTimeout(-1)},
+		{lease.WithPrefix("")}, {lease.WithPrefix("a\x00b")}, {lease.WithPrefix(strings.Repeat("p", 300))}, {WithTLS(nil)}, {nil},
+		{lease.NewKey[int]("another backend's option").Option(1)},
 	}
 	for i, opts := range bad {
 		if _, err := buildOptions(opts); !errors.Is(err, baton.ErrInvalidArgument) {
@@ -111,19 +125,57 @@ func TestOptions(t *testing.T) {
 	if _, err := OpenURL(ctx, "etcd://127.0.0.1:1", WithTLS(&tls.Config{})); !errors.Is(err, baton.ErrInvalidArgument) {
 		t.Errorf("WithTLS with etcd://: %v", err)
 	}
-	if _, err := OpenURL(ctx, "etcd://127.0.0.1:1/a", WithPrefix("b")); !errors.Is(err, baton.ErrInvalidArgument) {
-		t.Errorf("two prefixes: %v", err)
+	if _, err := OpenURL(ctx, "etcd://127.0.0.1:1?ttl=4s", lease.WithRenewEvery(3*time.Second)); !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("URL and options that do not fit together: %v", err)
 	}
 	if _, err := OpenURL(ctx, "mysql://127.0.0.1:1"); !errors.Is(err, baton.ErrInvalidArgument) {
 		t.Errorf("other scheme: %v", err)
 	}
-	// Nothing listens: OpenURL fails within the dial timeout.
-	start := time.Now()
-	if _, err := OpenURL(ctx, "etcd://127.0.0.1:1", WithDialTimeout(300*time.Millisecond)); err == nil {
-		t.Error("OpenURL of a closed port succeeded")
+	// Nothing listens: OpenURL fails within the dial timeout, of the
+	// options or of the URL.
+	for _, u := range []string{"etcd://127.0.0.1:1", "etcd://127.0.0.1:1?dial_timeout=300ms"} {
+		var opts []lease.Option
+		if !strings.Contains(u, "?") {
+			opts = append(opts, WithDialTimeout(300*time.Millisecond))
+		}
+		start := time.Now()
+		if _, err := OpenURL(ctx, u, opts...); err == nil {
+			t.Errorf("OpenURL of a closed port succeeded")
+		}
+		if d := time.Since(start); d > 4*time.Second {
+			t.Errorf("OpenURL(%q) of a closed port took %v", u, d)
+		}
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("OpenURL of a closed port took %v", d)
+}
+
+// The URL's query sets the options by the lease package's parameters; the
+// options given to OpenURL come after them.
+func TestURLOptions(t *testing.T) {
+	tg, err := parseURL("etcd://h:1/app?ttl=4s&renew_every=1s&drift=5ms&request_timeout=2s&dial_timeout=3s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := buildOptions(tg.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ttl != 4*time.Second || o.renewal != time.Second || o.drift != 5*time.Millisecond || o.requestTimeout != 2*time.Second ||
+		o.dialTimeout != 3*time.Second || o.prefix != "app/" {
+		t.Errorf("URL options: %+v", o)
+	}
+	o, err = buildOptions(append(tg.opts, lease.WithTTL(6*time.Second), lease.WithPrefix("other")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ttl != 6*time.Second || o.prefix != "other/" {
+		t.Errorf("options after the URL's: %+v", o)
+	}
+	tg, err = parseURL("etcd://h:1?prefix=q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err = buildOptions(tg.opts); err != nil || o.prefix != "q/" {
+		t.Errorf("prefix parameter: %+v, %v", o, err)
 	}
 }
 

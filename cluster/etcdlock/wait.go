@@ -9,7 +9,7 @@ import (
 
 // errWatch reports that a watch broke (no leader, member gone); the caller
 // waits a little and reads again.
-var errWatch = errors.New("etcdlock: watch interrupted")
+var errWatch = errors.New("watch interrupted")
 
 // waitChange waits until key, read at revision rev with create revision
 // createRev, is deleted or rewritten. It returns nil when it may have

@@ -158,9 +158,9 @@ func openRedlock(ctx context.Context, raw string, o backendOptions) (baton.Backe
 }
 
 func openEtcd(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	var opts []etcdlock.Option
+	opts := []lease.Option{lease.WithLogger(o.logger())}
 	if o.ttl > 0 {
-		opts = append(opts, etcdlock.WithTTL(o.ttl))
+		opts = append(opts, lease.WithTTL(o.ttl))
 	}
 	return etcdlock.OpenURL(ctx, raw, opts...)
 }
