@@ -250,7 +250,8 @@ func startMariaDB(ctx context.Context) (s *dbServer, dsn string, err error) {
 	return s, "root@tcp(" + s.addr + ")/baton?timeout=2s", nil
 }
 
-const zkJar = "/usr/share/java/zookeeper.jar"
+// zkJar is the server's jar (a variable, for the test of a missing one).
+var zkJar = "/usr/share/java/zookeeper.jar"
 
 // startZooKeeper runs a standalone ZooKeeper server (the Debian package's
 // jars) in a JVM.

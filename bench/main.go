@@ -3,7 +3,8 @@
 // Command bench measures baton's backends side by side with their peers in
 // one run: sync.Mutex, gofrs/flock, raw flock(2) and System V semop(2),
 // redsync, bsm/redislock, a raw SET NX + EVAL floor (and its Redlock over
-// 3 nodes), and etcd's concurrency.Mutex. Every figure is measured several times, interleaved
+// 3 nodes), etcd's concurrency.Mutex, PostgreSQL's and MariaDB's own
+// advisory locks, and ZooKeeper's zk.NewLock recipe. Every figure is measured several times, interleaved
 // with the peers (A B A B ...), and reported as the median with its range
 // and as a ratio to the peer.
 //
@@ -16,8 +17,10 @@
 // met, not met, or undecided when the interval straddles the goal. A
 // subject that fails is reported as failed and the run exits non-zero.
 //
-// The run starts its own redis-server processes and an embedded etcd on
-// loopback ports, and removes every file and System V object it created.
+// The run starts its own redis-server processes, an embedded etcd and
+// throwaway PostgreSQL, MariaDB and ZooKeeper servers on loopback ports, and
+// removes every file and System V object it created. A server that is not
+// installed fails the subjects of its section, and so the run.
 package main
 
 import (
