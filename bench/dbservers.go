@@ -33,6 +33,7 @@ type dbServer struct {
 	addr string
 	dir  string
 	cmd  *exec.Cmd
+	quit syscall.Signal // asks for a quick, clean shutdown
 }
 
 func (s *dbServer) stop() {
@@ -40,9 +41,18 @@ func (s *dbServer) stop() {
 		return
 	}
 	if s.cmd != nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-		// postgres's children go with their process group.
+		// A fast shutdown: postgres removes its shared memory (files in
+		// /dev/shm) only when it ends by itself. SIGKILL, to its process
+		// group, when it does not end in time.
+		_ = s.cmd.Process.Signal(s.quit)
+		done := make(chan struct{})
+		go func() { _ = s.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	}
 	os.RemoveAll(s.dir)
@@ -125,7 +135,7 @@ func startPostgres(ctx context.Context) (*dbServer, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	s := &dbServer{what: "postgres", dir: dir}
+	s := &dbServer{what: "postgres", dir: dir, quit: syscall.SIGINT}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			s.stop()
@@ -205,7 +215,7 @@ func startMariaDB(ctx context.Context) (s *dbServer, dsn string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	s = &dbServer{what: "mariadb", dir: dir}
+	s = &dbServer{what: "mariadb", dir: dir, quit: syscall.SIGTERM}
 	usr := "root"
 	if u, err := user.Current(); err == nil {
 		usr = u.Username
@@ -267,7 +277,7 @@ func startZooKeeper() (*dbServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &dbServer{what: "zookeeper", dir: dir}
+	s := &dbServer{what: "zookeeper", dir: dir, quit: syscall.SIGTERM}
 	port, err := freePort()
 	if err != nil {
 		s.stop()
