@@ -19,6 +19,7 @@ import (
 
 	"github.com/batonlock/baton/cluster/etcdlock"
 	"github.com/batonlock/baton/cluster/redislock"
+	"github.com/batonlock/baton/cluster/redlock"
 	bsm "github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
@@ -284,7 +285,7 @@ func openClusterEnv(ctx context.Context, poll time.Duration, withRedis, withEtcd
 		for _, c := range ce.clients {
 			ucs = append(ucs, c)
 		}
-		rl, err := redislock.NewRedlock(ucs)
+		rl, err := redlock.New(ucs)
 		if err != nil {
 			ce.close()
 			return nil, err
@@ -322,7 +323,7 @@ func openClusterEnv(ctx context.Context, poll time.Duration, withRedis, withEtcd
 					return redsyncH{rs3.NewMutex("redsync3:"+key, rsOpts...)}, nil
 				}},
 			withClients(batonSubject("baton redlock 3 nodes", "bredlock", "redis", false, rl, true, false, false),
-				func() (baton.Backend, error) { return redislock.NewRedlock(ucs) }),
+				func() (baton.Backend, error) { return redlock.New(ucs) }),
 		)
 	}
 	if withEtcd {

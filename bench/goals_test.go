@@ -61,6 +61,9 @@ func TestGoalsVerdicts(t *testing.T) {
 		synthTable("sem-p4", []string{"raw semop"},
 			synthRow("raw semop", false, 0.5, 2e6, 10, 10, 10, 10, 10),
 			synthRow("baton local/sysv", true, 0.9, 4e6, 150, 160, 170, 150, 160)),
+		// Handoff medians of 1 ms (met) and 4 ms (not met) against 2 ms.
+		synthTable("pg-handoff", nil, synthRow("baton pglock", true, 0, 9e6, 1000, 1000, 1000)),
+		synthTable("mysql-handoff", nil, synthRow("baton mysqllock", true, 0, 1e6, 250, 250, 250)),
 	}}
 	grs := checkGoals(res)
 	if g := goalOf(t, grs, "futex Mutex"); g.Verdict != verdictMet || g.Measured.Value < 1.19 || g.Measured.Value > 1.21 {
@@ -85,6 +88,12 @@ func TestGoalsVerdicts(t *testing.T) {
 	if g := goalOf(t, grs, "Semaphore, capacity 1, 4 processes: worst wait"); g.Verdict != verdictMet || g.Measured.Value != 4e6 {
 		t.Errorf("worst wait: %+v", g)
 	}
+	if g := goalOf(t, grs, "PostgreSQL, handoff"); g.Verdict != verdictMet || g.Measured.Value != 1e6 {
+		t.Errorf("median handoff under the goal: %+v", g)
+	}
+	if g := goalOf(t, grs, "MariaDB, handoff"); g.Verdict != verdictNotMet || g.Measured.Value != 4e6 {
+		t.Errorf("median handoff over the goal (its worst wait is not what counts): %+v", g)
+	}
 	if g := goalOf(t, grs, "etcd, uncontended"); g.Verdict != "not measured" {
 		t.Errorf("a goal without its table: %+v", g)
 	}
@@ -105,6 +114,7 @@ func TestGoalsVerdicts(t *testing.T) {
 		"| **failed (baton redlock 3 nodes: no majority)** |",
 		"| **not measured (table not in this run)** |",
 		"| Semaphore, capacity 1, 4 processes: worst wait ≤ 10 ms | sem-p4 | 4 ms [4 ms–4 ms] | **met** |",
+		"| PostgreSQL, handoff to another client ≤ 2 ms median | pg-handoff | 1 ms",
 	} {
 		if !strings.Contains(md, line) {
 			t.Errorf("BENCH.md lacks %q", line)

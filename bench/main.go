@@ -3,7 +3,8 @@
 // Command bench measures baton's backends side by side with their peers in
 // one run: sync.Mutex, gofrs/flock, raw flock(2) and System V semop(2),
 // redsync, bsm/redislock, a raw SET NX + EVAL floor (and its Redlock over
-// 3 nodes), and etcd's concurrency.Mutex. Every figure is measured several times, interleaved
+// 3 nodes), etcd's concurrency.Mutex, PostgreSQL's and MariaDB's own
+// advisory locks, and ZooKeeper's zk.NewLock recipe. Every figure is measured several times, interleaved
 // with the peers (A B A B ...), and reported as the median with its range
 // and as a ratio to the peer.
 //
@@ -16,8 +17,10 @@
 // met, not met, or undecided when the interval straddles the goal. A
 // subject that fails is reported as failed and the run exits non-zero.
 //
-// The run starts its own redis-server processes and an embedded etcd on
-// loopback ports, and removes every file and System V object it created.
+// The run starts its own redis-server processes, an embedded etcd and
+// throwaway PostgreSQL, MariaDB and ZooKeeper servers on loopback ports, and
+// removes every file and System V object it created. A server that is not
+// installed fails the subjects of its section, and so the run.
 package main
 
 import (
@@ -55,7 +58,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "quick pass (a few minutes)")
 	full := fs.Bool("full", false, "full pass (every workload, longer runs)")
 	out := fs.String("out", "", "directory for BENCH.md, results.json and charts/ (default: . for -full, out-quick for -quick)")
-	only := fs.String("only", "", "comma-separated sections (host, redis, etcd, memory) or table ids (e.g. redis-uncontended) to run (default all)")
+	only := fs.String("only", "", "comma-separated sections (host, redis, etcd, postgres, mysql, zookeeper, memory) or table ids (e.g. redis-uncontended) to run (default all)")
 	report := fs.String("report", "", "render BENCH.md and charts/ again from this results.json into -out (default .), without measuring")
 	compare := fs.Bool("compare", false, "compare two results files: -compare OLD.json NEW.json")
 	tol := fs.Float64("tolerance", 0.05, "with -compare: smallest change flagged, as a fraction, when its interval excludes no change")
@@ -176,7 +179,7 @@ func (sel selection) keeps(id string) bool {
 	return false
 }
 
-var sectionNames = []string{"host", "redis", "etcd", "memory"}
+var sectionNames = []string{"host", "redis", "etcd", "postgres", "mysql", "zookeeper", "memory"}
 
 // sectionsOf names the sections a table id belongs to.
 func sectionsOf(id string) []string {
@@ -191,6 +194,11 @@ func sectionsOf(id string) []string {
 		return []string{"redis", "etcd"}
 	case strings.HasPrefix(id, "mem-"):
 		return []string{"memory"}
+	}
+	for _, sec := range dbSections {
+		if strings.HasPrefix(id, sec.prefix) {
+			return []string{sec.name}
+		}
 	}
 	return nil
 }
@@ -258,9 +266,11 @@ func run(ctx context.Context, cfg config, mode string, sel selection, cmd string
 	} else {
 		ce = &clusterEnv{}
 	}
+	de := openDBEnv(ctx, want, logf)
+	defer de.close()
 	logf("CPU pinning: %s", opt.pin)
 
-	tables := plan(cfg, he, ce, dir, want)
+	tables := append(plan(cfg, he, ce, dir, want), planDB(cfg, de, want)...)
 	var keep []*plannedTable
 	for _, t := range tables {
 		if sel.keeps(t.table.ID) {

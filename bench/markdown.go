@@ -66,9 +66,11 @@ produced it exited non-zero.
 - Latency p50/p99/max: one Lock+Unlock cycle (take + give back); in contended
   runs it includes the wait.
 - Worst wait: the longest a single Lock (or RLock, Acquire) waited.
-- CPU/op: user + system time of the process (and of the redis-server
-  processes in Redis tables; the embedded etcd server runs inside the process,
-  so etcd rows include it) divided by the acquisitions of both halves.
+- CPU/op: user + system time of the process (and of the server processes
+  in the Redis, PostgreSQL, MariaDB and ZooKeeper tables: redis-server,
+  postgres with its backends of the moment, mariadbd, the ZooKeeper JVM;
+  the embedded etcd server runs inside the process, so etcd rows include it)
+  divided by the acquisitions of both halves.
 - Fairness: fewest acquisitions of one contender divided by the most.
 - Every contender has its own handle (its own connection state), as separate
   processes would; sync.Mutex, sync.RWMutex and the buffered channel are
@@ -77,6 +79,13 @@ produced it exited non-zero.
   handles of one Backend pass a Mutex among themselves without the server;
   the "clients" table gives each contender a Backend of its own, and the
   handoff tables put holder and waiter in two Backends.
+- PostgreSQL, MariaDB and ZooKeeper are throwaway local servers with their
+  data in memory and durability off (fsync off; flush at commit off;
+  forceSync=no). The PostgreSQL floor is pg_advisory_lock +
+  pg_advisory_unlock on a connection per handle, the MariaDB floor
+  GET_LOCK + RELEASE_LOCK likewise; the ZooKeeper peer is the client
+  library's own recipe, zk.NewLock, a handle per lock on one session (in the
+  "clients" table a session each).
 - Polling peers (redsync, bsm/redislock, the raw SET NX floor) retry every
   ` + res.Config["peer_retry_delay"].(string) + `; redsync's default delay is 50–250 ms and bsm/redislock has none.
 - Memory is the Go heap only; kernel objects (files, System V sets, shared
@@ -178,7 +187,8 @@ const runningMarkdown = `## Running it
 
 - Quick pass (a few minutes; writes into out-quick/): ` + "`make bench`" + ` or
   ` + "`cd bench && go run . -quick`" + `. Narrow it with ` + "`-only`" + ` (sections
-  host, redis, etcd, memory, or table ids such as redis-uncontended),
+  host, redis, etcd, postgres, mysql, zookeeper, memory, or table ids such
+  as redis-uncontended or pg-handoff),
   ` + "`-dur 50ms`" + ` and ` + "`-reps 3`" + `.
 - Full pass (about 15 to 20 minutes, up to 25 when every table needs all
   their repetitions; writes BENCH.md, results.json and

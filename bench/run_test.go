@@ -188,6 +188,18 @@ func TestParseOnly(t *testing.T) {
 			t.Errorf("keeps(%s) = %v", id, !want)
 		}
 	}
+	sel, err = parseOnly("zookeeper,pg-handoff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.sections["zookeeper"] || !sel.sections["postgres"] || sel.sections["mysql"] {
+		t.Errorf("%+v", sel)
+	}
+	for id, want := range map[string]bool{"zk-g16": true, "pg-handoff": true, "pg-c16": false, "mysql-handoff": false} {
+		if sel.keeps(id) != want {
+			t.Errorf("keeps(%s) = %v", id, !want)
+		}
+	}
 	if _, err := parseOnly("hots"); err == nil {
 		t.Error("a misspelt section was accepted")
 	}
@@ -253,5 +265,38 @@ func TestResultsKeepTheOldFields(t *testing.T) {
 		if !strings.Contains(string(b), k) {
 			t.Errorf("results lack %s: %s", k, b)
 		}
+	}
+}
+
+// A server that is not installed fails its section's subjects, in every
+// table of the section, and the run: it is never left out in silence.
+func TestMissingServerFailsItsSection(t *testing.T) {
+	old := zkJar
+	zkJar = filepath.Join(t.TempDir(), "zookeeper.jar")
+	defer func() { zkJar = old }()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"-quick", "-only", "zookeeper", "-dur", "10ms", "-reps", "1", "-out", dir}, &stdout, &stderr)
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	res, err := loadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, tb := range res.Tables {
+		ids = append(ids, tb.ID)
+		for _, r := range tb.Rows {
+			if !strings.Contains(r.Err, "zookeeper.jar not found") {
+				t.Errorf("%s / %s: %q, want the missing server", tb.ID, r.Subject, r.Err)
+			}
+		}
+	}
+	if want := []string{"zk-uncontended", "zk-g16", "zk-c16", "zk-handoff"}; strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Errorf("tables %v, want %v", ids, want)
+	}
+	if !strings.Contains(stderr.String(), "zk-uncontended / baton zklock failed") {
+		t.Errorf("stderr does not name the failure: %s", stderr.String())
 	}
 }
