@@ -4,6 +4,7 @@ package shmsem
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"time"
 	"unsafe"
@@ -49,7 +50,7 @@ queue:
 				select {
 				case <-done:
 					s.leave(my)
-					return driver.Grant{}, s.errf("%w", ctx.Err())
+					return driver.Grant{}, ctx.Err()
 				default:
 				}
 			}
@@ -99,7 +100,7 @@ queue:
 			}
 			if err != nil {
 				s.leave(my)
-				return driver.Grant{}, s.errf("%w", err)
+				return driver.Grant{}, err
 			}
 			if timedOut && s.bell.Load() == w {
 				// A whole slice with no news: the head checks for dead
@@ -167,19 +168,19 @@ func (s *Sem) headGone(h uint32, deathCheck bool) bool {
 // matching baton.ErrLost and changes nothing.
 func (s *Sem) Release(ctx context.Context, g driver.Grant, n int64) error {
 	if g.Data != s {
-		return s.errf("%w: grant of another driver", baton.ErrInvalidArgument)
+		return fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
 	}
 	if n <= 0 || n > g.N {
-		return s.errf("release %d of a grant of %d: %w", n, g.N, baton.ErrNotHeld)
+		return fmt.Errorf("release %d of a grant of %d: %w", n, g.N, baton.ErrNotHeld)
 	}
 	raceRelease(s.rsync)
 	if int64(s.held.Load()&countMask) < n {
-		return s.errf("release %d: %w", n, baton.ErrLost)
+		return fmt.Errorf("release %d: %w", n, baton.ErrLost)
 	}
 	s.held.Add(-uint64(n))
 	s.kickIfQueued()
 	if s.gone.Load() {
-		return s.errf("%w", s.loss.Err())
+		return s.loss.Err()
 	}
 	return nil
 }
