@@ -77,8 +77,9 @@ type Sem struct {
 }
 
 var (
-	_ driver.Semaphore = (*Sem)(nil)
-	_ driver.TryFirst  = (*Sem)(nil)
+	_ driver.Semaphore     = (*Sem)(nil)
+	_ driver.TryFirst      = (*Sem)(nil)
+	_ driver.PermitCounter = (*Sem)(nil)
 )
 
 var errRemoved = errors.New("shared-memory semaphore file removed or replaced")

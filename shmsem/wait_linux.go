@@ -173,6 +173,13 @@ func (s *Sem) Release(ctx context.Context, g driver.Grant, n int64) error {
 	if n <= 0 || n > g.N {
 		return fmt.Errorf("release %d of a grant of %d: %w", n, g.N, baton.ErrNotHeld)
 	}
+	return s.GivePermits(n)
+}
+
+// GivePermits gives back n permits of the handle (driver.PermitCounter).
+// If the handle's permits were taken back (its slot reclaimed), it returns
+// an error matching baton.ErrLost and changes nothing.
+func (s *Sem) GivePermits(n int64) error {
 	raceRelease(s.rsync)
 	if int64(s.held.Load()&countMask) < n {
 		return fmt.Errorf("release %d: %w", n, baton.ErrLost)
@@ -184,6 +191,19 @@ func (s *Sem) Release(ctx context.Context, g driver.Grant, n int64) error {
 	}
 	return nil
 }
+
+// TakePermits takes n permits if they are free and nobody queues
+// (driver.PermitCounter); the core has validated n.
+func (s *Sem) TakePermits(n int64) bool {
+	if s.closed.Load() || !s.take(n, false) {
+		return false
+	}
+	raceAcquire(s.rsync)
+	return true
+}
+
+// PermitLoss returns the Loss of every grant of the handle.
+func (s *Sem) PermitLoss() *driver.Loss { return s.loss }
 
 // Available returns the number of permits not held now.
 func (s *Sem) Available() int64 { return s.capacity - s.sum() }
