@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
@@ -115,7 +116,7 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 		return nil, err
 	}
 	l.slot = l.slotAt(l.idx)
-	l.rsync = raceSync(uint64(st.Dev), st.Ino)
+	l.rsync = shm.RaceSync(uint64(st.Dev), st.Ino)
 	l.freed = new(atomic.Bool)
 	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
 	l.loss = driver.NewLoss()
@@ -190,7 +191,7 @@ func (l *RW) checkMagic() error {
 // millisecond and holds nothing.
 func (l *RW) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if mode == driver.Shared && !l.closed && l.tryRead() {
-		raceAcquire(l.rsync)
+		shm.RaceAcquire(l.rsync)
 		return driver.Grant{Loss: l.loss, Data: sharedGrant}, nil
 	}
 	return l.acquire(ctx, mode, true)
@@ -229,7 +230,7 @@ func (l *RW) acquire(ctx context.Context, mode driver.Mode, wait bool) (driver.G
 		g, err = l.wlock(ctx, wait)
 	}
 	if err == nil {
-		raceAcquire(l.rsync)
+		shm.RaceAcquire(l.rsync)
 	}
 	return g, err
 }
@@ -362,7 +363,7 @@ func (l *RW) writerWaits() bool {
 // share was taken over) gives an error matching baton.ErrLost and changes
 // nothing.
 func (l *RW) Release(ctx context.Context, g driver.Grant) error {
-	raceRelease(l.rsync)
+	shm.RaceRelease(l.rsync)
 	switch g.Data {
 	case sharedGrant:
 		if l.slot.Load() != l.me|sRead {

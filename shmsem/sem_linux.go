@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
@@ -130,7 +131,7 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 	}
 	s.ident, s.held, s.ticket = s.slotAt(idx)
 	s.bell = s.bellAt(idx)
-	s.rsync = raceSync(uint64(st.Dev), st.Ino)
+	s.rsync = shm.RaceSync(uint64(st.Dev), st.Ino)
 	s.freed = new(atomic.Bool)
 	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
 	s.loss = driver.NewLoss()
@@ -391,7 +392,7 @@ func ring(bell *atomic.Uint32) {
 }
 
 func (s *Sem) grant(n int64) driver.Grant {
-	raceAcquire(s.rsync)
+	shm.RaceAcquire(s.rsync)
 	return driver.Grant{N: n, Loss: s.loss, Data: s}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -180,7 +181,7 @@ func (s *Sem) Release(ctx context.Context, g driver.Grant, n int64) error {
 // If the handle's permits were taken back (its slot reclaimed), it returns
 // an error matching baton.ErrLost and changes nothing.
 func (s *Sem) GivePermits(n int64) error {
-	raceRelease(s.rsync)
+	shm.RaceRelease(s.rsync)
 	if int64(s.held.Load()&countMask) < n {
 		return fmt.Errorf("release %d: %w", n, baton.ErrLost)
 	}
@@ -198,7 +199,7 @@ func (s *Sem) TakePermits(n int64) bool {
 	if s.closed.Load() || !s.take(n, false) {
 		return false
 	}
-	raceAcquire(s.rsync)
+	shm.RaceAcquire(s.rsync)
 	return true
 }
 
