@@ -168,6 +168,9 @@ func (b *coreBackend) openSemaphore(ctx context.Context, name string, permits in
 		return nil, err
 	}
 	s := &semHandle{b: b, name: name, capacity: permits, d: d}
+	if pc, ok := d.(driver.PermitCounter); ok {
+		s.pool, s.poolLoss = pc, pc.PermitLoss()
+	}
 	if err := b.register(s); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/batonlock/baton/driver"
 )
@@ -16,6 +17,12 @@ type semHandle struct {
 	name     string
 	capacity int64
 	d        driver.Semaphore
+
+	// The permit path (core_permits.go); pool is nil without one.
+	pool     driver.PermitCounter
+	poolLoss *driver.Loss
+	pst      atomic.Int64
+	fast     atomic.Int64
 
 	mu sync.Mutex
 	// All below guarded by mu.
@@ -31,6 +38,11 @@ func (s *semHandle) fail(op string, err error) error {
 }
 
 func (s *semHandle) Acquire(ctx context.Context, n int64) (Hold, error) {
+	if s.pool != nil {
+		if hd, ok := s.takePermits(ctx, n); ok {
+			return hd, nil
+		}
+	}
 	hd, err := s.acquire(ctx, n, false)
 	if err != nil {
 		return Hold{}, s.fail("acquire", err)
@@ -39,6 +51,11 @@ func (s *semHandle) Acquire(ctx context.Context, n int64) (Hold, error) {
 }
 
 func (s *semHandle) TryAcquire(ctx context.Context, n int64) (Hold, error) {
+	if s.pool != nil {
+		if hd, ok := s.takePermits(ctx, n); ok {
+			return hd, nil
+		}
+	}
 	hd, err := s.acquire(ctx, n, true)
 	if err != nil {
 		return Hold{}, s.fail("tryacquire", err)
@@ -69,9 +86,11 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 		}
 		w := newWaiter(Shared, 0, nil)
 		s.q = append(s.q, w)
+		s.syncSlow()
 		for s.busy || s.q[0] != w || s.closed {
 			if s.closed {
 				s.q.leave(w)
+				s.syncSlow()
 				s.mu.Unlock()
 				return Hold{}, ErrClosed
 			}
@@ -81,12 +100,14 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 				s.mu.Lock()
 				if err := ctx.Err(); err != nil {
 					s.q.leave(w)
+					s.syncSlow()
 					s.mu.Unlock()
 					return Hold{}, err
 				}
 			case <-ctx.Done():
 				s.mu.Lock()
 				s.q.leave(w)
+				s.syncSlow()
 				s.mu.Unlock()
 				return Hold{}, ctx.Err()
 			}
@@ -94,11 +115,13 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 		s.q.pop()
 	}
 	s.busy = true
+	s.syncSlow()
 	g, err := s.callDriver(&s.mu, ctx, try, cheap(s.d),
 		func(ctx context.Context) (driver.Grant, error) { return s.d.TryAcquire(ctx, n) },
 		func(ctx context.Context) (driver.Grant, error) { return s.d.Acquire(ctx, n) })
 	s.mu.Lock()
 	s.busy, s.cancelAcq = false, nil
+	s.syncSlow()
 	s.idle.broadcast()
 	s.q.kick()
 	if err == nil && (s.closed || ctx.Err() != nil) {
@@ -135,6 +158,11 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 
 // Release gives back n permits held by this handle, newest grants first.
 func (s *semHandle) Release(ctx context.Context, n int64) error {
+	if s.pool != nil && ctx != nil && n > 0 {
+		if done, err := s.givePermits(n); done {
+			return s.fail("release", err)
+		}
+	}
 	return s.fail("release", s.release(ctx, n))
 }
 
@@ -146,15 +174,23 @@ func (s *semHandle) release(ctx context.Context, n int64) error {
 		return fmt.Errorf("%w: release of %d permits", ErrInvalidArgument, n)
 	}
 	s.mu.Lock()
-	if n > s.held {
+	var counted int64 // permits of the permit path, given back with the grants'
+	if n > s.held && !s.closed {
+		if counted = s.takeCounted(n - s.held); counted < n-s.held {
+			s.fast.Add(counted)
+			counted = 0
+		}
+	}
+	if n > s.held+counted {
 		closed := s.closed
-		held := s.held
+		held := s.held + s.fast.Load()
 		s.mu.Unlock()
 		if closed {
 			return ErrClosed
 		}
 		return fmt.Errorf("%w: release of %d permits, %d held", ErrNotHeld, n, held)
 	}
+	n -= counted
 	type part struct {
 		g driver.Grant
 		k int64
@@ -179,6 +215,9 @@ func (s *semHandle) release(ctx context.Context, n int64) error {
 	s.mu.Unlock()
 	defer s.releasing.Done()
 	var firstErr error
+	if counted > 0 {
+		firstErr = s.pool.GivePermits(counted)
+	}
 	for _, p := range parts {
 		if err := s.d.Release(context.WithoutCancel(ctx), p.g, p.k); err != nil && firstErr == nil {
 			firstErr = err
@@ -198,6 +237,7 @@ func (s *semHandle) close() error {
 		return nil
 	}
 	s.closeQueue()
+	counted := s.closePermits()
 	for s.busy { // the Acquire in progress was cancelled and returns promptly
 		s.idle.wait(&s.mu)
 	}
@@ -206,6 +246,9 @@ func (s *semHandle) close() error {
 	s.mu.Unlock()
 	s.releasing.Wait()
 	var err error
+	if counted > 0 {
+		err = s.pool.GivePermits(counted)
+	}
 	for _, g := range grants {
 		if rerr := s.d.Release(context.Background(), g, g.N); rerr != nil && err == nil {
 			err = rerr

@@ -144,6 +144,26 @@ type WordLocker interface {
 	WordLock() (*word.Lock, *Loss)
 }
 
+// PermitCounter is implemented by semaphore drivers whose permits are a
+// count that the handle keeps in memory shared by every process (the
+// shared-memory semaphore), so that grants carry nothing of their own.
+// While no goroutine of the handle queues or waits in Acquire, the core then
+// takes and gives back permits through these methods, from any goroutine at
+// once and with no handle lock; Acquire, TryAcquire and Release serve every
+// other case. The core calls neither method once it has called Close.
+type PermitCounter interface {
+	// PermitLoss returns the Loss that goes with every grant. It is called
+	// once, when the handle is opened.
+	PermitLoss() *Loss
+	// TakePermits takes n valid permits when they are free and nobody
+	// queues for them, without waiting or a system call, and reports
+	// whether it did.
+	TakePermits(n int64) bool
+	// GivePermits gives back n permits the handle holds, however taken,
+	// and returns an error matching baton.ErrLost as Release does.
+	GivePermits(n int64) error
+}
+
 // Loss is a one-shot signal that a hold can no longer be trusted. A driver
 // creates one per hold that can be lost (a lease, a file that can be removed)
 // and fires it with the cause; the core hands it to callers through Hold.

@@ -13,6 +13,8 @@ import (
 	"github.com/batonlock/baton/mutex"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/semaphore"
+	"github.com/batonlock/baton/shmrw"
+	"github.com/batonlock/baton/shmsem"
 )
 
 // The driver implements baton.Inspector over every mechanism of the
@@ -47,7 +49,9 @@ func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
 		}
 	}
 	add(mutex.List(d.ns))
+	add(shmrw.List(d.ns))
 	add(rwlock.List(d.ns))
+	add(shmsem.List(d.ns))
 	add(semaphore.List(d.ns))
 	add(condvar.List(d.ns))
 	for _, k := range []struct {
@@ -83,11 +87,21 @@ func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 		flock := func() (baton.Info, error) { return d.flockInfo(kind, kindFlock, name) }
 		tries = ordered(d.o.mutex == MutexFlock, futex, flock)
 	case baton.KindRWMutex:
+		shm := func() (baton.Info, error) { return shmrw.Inspect(d.ns, name) }
 		sysv := func() (baton.Info, error) { return rwlock.Inspect(d.ns, name) }
 		flock := func() (baton.Info, error) { return d.flockInfo(kind, kindRWFlock, name) }
-		tries = ordered(d.o.rw == RWFlock, sysv, flock)
+		switch d.o.rw {
+		case RWSysV:
+			tries = append(tries, sysv, shm, flock)
+		case RWFlock:
+			tries = append(tries, flock, shm, sysv)
+		default:
+			tries = append(tries, shm, sysv, flock)
+		}
 	case baton.KindSemaphore:
-		tries = append(tries, func() (baton.Info, error) { return semaphore.Inspect(d.ns, name) })
+		shm := func() (baton.Info, error) { return shmsem.Inspect(d.ns, name) }
+		sysv := func() (baton.Info, error) { return semaphore.Inspect(d.ns, name) }
+		tries = ordered(d.o.sem == SemSysV, shm, sysv)
 	case baton.KindCond:
 		tries = append(tries, func() (baton.Info, error) { return condvar.Inspect(d.ns, name) })
 	default:
@@ -99,7 +113,7 @@ func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 			in.Backend = d.Kind()
 			return in, nil
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, baton.ErrUnsupported) {
 			return baton.Info{}, err
 		}
 	}
@@ -115,7 +129,7 @@ func ordered[T any](second bool, a, b T) []T {
 }
 
 // Remove deletes every object of kind called name, whatever its mechanism.
-// Holders of a removed flock or System V lock see their holds lost.
+// Holders of a removed object see their holds lost.
 func (d *backend) Remove(ctx context.Context, kind baton.Kind, name string) error {
 	var removes []func() error
 	rmFlock := func(dirKind string, extra ...string) func() error {
@@ -137,9 +151,11 @@ func (d *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 	case baton.KindMutex:
 		removes = append(removes, func() error { return mutex.Remove(d.ns, name) }, rmFlock(kindFlock))
 	case baton.KindRWMutex:
-		removes = append(removes, func() error { return rwlock.Remove(d.ns, name) }, rmFlock(kindRWFlock, gateSuffix))
+		removes = append(removes, func() error { return shmrw.Remove(d.ns, name) },
+			func() error { return rwlock.Remove(d.ns, name) }, rmFlock(kindRWFlock, gateSuffix))
 	case baton.KindSemaphore:
-		removes = append(removes, func() error { return semaphore.Remove(d.ns, name) })
+		removes = append(removes, func() error { return shmsem.Remove(d.ns, name) },
+			func() error { return semaphore.Remove(d.ns, name) })
 	case baton.KindCond:
 		removes = append(removes, func() error { return condvar.Remove(d.ns, name) })
 	default:
@@ -151,7 +167,7 @@ func (d *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 		switch err := rm(); {
 		case err == nil:
 			found = true
-		case errors.Is(err, fs.ErrNotExist):
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, baton.ErrUnsupported):
 		default:
 			errs = append(errs, err)
 		}

@@ -12,14 +12,17 @@
 //
 //	Mutex      a futex word in shared memory with owner-death recovery
 //	           (MutexFutex), or flock(2) on a file (MutexFlock)
-//	RWMutex    a System V semaphore set (RWSysV), or flock(2) on a data
-//	           and a gate file (RWFlock)
-//	Semaphore  a System V semaphore with SEM_UNDO
+//	RWMutex    a read-write lock in shared memory with per-handle slots
+//	           and owner-death recovery (RWShm), a System V semaphore set
+//	           (RWSysV), or flock(2) on a data and a gate file (RWFlock)
+//	Semaphore  a weighted semaphore in shared memory with per-handle slots
+//	           and owner-death recovery (SemShm), or a System V semaphore
+//	           with SEM_UNDO (SemSysV)
 //	Cond       one futex word per waiter slot in shared memory
 //
 // Holds are given back when their process dies: by the kernel for flock and
 // System V (SEM_UNDO), by the next waiter's owner-liveness check for the
-// futex mutex.
+// futex mutex and the shared-memory RW lock and semaphore.
 package local
 
 import (
@@ -35,6 +38,8 @@ import (
 	"github.com/batonlock/baton/mutex"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/semaphore"
+	"github.com/batonlock/baton/shmrw"
+	"github.com/batonlock/baton/shmsem"
 )
 
 // MutexImpl selects the mechanism of Mutex handles.
@@ -43,11 +48,17 @@ type MutexImpl string
 // RWImpl selects the mechanism of RWMutex handles.
 type RWImpl string
 
+// SemImpl selects the mechanism of Semaphore handles.
+type SemImpl string
+
 const (
 	MutexFutex MutexImpl = "futex" // futex word in shared memory, owner-death recovery
 	MutexFlock MutexImpl = "flock" // flock(2) on a file in the namespace
+	RWShm      RWImpl    = "shm"   // shared memory, per-handle slots, owner-death recovery
 	RWSysV     RWImpl    = "sysv"  // System V semaphore set, SEM_UNDO
 	RWFlock    RWImpl    = "flock" // flock(2) on a data and a gate file
+	SemShm     SemImpl   = "shm"   // shared memory, per-handle slots, owner-death recovery
+	SemSysV    SemImpl   = "sysv"  // System V semaphore, SEM_UNDO
 )
 
 // Option configures Open.
@@ -56,6 +67,7 @@ type Option func(*options) error
 type options struct {
 	mutex MutexImpl
 	rw    RWImpl
+	sem   SemImpl
 }
 
 // WithMutex selects the Mutex mechanism. Default: MutexFutex.
@@ -63,9 +75,14 @@ func WithMutex(impl MutexImpl) Option {
 	return func(o *options) error { return pick(&o.mutex, impl, "mutex", MutexFlock, MutexFutex) }
 }
 
-// WithRWMutex selects the RWMutex mechanism. Default: RWSysV.
+// WithRWMutex selects the RWMutex mechanism. Default: RWShm.
 func WithRWMutex(impl RWImpl) Option {
-	return func(o *options) error { return pick(&o.rw, impl, "rwmutex", RWFlock, RWSysV) }
+	return func(o *options) error { return pick(&o.rw, impl, "rwmutex", RWShm, RWFlock, RWSysV) }
+}
+
+// WithSemaphore selects the Semaphore mechanism. Default: SemShm.
+func WithSemaphore(impl SemImpl) Option {
+	return func(o *options) error { return pick(&o.sem, impl, "semaphore", SemShm, SemSysV) }
 }
 
 // pick sets *dst to impl, one of known.
@@ -81,7 +98,7 @@ func pick[T ~string](dst *T, impl T, what string, known ...T) error {
 // ("" for the default), creating the directory (mode 0700) when missing.
 // Options are validated before anything is created.
 func Open(dir string, opts ...Option) (baton.Backend, error) {
-	o := options{mutex: MutexFutex, rw: RWSysV}
+	o := options{mutex: MutexFutex, rw: RWShm, sem: SemShm}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: local: nil option", baton.ErrInvalidArgument)
@@ -136,7 +153,10 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 }
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
-	if d.o.rw == RWSysV {
+	switch d.o.rw {
+	case RWShm:
+		return shmrw.Open(d.ns, name)
+	case RWSysV:
 		return rwlock.OpenEntry(d.ns.Resolve(ipc.KindSysvRW, name))
 	}
 	p, err := d.path(kindRWFlock, name)
@@ -147,6 +167,9 @@ func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, er
 }
 
 func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
+	if d.o.sem == SemShm {
+		return shmsem.Open(d.ns, name, permits)
+	}
 	return semaphore.OpenEntry(d.ns.Resolve(ipc.KindSysvSem, name), permits)
 }
 

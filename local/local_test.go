@@ -51,6 +51,15 @@ var (
 		Objects: objects,
 		Caps:    caps,
 	}
+	sysvSuite = locktest.Suite{
+		Name: "local-sysv",
+		Open: func(dir string) (baton.Backend, error) {
+			return local.Open(dir, local.WithRWMutex(local.RWSysV), local.WithSemaphore(local.SemSysV))
+		},
+		Objects: objects,
+		Caps:    caps,
+	}
+	suites = []locktest.Suite{defaultSuite, flockSuite, sysvSuite}
 )
 
 func TestMain(m *testing.M) {
@@ -60,7 +69,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envContendDir) != "" {
 		os.Exit(contendChild())
 	}
-	locktest.Main(m, defaultSuite, flockSuite)
+	locktest.Main(m, suites...)
 }
 
 // namespace returns a fresh namespace directory whose System V objects are
@@ -84,9 +93,11 @@ func TestDefaultConformance(t *testing.T) { locktest.Run(t, defaultSuite, namesp
 
 func TestFlockConformance(t *testing.T) { locktest.Run(t, flockSuite, namespace(t)) }
 
+func TestSysVConformance(t *testing.T) { locktest.Run(t, sysvSuite, namespace(t)) }
+
 func TestOptions(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ns")
-	for _, opt := range []local.Option{nil, local.WithMutex("spin"), local.WithRWMutex("")} {
+	for _, opt := range []local.Option{nil, local.WithMutex("spin"), local.WithRWMutex(""), local.WithSemaphore("flock")} {
 		if _, err := local.Open(dir, opt); !errors.Is(err, baton.ErrInvalidArgument) {
 			t.Errorf("bad option accepted: %v", err)
 		}
@@ -98,7 +109,7 @@ func TestOptions(t *testing.T) {
 
 func TestInspector(t *testing.T) {
 	ctx := context.Background()
-	for _, s := range []locktest.Suite{defaultSuite, flockSuite} {
+	for _, s := range suites {
 		t.Run(s.Name, func(t *testing.T) {
 			b, err := s.Open(namespace(t))
 			if err != nil {
@@ -124,6 +135,24 @@ func TestInspector(t *testing.T) {
 			if _, err := sem.Acquire(ctx, 3); err != nil {
 				t.Fatal(err)
 			}
+			rw, err := b.RWMutex(ctx, "db")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rw.RLock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rinfo, err := in.Inspect(ctx, baton.KindRWMutex, "db")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// System V does not say who holds a read lock (PID 0).
+			if len(rinfo.Holders) != 1 || (rinfo.Holders[0].PID != os.Getpid() && rinfo.Holders[0].PID != 0) || rinfo.Holders[0].Mode != "shared" {
+				t.Errorf("Inspect rwmutex = %+v, want one shared holder", rinfo)
+			}
+			if err := rw.RUnlock(ctx); err != nil {
+				t.Fatal(err)
+			}
 			info, err := in.Inspect(ctx, baton.KindMutex, "jobs/a")
 			if err != nil {
 				t.Fatal(err)
@@ -146,8 +175,8 @@ func TestInspector(t *testing.T) {
 			for _, i := range all {
 				seen[i.Kind] = true
 			}
-			if !seen[baton.KindMutex] || !seen[baton.KindSemaphore] {
-				t.Errorf("List = %+v, want the mutex and the semaphore", all)
+			if !seen[baton.KindMutex] || !seen[baton.KindSemaphore] || !seen[baton.KindRWMutex] {
+				t.Errorf("List = %+v, want the mutex, the rwmutex and the semaphore", all)
 			}
 			if err := m.Unlock(ctx); err != nil {
 				t.Fatal(err)
@@ -176,7 +205,7 @@ func TestInspector(t *testing.T) {
 // exclusive any more.
 func TestRemoveFiresLost(t *testing.T) {
 	ctx := context.Background()
-	for _, s := range []locktest.Suite{defaultSuite, flockSuite} {
+	for _, s := range suites {
 		for _, kind := range []baton.Kind{baton.KindMutex, baton.KindRWMutex} {
 			t.Run(s.Name+"/"+string(kind), func(t *testing.T) {
 				b, err := s.Open(namespace(t))
@@ -228,8 +257,14 @@ func TestRemoveFiresLost(t *testing.T) {
 }
 
 func TestRemoveSemaphoreFiresLost(t *testing.T) {
+	for _, st := range []locktest.Suite{defaultSuite, sysvSuite} {
+		t.Run(st.Name, func(t *testing.T) { testRemoveSemaphore(t, st) })
+	}
+}
+
+func testRemoveSemaphore(t *testing.T, st locktest.Suite) {
 	ctx := context.Background()
-	b, err := local.Open(namespace(t))
+	b, err := st.Open(namespace(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +288,14 @@ func TestRemoveSemaphoreFiresLost(t *testing.T) {
 	if err := s.Release(ctx, 2); !errors.Is(err, baton.ErrLost) {
 		t.Errorf("Release after removal = %v, want ErrLost", err)
 	}
-	// The handle moves to a new set with all permits.
+	// A System V handle moves to a new set with all permits; a
+	// shared-memory handle keeps its removed mapping, and a new handle
+	// gets the new file.
+	if st.Name != sysvSuite.Name {
+		if s, err = b.Semaphore(ctx, "gpu", 4); err != nil {
+			t.Fatal(err)
+		}
+	}
 	h2, err := s.TryAcquire(ctx, 4)
 	if err != nil {
 		t.Fatalf("TryAcquire on the new set: %v", err)

@@ -3,14 +3,12 @@
 package shmrw
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -25,20 +23,11 @@ const Backend = "local"
 // reclaims them. It returns an error matching
 // fs.ErrNotExist when there is no such lock and never creates one.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	if _, err := ns.Path(kind, name); err != nil {
-		return baton.Info{}, err
-	}
-	r, err := ipc.OpenExistingRegion(ns, kind, name, size)
+	r, err := shm.OpenExisting(ns, kind, name, size, magic, "shared-memory rwlock")
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return baton.Info{}, fmt.Errorf("shmrw %q: %w", name, fs.ErrNotExist)
-		}
 		return baton.Info{}, err
 	}
 	defer r.Close()
-	if v := (*atomic.Uint32)(unsafe.Pointer(&r.Bytes()[offMagic])).Load(); v != magic && v != 0 {
-		return baton.Info{}, fmt.Errorf("%w: %s is not a shared-memory rwlock (magic %#x)", baton.ErrMismatch, r.Path(), v)
-	}
 	l := on(r, name)
 	l.self, _ = ipc.Self()
 	l.idx = -1

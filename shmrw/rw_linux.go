@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
@@ -92,7 +93,7 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 		return nil, err
 	}
 	if self.PID > pidMask {
-		return nil, fmt.Errorf("shmrw: pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
+		return nil, fmt.Errorf("pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
 	}
 	r, err := ipc.OpenRegion(ns, kind, name, size)
 	if err != nil {
@@ -108,14 +109,14 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(r.Path(), &st); err != nil {
 		r.Close()
-		return nil, l.errf("%w", err)
+		return nil, err
 	}
 	if l.idx, err = l.claim(); err != nil {
 		r.Close()
 		return nil, err
 	}
 	l.slot = l.slotAt(l.idx)
-	l.rsync = raceSync(uint64(st.Dev), st.Ino)
+	l.rsync = shm.RaceSync(uint64(st.Dev), st.Ino)
 	l.freed = new(atomic.Bool)
 	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
 	l.loss = driver.NewLoss()
@@ -185,16 +186,12 @@ func (l *RW) checkMagic() error {
 	return nil
 }
 
-func (l *RW) errf(format string, args ...any) error {
-	return fmt.Errorf("shmrw %q: "+format, append([]any{l.name}, args...)...)
-}
-
 // Acquire takes the lock in mode, waiting until it can, or until ctx is
 // done: then it returns an error matching ctx.Err() within about a
 // millisecond and holds nothing.
 func (l *RW) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if mode == driver.Shared && !l.closed && l.tryRead() {
-		raceAcquire(l.rsync)
+		shm.RaceAcquire(l.rsync)
 		return driver.Grant{Loss: l.loss, Data: sharedGrant}, nil
 	}
 	return l.acquire(ctx, mode, true)
@@ -221,7 +218,7 @@ func (l *RW) TryFirst() bool { return true }
 
 func (l *RW) acquire(ctx context.Context, mode driver.Mode, wait bool) (driver.Grant, error) {
 	if l.closed {
-		return driver.Grant{}, l.errf("%w", baton.ErrClosed)
+		return driver.Grant{}, baton.ErrClosed
 	}
 	var (
 		g   driver.Grant
@@ -233,7 +230,7 @@ func (l *RW) acquire(ctx context.Context, mode driver.Mode, wait bool) (driver.G
 		g, err = l.wlock(ctx, wait)
 	}
 	if err == nil {
-		raceAcquire(l.rsync)
+		shm.RaceAcquire(l.rsync)
 	}
 	return g, err
 }
@@ -282,7 +279,7 @@ func (l *RW) rlock(ctx context.Context, wait bool) (driver.Grant, error) {
 			}
 			recovered = recovered || held
 		}
-		return driver.Grant{}, l.errf("read: %w", baton.ErrLocked)
+		return driver.Grant{}, fmt.Errorf("read: %w", baton.ErrLocked)
 	}
 	done := ctx.Done()
 	if done != nil {
@@ -293,7 +290,7 @@ func (l *RW) rlock(ctx context.Context, wait bool) (driver.Grant, error) {
 		if done != nil {
 			select {
 			case <-done:
-				return driver.Grant{}, l.errf("%w", ctx.Err())
+				return driver.Grant{}, ctx.Err()
 			default:
 			}
 		}
@@ -312,7 +309,7 @@ func (l *RW) rlock(ctx context.Context, wait bool) (driver.Grant, error) {
 		}
 		timedOut, err := ipc.FutexWait(l.word, uint32(s), deadCheck)
 		if err != nil {
-			return driver.Grant{}, l.errf("%w", err)
+			return driver.Grant{}, err
 		}
 		if timedOut && l.state.Load() == s {
 			_, held := l.recoverWord(s)
@@ -366,22 +363,22 @@ func (l *RW) writerWaits() bool {
 // share was taken over) gives an error matching baton.ErrLost and changes
 // nothing.
 func (l *RW) Release(ctx context.Context, g driver.Grant) error {
-	raceRelease(l.rsync)
+	shm.RaceRelease(l.rsync)
 	switch g.Data {
 	case sharedGrant:
 		if l.slot.Load() != l.me|sRead {
-			return l.errf("read: %w", baton.ErrLost)
+			return fmt.Errorf("read: %w", baton.ErrLost)
 		}
 		l.leaveRead()
 	case exclusiveGrant:
 		if !l.state.CompareAndSwap(l.me, 0) && !l.unlockWord() {
-			return l.errf("token %d: %w", g.Token, baton.ErrLost)
+			return fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 		}
 	default:
-		return l.errf("%w: grant of another driver", baton.ErrInvalidArgument)
+		return fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
 	}
 	if l.gone.Load() {
-		return l.errf("%w", l.loss.Err())
+		return l.loss.Err()
 	}
 	return nil
 }
@@ -391,15 +388,15 @@ func (l *RW) Release(ctx context.Context, g driver.Grant) error {
 // grant keeps g's token.
 func (l *RW) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
 	if g.Data != exclusiveGrant {
-		return driver.Grant{}, l.errf("downgrade of a read lock: %w", baton.ErrNotHeld)
+		return driver.Grant{}, fmt.Errorf("downgrade of a read lock: %w", baton.ErrNotHeld)
 	}
 	if l.state.Load()&ownerMask != l.me {
-		return driver.Grant{}, l.errf("token %d: %w", g.Token, baton.ErrLost)
+		return driver.Grant{}, fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 	}
 	l.slot.Store(l.me | sRead)
 	if !l.unlockWord() {
 		l.slot.Store(l.me)
-		return driver.Grant{}, l.errf("token %d: %w", g.Token, baton.ErrLost)
+		return driver.Grant{}, fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 	}
 	return driver.Grant{Token: g.Token, Loss: l.loss, Data: sharedGrant}, nil
 }

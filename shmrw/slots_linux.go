@@ -3,6 +3,7 @@
 package shmrw
 
 import (
+	"fmt"
 	"math"
 	"unsafe"
 
@@ -40,7 +41,7 @@ func (l *RW) claim() (int, error) {
 			return i, nil
 		}
 	}
-	return 0, l.errf("%d handles open: %w", maxSlots, baton.ErrUnsupported)
+	return 0, fmt.Errorf("%d handles open: %w", maxSlots, baton.ErrUnsupported)
 }
 
 func (l *RW) raise(i int) {

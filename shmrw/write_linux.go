@@ -4,6 +4,7 @@ package shmrw
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"unsafe"
@@ -64,7 +65,7 @@ func (l *RW) wclaim(ctx context.Context, wait bool) (recovered bool, err error) 
 		}
 		if !wait {
 			if tries >= maxTryAgain || !l.dead(s) {
-				return false, l.errf("write: %w", baton.ErrLocked)
+				return false, fmt.Errorf("write: %w", baton.ErrLocked)
 			}
 			if l.state.CompareAndSwap(s, l.me|s&(fWW|fWaiters)) {
 				return s&fDrain == 0, nil
@@ -74,7 +75,7 @@ func (l *RW) wclaim(ctx context.Context, wait bool) (recovered bool, err error) 
 		if done != nil {
 			select {
 			case <-done:
-				return false, l.errf("%w", ctx.Err())
+				return false, ctx.Err()
 			default:
 			}
 		}
@@ -91,7 +92,7 @@ func (l *RW) wclaim(ctx context.Context, wait bool) (recovered bool, err error) 
 		}
 		timedOut, err := ipc.FutexWait(l.word, uint32(s), deadCheck)
 		if err != nil {
-			return false, l.errf("%w", err)
+			return false, err
 		}
 		if timedOut && l.state.Load() == s && l.dead(s) {
 			if l.state.CompareAndSwap(s, l.me|s&(fWW|fWaiters)) {
@@ -160,7 +161,7 @@ func (l *RW) drainReaders(ctx context.Context, wait bool) error {
 	}
 	if !wait {
 		if l.reapReaders(rs) {
-			return l.errf("write: %w", baton.ErrLocked)
+			return fmt.Errorf("write: %w", baton.ErrLocked)
 		}
 		return nil
 	}
@@ -185,11 +186,11 @@ func (l *RW) drainReaders(ctx context.Context, wait bool) error {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return l.errf("%w", err)
+			return err
 		}
 		timedOut, err := ipc.FutexWait(dw, d, deadCheck)
 		if err != nil {
-			return l.errf("%w", err)
+			return err
 		}
 		if timedOut {
 			l.reapReaders(rs)

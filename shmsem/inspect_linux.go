@@ -3,13 +3,12 @@
 package shmsem
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -22,21 +21,12 @@ const Backend = "local"
 // them). It returns an error matching fs.ErrNotExist when there is no such
 // semaphore and never creates one.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	if _, err := ns.Path(kind, name); err != nil {
-		return baton.Info{}, err
-	}
-	r, err := ipc.OpenExistingRegion(ns, kind, name, size)
+	r, err := shm.OpenExisting(ns, kind, name, size, magic, "shared-memory semaphore")
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return baton.Info{}, fmt.Errorf("shmsem %q: %w", name, fs.ErrNotExist)
-		}
 		return baton.Info{}, err
 	}
 	defer r.Close()
 	b := r.Bytes()
-	if v := (*atomic.Uint32)(unsafe.Pointer(&b[offMagic])).Load(); v != magic && v != 0 {
-		return baton.Info{}, fmt.Errorf("%w: %s is not a shared-memory semaphore (magic %#x)", baton.ErrMismatch, r.Path(), v)
-	}
 	s := on(r, name)
 	s.self, _ = ipc.Self()
 	t := s.tickets.Load()

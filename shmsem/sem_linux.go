@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
@@ -77,8 +78,9 @@ type Sem struct {
 }
 
 var (
-	_ driver.Semaphore = (*Sem)(nil)
-	_ driver.TryFirst  = (*Sem)(nil)
+	_ driver.Semaphore     = (*Sem)(nil)
+	_ driver.TryFirst      = (*Sem)(nil)
+	_ driver.PermitCounter = (*Sem)(nil)
 )
 
 var errRemoved = errors.New("shared-memory semaphore file removed or replaced")
@@ -103,7 +105,7 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 		return nil, err
 	}
 	if self.PID > pidMask {
-		return nil, fmt.Errorf("shmsem: pid %d does not fit in 22 bits: %w", self.PID, baton.ErrUnsupported)
+		return nil, fmt.Errorf("pid %d does not fit in 22 bits: %w", self.PID, baton.ErrUnsupported)
 	}
 	r, err := ipc.OpenRegion(ns, kind, name, size)
 	if err != nil {
@@ -120,7 +122,7 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(r.Path(), &st); err != nil {
 		r.Close()
-		return nil, s.errf("%w", err)
+		return nil, err
 	}
 	idx, err := s.claim()
 	if err != nil {
@@ -129,7 +131,7 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 	}
 	s.ident, s.held, s.ticket = s.slotAt(idx)
 	s.bell = s.bellAt(idx)
-	s.rsync = raceSync(uint64(st.Dev), st.Ino)
+	s.rsync = shm.RaceSync(uint64(st.Dev), st.Ino)
 	s.freed = new(atomic.Bool)
 	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
 	s.loss = driver.NewLoss()
@@ -194,13 +196,9 @@ func (s *Sem) checkHeader() error {
 		return nil
 	}
 	if v := c.Load(); v != uint64(s.capacity) {
-		return fmt.Errorf("%w: semaphore %q has %d permits, not %d", baton.ErrMismatch, s.name, v, s.capacity)
+		return fmt.Errorf("%w: %d permits, not %d", baton.ErrMismatch, v, s.capacity)
 	}
 	return nil
-}
-
-func (s *Sem) errf(format string, args ...any) error {
-	return fmt.Errorf("shmsem %q: "+format, append([]any{s.name}, args...)...)
 }
 
 // claim takes a free slot below the bound, else the slot of a dead
@@ -237,7 +235,7 @@ func (s *Sem) claim() (int, error) {
 			return s.claimed(i), nil
 		}
 	}
-	return 0, s.errf("%d handles open: %w", maxSlots, baton.ErrUnsupported)
+	return 0, fmt.Errorf("%d handles open: %w", maxSlots, baton.ErrUnsupported)
 }
 
 // claimed starts a new generation of slot i's count, now this handle's,
@@ -394,7 +392,7 @@ func ring(bell *atomic.Uint32) {
 }
 
 func (s *Sem) grant(n int64) driver.Grant {
-	raceAcquire(s.rsync)
+	shm.RaceAcquire(s.rsync)
 	return driver.Grant{N: n, Loss: s.loss, Data: s}
 }
 
@@ -422,12 +420,12 @@ func (s *Sem) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
 			break
 		}
 	}
-	return driver.Grant{}, s.errf("%d permits: %w", n, baton.ErrLocked)
+	return driver.Grant{}, fmt.Errorf("%d permits: %w", n, baton.ErrLocked)
 }
 
 func (s *Sem) check(n int64) error {
 	if s.closed.Load() {
-		return s.errf("%w", baton.ErrClosed)
+		return baton.ErrClosed
 	}
 	return baton.ValidatePermits(n, s.capacity)
 }

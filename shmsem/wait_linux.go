@@ -4,12 +4,14 @@ package shmsem
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"time"
 	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -49,7 +51,7 @@ queue:
 				select {
 				case <-done:
 					s.leave(my)
-					return driver.Grant{}, s.errf("%w", ctx.Err())
+					return driver.Grant{}, ctx.Err()
 				default:
 				}
 			}
@@ -99,7 +101,7 @@ queue:
 			}
 			if err != nil {
 				s.leave(my)
-				return driver.Grant{}, s.errf("%w", err)
+				return driver.Grant{}, err
 			}
 			if timedOut && s.bell.Load() == w {
 				// A whole slice with no news: the head checks for dead
@@ -167,22 +169,42 @@ func (s *Sem) headGone(h uint32, deathCheck bool) bool {
 // matching baton.ErrLost and changes nothing.
 func (s *Sem) Release(ctx context.Context, g driver.Grant, n int64) error {
 	if g.Data != s {
-		return s.errf("%w: grant of another driver", baton.ErrInvalidArgument)
+		return fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
 	}
 	if n <= 0 || n > g.N {
-		return s.errf("release %d of a grant of %d: %w", n, g.N, baton.ErrNotHeld)
+		return fmt.Errorf("release %d of a grant of %d: %w", n, g.N, baton.ErrNotHeld)
 	}
-	raceRelease(s.rsync)
+	return s.GivePermits(n)
+}
+
+// GivePermits gives back n permits of the handle (driver.PermitCounter).
+// If the handle's permits were taken back (its slot reclaimed), it returns
+// an error matching baton.ErrLost and changes nothing.
+func (s *Sem) GivePermits(n int64) error {
+	shm.RaceRelease(s.rsync)
 	if int64(s.held.Load()&countMask) < n {
-		return s.errf("release %d: %w", n, baton.ErrLost)
+		return fmt.Errorf("release %d: %w", n, baton.ErrLost)
 	}
 	s.held.Add(-uint64(n))
 	s.kickIfQueued()
 	if s.gone.Load() {
-		return s.errf("%w", s.loss.Err())
+		return s.loss.Err()
 	}
 	return nil
 }
+
+// TakePermits takes n permits if they are free and nobody queues
+// (driver.PermitCounter); the core has validated n.
+func (s *Sem) TakePermits(n int64) bool {
+	if s.closed.Load() || !s.take(n, false) {
+		return false
+	}
+	shm.RaceAcquire(s.rsync)
+	return true
+}
+
+// PermitLoss returns the Loss of every grant of the handle.
+func (s *Sem) PermitLoss() *driver.Loss { return s.loss }
 
 // Available returns the number of permits not held now.
 func (s *Sem) Available() int64 { return s.capacity - s.sum() }
