@@ -56,18 +56,14 @@ var (
 // Open opens the futex mutex called name in ns, creating it unlocked
 // when it does not exist. The name is validated before anything is created.
 func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
-	e, err := ns.Entry(Kind, name)
-	if err != nil {
-		return nil, err
-	}
-	return OpenEntry(e)
+	return ipc.Open(ns, Kind, name, OpenEntry)
 }
 
 // OpenEntry is Open for a name already resolved in its namespace
 // (ipc.Namespace.Resolve with Kind), which is not checked or encoded again.
 func OpenEntry(e ipc.Entry) (*Mutex, error) {
-	if e.Kind() != Kind {
-		return nil, fmt.Errorf("%w: entry of kind %q, want %q", baton.ErrInvalidArgument, e.Kind(), Kind)
+	if err := e.Check(Kind); err != nil {
+		return nil, err
 	}
 	self, err := ipc.Self()
 	if err != nil {

@@ -64,11 +64,7 @@ var _ driver.Lock = (*Lock)(nil)
 // exist. A bad name gives an error matching baton.ErrInvalidName and
 // creates nothing.
 func Open(ns *ipc.Namespace, name string) (*Lock, error) {
-	e, err := ns.Entry(ipc.KindSysvRW, name)
-	if err != nil {
-		return nil, err
-	}
-	return OpenEntry(e)
+	return ipc.Open(ns, ipc.KindSysvRW, name, OpenEntry)
 }
 
 // OpenEntry is Open for a name already resolved in its namespace (by

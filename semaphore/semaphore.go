@@ -49,11 +49,7 @@ var _ driver.Semaphore = (*Sem)(nil)
 // nothing; an existing semaphore of another capacity gives an error
 // matching baton.ErrMismatch.
 func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
-	e, err := ns.Entry(ipc.KindSysvSem, name)
-	if err != nil {
-		return nil, err
-	}
-	return OpenEntry(e, permits)
+	return ipc.Open(ns, ipc.KindSysvSem, name, func(e ipc.Entry) (*Sem, error) { return OpenEntry(e, permits) })
 }
 
 // OpenEntry is Open for a name already resolved in its namespace (by
