@@ -17,7 +17,6 @@ import (
 // Cond is one handle on a named condition variable. It is safe for
 // concurrent use.
 type Cond struct {
-	name  string
 	r     *ipc.Region
 	bound *atomic.Uint64 // see offBound
 	order *atomic.Uint64
@@ -43,32 +42,27 @@ type waiter struct{ slot int }
 // Open opens the condition variable called name in ns, creating it when it
 // does not exist. The name is validated before anything is created.
 func Open(ns *ipc.Namespace, name string) (*Cond, error) {
-	e, err := ns.Entry(Kind, name)
-	if err != nil {
-		return nil, err
-	}
-	return OpenEntry(e)
+	return ipc.Open(ns, Kind, name, OpenEntry)
 }
 
 // OpenEntry is Open for a name already resolved in its namespace
 // (ipc.Namespace.Resolve with Kind), which is not checked or encoded again.
 func OpenEntry(e ipc.Entry) (*Cond, error) {
-	if e.Kind() != Kind {
-		return nil, fmt.Errorf("%w: entry of kind %q, want %q", baton.ErrInvalidArgument, e.Kind(), Kind)
+	if err := e.Check(Kind); err != nil {
+		return nil, err
 	}
-	name := e.Name()
 	self, err := ipc.Self()
 	if err != nil {
 		return nil, err
 	}
 	if self.PID > pidMask {
-		return nil, fmt.Errorf("condvar: pid %d does not fit in 22 bits: %w", self.PID, baton.ErrUnsupported)
+		return nil, fmt.Errorf("pid %d does not fit in 22 bits: %w", self.PID, baton.ErrUnsupported)
 	}
 	r, err := ipc.OpenRegionEntry(e, fileSize)
 	if err != nil {
 		return nil, err
 	}
-	c := newCond(r, name)
+	c := newCond(r)
 	mg := (*atomic.Uint32)(c.at(offMagic))
 	if !mg.CompareAndSwap(0, magic) && mg.Load() != magic {
 		r.Close()
@@ -79,8 +73,8 @@ func OpenEntry(e ipc.Entry) (*Cond, error) {
 	return c, nil
 }
 
-func newCond(r *ipc.Region, name string) *Cond {
-	c := &Cond{name: name, r: r, mine: map[*waiter]struct{}{}, watches: map[uint64]*ipc.ProcWatch{}}
+func newCond(r *ipc.Region) *Cond {
+	c := &Cond{r: r, mine: map[*waiter]struct{}{}, watches: map[uint64]*ipc.ProcWatch{}}
 	c.bound = (*atomic.Uint64)(c.at(offBound))
 	c.order = (*atomic.Uint64)(c.at(offOrder))
 	return c
@@ -110,10 +104,6 @@ var bigEndian = func() bool {
 	return binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&x))[:]) == 1
 }()
 
-func (c *Cond) errf(format string, args ...any) error {
-	return fmt.Errorf("condvar: %q: "+format, append([]any{c.name}, args...)...)
-}
-
 func (c *Cond) isClosed() bool {
 	c.amu.Lock()
 	defer c.amu.Unlock()
@@ -126,7 +116,7 @@ func (c *Cond) Prepare(ctx context.Context) (any, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.isClosed() {
-		return nil, c.errf("%w", baton.ErrClosed)
+		return nil, baton.ErrClosed
 	}
 	for attempt := 0; attempt < 2; attempt++ {
 		for i := range Slots {
@@ -143,7 +133,7 @@ func (c *Cond) Prepare(ctx context.Context) (any, error) {
 		}
 		c.sweep(Slots)
 	}
-	return nil, c.errf("%d waiters already: %w", Slots, baton.ErrUnsupported)
+	return nil, fmt.Errorf("%d waiters already: %w", Slots, baton.ErrUnsupported)
 }
 
 // forget deletes w from the registrations of this handle.
@@ -160,7 +150,7 @@ func (c *Cond) forget(w *waiter) {
 func (c *Cond) Wait(ctx context.Context, ticket any) error {
 	w, ok := ticket.(*waiter)
 	if !ok || w == nil {
-		return c.errf("%w: ticket %v", baton.ErrInvalidArgument, ticket)
+		return fmt.Errorf("%w: ticket %v", baton.ErrInvalidArgument, ticket)
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -169,9 +159,9 @@ func (c *Cond) Wait(ctx context.Context, ticket any) error {
 		closed := c.closed
 		c.amu.Unlock()
 		if closed {
-			return c.errf("%w", baton.ErrClosed) // Close withdraws the slot
+			return baton.ErrClosed // Close withdraws the slot
 		}
-		return c.errf("%w: ticket of slot %d is not registered", baton.ErrInvalidArgument, w.slot)
+		return fmt.Errorf("%w: ticket of slot %d is not registered", baton.ErrInvalidArgument, w.slot)
 	}
 	c.amu.Unlock()
 	i := w.slot
@@ -213,7 +203,7 @@ func (c *Cond) Wait(ctx context.Context, ticket any) error {
 		if err != nil {
 			c.forget(w)
 			c.leave(i, false)
-			return c.errf("%w", err)
+			return err
 		}
 	}
 }
@@ -291,7 +281,7 @@ func (c *Cond) Signal(ctx context.Context) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.r.Bytes() == nil {
-		return c.errf("%w", baton.ErrClosed)
+		return baton.ErrClosed
 	}
 	if c.bound.Load()&boundMask == 0 {
 		return nil
@@ -327,7 +317,7 @@ func (c *Cond) signalOne() error {
 		}
 		if c.slot(best).CompareAndSwap(bv, bv&^sWaiting|sSignalled) {
 			if _, err := ipc.FutexWake(c.futexWord(best), 1); err != nil {
-				return c.errf("%w", err)
+				return err
 			}
 			return nil
 		}
@@ -339,7 +329,7 @@ func (c *Cond) Broadcast(ctx context.Context) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.r.Bytes() == nil {
-		return c.errf("%w", baton.ErrClosed)
+		return baton.ErrClosed
 	}
 	if c.bound.Load()&boundMask == 0 {
 		return nil
@@ -354,7 +344,7 @@ func (c *Cond) Broadcast(ctx context.Context) error {
 			}
 			if s.CompareAndSwap(v, v&^sWaiting|sSignalled) {
 				if _, e := ipc.FutexWake(c.futexWord(i), 1); e != nil && err == nil {
-					err = c.errf("%w", e)
+					err = e
 				}
 				break
 			}

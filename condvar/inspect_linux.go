@@ -27,7 +27,7 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 		return baton.Info{}, err
 	}
 	defer r.Close()
-	c := newCond(r, name)
+	c := newCond(r)
 	return baton.Info{Name: name, Kind: baton.KindCond, Impl: "futex", Holders: []baton.Holder{}, Waiters: c.inUse()}, nil
 }
 

@@ -145,12 +145,12 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error
 		case errors.Is(err, unix.EINTR):
 			continue
 		case !errors.Is(err, unix.EWOULDBLOCK):
-			return fmt.Errorf("filelock: flock: %w", err)
+			return fmt.Errorf("flock: %w", err)
 		case !block:
-			return fmt.Errorf("filelock: %w", baton.ErrLocked)
+			return baton.ErrLocked
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("filelock: %w", err)
+			return err
 		}
 		if stop == nil {
 			// Cancellation bumps the generation and wakes the sleepers,
@@ -201,7 +201,7 @@ func newGrant(lf *lockFile, mode driver.Mode, token uint64) driver.Grant {
 func release(lf *lockFile, gate int, g driver.Grant) error {
 	gd, ok := g.Data.(*grantData)
 	if !ok || gd == nil {
-		return fmt.Errorf("filelock: release of a foreign grant: %w", baton.ErrNotHeld)
+		return fmt.Errorf("release of a foreign grant: %w", baton.ErrNotHeld)
 	}
 	// The watcher checks held files; a removal in its last interval
 	// before the release is not reported (the hold is over either way).
@@ -212,16 +212,16 @@ func release(lf *lockFile, gate int, g driver.Grant) error {
 		lf.pg.pid.Store(0)
 	}
 	if err := unlock(lf.fd); err != nil {
-		return fmt.Errorf("filelock: unlock: %w", err)
+		return fmt.Errorf("unlock: %w", err)
 	}
 	if excl && gate >= 0 {
 		if err := unlock(gate); err != nil {
-			return fmt.Errorf("filelock: unlock gate: %w", err)
+			return fmt.Errorf("unlock gate: %w", err)
 		}
 	}
 	released(lf.pg)
 	if lostErr != nil {
-		return fmt.Errorf("filelock: %s: %w", lf.path, lostErr)
+		return lostErr
 	}
 	return nil
 }
@@ -244,7 +244,7 @@ func (h *handle) file() (*lockFile, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, fmt.Errorf("filelock: %w", baton.ErrClosed)
+		return nil, baton.ErrClosed
 	}
 	return h.lf, nil
 }
@@ -292,7 +292,7 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant,
 
 func (m *Mutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driver.Grant, error) {
 	if mode != driver.Exclusive {
-		return driver.Grant{}, fmt.Errorf("filelock: mutex in %s mode: %w", mode, baton.ErrUnsupported)
+		return driver.Grant{}, fmt.Errorf("mutex in %s mode: %w", mode, baton.ErrUnsupported)
 	}
 	lf, err := m.file()
 	if err != nil {
@@ -306,7 +306,7 @@ func (m *Mutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driv
 			// Locked an orphan: the file was removed or replaced.
 			_ = unlock(lf.fd)
 			if err := lf.reopen(); err != nil {
-				return driver.Grant{}, fmt.Errorf("filelock: %w", err)
+				return driver.Grant{}, err
 			}
 			continue
 		}
@@ -322,7 +322,7 @@ func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
 func (m *Mutex) TryFirst() bool { return true }
 
 func (m *Mutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
-	return driver.Grant{}, fmt.Errorf("filelock: mutex downgrade: %w", baton.ErrUnsupported)
+	return driver.Grant{}, fmt.Errorf("mutex downgrade: %w", baton.ErrUnsupported)
 }
 
 // Close closes the lock file; a hold still held is released by the kernel.
@@ -389,7 +389,7 @@ func (rw *RWMutex) acquire(ctx context.Context, mode driver.Mode, block bool) (d
 			_ = unlock(rw.gate)
 			released(d.pg)
 			if err := d.reopen(); err != nil {
-				return driver.Grant{}, fmt.Errorf("filelock: %w", err)
+				return driver.Grant{}, err
 			}
 			continue
 		}
@@ -414,7 +414,7 @@ func (rw *RWMutex) TryFirst() bool { return true }
 func (rw *RWMutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
 	gd, ok := g.Data.(*grantData)
 	if !ok || gd.mode != driver.Exclusive {
-		return driver.Grant{}, fmt.Errorf("filelock: downgrade: %w", baton.ErrNotHeld)
+		return driver.Grant{}, fmt.Errorf("downgrade: %w", baton.ErrNotHeld)
 	}
 	if err := gd.loss.Err(); err != nil {
 		return driver.Grant{}, err
@@ -429,11 +429,11 @@ func (rw *RWMutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant,
 			break
 		}
 		if !errors.Is(err, unix.EINTR) {
-			return driver.Grant{}, fmt.Errorf("filelock: downgrade: %w", err)
+			return driver.Grant{}, fmt.Errorf("downgrade: %w", err)
 		}
 	}
 	if err := unlock(rw.gate); err != nil {
-		return driver.Grant{}, fmt.Errorf("filelock: downgrade: unlock gate: %w", err)
+		return driver.Grant{}, fmt.Errorf("downgrade: unlock gate: %w", err)
 	}
 	released(d.pg)
 	gd.mode = driver.Shared

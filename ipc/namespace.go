@@ -110,6 +110,21 @@ func (ns *Namespace) Resolve(kind, name string) Entry {
 	return Entry{ns: ns, kind: kind, name: name, path: filepath.Join(ns.dir, kind, encode(name))}
 }
 
+// Open is the Open of a package whose OpenEntry opens a resolved entry: it
+// validates name and resolves it among objects of kind, then calls open.
+func Open[T any](ns *Namespace, kind, name string, open func(Entry) (T, error)) (T, error) {
+	e, err := ns.Entry(kind, name)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return open(e)
+}
+
+// Check returns an error matching baton.ErrInvalidArgument unless e was
+// resolved (Entry, Resolve) among objects of kind.
+func (e Entry) Check(kind string) error { return e.valid(kind) }
+
 // Namespace returns the namespace of the entry.
 func (e Entry) Namespace() *Namespace { return e.ns }
 

@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/batonlock/baton"
 )
@@ -22,17 +23,25 @@ const MaxRegionSize = 1 << 30
 // be used: the memory is unmapped.
 type Region struct {
 	path string
-	data []byte
+	// The mapping, kept as a pointer and a size: a []byte from unix.Mmap
+	// would cost an entry in x/sys's table of mappings per region.
+	addr unsafe.Pointer
+	size int
 }
 
 // Bytes returns the mapped memory.
-func (r *Region) Bytes() []byte { return r.data }
+func (r *Region) Bytes() []byte {
+	if r.addr == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(r.addr), r.size)
+}
 
 // Path returns the file that backs the region.
 func (r *Region) Path() string { return r.path }
 
 // Size returns the size of the region in bytes.
-func (r *Region) Size() int { return len(r.data) }
+func (r *Region) Size() int { return r.size }
 
 func checkRegionArgs(kind string, size int) error {
 	if size <= 0 || size > MaxRegionSize {

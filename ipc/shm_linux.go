@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"unsafe"
 
 	"github.com/batonlock/baton"
 	"golang.org/x/sys/unix"
@@ -71,11 +72,11 @@ func openRegion(e Entry, size int, create bool) (*Region, error) {
 	if err := sizeRegion(fd, path, size); err != nil {
 		return nil, err
 	}
-	data, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	addr, err := unix.MmapPtr(fd, 0, nil, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, &fs.PathError{Op: "mmap", Path: path, Err: err}
 	}
-	return &Region{path: path, data: data}, nil
+	return &Region{path: path, addr: addr, size: size}, nil
 }
 
 func openNoEINTR(path string, flags int, mode uint32) (int, error) {
@@ -124,17 +125,31 @@ func sizeRegion(fd int, path string, size int) error {
 // a no-op.
 func (r *Region) Close() error {
 	regionMu.Lock()
-	data := r.data
-	r.data = nil
+	addr := r.addr
+	r.addr = nil
 	regionMu.Unlock()
-	if data == nil {
+	if addr == nil {
 		return nil
 	}
-	if err := unix.Munmap(data); err != nil {
+	if err := unix.MunmapPtr(addr, uintptr(r.size)); err != nil {
 		return &fs.PathError{Op: "munmap", Path: r.path, Err: err}
 	}
 	return nil
 }
+
+// A Mapping is the memory of a region without its path: what a cleanup
+// needs to unmap it, without keeping the region's path alive.
+type Mapping struct {
+	addr unsafe.Pointer
+	size int
+}
+
+// Mapping returns the memory of r. Unmapping it and closing r are the
+// same thing: the caller does only one.
+func (r *Region) Mapping() Mapping { return Mapping{r.addr, r.size} }
+
+// Unmap unmaps the memory.
+func (m Mapping) Unmap() error { return unix.MunmapPtr(m.addr, uintptr(m.size)) }
 
 // RemoveRegion removes the file of the region for name among objects of
 // kind. Processes that have it mapped keep their mapping, which no longer

@@ -21,7 +21,6 @@ var errSetRemoved = errors.New("System V set removed")
 // usable; use OpenNamedSet. A NamedSet is safe for concurrent use.
 type NamedSet struct {
 	e     Entry
-	what  string // what the set serves, for errors ("rwlock")
 	nsems int
 	param int64
 	init  func(*SemSet) error
@@ -70,7 +69,7 @@ func OpenNamedSet(e Entry, kind, what string, nsems int, param int64, init func(
 	if err := e.valid(kind); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	s := &NamedSet{e: e, what: what, nsems: nsems, param: param, init: init}
+	s := &NamedSet{e: e, nsems: nsems, param: param, init: init}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -80,16 +79,11 @@ func OpenNamedSet(e Entry, kind, what string, nsems int, param int64, init func(
 // Entry returns the entry the set was opened for.
 func (s *NamedSet) Entry() Entry { return s.e }
 
-// Errorf returns an error that starts with what the set serves and its name.
-func (s *NamedSet) Errorf(format string, args ...any) error {
-	return fmt.Errorf("%s %q: "+format, append([]any{s.what, s.e.name}, args...)...)
-}
-
 // open resolves the name to its set; s.mu is held or s is not shared yet.
 func (s *NamedSet) open() error {
 	obj, err := OpenSemObject(s.e, s.nsems, s.param, s.init)
 	if err != nil {
-		return s.Errorf("%w", err)
+		return err
 	}
 	inc := &SetIncarnation{Set: obj.Sem(), Loss: driver.NewLoss(), obj: obj}
 	inc.grants = [2]SetGrant{{Inc: inc, Mode: driver.Exclusive}, {Inc: inc, Mode: driver.Shared}}
@@ -113,7 +107,7 @@ func (s *NamedSet) open() error {
 // baton.ErrClosed after Close.
 func (s *NamedSet) Current() (*SetIncarnation, error) {
 	if s.closed.Load() {
-		return nil, s.Errorf("%w", baton.ErrClosed)
+		return nil, baton.ErrClosed
 	}
 	return s.cur.Load(), nil
 }
@@ -125,7 +119,7 @@ func (s *NamedSet) Reopen(old *SetIncarnation) (*SetIncarnation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed.Load() {
-		return nil, s.Errorf("%w", baton.ErrClosed)
+		return nil, baton.ErrClosed
 	}
 	if cur := s.cur.Load(); cur != old {
 		return cur, nil
@@ -143,7 +137,7 @@ const ReopenTries = 8
 // ErrChurn is the error of an operation that gave up after ReopenTries
 // sets were removed under it, the last with err.
 func (s *NamedSet) ErrChurn(err error) error {
-	return s.Errorf("the set keeps being removed: %w", err)
+	return fmt.Errorf("the set keeps being removed: %w", err)
 }
 
 // Close ends the watch of the set in use and closes its record. Holds still

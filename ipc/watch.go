@@ -16,45 +16,78 @@ const (
 	watchLinger = 300 * time.Millisecond
 )
 
-// watched is one registration: a check and the loss it fires.
-type watched struct {
-	check func() error
-	loss  *driver.Loss
+// A Checker reports, with an error, that the object behind a hold was
+// removed or replaced.
+type Checker interface {
+	CheckLoss() error
+}
+
+// A Watch is one registration with the process's watcher. Its zero value
+// is stopped; it may be a field of the watched handle, so that a
+// registration costs the handle no allocation of its own.
+type Watch struct {
+	c    Checker
+	loss *driver.Loss
+	i    int // index in watcher.set while started; guarded by watcher.mu
 }
 
 var watcher struct {
 	mu      sync.Mutex
-	set     map[*watched]struct{} // guarded by mu
-	running bool                  // guarded by mu
+	set     []*Watch // guarded by mu
+	running bool     // guarded by mu
 }
 
-// WatchLoss calls check every WatchEvery until stop is called, and fires
-// loss with check's error the first time it returns one (the object behind
-// a hold was removed or replaced). One goroutine serves every registration
-// of the process; it ends shortly after the last one stops.
-func WatchLoss(check func() error, loss *driver.Loss) (stop func()) {
-	w := &watched{check: check, loss: loss}
+// Start calls c.CheckLoss every WatchEvery until Stop is called, and fires
+// loss with its error the first time it returns one. One goroutine serves
+// every registration of the process; it ends shortly after the last one
+// stops. A Watch is started at most once.
+func (w *Watch) Start(c Checker, loss *driver.Loss) {
+	w.c, w.loss = c, loss
 	watcher.mu.Lock()
-	if watcher.set == nil {
-		watcher.set = make(map[*watched]struct{})
-	}
-	watcher.set[w] = struct{}{}
+	w.i = len(watcher.set)
+	watcher.set = append(watcher.set, w)
 	if !watcher.running {
 		watcher.running = true
 		go watchLoop()
 	}
 	watcher.mu.Unlock()
-	return func() {
-		watcher.mu.Lock()
-		delete(watcher.set, w)
-		watcher.mu.Unlock()
+}
+
+// Stop ends the registration. Stopping twice, or a Watch never started, is
+// a no-op.
+func (w *Watch) Stop() {
+	watcher.mu.Lock()
+	defer watcher.mu.Unlock()
+	if w.c == nil {
+		return
 	}
+	last := len(watcher.set) - 1
+	moved := watcher.set[last]
+	watcher.set[w.i], moved.i = moved, w.i
+	watcher.set[last] = nil
+	watcher.set = watcher.set[:last]
+	w.c = nil
+}
+
+type checkFunc func() error
+
+func (f checkFunc) CheckLoss() error { return f() }
+
+// WatchLoss is Start for a check function, on a Watch of its own.
+func WatchLoss(check func() error, loss *driver.Loss) (stop func()) {
+	w := new(Watch)
+	w.Start(checkFunc(check), loss)
+	return w.Stop
 }
 
 func watchLoop() {
 	t := time.NewTicker(WatchEvery)
 	defer t.Stop()
-	var idleSince time.Time
+	var (
+		idleSince time.Time
+		ws        []*Watch
+		cs        []Checker
+	)
 	for range t.C {
 		watcher.mu.Lock()
 		if len(watcher.set) == 0 {
@@ -70,18 +103,21 @@ func watchLoop() {
 			continue
 		}
 		idleSince = time.Time{}
-		ws := make([]*watched, 0, len(watcher.set))
-		for w := range watcher.set {
-			ws = append(ws, w)
+		ws = append(ws[:0], watcher.set...)
+		cs = cs[:0]
+		for _, w := range ws {
+			cs = append(cs, w.c)
 		}
 		watcher.mu.Unlock()
-		for _, w := range ws {
+		for i, w := range ws {
 			if w.loss.Err() != nil {
 				continue
 			}
-			if err := w.check(); err != nil {
+			if err := cs[i].CheckLoss(); err != nil {
 				w.loss.Fire(err)
 			}
 		}
+		clear(ws)
+		clear(cs)
 	}
 }

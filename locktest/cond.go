@@ -12,9 +12,7 @@ import (
 // Cond tests.
 
 func testCondBasics(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	m, err := b.Mutex(ctx, name)
 	ok(t, "Mutex", err)
 	c, err := b.Cond(ctx, name)

@@ -27,9 +27,7 @@ const manyRun = 600 * time.Millisecond
 // increase, and no handle is starved. (testLockCancelRace checks that a
 // cancelled Lock holds nothing.)
 func testManyHandles(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	const handles, goroutines = 8, 4
 	var (
 		hist   History
@@ -101,9 +99,7 @@ func testManyHandles(t *testing.T, e *env) {
 // never overlap (Close gives back the holds of its handle, and then
 // another may hold), and at the end the name is free.
 func testCloseWhilePassing(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	var (
 		hist History
 		wg   sync.WaitGroup

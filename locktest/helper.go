@@ -226,12 +226,18 @@ func helperLocker(b baton.Backend, a helperArgs) error {
 			}()
 		}
 	}
+	return finishHistory(&wg, errs, a.History, &hist)
+}
+
+// finishHistory waits for the workers, then returns the first error they
+// sent, or writes h to path.
+func finishHistory(wg *sync.WaitGroup, errs chan error, path string, h *History) error {
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
 		return err
 	}
-	return writeHistory(a.History, &hist)
+	return writeHistory(path, h)
 }
 
 func writeHistory(path string, h *History) error {
@@ -282,12 +288,7 @@ func helperSem(b baton.Backend, a helperArgs) error {
 			}()
 		}
 	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
-	}
-	return writeHistory(a.History, &hist)
+	return finishHistory(&wg, errs, a.History, &hist)
 }
 
 // helperHold takes a lock (Kind "mutex", "rw", "sem"), says "held TOKEN",

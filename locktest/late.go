@@ -102,36 +102,14 @@ func testRWLateReaders(t *testing.T, e *env) {
 // turns, so that the handle's shared grant never drains by itself; a writer
 // of another handle, and of another process, must still get in.
 func testRWOneHandleStream(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	r, err := b.RWMutex(ctx, name)
 	ok(t, "RWMutex", err)
 	defer r.Close()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Duration(i) * 500 * time.Microsecond)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := r.RLock(ctx); err != nil {
-					t.Error(err)
-					return
-				}
-				time.Sleep(3 * time.Millisecond)
-				if err := r.RUnlock(ctx); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
+		readAgain(t, r, stop, &wg, time.Duration(i)*500*time.Microsecond)
 	}
 	defer func() { close(stop); wg.Wait() }()
 	time.Sleep(30 * time.Millisecond)
@@ -139,15 +117,7 @@ func testRWOneHandleStream(t *testing.T, e *env) {
 	ok(t, "RWMutex", err)
 	defer w.Close()
 	for range 3 {
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		t0 := time.Now()
-		_, err = w.Lock(wctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("writer of another handle starved by the readers of one handle: %v after %v", err, time.Since(t0))
-		}
-		ok(t, "Unlock", w.Unlock(ctx))
-		time.Sleep(10 * time.Millisecond)
+		lockWithin(t, w, 5*time.Second, "writer of another handle starved by the readers of one handle")
 	}
 	if !e.s.Caps.CrossProcess {
 		return
@@ -161,9 +131,7 @@ func testRWOneHandleStream(t *testing.T, e *env) {
 // then the permit it waited for is released. The cancel came first, so the
 // waiter must fail with context.Canceled and hold nothing.
 func testSemCancelRace(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	var s [3]baton.Semaphore
 	for i := range s {
 		var err error
@@ -215,9 +183,7 @@ func testSemCancelRace(t *testing.T, e *env) {
 // before the holder's Unlock must fail with context.Canceled, holding
 // nothing.
 func testLockCancelRace(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	var m [3]baton.Mutex
 	for i := range m {
 		var err error

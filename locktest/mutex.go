@@ -16,9 +16,7 @@ import (
 // cancellation, fencing and Close.
 
 func testMutexBasics(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	m1, err := b.Mutex(ctx, name)
 	ok(t, "Mutex", err)
 	m2, err := b.Mutex(ctx, name)
@@ -121,9 +119,7 @@ func testReentrancy(t *testing.T, e *env) {
 }
 
 func testSharedHandle(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	m, err := b.Mutex(ctx, name)
 	ok(t, "Mutex", err)
 	other, err := b.Mutex(ctx, name)
@@ -172,9 +168,7 @@ func testSharedHandle(t *testing.T, e *env) {
 }
 
 func testCancel(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	m1, err := b.Mutex(ctx, name)
 	ok(t, "Mutex", err)
 	m2, err := b.Mutex(ctx, name)

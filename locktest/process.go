@@ -33,20 +33,7 @@ func mergeHistories(t *testing.T, paths []string) []Rec {
 func testCrossProcessMutex(t *testing.T, e *env) {
 	const procs, handles, goroutines = 4, 2, 2
 	per := max(1, e.s.Caps.Acquisitions/(procs*handles*goroutines))
-	dir := t.TempDir()
-	name := e.name(t)
-	counter := filepath.Join(dir, "counter")
-	hs := histPaths(dir, procs)
-	var ps []*proc
-	for i := 0; i < procs; i++ {
-		ps = append(ps, spawn(t, e, "locker", helperArgs{
-			Name: name, Handles: handles, Goroutines: goroutines, Iterations: per,
-			Counter: counter, History: hs[i],
-		}))
-	}
-	for _, p := range ps {
-		p.wait(t)
-	}
+	counter, hs := runLockers(t, e, procs, helperArgs{Handles: handles, Goroutines: goroutines, Iterations: per})
 	if t.Failed() {
 		return
 	}
@@ -69,20 +56,7 @@ func testCrossProcessMutex(t *testing.T, e *env) {
 func testCrossProcessRW(t *testing.T, e *env) {
 	const procs, handles, goroutines = 3, 2, 2
 	per := max(1, e.s.Caps.Acquisitions/4/(procs*handles*goroutines))
-	dir := t.TempDir()
-	name := e.name(t)
-	counter := filepath.Join(dir, "counter")
-	hs := histPaths(dir, procs)
-	var ps []*proc
-	for i := 0; i < procs; i++ {
-		ps = append(ps, spawn(t, e, "locker", helperArgs{
-			Name: name, Handles: handles, Goroutines: goroutines, Iterations: per,
-			Counter: counter, History: hs[i], ReadPercent: 80,
-		}))
-	}
-	for _, p := range ps {
-		p.wait(t)
-	}
+	counter, hs := runLockers(t, e, procs, helperArgs{Handles: handles, Goroutines: goroutines, Iterations: per, ReadPercent: 80})
 	if t.Failed() {
 		return
 	}
@@ -175,4 +149,24 @@ func testKillHolder(t *testing.T, e *env) {
 		t.Errorf("holder SIGKILL -> waiter holds: median %v of %v, bound %v", med, took, e.s.Caps.KillBound)
 	}
 	t.Logf("holder SIGKILL -> waiter holds: median %v, worst %v of %d", took[len(took)/2], took[len(took)-1], len(took))
+}
+
+// runLockers runs procs helper processes of role "locker" with a, on a name
+// of the test, a shared counter file and a history file each, and waits
+// for them to end.
+func runLockers(t *testing.T, e *env, procs int, a helperArgs) (counter string, hs []string) {
+	dir := t.TempDir()
+	a.Name = e.name(t)
+	counter = filepath.Join(dir, "counter")
+	a.Counter = counter
+	hs = histPaths(dir, procs)
+	var ps []*proc
+	for i := 0; i < procs; i++ {
+		a.History = hs[i]
+		ps = append(ps, spawn(t, e, "locker", a))
+	}
+	for _, p := range ps {
+		p.wait(t)
+	}
+	return counter, hs
 }

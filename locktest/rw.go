@@ -13,9 +13,7 @@ import (
 // RWMutex tests: readers and writers, writer preference.
 
 func testRWBasics(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	r1, err := b.RWMutex(ctx, name)
 	ok(t, "RWMutex", err)
 	r2, err := b.RWMutex(ctx, name)
@@ -114,49 +112,68 @@ func testRWBasics(t *testing.T, e *env) {
 }
 
 func testRWWriterNotStarved(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < 4; i++ {
 		r, err := b.RWMutex(ctx, name)
 		ok(t, "RWMutex", err)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Duration(i) * time.Millisecond)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := r.RLock(ctx); err != nil {
-					t.Error(err)
-					return
-				}
-				time.Sleep(3 * time.Millisecond)
-				if err := r.RUnlock(ctx); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
+		readAgain(t, r, stop, &wg, time.Duration(i)*time.Millisecond)
 	}
 	defer func() { close(stop); wg.Wait() }()
 	time.Sleep(50 * time.Millisecond)
 	w, err := b.RWMutex(ctx, name)
 	ok(t, "RWMutex", err)
 	for i := 0; i < 5; i++ {
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		t0 := time.Now()
-		_, err = w.Lock(wctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("writer starved by a stream of readers: %v after %v", err, time.Since(t0))
-		}
-		ok(t, "Unlock", w.Unlock(ctx))
-		time.Sleep(10 * time.Millisecond)
+		lockWithin(t, w, 3*time.Second, "writer starved by a stream of readers")
 	}
+}
+
+// readAgain starts a reader that waits start, then takes and gives back r's
+// read lock, holding it 3 ms each time, until stop is closed.
+func readAgain(t *testing.T, r baton.RWMutex, stop <-chan struct{}, wg *sync.WaitGroup, start time.Duration) {
+	ctx := context.Background()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(start)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := r.RLock(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(3 * time.Millisecond)
+			if err := r.RUnlock(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+}
+
+// lockWithin takes and gives back w's write lock, failing the test with
+// what when it takes longer than d, then pauses for the readers.
+func lockWithin(t *testing.T, w baton.RWMutex, d time.Duration, what string) {
+	ctx := context.Background()
+	wctx, cancel := context.WithTimeout(ctx, d)
+	t0 := time.Now()
+	_, err := w.Lock(wctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("%s: %v after %v", what, err, time.Since(t0))
+	}
+	ok(t, "Unlock", w.Unlock(ctx))
+	time.Sleep(10 * time.Millisecond)
+}
+
+// start opens the backend of a test, with a context and a name of its own.
+func (e *env) start(t *testing.T) (baton.Backend, context.Context, string) {
+	t.Helper()
+	b := e.open(t)
+	return b, context.Background(), e.name(t)
 }

@@ -11,9 +11,7 @@ import (
 // Semaphore tests.
 
 func testSemBasics(t *testing.T, e *env) {
-	b := e.open(t)
-	ctx := context.Background()
-	name := e.name(t)
+	b, ctx, name := e.start(t)
 	s, err := b.Semaphore(ctx, name, 3)
 	ok(t, "Semaphore", err)
 	if s.Capacity() != 3 || s.Name() != name {

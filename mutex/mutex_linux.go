@@ -30,24 +30,22 @@ import (
 //
 // The zero value is not usable; use Open.
 type Mutex struct {
-	name  string
-	r     *ipc.Region
-	state *atomic.Uint64 // in r; low half is *word
-	word  *uint32        // the futex word
-	fence *uint64        // in r; written by the holder only
-	wait  *atomic.Int32  // in r
-	slot  *uint64        // in r; the word's owner slot (package internal/word)
-	me    uint64         // this handle's state pattern: tag<<32 | handle<<handleShift | pid
-	self  ipc.Proc
-	// The fields below are used only by the call in progress (one at a time).
+	base unsafe.Pointer // the mapping; the words are at the off* offsets
+	me   uint64         // this handle's state pattern: tag<<32 | handle<<handleShift | pid
+	loss *driver.Loss   // the handle's: fired when its file is removed or replaced
+	wl   *word.Lock     // nil: this handle has no word path
+	gone atomic.Bool    // set before loss fires; read by the fast path
+	// The fields below are used only by the call in progress (one at a
+	// time), or by the file watch.
 	closed bool
-	// The handle's loss: fired when its file is removed or replaced.
-	loss      *driver.Loss
-	gone      atomic.Bool // set before loss fires; read by the fast path
-	stopWatch func()
-	watch     *ipc.ProcWatch // the owner last checked, nil if none
-	watchS    uint64         // the owner pattern watch refers to
-	wl        *word.Lock     // nil: this handle has no word path
+	watch  *ipc.ProcWatch // the owner last checked, nil if none
+	watchS uint64         // the owner pattern watch refers to
+	// The file's name (its path is built again at each check rather than
+	// kept) and its device and inode at Open.
+	ns       *ipc.Namespace
+	name     string
+	dev, ino uint64
+	fileW    ipc.Watch
 }
 
 var (
@@ -58,37 +56,31 @@ var (
 // Open opens the futex mutex called name in ns, creating it unlocked
 // when it does not exist. The name is validated before anything is created.
 func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
-	e, err := ns.Entry(Kind, name)
-	if err != nil {
-		return nil, err
-	}
-	return OpenEntry(e)
+	return ipc.Open(ns, Kind, name, OpenEntry)
 }
 
 // OpenEntry is Open for a name already resolved in its namespace
 // (ipc.Namespace.Resolve with Kind), which is not checked or encoded again.
 func OpenEntry(e ipc.Entry) (*Mutex, error) {
-	if e.Kind() != Kind {
-		return nil, fmt.Errorf("%w: entry of kind %q, want %q", baton.ErrInvalidArgument, e.Kind(), Kind)
+	if err := e.Check(Kind); err != nil {
+		return nil, err
 	}
-	name := e.Name()
 	self, err := ipc.Self()
 	if err != nil {
 		return nil, err
 	}
 	if self.PID >= pidMaxLinux {
-		return nil, fmt.Errorf("futex mutex: pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
+		return nil, fmt.Errorf("pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
 	}
 	r, err := ipc.OpenRegionEntry(e, mutexSize)
 	if err != nil {
 		return nil, err
 	}
-	m := newMutexOn(r, name)
-	if err := m.checkMagic(); err != nil {
+	m := &Mutex{base: unsafe.Pointer(&r.Bytes()[0])}
+	if err := m.checkMagic(r.Path()); err != nil {
 		r.Close()
 		return nil, err
 	}
-	m.self = self
 	bits := handleBits.get()
 	m.me = uint64(self.Tag())<<32 | bits<<handleShift | uint64(self.PID)
 	// A handle whose file is removed or replaced (Remove, baton rm)
@@ -98,36 +90,40 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(r.Path(), &st); err != nil {
 		r.Close()
-		return nil, m.errf("%w", err)
+		return nil, &fs.PathError{Op: "stat", Path: r.Path(), Err: err}
 	}
-	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
+	m.ns, m.name, m.dev, m.ino = e.Namespace(), e.Name(), uint64(st.Dev), st.Ino
 	m.loss = driver.NewLoss()
 	if bits != 0 {
-		m.wl = word.New(m.state, m.fence, m.slot, &m.gone, raceSync(dev, ino), ownerMask, m.me)
+		m.wl = word.New(m.state(), m.fence(), m.slot(), &m.gone, raceSync(m.dev, m.ino), ownerMask, m.me)
 	}
 	// The memory stays mapped, and the handle bits taken, until the handle
 	// is unreachable, not just closed: the core may still be taking or
 	// giving back the word.
 	runtime.AddCleanup(m, func(u unmap) {
-		u.r.Close()
+		u.m.Unmap()
 		handleBits.put(u.bits)
-	}, unmap{r, bits})
-	m.stopWatch = ipc.WatchLoss(func() error {
-		var st unix.Stat_t
-		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
-			m.gone.Store(true)
-			return errMutexRemoved
-		}
-		return nil
-	}, m.loss)
+	}, unmap{r.Mapping(), bits})
+	m.fileW.Start(m, m.loss)
 	return m, nil
 }
 
-var errMutexRemoved = errors.New("futex mutex file removed or replaced")
+// CheckLoss reports whether the handle's file was removed or replaced
+// (ipc.Checker).
+func (m *Mutex) CheckLoss() error {
+	var st unix.Stat_t
+	if err := unix.Stat(m.ns.Resolve(Kind, m.name).Path(), &st); err != nil || uint64(st.Dev) != m.dev || st.Ino != m.ino {
+		m.gone.Store(true)
+		return errMutexRemoved
+	}
+	return nil
+}
+
+var errMutexRemoved = errors.New("file removed or replaced")
 
 // unmap is what the cleanup of an unreachable handle gives back.
 type unmap struct {
-	r    *ipc.Region
+	m    ipc.Mapping
 	bits uint64
 }
 
@@ -168,23 +164,19 @@ func (s *handleSet) put(b uint64) {
 	s.mu.Unlock()
 }
 
-func newMutexOn(r *ipc.Region, name string) *Mutex {
-	base := unsafe.Pointer(&r.Bytes()[0])
-	m := &Mutex{
-		name:  name,
-		r:     r,
-		state: (*atomic.Uint64)(unsafe.Add(base, offState)),
-		fence: (*uint64)(unsafe.Add(base, offFence)),
-		wait:  (*atomic.Int32)(unsafe.Add(base, offWaiters)),
-		slot:  (*uint64)(unsafe.Add(base, offSlot)),
-	}
-	w := offState
+// The words of the mapping. The futex word is the low half of the state.
+func (m *Mutex) state() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Add(m.base, offState)) }
+func (m *Mutex) word() *uint32         { return (*uint32)(unsafe.Add(m.base, offWord)) }
+func (m *Mutex) fence() *uint64        { return (*uint64)(unsafe.Add(m.base, offFence)) }
+func (m *Mutex) wait() *atomic.Int32   { return (*atomic.Int32)(unsafe.Add(m.base, offWaiters)) }
+func (m *Mutex) slot() *uint64         { return (*uint64)(unsafe.Add(m.base, offSlot)) }
+
+var offWord = func() int {
 	if nativeBigEndian {
-		w += 4
+		return offState + 4
 	}
-	m.word = (*uint32)(unsafe.Add(base, w))
-	return m
-}
+	return offState
+}()
 
 var nativeBigEndian = func() bool {
 	var x uint16 = 1
@@ -192,19 +184,15 @@ var nativeBigEndian = func() bool {
 	return binary.BigEndian.Uint16(b[:]) == 1
 }()
 
-func (m *Mutex) checkMagic() error {
-	p := (*atomic.Uint32)(unsafe.Pointer(&m.r.Bytes()[offMagic]))
+func (m *Mutex) checkMagic(path string) error {
+	p := (*atomic.Uint32)(unsafe.Add(m.base, offMagic))
 	if p.CompareAndSwap(0, mutexMagic) {
 		return nil
 	}
 	if v := p.Load(); v != mutexMagic {
-		return fmt.Errorf("%w: %s is not a futex mutex (magic %#x)", baton.ErrMismatch, m.r.Path(), v)
+		return fmt.Errorf("%w: %s is not a futex mutex (magic %#x)", baton.ErrMismatch, path, v)
 	}
 	return nil
-}
-
-func (m *Mutex) errf(format string, args ...any) error {
-	return fmt.Errorf("futex mutex %q: "+format, append([]any{m.name}, args...)...)
 }
 
 // Acquire takes the lock in Exclusive mode (Shared is refused with
@@ -215,7 +203,7 @@ func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, er
 	if err := m.check(mode); err != nil {
 		return driver.Grant{}, err
 	}
-	if m.state.CompareAndSwap(0, m.me) {
+	if m.state().CompareAndSwap(0, m.me) {
 		return m.granted(false), nil
 	}
 	return m.lockSlow(ctx)
@@ -229,55 +217,55 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant,
 	if err := m.check(mode); err != nil {
 		return driver.Grant{}, err
 	}
-	if m.state.CompareAndSwap(0, m.me) {
+	if m.state().CompareAndSwap(0, m.me) {
 		return m.granted(false), nil
 	}
 	for range maxTryAgain {
-		s := m.state.Load()
+		s := m.state().Load()
 		lo := uint32(s)
 		switch {
-		case lo&fHandoff != 0 && m.wait.Load() > 0:
-			return driver.Grant{}, m.errf("%w", baton.ErrLocked)
+		case lo&fHandoff != 0 && m.wait().Load() > 0:
+			return driver.Grant{}, baton.ErrLocked
 		case lo&fHandoff != 0:
 			// Nobody waits any more: the handoff is void.
-			if m.state.CompareAndSwap(s, m.me|fWaiters) {
+			if m.state().CompareAndSwap(s, m.me|fWaiters) {
 				return m.granted(false), nil
 			}
 		case lo&pidMask == 0:
-			if m.state.CompareAndSwap(s, m.me|uint64(lo&fWaiters)) {
+			if m.state().CompareAndSwap(s, m.me|uint64(lo&fWaiters)) {
 				return m.granted(false), nil
 			}
 		case m.ownerDead(s):
-			if m.state.CompareAndSwap(s, m.me|fWaiters) {
+			if m.state().CompareAndSwap(s, m.me|fWaiters) {
 				return m.granted(true), nil
 			}
 		default:
-			return driver.Grant{}, m.errf("%w", baton.ErrLocked)
+			return driver.Grant{}, baton.ErrLocked
 		}
 	}
-	return driver.Grant{}, m.errf("%w", baton.ErrLocked)
+	return driver.Grant{}, baton.ErrLocked
 }
 
 func (m *Mutex) check(mode driver.Mode) error {
 	if m.closed {
-		return m.errf("%w", baton.ErrClosed)
+		return baton.ErrClosed
 	}
 	if mode != driver.Exclusive {
-		return m.errf("%s mode: %w", mode, baton.ErrUnsupported)
+		return fmt.Errorf("%s mode: %w", mode, baton.ErrUnsupported)
 	}
 	return nil
 }
 
 // granted completes an acquisition: the holder alone writes the fence.
 func (m *Mutex) granted(recovered bool) driver.Grant {
-	t := atomic.LoadUint64(m.fence) + 1
-	*m.fence = t
+	t := atomic.LoadUint64(m.fence()) + 1
+	*m.fence() = t
 	return driver.Grant{Token: uint64(t), Recovered: recovered, Loss: m.loss}
 }
 
 func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
-	m.wait.Add(1)
-	defer m.wait.Add(-1)
+	m.wait().Add(1)
+	defer m.wait().Add(-1)
 	var (
 		start time.Time
 		slept bool
@@ -288,7 +276,7 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 		// Cancellation wakes the sleepers on the word, so that this waiter
 		// returns at once rather than at the end of its sleep slice; the
 		// others find nothing changed and sleep again.
-		stop := context.AfterFunc(ctx, func() { ipc.FutexWake(m.word, math.MaxInt32) })
+		stop := context.AfterFunc(ctx, func() { ipc.FutexWake(m.word(), math.MaxInt32) })
 		defer stop()
 	}
 	for {
@@ -299,7 +287,7 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 			default:
 			}
 		}
-		s := m.state.Load()
+		s := m.state().Load()
 		lo := uint32(s)
 		switch {
 		case lo&(pidMask|fHandoff) == 0: // free
@@ -307,13 +295,13 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 			if slept {
 				next |= fWaiters // others may sleep too
 			}
-			if m.state.CompareAndSwap(s, next) {
+			if m.state().CompareAndSwap(s, next) {
 				return m.granted(false), nil
 			}
 			continue
 		case lo&fHandoff != 0:
-			if slept || m.wait.Load() == 1 {
-				if m.state.CompareAndSwap(s, m.me|fWaiters) {
+			if slept || m.wait().Load() == 1 {
+				if m.state().CompareAndSwap(s, m.me|fWaiters) {
 					return m.granted(false), nil
 				}
 				continue
@@ -336,19 +324,19 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 		}
 		if want != lo {
 			ns := s&^lowHalf | uint64(want)
-			if !m.state.CompareAndSwap(s, ns) {
+			if !m.state().CompareAndSwap(s, ns) {
 				continue
 			}
 			s, lo = ns, want
 		}
-		timedOut, err := ipc.FutexWait(m.word, lo, deadCheck)
+		timedOut, err := ipc.FutexWait(m.word(), lo, deadCheck)
 		if err != nil {
 			m.abandon(ctx, slept)
-			return driver.Grant{}, m.errf("%w", err)
+			return driver.Grant{}, err
 		}
 		slept = true
-		if timedOut && lo&pidMask != 0 && m.state.Load() == s && m.ownerDead(s) {
-			if m.state.CompareAndSwap(s, m.me|fWaiters) {
+		if timedOut && lo&pidMask != 0 && m.state().Load() == s && m.ownerDead(s) {
+			if m.state().CompareAndSwap(s, m.me|fWaiters) {
 				return m.granted(true), nil
 			}
 		}
@@ -359,9 +347,9 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 // have consumed a wake-up or been the one a handoff was meant for: it opens
 // the handoff to anyone and passes the wake-up on.
 func (m *Mutex) abandon(ctx context.Context, slept bool) error {
-	alone := m.wait.Load() == 1
+	alone := m.wait().Load() == 1
 	for {
-		s := m.state.Load()
+		s := m.state().Load()
 		lo := uint32(s)
 		var next uint64
 		switch {
@@ -372,15 +360,15 @@ func (m *Mutex) abandon(ctx context.Context, slept bool) error {
 		default:
 			next = s
 		}
-		if next == s || m.state.CompareAndSwap(s, next) {
+		if next == s || m.state().CompareAndSwap(s, next) {
 			break
 		}
 	}
 	if slept {
-		ipc.FutexWake(m.word, 1)
+		ipc.FutexWake(m.word(), 1)
 	}
 	if err := ctx.Err(); err != nil {
-		return m.errf("%w", err)
+		return err
 	}
 	return nil
 }
@@ -394,8 +382,8 @@ func (m *Mutex) ownerDead(s uint64) bool {
 	if pid == 0 {
 		return false
 	}
-	if pid == m.self.PID {
-		return tag != m.self.Tag() // a process that had our pid before us
+	if pid == int(uint32(m.me)&pidMask) {
+		return tag != uint32(m.me>>32) // a process that had our pid before us
 	}
 	owner := s & ownerMask
 	if m.watch != nil && m.watchS == owner {
@@ -421,35 +409,35 @@ func (m *Mutex) unwatch() {
 // baton.ErrLost and changes nothing. Release works after Close too (see
 // driver.WordLocker).
 func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
-	if atomic.LoadUint64(m.fence) != uint64(g.Token) {
-		return m.errf("token %d: %w", g.Token, baton.ErrLost)
+	if atomic.LoadUint64(m.fence()) != uint64(g.Token) {
+		return fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 	}
 	var err error
-	if !m.state.CompareAndSwap(m.me, 0) {
+	if !m.state().CompareAndSwap(m.me, 0) {
 		err = m.unlockSlow(g)
 	}
 	if err == nil && m.gone.Load() {
 		// Unlocked a word nobody else opens any more.
-		return m.errf("token %d: %w", g.Token, m.loss.Err())
+		return fmt.Errorf("token %d: %w", g.Token, m.loss.Err())
 	}
 	return err
 }
 
 func (m *Mutex) unlockSlow(g driver.Grant) error {
 	for {
-		s := m.state.Load()
+		s := m.state().Load()
 		lo := uint32(s)
 		if s&ownerMask != m.me {
-			return m.errf("token %d: %w", g.Token, baton.ErrLost)
+			return fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 		}
 		var next uint64
 		if lo&fStarving != 0 {
 			next = fHandoff | fWaiters
 		}
-		if m.state.CompareAndSwap(s, next) {
+		if m.state().CompareAndSwap(s, next) {
 			if lo&fWaiters != 0 {
-				if _, err := ipc.FutexWake(m.word, 1); err != nil {
-					return m.errf("%w", err)
+				if _, err := ipc.FutexWake(m.word(), 1); err != nil {
+					return err
 				}
 			}
 			return nil
@@ -460,7 +448,7 @@ func (m *Mutex) unlockSlow(g driver.Grant) error {
 // Downgrade returns an error matching baton.ErrUnsupported: a mutex has no
 // shared mode.
 func (m *Mutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
-	return driver.Grant{}, m.errf("downgrade: %w", baton.ErrUnsupported)
+	return driver.Grant{}, fmt.Errorf("downgrade: %w", baton.ErrUnsupported)
 }
 
 // Close stops the handle's watchers; Acquire and TryAcquire fail after it.
@@ -473,9 +461,7 @@ func (m *Mutex) Close() error {
 	}
 	m.closed = true
 	m.unwatch()
-	if m.stopWatch != nil {
-		m.stopWatch()
-	}
+	m.fileW.Stop()
 	return nil
 }
 
@@ -502,19 +488,21 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 		return baton.Info{}, err
 	}
 	defer r.Close()
-	m := newMutexOn(r, name)
-	if v := (*atomic.Uint32)(unsafe.Pointer(&r.Bytes()[offMagic])).Load(); v != mutexMagic && v != 0 {
+	m := &Mutex{base: unsafe.Pointer(&r.Bytes()[0])}
+	if v := (*atomic.Uint32)(unsafe.Add(m.base, offMagic)).Load(); v != mutexMagic && v != 0 {
 		return baton.Info{}, fmt.Errorf("%w: %s is not a futex mutex (magic %#x)", baton.ErrMismatch, r.Path(), v)
 	}
-	m.self, _ = ipc.Self()
-	s := m.state.Load()
-	last := atomic.LoadUint64(m.fence)
+	if self, err := ipc.Self(); err == nil {
+		m.me = uint64(self.Tag())<<32 | uint64(self.PID)
+	}
+	s := m.state().Load()
+	last := atomic.LoadUint64(m.fence())
 	info := baton.Info{
 		Name:      name,
 		Kind:      baton.KindMutex,
 		Impl:      "futex",
 		Holders:   []baton.Holder{},
-		Waiters:   max(int(m.wait.Load()), 0),
+		Waiters:   max(int(m.wait().Load()), 0),
 		LastToken: baton.Token(last),
 		Detail:    fmt.Sprintf("state %#016x", s),
 	}

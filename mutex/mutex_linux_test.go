@@ -362,7 +362,7 @@ func TestMutexGoroutines(t *testing.T) {
 
 // forge writes an owner pattern into the lock word as if pid with tag held it.
 func forge(m *Mutex, pid int, tag uint32) {
-	m.state.Store(uint64(tag)<<32 | uint64(pid))
+	m.state().Store(uint64(tag)<<32 | uint64(pid))
 }
 
 // TestMutexPIDReuse: a live process whose pid matches the recorded owner
@@ -404,7 +404,7 @@ func TestMutexPIDReuse(t *testing.T) {
 	if _, err := m.Acquire(cctx, driver.Exclusive); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("live owner: Acquire = %v", err)
 	}
-	m.state.Store(0)
+	m.state().Store(0)
 }
 
 // TestMutexKilledHolder: a holder killed while holding is recovered, also

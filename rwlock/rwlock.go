@@ -35,6 +35,7 @@ package rwlock
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
@@ -63,11 +64,7 @@ var _ driver.Lock = (*Lock)(nil)
 // exist. A bad name gives an error matching baton.ErrInvalidName and
 // creates nothing.
 func Open(ns *ipc.Namespace, name string) (*Lock, error) {
-	e, err := ns.Entry(ipc.KindSysvRW, name)
-	if err != nil {
-		return nil, err
-	}
-	return OpenEntry(e)
+	return ipc.Open(ns, ipc.KindSysvRW, name, OpenEntry)
 }
 
 // OpenEntry is Open for a name already resolved in its namespace (by
@@ -135,9 +132,9 @@ func (l *Lock) rlock(ctx context.Context, inc *ipc.SetIncarnation, wait bool) (d
 	}
 	if err := inc.Set.Do(ctx, ops[:], wait); err != nil {
 		if errors.Is(err, ipc.ErrWouldBlock) {
-			return driver.Grant{}, l.set.Errorf("read: %w", baton.ErrLocked)
+			return driver.Grant{}, fmt.Errorf("read: %w", baton.ErrLocked)
 		}
-		return driver.Grant{}, l.wrap(err)
+		return driver.Grant{}, err
 	}
 	return driver.Grant{Data: inc.Grant(driver.Shared), Loss: inc.Loss}, nil
 }
@@ -151,17 +148,17 @@ func (l *Lock) wlock(ctx context.Context, inc *ipc.SetIncarnation, wait bool) (d
 	err := inc.Set.TryOp(fast[:])
 	if errors.Is(err, ipc.ErrWouldBlock) {
 		if !wait {
-			return driver.Grant{}, l.set.Errorf("write: %w", baton.ErrLocked)
+			return driver.Grant{}, fmt.Errorf("write: %w", baton.ErrLocked)
 		}
 		err = l.wlockSlow(ctx, inc)
 	}
 	if err != nil {
-		return driver.Grant{}, l.wrap(err)
+		return driver.Grant{}, err
 	}
 	tok, err := inc.NextCounter()
 	if err != nil {
 		l.unlock(inc, driver.Exclusive)
-		return driver.Grant{}, l.set.Errorf("fencing token: %w", err)
+		return driver.Grant{}, fmt.Errorf("fencing token: %w", err)
 	}
 	return driver.Grant{Token: tok, Data: inc.Grant(driver.Exclusive), Loss: inc.Loss}, nil
 }
@@ -189,8 +186,6 @@ func (l *Lock) wlockSlow(ctx context.Context, inc *ipc.SetIncarnation) error {
 	return err
 }
 
-func (l *Lock) wrap(err error) error { return l.set.Errorf("%w", err) }
-
 func (l *Lock) unlock(inc *ipc.SetIncarnation, mode driver.Mode) error {
 	var ops [1]ipc.SemOp
 	if mode == driver.Shared {
@@ -201,9 +196,9 @@ func (l *Lock) unlock(inc *ipc.SetIncarnation, mode driver.Mode) error {
 	if err := inc.Set.TryOp(ops[:]); err != nil {
 		if errors.Is(err, ipc.ErrWouldBlock) {
 			// The value is already 0: someone reset the set.
-			return l.set.Errorf("%w: the lock is not held in the set", baton.ErrLost)
+			return fmt.Errorf("%w: the lock is not held in the set", baton.ErrLost)
 		}
-		return l.wrap(err)
+		return err
 	}
 	return nil
 }
@@ -211,7 +206,7 @@ func (l *Lock) unlock(inc *ipc.SetIncarnation, mode driver.Mode) error {
 func (l *Lock) grantOf(g driver.Grant) (*ipc.SetGrant, error) {
 	h, ok := g.Data.(*ipc.SetGrant)
 	if !ok || h == nil {
-		return nil, l.set.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
 	}
 	return h, nil
 }
@@ -235,7 +230,7 @@ func (l *Lock) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, err
 		return driver.Grant{}, err
 	}
 	if h.Mode != driver.Exclusive {
-		return driver.Grant{}, l.set.Errorf("downgrade of a read lock: %w", baton.ErrNotHeld)
+		return driver.Grant{}, fmt.Errorf("downgrade of a read lock: %w", baton.ErrNotHeld)
 	}
 	ops := [2]ipc.SemOp{
 		{Num: semW, Op: -1, Flags: ipc.SemUndo},
@@ -243,9 +238,9 @@ func (l *Lock) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, err
 	}
 	if err := h.Inc.Set.TryOp(ops[:]); err != nil {
 		if errors.Is(err, ipc.ErrWouldBlock) {
-			return driver.Grant{}, l.set.Errorf("%w: the write lock is not held in the set", baton.ErrLost)
+			return driver.Grant{}, fmt.Errorf("%w: the write lock is not held in the set", baton.ErrLost)
 		}
-		return driver.Grant{}, l.wrap(err)
+		return driver.Grant{}, err
 	}
 	return driver.Grant{Token: g.Token, Data: h.Inc.Grant(driver.Shared), Loss: h.Inc.Loss}, nil
 }

@@ -49,11 +49,7 @@ var _ driver.Semaphore = (*Sem)(nil)
 // nothing; an existing semaphore of another capacity gives an error
 // matching baton.ErrMismatch.
 func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
-	e, err := ns.Entry(ipc.KindSysvSem, name)
-	if err != nil {
-		return nil, err
-	}
-	return OpenEntry(e, permits)
+	return ipc.Open(ns, ipc.KindSysvSem, name, func(e ipc.Entry) (*Sem, error) { return OpenEntry(e, permits) })
 }
 
 // OpenEntry is Open for a name already resolved in its namespace (by
@@ -120,10 +116,10 @@ func (s *Sem) acquire(ctx context.Context, n int64, wait bool) (driver.Grant, er
 			return driver.Grant{N: n, Data: inc, Loss: inc.Loss}, nil
 		}
 		if errors.Is(err, ipc.ErrWouldBlock) {
-			return driver.Grant{}, s.set.Errorf("%d permits: %w", n, baton.ErrLocked)
+			return driver.Grant{}, fmt.Errorf("%d permits: %w", n, baton.ErrLocked)
 		}
 		if !errors.Is(err, ipc.ErrRemoved) {
-			return driver.Grant{}, s.set.Errorf("%w", err)
+			return driver.Grant{}, err
 		}
 		if inc, err = s.set.Reopen(inc); err != nil {
 			return driver.Grant{}, err
@@ -137,15 +133,15 @@ func (s *Sem) acquire(ctx context.Context, n int64, wait bool) (driver.Grant, er
 // nothing else.
 func (s *Sem) Release(ctx context.Context, g driver.Grant, n int64) error {
 	if n <= 0 || n > g.N {
-		return s.set.Errorf("release %d of a grant of %d: %w", n, g.N, baton.ErrNotHeld)
+		return fmt.Errorf("release %d of a grant of %d: %w", n, g.N, baton.ErrNotHeld)
 	}
 	inc, ok := g.Data.(*ipc.SetIncarnation)
 	if !ok {
-		return s.set.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
+		return fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
 	}
 	ops := [1]ipc.SemOp{{Num: 0, Op: int16(n), Flags: ipc.SemUndo}}
 	if err := inc.Set.TryOp(ops[:]); err != nil {
-		return s.set.Errorf("%w", err)
+		return err
 	}
 	return nil
 }

@@ -160,13 +160,7 @@ func buildOptions(opts []lease.Option) (options, error) {
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-func loadScript(name string) *redis.Script {
-	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	return redis.NewScript(string(src))
-}
+func loadScript(name string) *redis.Script { return redisnode.Script(scriptFS, name) }
 
 var (
 	scriptMutexAcquire  = loadScript("mutex_acquire")

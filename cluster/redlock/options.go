@@ -62,13 +62,7 @@ const keyKind = "redlock"
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-func loadScript(name string) *redis.Script {
-	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	return redis.NewScript(string(src))
-}
+func loadScript(name string) *redis.Script { return redisnode.Script(scriptFS, name) }
 
 // The scripts run as they are written, one per operation.
 var (
