@@ -257,7 +257,7 @@ func TestKillStress(t *testing.T) {
 		}
 	}
 	t.Logf("%d holds (%d writes) by %d processes; %d SIGKILLs (%d while holding), %d SIGSTOPs", len(recs), writes, len(all), kills+procs, openAtKill, stops)
-	if openAtKill < wantKills/10 {
+	if openAtKill < 3 { // a few suffice: how many depends on the scheduler
 		t.Errorf("only %d processes were killed while holding", openAtKill)
 	}
 	// Every process is dead: the lock is free for a writer, whose TryAcquire

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/local"
 )
 
 // TestJSONTokenExact: tokens above 2^53 (same-host RW locks draw them near
@@ -17,6 +22,7 @@ import (
 func TestJSONTokenExact(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
+	seedToken(t, ns, "json/big", 1<<60)
 	tokFile := filepath.Join(t.TempDir(), "token")
 	c := command(ns, "run", "json/big", "sh", "-c", `echo "$BATON_TOKEN" > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 60`, tokFile)
 	if err := c.Start(); err != nil {
@@ -78,5 +84,35 @@ func TestJSONTokenExact(t *testing.T) {
 		if !found {
 			t.Errorf("%v: json/big not in %s", args, r.stdout)
 		}
+	}
+}
+
+// seedToken creates the same-host RW lock name in ns and sets its fencing
+// counter to last, as a lock that has served that many writers would have
+// it (the shared-memory RW lock keeps the counter 16 bytes into its file).
+func seedToken(t *testing.T, backend, name string, last uint64) {
+	t.Helper()
+	ns := strings.TrimPrefix(backend, "local://")
+	b, err := local.Open(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := b.RWMutex(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
+	b.Close()
+	enc, err := ipc.EncodeName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(ns, "shmrw", enc), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(binary.LittleEndian.AppendUint64(nil, last), 16); err != nil {
+		t.Fatal(err)
 	}
 }
