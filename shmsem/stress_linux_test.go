@@ -250,7 +250,7 @@ func TestKillStress(t *testing.T) {
 		t.Error(err)
 	}
 	t.Logf("%d holds by %d processes; %d SIGKILLs (%d while holding), %d SIGSTOPs", len(recs), len(all), kills+procs, openAtKill, stops)
-	if openAtKill < wantKills/10 {
+	if openAtKill < 3 { // a few suffice: how many depends on the scheduler
 		t.Errorf("only %d processes were killed while holding", openAtKill)
 	}
 	// Every process is dead: every permit is free, TryAcquire reclaiming
