@@ -8,10 +8,11 @@
 // Every acquisition creates its own ephemeral sequential node in the name's
 // queue; the sequence numbers order the waiters (FIFO, fair), and every
 // waiter watches one node, the nearest before it that blocks it, so a
-// release wakes one waiter. The fencing token of a hold is its node's
-// creation zxid, which ZooKeeper makes strictly increasing across the
-// ensemble and which, unlike a sequence number, does not start again when a
-// queue is removed.
+// release wakes one waiter. The fencing token of a hold comes from its
+// node's creation zxid, which ZooKeeper makes strictly increasing across
+// the ensemble and which, unlike a sequence number, does not start again
+// when a queue is removed: an RWMutex's or Semaphore's token is the zxid,
+// a Mutex's the zxid shifted left by four bits (see below).
 //
 //   - Mutex: the first node holds; a waiter watches the node just before
 //     its own.
@@ -30,6 +31,20 @@
 //     the holders.
 //   - Cond: a waiter is a node that it watches; Signal deletes the oldest,
 //     Broadcast all of them, after syncing their server with the leader.
+//
+// # Passing a Mutex within a Backend
+//
+// A node belongs to the Backend's session, not to the handle that created
+// it, so the handles of one Backend pass a Mutex among themselves with no
+// request (the core's pass line, driver.Passer): only one handle of a name
+// per Backend has a node in the queue, the others wait in the process, and
+// a hold released while one of them waits goes to it, for a few
+// milliseconds after it came from the server, before the node is deleted
+// and other clients get their turn. A passed hold keeps the node and its
+// epoch (so it is lost as the original would be) and gets a loss of its
+// own and the token zxid<<4 | k for its k-th pass, up to 15; every later
+// node's zxid is higher, so tokens keep increasing across clients. A hold
+// is not passed when its heartbeats are late: it goes back to the server.
 //
 // # Sessions and loss
 //

@@ -90,10 +90,18 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 		return info, err
 	}
 	info.Detail = dir
-	info.LastToken = baton.Token(r.lastTok)
+	// A Mutex's tokens are scaled (pass.go); a pass is not recorded on the
+	// server, so a holder shows the token it acquired with.
+	token := func(zxid int64) baton.Token {
+		if kind == baton.KindMutex {
+			return baton.Token(mutexToken(uint64(zxid), 0))
+		}
+		return baton.Token(zxid)
+	}
+	info.LastToken = token(r.lastTok)
 	holder := func(i int, mode string, n int64) baton.Holder {
 		st := r.stats[i]
-		return baton.Holder{Since: time.UnixMilli(st.Ctime).UTC(), Token: baton.Token(st.Czxid), Mode: mode, N: n}
+		return baton.Holder{Since: time.UnixMilli(st.Ctime).UTC(), Token: token(st.Czxid), Mode: mode, N: n}
 	}
 	held := 0
 	switch kind {

@@ -29,7 +29,9 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := b.Mutex(ctx, "a/b")
+	// A waiter of another Backend: one of the same Backend waits in the
+	// process (the pass line), with no node on the server.
+	w, err := open(t, "zk://"+addr+"/"+prefix).Mutex(ctx, "a/b")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ type lockDriver struct {
 type lockGrant struct {
 	n    *node
 	loss *driver.Loss
+	pass uint64 // how many times the hold was passed (Mutex only)
 }
 
 // downgraded is the data of a write node turned into a read node: a
@@ -32,7 +33,7 @@ type lockGrant struct {
 var downgraded = []byte("r")
 
 func (b *backend) OpenMutex(_ context.Context, name string) (driver.Lock, error) {
-	return &lockDriver{b: b, dir: b.dir(baton.KindMutex, name)}, nil
+	return &mutexDriver{lockDriver{b: b, dir: b.dir(baton.KindMutex, name)}}, nil
 }
 
 func (b *backend) OpenRWMutex(_ context.Context, name string) (driver.Lock, error) {
@@ -217,9 +218,17 @@ func (d *lockDriver) grant(ctx context.Context, n *node) (driver.Grant, error) {
 		d.b.forget(n, nil)
 		return driver.Grant{}, err
 	}
+	tok := n.token
+	if !d.rw {
+		if tok > maxZxid {
+			d.b.forget(n, nil)
+			return driver.Grant{}, errZxidRange
+		}
+		tok = mutexToken(tok, 0)
+	}
 	loss := driver.NewLoss()
 	n.e.track(loss)
-	return driver.Grant{Token: n.token, Loss: loss, Data: &lockGrant{n: n, loss: loss}}, nil
+	return driver.Grant{Token: tok, Loss: loss, Data: &lockGrant{n: n, loss: loss}}, nil
 }
 
 // Release deletes the hold's node, which only this acquisition ever had.

@@ -141,6 +141,23 @@ func (e *epoch) track(l *driver.Loss) {
 	e.mu.Unlock()
 }
 
+// pass moves the tracking of a hold from its loss from to the loss to, the
+// hold's grant being passed (mutexDriver.Pass), when the epoch lasts at
+// least left more. It reports false, changing nothing, when it does not or
+// from is not a loss of the epoch's.
+func (e *epoch) pass(from, to *driver.Loss, left time.Duration) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.losses[from]; !ok || e.err != nil || time.Until(e.dl) < left {
+		return false
+	}
+	delete(e.losses, from)
+	e.losses[to] = struct{}{}
+	to.SetDeadline(e.dl)
+	from.SetDeadline(time.Time{})
+	return true
+}
+
 func (e *epoch) untrack(l *driver.Loss) {
 	e.mu.Lock()
 	delete(e.losses, l)
@@ -176,24 +193,25 @@ func (b *backend) timeout() time.Duration {
 	return t
 }
 
+// every is the heartbeat period. A server that granted less than the TTL
+// is heard from as often, relative to its timeout, as the options ask.
+func (b *backend) every() time.Duration {
+	return min(b.o.RenewEvery, time.Duration(float64(b.timeout())*float64(b.o.RenewEvery)/float64(b.o.TTL)))
+}
+
 // heartbeats runs until the backend closes: one heartbeat every renewal
 // period, which extends the current epoch or ends it when the session
 // changed.
 func (b *backend) heartbeats() {
 	defer b.bg.Done()
-	// A server that granted less than the TTL is heard from as often,
-	// relative to its timeout, as the options ask.
-	every := func() time.Duration {
-		return min(b.o.RenewEvery, time.Duration(float64(b.timeout())*float64(b.o.RenewEvery)/float64(b.o.TTL)))
-	}
-	wait := every()
+	wait := b.every()
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-time.After(wait):
 		}
-		wait = every()
+		wait = b.every()
 		e := b.cur.Load()
 		if e == nil || e.ended() != nil {
 			continue
@@ -207,7 +225,7 @@ func (b *backend) heartbeats() {
 		default:
 			// Not answered: try again soon; the epoch's timer ends it
 			// if no heartbeat gets through before its deadline.
-			wait = max(every()/8, 10*time.Millisecond)
+			wait = max(b.every()/8, 10*time.Millisecond)
 		}
 	}
 }
