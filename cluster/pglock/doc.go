@@ -53,6 +53,22 @@
 // its TTL. Semaphore permits are not covered: they are freed when the
 // session ends, and the fencing token is what protects a resource then.
 //
+// # Inspection
+//
+// The Backend is a baton.Inspector (baton status, ls, rm). Holders and
+// waiters are read from the server's lock table (pg_locks): a holder is
+// named by the server process of its session (Holder.PID, the process
+// pg_terminate_backend takes) and the session's client address, not by the
+// client's own process; an exclusive holder also shows its token and what
+// is left of its lease. Remove of a Mutex or RWMutex gives its counter row
+// a new token, so that the exclusive holder's renewals fail, and ends the
+// sessions that hold it, so that the lock is free and every holder's Loss
+// fires; the row stays, with the lease it had, so tokens keep increasing
+// and the next holder waits that lease out. Remove of a Semaphore deletes
+// its capacity row and ends the sessions holding permits; of a Cond, its
+// registrations, which wakes the waiters. Ending another role's sessions
+// needs the privileges of pg_signal_backend.
+//
 // # Cancellation
 //
 // pgx closes a connection when a context ends during a statement, which
