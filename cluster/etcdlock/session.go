@@ -207,7 +207,9 @@ func (s *session) pass(from, to *driver.Loss) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, ok := s.losses[from]
-	if s.err != nil || !ok || time.Until(s.dl) < s.o.renewal {
+	// removed fires a hold's loss under s.mu and leaves it tracked: a hold
+	// it fired is not passed on, or its Unlock would report success.
+	if s.err != nil || !ok || from.Err() != nil || time.Until(s.dl) < s.o.renewal {
 		return false
 	}
 	delete(s.losses, from)
