@@ -32,7 +32,10 @@ func TestLargeNotStarved(t *testing.T) {
 			t.Fatalf("Acquire(4) behind processes cycling Acquire(1): %v after %v", err, time.Since(t0))
 		}
 		t.Logf("Acquire(4) after %v", time.Since(t0))
-		if a := s.Available(); a != 0 {
+		// Another process's Acquire adds to its own slot before it sums and
+		// takes back what does not fit, so a reading may be below 0, never
+		// above.
+		if a := s.Available(); a > 0 {
 			t.Errorf("%d permits free while Acquire(4) holds", a)
 		}
 		if err := s.Release(ctx, g, 4); err != nil {
