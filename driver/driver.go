@@ -179,10 +179,10 @@ type PermitCounter interface {
 // makes its channel only when Done is first called, since most are never
 // waited on.
 type Loss struct {
-	deadline atomic.Int64 // monotonic ns since monoEpoch; 0: none
-	ch       atomic.Value // chan struct{}, made by the first Done
+	deadline atomic.Int64          // monotonic ns since monoEpoch; 0: none
+	err      atomic.Pointer[error] // set once, under mu, before ch is closed
 	mu       sync.Mutex
-	err      error // guarded by mu; set once, before ch is closed
+	ch       chan struct{} // guarded by mu; made by the first Done
 }
 
 // monoEpoch is the origin of Loss deadlines: durations since it are read
@@ -236,15 +236,16 @@ func (l *Loss) Fire(cause error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err != nil {
+	if l.err.Load() != nil {
 		return
 	}
-	l.err = errs.Lost
+	err := errs.Lost
 	if cause != nil {
-		l.err = fmt.Errorf("%w: %w", errs.Lost, cause)
+		err = fmt.Errorf("%w: %w", errs.Lost, cause)
 	}
-	if ch, ok := l.ch.Load().(chan struct{}); ok {
-		close(ch)
+	l.err.Store(&err)
+	if l.ch != nil {
+		close(l.ch)
 	}
 }
 
@@ -256,20 +257,15 @@ func (l *Loss) Done() <-chan struct{} {
 		return nil
 	}
 	l.check()
-	if ch, ok := l.ch.Load().(chan struct{}); ok {
-		return ch
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ch, ok := l.ch.Load().(chan struct{})
-	if !ok {
-		ch = make(chan struct{})
-		if l.err != nil {
-			close(ch)
+	if l.ch == nil {
+		l.ch = make(chan struct{})
+		if l.err.Load() != nil {
+			close(l.ch)
 		}
-		l.ch.Store(ch)
 	}
-	return ch
+	return l.ch
 }
 
 // Err returns nil until the Loss fires (or its deadline passes), and then an
@@ -279,9 +275,10 @@ func (l *Loss) Err() error {
 		return nil
 	}
 	l.check()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	if p := l.err.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (m Mode) String() string {

@@ -80,13 +80,17 @@ func WatchLoss(check func() error, loss *driver.Loss) (stop func()) {
 	return w.Stop
 }
 
+// watchChunk bounds the registrations copied out of watcher.set at a
+// time, so that the loop's scratch does not grow with the handles open.
+const watchChunk = 128
+
 func watchLoop() {
 	t := time.NewTicker(WatchEvery)
 	defer t.Stop()
 	var (
 		idleSince time.Time
-		ws        []*Watch
-		cs        []Checker
+		ws        [watchChunk]*Watch
+		cs        [watchChunk]Checker
 	)
 	for range t.C {
 		watcher.mu.Lock()
@@ -103,21 +107,27 @@ func watchLoop() {
 			continue
 		}
 		idleSince = time.Time{}
-		ws = append(ws[:0], watcher.set...)
-		cs = cs[:0]
-		for _, w := range ws {
-			cs = append(cs, w.c)
+		// A Stop between chunks moves the last registration to the
+		// stopped one's index, which this tick may have passed: that one
+		// is checked at the next tick.
+		for next := 0; next < len(watcher.set); {
+			n := copy(ws[:], watcher.set[next:])
+			for i, w := range ws[:n] {
+				cs[i] = w.c
+			}
+			next += n
+			watcher.mu.Unlock()
+			for i, w := range ws[:n] {
+				if w.loss.Err() == nil {
+					if err := cs[i].CheckLoss(); err != nil {
+						w.loss.Fire(err)
+					}
+				}
+			}
+			clear(ws[:n])
+			clear(cs[:n])
+			watcher.mu.Lock()
 		}
 		watcher.mu.Unlock()
-		for i, w := range ws {
-			if w.loss.Err() != nil {
-				continue
-			}
-			if err := cs[i].CheckLoss(); err != nil {
-				w.loss.Fire(err)
-			}
-		}
-		clear(ws)
-		clear(cs)
 	}
 }
