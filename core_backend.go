@@ -15,7 +15,7 @@ import (
 // preference, ErrNotHeld, ErrUpgrade, ErrClosed. If d implements Inspector,
 // so does the returned Backend.
 func NewBackend(d driver.Backend) Backend {
-	b := &coreBackend{d: d, kind: d.Kind(), handles: make(map[closer]struct{})}
+	b := &coreBackend{d: d, kind: d.Kind(), locks: make(map[*lockHandle]struct{}), others: make(map[closer]struct{})}
 	if in, ok := d.(Inspector); ok {
 		return &inspectingBackend{coreBackend: b, in: in}
 	}
@@ -26,10 +26,14 @@ type coreBackend struct {
 	d    driver.Backend
 	kind string // d.Kind()
 
-	mu      sync.Mutex
-	closed  bool                 // guarded by mu
-	handles map[closer]struct{}  // open handles; guarded by mu
-	lines   map[string]*passLine // pass lines of Mutex names; guarded by mu
+	mu     sync.Mutex
+	closed bool // guarded by mu
+	// Open handles, guarded by mu. Mutex and RWMutex handles, the most
+	// numerous, have a map of their own, whose pointer keys take half the
+	// room of an interface.
+	locks  map[*lockHandle]struct{}
+	others map[closer]struct{}
+	lines  map[string]*passLine // pass lines of Mutex names; guarded by mu
 }
 
 // closer is an open handle of the core.
@@ -77,18 +81,26 @@ func (b *coreBackend) register(h closer) error {
 		_ = h.close()
 		return ErrClosed
 	}
-	b.handles[h] = struct{}{}
+	if l, ok := h.(*lockHandle); ok {
+		b.locks[l] = struct{}{}
+	} else {
+		b.others[h] = struct{}{}
+	}
 	b.mu.Unlock()
 	return nil
 }
 
 func (b *coreBackend) forget(key closer) {
 	b.mu.Lock()
-	delete(b.handles, key)
-	if h, ok := key.(*lockHandle); ok && h.line != nil {
-		if h.line.refs--; h.line.refs == 0 {
-			delete(b.lines, h.name)
+	if h, ok := key.(*lockHandle); ok {
+		delete(b.locks, h)
+		if h.line != nil {
+			if h.line.refs--; h.line.refs == 0 {
+				delete(b.lines, h.name)
+			}
 		}
+	} else {
+		delete(b.others, key)
 	}
 	b.mu.Unlock()
 }
@@ -202,11 +214,15 @@ func (b *coreBackend) Close() error {
 		return nil
 	}
 	b.closed = true
-	handles := make([]closer, 0, len(b.handles))
-	for h := range b.handles {
+	handles := make([]closer, 0, len(b.locks)+len(b.others))
+	for h := range b.locks {
 		handles = append(handles, h)
 	}
-	b.handles = map[closer]struct{}{}
+	for h := range b.others {
+		handles = append(handles, h)
+	}
+	clear(b.locks)
+	clear(b.others)
 	b.mu.Unlock()
 	var errs []error
 	for _, h := range handles {

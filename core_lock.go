@@ -148,7 +148,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 	if h.line != nil {
 		return h.lockLine(ctx, owner, try)
 	}
-	if len(h.q) == 0 {
+	if h.q.empty() {
 		if mode == Shared && h.lateReady() {
 			h.probe(ctx)
 		}
@@ -167,14 +167,14 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 		return Hold{}, ErrLocked
 	}
 	w := newWaiter(mode, owner, nil)
-	h.q = append(h.q, w)
+	h.q.push(w)
 	for {
 		if h.closed {
 			h.q.leave(w)
 			h.mu.Unlock()
 			return Hold{}, ErrClosed
 		}
-		if h.q[0] == w {
+		if h.q.head == w {
 			if mode == Shared && h.lateReady() {
 				h.probe(ctx)
 				continue // the handle may have closed meanwhile
@@ -194,7 +194,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 		// last probe failed, probes again when the pause is over.
 		var retry *time.Timer
 		var retryC <-chan time.Time
-		if mode == Shared && h.q[0] == w && h.joinable() && !h.r.probing {
+		if mode == Shared && h.q.head == w && h.joinable() && !h.r.probing {
 			retry = time.NewTimer(max(time.Until(h.r.probeAt), 0))
 			retryC = retry.C
 		}

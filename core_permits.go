@@ -71,7 +71,7 @@ func (s *semHandle) syncSlow() {
 	if s.pool == nil {
 		return
 	}
-	if s.busy || len(s.q) > 0 {
+	if s.busy || !s.q.empty() {
 		s.pst.Or(slowBit)
 	} else {
 		s.pst.And(^int64(slowBit))

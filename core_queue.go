@@ -23,6 +23,8 @@ type waiter struct {
 	granted bool        // handed the hold: h holds it for owner
 	turn    bool        // handed the turn to acquire from the driver
 	got     Hold        // the hold handed over, when granted
+
+	next, prev *waiter // in the queue (nil: in none); guarded as the queue
 }
 
 func newWaiter(mode Mode, owner Owner, h *lockHandle) *waiter {
@@ -37,41 +39,100 @@ func (w *waiter) nudge() {
 	}
 }
 
-// queue is a FIFO of waiters, guarded by the mutex of its handle or line.
-type queue []*waiter
+// queue is a FIFO of waiters, guarded by the mutex of its handle or line:
+// a ring linked through the waiters themselves, so that an idle handle
+// keeps one word for it. A waiter is in at most one queue.
+type queue struct{ head *waiter }
+
+func (q *queue) empty() bool { return q.head == nil }
+
+// push puts w at the tail.
+func (q *queue) push(w *waiter) {
+	if q.head == nil {
+		w.next, w.prev = w, w
+		q.head = w
+		return
+	}
+	t := q.head.prev
+	w.prev, w.next = t, q.head
+	t.next = w
+	q.head.prev = w
+}
+
+// unlink takes w, which is in q, off it.
+func (q *queue) unlink(w *waiter) {
+	if w.next == w {
+		q.head = nil
+	} else {
+		w.prev.next, w.next.prev = w.next, w.prev
+		if q.head == w {
+			q.head = w.next
+		}
+	}
+	w.next, w.prev = nil, nil
+}
 
 // kick nudges the head of the queue to re-check the state.
-func (q queue) kick() {
-	if len(q) > 0 {
-		q[0].nudge()
+func (q *queue) kick() {
+	if q.head != nil {
+		q.head.nudge()
 	}
 }
 
 // wakeAll nudges every waiter (for Close, after which each sees the handle
 // closed).
-func (q queue) wakeAll() {
-	for _, w := range q {
+func (q *queue) wakeAll() {
+	for w := q.head; w != nil; {
 		w.nudge()
+		if w = w.next; w == q.head {
+			return
+		}
 	}
 }
 
 // pop takes the head of the queue off it.
 func (q *queue) pop() *waiter {
-	w := (*q)[0]
-	(*q)[0] = nil
-	*q = (*q)[1:]
+	w := q.head
+	q.unlink(w)
 	return w
 }
 
-// remove takes w off the queue and reports whether it was the head.
+// remove takes w off the queue, if it is in it, and reports whether it
+// was the head.
 func (q *queue) remove(w *waiter) (head bool) {
-	for i, x := range *q {
-		if x == w {
-			*q = append((*q)[:i], (*q)[i+1:]...)
-			return i == 0
-		}
+	if w.next == nil {
+		return false
 	}
-	return false
+	head = q.head == w
+	q.unlink(w)
+	return head
+}
+
+// len counts the waiters.
+func (q *queue) len() int {
+	if q.head == nil {
+		return 0
+	}
+	n := 1
+	for w := q.head.next; w != q.head; w = w.next {
+		n++
+	}
+	return n
+}
+
+// removeIf takes off the queue, in order, every waiter for which f is true.
+func (q *queue) removeIf(f func(*waiter) bool) {
+	if q.head == nil {
+		return
+	}
+	n := q.len()
+	for w := q.head; n > 0; n-- {
+		next := w.next
+		if f(w) {
+			q.unlink(w)
+		}
+		w = next
+	}
 }
 
 // leave takes w off the queue; if it was the head, the next one looks.

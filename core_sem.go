@@ -79,15 +79,15 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 		s.mu.Unlock()
 		return Hold{}, err
 	}
-	if s.busy || len(s.q) > 0 {
+	if s.busy || !s.q.empty() {
 		if try {
 			s.mu.Unlock()
 			return Hold{}, ErrLocked
 		}
 		w := newWaiter(Shared, 0, nil)
-		s.q = append(s.q, w)
+		s.q.push(w)
 		s.syncSlow()
-		for s.busy || s.q[0] != w || s.closed {
+		for s.busy || s.q.head != w || s.closed {
 			if s.closed {
 				s.q.leave(w)
 				s.syncSlow()

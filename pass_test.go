@@ -394,7 +394,7 @@ func lineLen(m Mutex) int {
 	h := m.(mutexHandle).h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.line.q)
+	return h.line.q.len()
 }
 
 func waitFor(t *testing.T, cond func() bool) {
