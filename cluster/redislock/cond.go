@@ -16,7 +16,7 @@ import (
 type condDriver struct {
 	d    *backend
 	name string
-	keys []string
+	keys keySet
 }
 
 var _ driver.Cond = (*condDriver)(nil)
@@ -32,7 +32,7 @@ func (c *condDriver) Prepare(ctx context.Context) (any, error) {
 	}
 	t := &ticket{id: redisnode.NewID(), wake: make(chan int64, 1)}
 	c.d.n.register(t.id, t.wake)
-	if err := scriptCondPrepare.Run(ctx, c.d.c, c.keys, t.id, c.d.ttlMS(), c.d.wake).Err(); err != nil {
+	if err := scriptCondPrepare.Run(ctx, c.d.c, c.keys.all(), t.id, c.d.ttlMS(), c.d.wake).Err(); err != nil {
 		c.d.n.unregister(t.id)
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (c *condDriver) Wait(ctx context.Context, tk any) error {
 		}
 		// Keep the registration alive; a registration that is gone was
 		// signalled (its message may have been lost).
-		r, err := scriptCondPoll.Run(ctx, c.d.c, c.keys, t.id, c.d.ttlMS()).Int64()
+		r, err := scriptCondPoll.Run(ctx, c.d.c, c.keys.all(), t.id, c.d.ttlMS()).Int64()
 		if err == nil && r == 0 {
 			return nil
 		}
@@ -72,7 +72,7 @@ func (c *condDriver) Wait(ctx context.Context, tk any) error {
 func (c *condDriver) withdraw(ctx context.Context, id string) {
 	cctx, done := c.d.cleanupCtx(ctx)
 	defer done()
-	if err := scriptCondCancel.Run(cctx, c.d.c, c.keys, id, "1").Err(); err != nil {
+	if err := scriptCondCancel.Run(cctx, c.d.c, c.keys.all(), id, "1").Err(); err != nil {
 		c.d.o.Logger.Warn("redislock: withdrawing a cond registration failed; it expires with the TTL",
 			"name", c.name, "err", err)
 	}
@@ -88,14 +88,14 @@ func (c *condDriver) Cancel(tk any) {
 }
 
 func (c *condDriver) Signal(ctx context.Context) error {
-	if err := scriptCondSignal.Run(ctx, c.d.c, c.keys, "1").Err(); err != nil {
+	if err := scriptCondSignal.Run(ctx, c.d.c, c.keys.all(), "1").Err(); err != nil {
 		return err
 	}
 	return nil
 }
 
 func (c *condDriver) Broadcast(ctx context.Context) error {
-	if err := scriptCondSignal.Run(ctx, c.d.c, c.keys, "0").Err(); err != nil {
+	if err := scriptCondSignal.Run(ctx, c.d.c, c.keys.all(), "0").Err(); err != nil {
 		return err
 	}
 	return nil

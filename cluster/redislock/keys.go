@@ -63,6 +63,28 @@ func condKeys(prefix, name string) []string {
 	return nameKeys(redisnode.KeyBase(prefix, kcond, name), condSuffixes)
 }
 
+// keySet makes the KEYS of a name's scripts when a call needs them: a
+// handle keeps only the name's key base, since users keep thousands of
+// idle handles, and a call to the server costs far more than the two
+// allocations.
+type keySet struct {
+	base     string   // redisnode.KeyBase of the name
+	suffixes []string // the kind's (mutexSuffixes, …)
+	marker   string   // the marker key (restart.go), last of all; "" for none
+}
+
+func newKeySet(prefix, kind, name string, suffixes []string, marker string) keySet {
+	return keySet{base: redisnode.KeyBase(prefix, kind, name), suffixes: suffixes, marker: marker}
+}
+
+// all returns the keys in the order of the kind's scripts' KEYS.
+func (k keySet) all() []string {
+	if k.marker == "" {
+		return nameKeys(k.base, k.suffixes)
+	}
+	return nameKeys(k.base, k.suffixes, k.marker)
+}
+
 // holdID returns an id unique to one acquisition: the backend's random
 // prefix and a sequence number. It costs no system call, unlike redisnode.NewID.
 func (d *backend) holdID() string {

@@ -30,7 +30,7 @@ type hold struct {
 type queued struct {
 	d    *backend
 	name string
-	keys []string // the kind's keys, then the marker (restart.go)
+	keys keySet
 	wake chan int64
 	s    *lockScripts
 }
@@ -65,14 +65,14 @@ func pair(v any, err error) (bool, int64, error) {
 }
 
 // marker returns the key of the marker (restart.go), the last of q.keys.
-func (q *queued) marker() string { return q.keys[len(q.keys)-1] }
+func (q *queued) marker() string { return q.keys.marker }
 
 // try takes the lock if it is free, without queueing.
 func (q *queued) try(ctx context.Context, k lockKind, mode driver.Mode) (driver.Grant, error) {
 	for {
 		id := q.d.holdID()
 		sent := time.Now()
-		ok, tok, err := pair(q.s.acquire.Run(ctx, q.d.c, q.keys, k.args(id, mode, "", sent)...).Result())
+		ok, tok, err := pair(q.s.acquire.Run(ctx, q.d.c, q.keys.all(), k.args(id, mode, "", sent)...).Result())
 		if errors.Is(err, errNotReady) {
 			if err = q.d.notReady(ctx, q.marker()); err == nil {
 				continue
@@ -119,7 +119,8 @@ func (q *queued) acquire(ctx context.Context, k lockKind, mode driver.Mode) (dri
 	defer q.d.n.unregister(id)
 	sent := time.Now()
 	args := k.args(id, mode, q.d.wake, sent)
-	ok, tok, err := pair(q.s.acquire.Run(ctx, q.d.c, q.keys, args...).Result())
+	keys := q.keys.all()
+	ok, tok, err := pair(q.s.acquire.Run(ctx, q.d.c, keys, args...).Result())
 	err = ctxErr(ctx, err)
 	for {
 		if errors.Is(err, errNotReady) {
@@ -127,7 +128,7 @@ func (q *queued) acquire(ctx context.Context, k lockKind, mode driver.Mode) (dri
 			err = ctxErr(ctx, q.d.awaitReady(ctx, q.marker()))
 			if err == nil {
 				sent = time.Now()
-				ok, tok, err = pair(q.s.poll.Run(ctx, q.d.c, q.keys, args...).Result())
+				ok, tok, err = pair(q.s.poll.Run(ctx, q.d.c, keys, args...).Result())
 				err = ctxErr(ctx, err)
 				continue
 			}
@@ -168,7 +169,7 @@ func (q *queued) acquire(ctx context.Context, k lockKind, mode driver.Mode) (dri
 			}
 		}
 		sent = time.Now()
-		ok, tok, err = pair(q.s.poll.Run(ctx, q.d.c, q.keys, args...).Result())
+		ok, tok, err = pair(q.s.poll.Run(ctx, q.d.c, keys, args...).Result())
 		err = ctxErr(ctx, err)
 	}
 }
@@ -203,7 +204,7 @@ func ctxErr(ctx context.Context, err error) error {
 func (q *queued) cancel(ctx context.Context, id string) {
 	cctx, done := q.d.cleanupCtx(ctx)
 	defer done()
-	if err := q.s.cancel.Run(cctx, q.d.c, q.keys, id).Err(); err != nil {
+	if err := q.s.cancel.Run(cctx, q.d.c, q.keys.all(), id).Err(); err != nil {
 		q.d.o.Logger.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
 			"name", q.name, "err", err)
 	}

@@ -31,7 +31,7 @@ func (m *mutexDriver) args(id string, _ driver.Mode, ch string, now time.Time) [
 }
 
 func (m *mutexDriver) renewFunc(id string) lease.RenewFunc {
-	return m.d.renewFunc(scriptMutexRenew, m.keys[:1], id)
+	return m.d.renewFunc(scriptMutexRenew, m.keys.all()[:1], id)
 }
 
 func (m *mutexDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
@@ -48,7 +48,7 @@ func (m *mutexDriver) Release(ctx context.Context, g driver.Grant) error {
 		return err
 	}
 	h.keeper.Stop()
-	r, err := scriptMutexRelease.Run(ctx, m.d.c, m.keys, h.id).Int64()
+	r, err := scriptMutexRelease.Run(ctx, m.d.c, m.keys.all(), h.id).Int64()
 	return finish(h, r, err)
 }
 

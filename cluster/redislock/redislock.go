@@ -257,22 +257,22 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &mutexDriver{queued{d: d, name: name, keys: mutexKeys(d.o.Prefix, name, d.markerKey(name)), s: mutexScripts}}, nil
+	return &mutexDriver{queued{d: d, name: name, keys: newKeySet(d.o.Prefix, kmutex, name, mutexSuffixes, d.markerKey(name)), s: mutexScripts}}, nil
 }
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &rwDriver{queued{d: d, name: name, keys: lockKeys(d.o.Prefix, krw, name, d.markerKey(name)), s: rwScripts}}, nil
+	return &rwDriver{queued{d: d, name: name, keys: newKeySet(d.o.Prefix, krw, name, lockSuffixes, d.markerKey(name)), s: rwScripts}}, nil
 }
 
 func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	s := &semDriver{d: d, name: name, keys: semKeys(d.o.Prefix, name, d.markerKey(name)), capacity: permits}
-	r, err := scriptSemOpen.Run(ctx, d.c, s.keys, permits).Int64()
+	s := &semDriver{d: d, name: name, keys: newKeySet(d.o.Prefix, ksem, name, semSuffixes, d.markerKey(name)), capacity: permits}
+	r, err := scriptSemOpen.Run(ctx, d.c, s.keys.all(), permits).Int64()
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +286,7 @@ func (d *backend) OpenCond(ctx context.Context, name string) (driver.Cond, error
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &condDriver{d: d, name: name, keys: condKeys(d.o.Prefix, name)}, nil
+	return &condDriver{d: d, name: name, keys: newKeySet(d.o.Prefix, kcond, name, condSuffixes, "")}, nil
 }
 
 func (d *backend) Close() error {

@@ -29,7 +29,7 @@ func (l *rwDriver) args(id string, mode driver.Mode, ch string, _ time.Time) []a
 }
 
 func (l *rwDriver) renewFunc(id string) lease.RenewFunc {
-	return l.d.renewFunc(scriptRenew, l.keys[:2], id)
+	return l.d.renewFunc(scriptRenew, l.keys.all()[:2], id)
 }
 
 func (l *rwDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
@@ -50,7 +50,7 @@ func (l *rwDriver) Release(ctx context.Context, g driver.Grant) error {
 	if h.excl {
 		excl = "w"
 	}
-	r, err := scriptLockRelease.Run(ctx, l.d.c, l.keys, h.id, excl).Int64()
+	r, err := scriptLockRelease.Run(ctx, l.d.c, l.keys.all(), h.id, excl).Int64()
 	return finish(h, r, err)
 }
 
@@ -62,7 +62,7 @@ func (l *rwDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant,
 	if e := h.loss.Err(); e != nil {
 		return driver.Grant{}, fmt.Errorf("downgrade: %w", e)
 	}
-	ok, tok, err := pair(scriptLockDowngrade.Run(ctx, l.d.c, l.keys, h.id).Result())
+	ok, tok, err := pair(scriptLockDowngrade.Run(ctx, l.d.c, l.keys.all(), h.id).Result())
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("downgrade: %w", err)
 	}

@@ -17,7 +17,7 @@ import (
 type semDriver struct {
 	d        *backend
 	name     string
-	keys     []string
+	keys     keySet
 	capacity int64
 }
 
@@ -28,7 +28,7 @@ var _ driver.Semaphore = (*semDriver)(nil)
 const semNotReady = -2
 
 // marker returns the key of the marker (restart.go), the last of s.keys.
-func (s *semDriver) marker() string { return s.keys[len(s.keys)-1] }
+func (s *semDriver) marker() string { return s.keys.marker }
 
 func (s *semDriver) Capacity() int64 { return s.capacity }
 func (s *semDriver) Close() error    { return nil }
@@ -41,7 +41,7 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 	for {
 		id := redisnode.NewID()
 		sent := time.Now()
-		r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
+		r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys.all(), id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
 		if err == nil && r == semNotReady {
 			if err = s.d.notReady(ctx, s.marker()); err == nil {
 				continue
@@ -56,7 +56,7 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 			return driver.Grant{}, baton.ErrLocked
 		}
 		// A reply too late to bound the lease: renew before trusting it.
-		renew := s.d.renewFunc(scriptRenew, s.keys, id)
+		renew := s.d.renewFunc(scriptRenew, s.keys.all(), id)
 		for err == nil && !s.d.fresh(sent) {
 			sent, err = renew(ctx)
 		}
@@ -82,15 +82,16 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 	s.d.n.register(id, wake)
 	defer s.d.n.unregister(id)
 	args := []any{id, n, s.d.ttlMS(), s.d.meta, s.d.wake, s.capacity}
+	keys := s.keys.all()
 	sent := time.Now()
-	r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys, args...).Int64()
+	r, err := scriptSemAcquire.Run(ctx, s.d.c, keys, args...).Int64()
 	err = ctxErr(ctx, err)
 	for {
 		if err == nil && r == semNotReady {
 			// Nothing was changed on the server; poll once it is ready.
 			if err = ctxErr(ctx, s.d.awaitReady(ctx, s.marker())); err == nil {
 				sent = time.Now()
-				r, err = scriptSemPoll.Run(ctx, s.d.c, s.keys, args...).Int64()
+				r, err = scriptSemPoll.Run(ctx, s.d.c, keys, args...).Int64()
 				err = ctxErr(ctx, err)
 				continue
 			}
@@ -125,7 +126,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 			}
 		}
 		sent = time.Now()
-		r, err = scriptSemPoll.Run(ctx, s.d.c, s.keys, args...).Int64()
+		r, err = scriptSemPoll.Run(ctx, s.d.c, keys, args...).Int64()
 		err = ctxErr(ctx, err)
 	}
 }
@@ -133,7 +134,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 func (s *semDriver) cancel(ctx context.Context, id string) {
 	cctx, done := s.d.cleanupCtx(ctx)
 	defer done()
-	if err := scriptSemCancel.Run(cctx, s.d.c, s.keys, id, s.capacity).Err(); err != nil {
+	if err := scriptSemCancel.Run(cctx, s.d.c, s.keys.all(), id, s.capacity).Err(); err != nil {
 		s.d.o.Logger.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
 			"name", s.name, "err", err)
 	}
@@ -142,7 +143,7 @@ func (s *semDriver) cancel(ctx context.Context, id string) {
 func (s *semDriver) granted(id string, n int64, sent time.Time) driver.Grant {
 	loss := driver.NewLoss()
 	h := &hold{id: id, loss: loss}
-	h.keeper = lease.StartKeeper(sent, &s.d.o.Config, s.d.renewFunc(scriptRenew, s.keys, id), loss, s.name)
+	h.keeper = lease.StartKeeper(sent, &s.d.o.Config, s.d.renewFunc(scriptRenew, s.keys.all(), id), loss, s.name)
 	return driver.Grant{Loss: loss, N: n, Data: h}
 }
 
@@ -156,7 +157,7 @@ func (s *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error 
 		if e := h.loss.Err(); e != nil {
 			return e
 		}
-		r, err := scriptSemRelease.Run(ctx, s.d.c, s.keys, h.id, n, s.capacity).Int64()
+		r, err := scriptSemRelease.Run(ctx, s.d.c, s.keys.all(), h.id, n, s.capacity).Int64()
 		if err != nil {
 			return fmt.Errorf("release: %w", err)
 		}
@@ -167,6 +168,6 @@ func (s *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error 
 		return nil
 	}
 	h.keeper.Stop()
-	r, err := scriptSemRelease.Run(ctx, s.d.c, s.keys, h.id, n, s.capacity).Int64()
+	r, err := scriptSemRelease.Run(ctx, s.d.c, s.keys.all(), h.id, n, s.capacity).Int64()
 	return finish(h, r, err)
 }
