@@ -261,7 +261,8 @@ type hold struct {
 	shared bool    // a read lock (set by Downgrade, read by Release: never at once)
 	slots  []int32 // semaphore slots held; guarded by mu
 	renew  []any   // arguments of renewSQL for an exclusive lock; nil otherwise
-	tok    int64   // the grant's token, for locks
+	tok    int64   // the token drawn from the counter row, for locks
+	passes int64   // how many times the hold was passed (Mutex only)
 
 	mu sync.Mutex // serialises statements on c (pings, downgrade, release)
 }

@@ -53,6 +53,10 @@
 // its TTL. Semaphore permits are not covered: they are freed when the
 // session ends, and the fencing token is what protects a resource then.
 //
+// The handles of one Backend pass a Mutex among themselves with no
+// statement (see pass.go): a Mutex acquisition reserves 15 tokens above its
+// own on the counter row, and a passed hold takes the next of them.
+//
 // # Inspection
 //
 // The Backend is a baton.Inspector (baton status, ls, rm). Holders and

@@ -28,14 +28,15 @@ const (
 	// holder's Loss has fired by then. The release clears expires before
 	// it unlocks and commits after: the next holder's upsert waits for the
 	// row lock, so it reads the cleared value.
-	// $1 kind, $2 name, $3 key, $4 idle timeout and lease in ms. Returns
+	// $1 kind, $2 name, $3 key, $4 idle timeout and lease in ms, $5 how
+	// far the counter moves (a Mutex reserves tokens to pass). Returns
 	// the token, the idle timeout replaced, and how long the previous
 	// holder's lease still runs, in ms.
 	lockXSQL = `WITH l AS MATERIALIZED (SELECT pg_advisory_lock($3)::text AS g, current_setting('idle_session_timeout') AS prev,
 	set_config('idle_session_timeout', $4, false) AS s),
 u AS (INSERT INTO baton_tokens AS t (kind, name, n, expires)
 	SELECT $1, $2, 1, clock_timestamp() + $4::bigint * interval '1 millisecond' FROM l
-	ON CONFLICT (kind, name) DO UPDATE SET n = t.n + 1, expires = EXCLUDED.expires, prev_expires = t.expires
+	ON CONFLICT (kind, name) DO UPDATE SET n = t.n + $5::bigint, expires = EXCLUDED.expires, prev_expires = t.expires
 	RETURNING t.n, t.prev_expires)
 SELECT u.n, l.prev, coalesce(ceil(extract(epoch FROM u.prev_expires - clock_timestamp()) * 1000), 0)::bigint FROM u, l`
 
@@ -43,7 +44,7 @@ SELECT u.n, l.prev, coalesce(ceil(extract(epoch FROM u.prev_expires - clock_time
 s AS MATERIALIZED (SELECT set_config('idle_session_timeout', CASE WHEN ok THEN $4 ELSE prev END, false) FROM l),
 u AS (INSERT INTO baton_tokens AS t (kind, name, n, expires)
 	SELECT $1, $2, 1, clock_timestamp() + $4::bigint * interval '1 millisecond' FROM l, s WHERE l.ok
-	ON CONFLICT (kind, name) DO UPDATE SET n = t.n + 1, expires = EXCLUDED.expires, prev_expires = t.expires
+	ON CONFLICT (kind, name) DO UPDATE SET n = t.n + $5::bigint, expires = EXCLUDED.expires, prev_expires = t.expires
 	RETURNING t.n, t.prev_expires)
 SELECT u.n, l.prev, coalesce(ceil(extract(epoch FROM u.prev_expires - clock_timestamp()) * 1000), 0)::bigint FROM u, l`
 
@@ -119,15 +120,26 @@ func (b *backend) openLock(ctx context.Context, kind baton.Kind, name string) (*
 }
 
 func (b *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
-	return b.openLock(ctx, baton.KindMutex, name)
+	d, err := b.openLock(ctx, baton.KindMutex, name)
+	if err != nil {
+		return nil, err
+	}
+	return &mutexDriver{d}, nil
 }
 
 func (b *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	return b.openLock(ctx, baton.KindRWMutex, name)
 }
 
-func (d *lockDriver) args() []any {
-	return []any{string(d.kind), d.name, d.key, d.b.idle}
+func (d *lockDriver) args(shared bool) []any {
+	if shared {
+		return []any{string(d.kind), d.name, d.key, d.b.idle}
+	}
+	step := int64(1)
+	if d.kind == baton.KindMutex {
+		step = passTokens + 1
+	}
+	return []any{string(d.kind), d.name, d.key, d.b.idle, step}
 }
 
 // newHold returns the hold of a grant with token tok on c.
@@ -152,7 +164,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 		var tok, wait int64
 		var prev string
 		sent := time.Now()
-		interrupted, err := waitRow(ctx, c, d.b.q(q), d.args(), &tok, &prev, &wait)
+		interrupted, err := waitRow(ctx, c, d.b.q(q), d.args(mode == driver.Shared), &tok, &prev, &wait)
 		if interrupted {
 			if err == nil && tok != 0 {
 				// Granted as the context ended: give it back properly.
@@ -243,14 +255,14 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 	sent := time.Now()
 	// A try does not wait: it runs to its end, as releases do.
 	rctx, cancel := d.b.rctx()
-	err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&tok, &prev, &wait)
+	err = c.QueryRow(rctx, d.b.q(q), d.args(mode == driver.Shared)...).Scan(&tok, &prev, &wait)
 	if err != nil && connLost(err) {
 		destroy(c)
 		if c, err = d.b.pool.Acquire(ctx); err != nil {
 			cancel()
 			return driver.Grant{}, err
 		}
-		err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&tok, &prev, &wait)
+		err = c.QueryRow(rctx, d.b.q(q), d.args(mode == driver.Shared)...).Scan(&tok, &prev, &wait)
 	}
 	cancel()
 	switch {
