@@ -1,13 +1,16 @@
 // Command cluster runs the workers of examples/workers on a networked
-// backend chosen by flag: the same program, one constructor changed.
+// backend chosen by flag: the same program, one constructor changed (work
+// below has one per backend).
 //
 //	go run ./examples/cluster -backend redis://127.0.0.1:6379
 //	go run ./examples/cluster -backend etcd://127.0.0.1:2379
-//	go run ./examples/cluster -backend redis-server   # starts a redis-server from PATH
-//	go run ./examples/cluster -backend etcd-embedded  # starts an embedded etcd
+//	go run ./examples/cluster -backend postgres://user@127.0.0.1:5432/db
+//	go run ./examples/cluster -backend mysql://user@127.0.0.1:3306/db
+//	go run ./examples/cluster -backend zk://127.0.0.1:2181/prefix
+//	go run ./examples/cluster -backend redis-server   # also etcd-embedded, postgres-server, mariadb-server, zookeeper-server
 //
-// The last two start a throw-away server on a free loopback port for the
-// demo and stop it at the end.
+// The names in the last line start a throwaway server on a free loopback
+// port for the demo (from the machine's packages) and stop it at the end.
 package main
 
 import (
@@ -19,14 +22,18 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/etcdlock"
+	"github.com/batonlock/baton/cluster/mysqllock"
+	"github.com/batonlock/baton/cluster/pglock"
 	"github.com/batonlock/baton/cluster/redislock"
+	"github.com/batonlock/baton/cluster/zklock"
 	"github.com/batonlock/baton/examples/internal/demo"
-	"github.com/batonlock/baton/examples/internal/servers"
+	"github.com/batonlock/baton/internal/servers"
 )
 
 func main() {
 	c, worker := demo.Flags(flag.CommandLine)
-	backend := flag.String("backend", "etcd-embedded", "redis://…, rediss://…, redis+cluster://…, redlock://…, etcd://…, or redis-server / etcd-embedded to start a demo server")
+	backend := flag.String("backend", "etcd-embedded", "redis://…, rediss://…, redis+cluster://…, etcd://…, postgres://…, mysql://…, zk://…, "+
+		"or redis-server, etcd-embedded, postgres-server, mariadb-server, zookeeper-server to start a demo server")
 	flag.Parse()
 	if err := c.Check(); err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
@@ -58,9 +65,17 @@ func work(u string, id int, c *demo.Config) error {
 		b   baton.Backend
 		err error
 	)
-	if strings.HasPrefix(u, "etcd") {
-		b, err = etcdlock.OpenURL(ctx, u) // the one line that differs from examples/workers
-	} else {
+	// The one line that differs from examples/workers, per backend.
+	switch scheme, _, _ := strings.Cut(u, ":"); scheme {
+	case "etcd", "etcds":
+		b, err = etcdlock.OpenURL(ctx, u)
+	case "postgres", "postgresql":
+		b, err = pglock.OpenURL(ctx, u)
+	case "mysql":
+		b, err = mysqllock.OpenURL(ctx, u)
+	case "zk":
+		b, err = zklock.OpenURL(ctx, u)
+	default:
 		b, err = redislock.OpenURL(ctx, u)
 	}
 	if err != nil {

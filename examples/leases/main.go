@@ -27,7 +27,7 @@ import (
 	"github.com/batonlock/baton/cluster/etcdlock"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/cluster/redislock"
-	"github.com/batonlock/baton/examples/internal/servers"
+	"github.com/batonlock/baton/internal/servers"
 )
 
 // leases are the lease options given to either backend unchanged, as the

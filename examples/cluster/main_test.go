@@ -1,0 +1,38 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/batonlock/baton/internal/servers"
+)
+
+// TestBackends runs the example's workers on every networked backend, each
+// on a throwaway server of its own: the same program, one constructor line
+// per backend.
+func TestBackends(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five servers")
+	}
+	bin := filepath.Join(t.TempDir(), "cluster")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, s := range []string{servers.Redis, servers.Etcd, servers.Postgres, servers.MariaDB, servers.ZooKeeper} {
+		t.Run(s, func(t *testing.T) {
+			out, err := exec.Command(bin, "-backend", s, "-n", "3", "-rounds", "3").CombinedOutput()
+			if err != nil && os.Getenv("CI") != "true" && (strings.Contains(string(out), "install") || strings.Contains(string(out), "not found")) {
+				t.Skipf("%s is not installed here:\n%s", s, out)
+			}
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if want := "all 3 workers done: 9 holds, tokens increasing in every worker"; !strings.Contains(string(out), want) {
+				t.Fatalf("the output lacks %q:\n%s", want, out)
+			}
+		})
+	}
+}
