@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"math"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -125,43 +124,6 @@ var errMutexRemoved = errors.New("file removed or replaced")
 type unmap struct {
 	m    ipc.Mapping
 	bits uint64
-}
-
-// handleBits hands out the handle field of the state pattern (1 to
-// handleMax), so that no two live handles of this process share one: the
-// word alone then tells whose hold it is, and a Close or an Unlock of one
-// handle can never give back another's. A field comes back when its handle
-// is unreachable. When all are taken a new handle gets 0: it does not offer
-// the word path to the core (WordLock returns nil), whose own state then
-// tells which handle holds, and the driver's Acquire and Release serve it.
-var handleBits handleSet
-
-type handleSet struct {
-	mu   sync.Mutex
-	used [handleMax + 1]bool // index 0 unused
-	next uint64              // where the search for a free field starts
-}
-
-func (s *handleSet) get() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for range handleMax {
-		s.next = s.next%handleMax + 1
-		if !s.used[s.next] {
-			s.used[s.next] = true
-			return s.next
-		}
-	}
-	return 0
-}
-
-func (s *handleSet) put(b uint64) {
-	if b == 0 {
-		return
-	}
-	s.mu.Lock()
-	s.used[b] = false
-	s.mu.Unlock()
 }
 
 // The words of the mapping. The futex word is the low half of the state.
@@ -469,52 +431,3 @@ func (m *Mutex) Close() error {
 // is nil for a handle opened while handleMax others of this process were
 // alive: such a handle is served by Acquire and Release only.
 func (m *Mutex) WordLock() (*word.Lock, *driver.Loss) { return m.wl, m.loss }
-
-// Inspect describes the futex mutex name without changing it: its
-// holder (pid and the last token given, which is the holder's), whether the
-// holder is dead (Detail "owner dead": the next waiter recovers it), and the
-// number of handles waiting, which is approximate (a waiter killed while
-// waiting is still counted). It returns an error matching fs.ErrNotExist
-// when there is no such mutex; it never creates one.
-func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	if _, err := ns.Path(Kind, name); err != nil {
-		return baton.Info{}, err
-	}
-	r, err := ipc.OpenExistingRegion(ns, Kind, name, mutexSize)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return baton.Info{}, fmt.Errorf("futex mutex %q: %w", name, fs.ErrNotExist)
-		}
-		return baton.Info{}, err
-	}
-	defer r.Close()
-	m := &Mutex{base: unsafe.Pointer(&r.Bytes()[0])}
-	if v := (*atomic.Uint32)(unsafe.Add(m.base, offMagic)).Load(); v != mutexMagic && v != 0 {
-		return baton.Info{}, fmt.Errorf("%w: %s is not a futex mutex (magic %#x)", baton.ErrMismatch, r.Path(), v)
-	}
-	if self, err := ipc.Self(); err == nil {
-		m.me = uint64(self.Tag())<<32 | uint64(self.PID)
-	}
-	s := m.state().Load()
-	last := atomic.LoadUint64(m.fence())
-	info := baton.Info{
-		Name:      name,
-		Kind:      baton.KindMutex,
-		Impl:      "futex",
-		Holders:   []baton.Holder{},
-		Waiters:   max(int(m.wait().Load()), 0),
-		LastToken: baton.Token(last),
-		Detail:    fmt.Sprintf("state %#016x", s),
-	}
-	lo := uint32(s)
-	if pid := int(lo & pidMask); pid != 0 {
-		info.Holders = append(info.Holders, baton.Holder{PID: pid, Token: baton.Token(last), Mode: "exclusive"})
-		if m.ownerDead(s) {
-			info.Detail += ", owner dead"
-		}
-		m.unwatch()
-	} else if lo&fHandoff != 0 {
-		info.Detail += ", being handed to a waiter"
-	}
-	return info, nil
-}

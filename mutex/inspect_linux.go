@@ -1,0 +1,63 @@
+//go:build linux
+
+package mutex
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
+)
+
+// Inspect describes the futex mutex name without changing it: its
+// holder (pid and the last token given, which is the holder's), whether the
+// holder is dead (Detail "owner dead": the next waiter recovers it), and the
+// number of handles waiting, which is approximate (a waiter killed while
+// waiting is still counted). It returns an error matching fs.ErrNotExist
+// when there is no such mutex; it never creates one.
+func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
+	if _, err := ns.Path(Kind, name); err != nil {
+		return baton.Info{}, err
+	}
+	r, err := ipc.OpenExistingRegion(ns, Kind, name, mutexSize)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return baton.Info{}, fmt.Errorf("futex mutex %q: %w", name, fs.ErrNotExist)
+		}
+		return baton.Info{}, err
+	}
+	defer r.Close()
+	m := &Mutex{base: unsafe.Pointer(&r.Bytes()[0])}
+	if v := (*atomic.Uint32)(unsafe.Add(m.base, offMagic)).Load(); v != mutexMagic && v != 0 {
+		return baton.Info{}, fmt.Errorf("%w: %s is not a futex mutex (magic %#x)", baton.ErrMismatch, r.Path(), v)
+	}
+	if self, err := ipc.Self(); err == nil {
+		m.me = uint64(self.Tag())<<32 | uint64(self.PID)
+	}
+	s := m.state().Load()
+	last := atomic.LoadUint64(m.fence())
+	info := baton.Info{
+		Name:      name,
+		Kind:      baton.KindMutex,
+		Impl:      "futex",
+		Holders:   []baton.Holder{},
+		Waiters:   max(int(m.wait().Load()), 0),
+		LastToken: baton.Token(last),
+		Detail:    fmt.Sprintf("state %#016x", s),
+	}
+	lo := uint32(s)
+	if pid := int(lo & pidMask); pid != 0 {
+		info.Holders = append(info.Holders, baton.Holder{PID: pid, Token: baton.Token(last), Mode: "exclusive"})
+		if m.ownerDead(s) {
+			info.Detail += ", owner dead"
+		}
+		m.unwatch()
+	} else if lo&fHandoff != 0 {
+		info.Detail += ", being handed to a waiter"
+	}
+	return info, nil
+}
