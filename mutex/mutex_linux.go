@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
@@ -94,7 +95,7 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 	m.ns, m.name, m.dev, m.ino = e.Namespace(), e.Name(), uint64(st.Dev), st.Ino
 	m.loss = driver.NewLoss()
 	if bits != 0 {
-		m.wl = word.New(m.state(), m.fence(), m.slot(), &m.gone, raceSync(m.dev, m.ino), ownerMask, m.me)
+		m.wl = word.New(m.state(), m.fence(), m.slot(), &m.gone, shm.RaceSync(m.dev, m.ino), ownerMask, m.me)
 	}
 	// The memory stays mapped, and the handle bits taken, until the handle
 	// is unreachable, not just closed: the core may still be taking or
