@@ -288,3 +288,23 @@ func preadFull(fd int, buf []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// Outlived reports whether self, a process looking at a slot of shared
+// memory, can tell that the process pid whose start time has the low 32
+// bits tag has died: pid 0 names nobody, and self's own pid with another
+// tag is an earlier process with that pid. Errors count as alive, since
+// taking a live holder's share is worse than waiting.
+func (self Proc) Outlived(pid int, tag uint32) bool {
+	if pid == 0 {
+		return false
+	}
+	if pid == self.PID {
+		return tag != self.Tag()
+	}
+	w, dead, err := WatchProc(pid, tag)
+	if err != nil {
+		return false
+	}
+	w.Close()
+	return dead
+}

@@ -22,3 +22,6 @@ func (p Proc) Alive() (bool, error) { return false, errNoProc }
 
 // AliveTag returns an error matching errors.ErrUnsupported on this system.
 func AliveTag(pid int, tag uint32) (bool, error) { return false, errNoProc }
+
+// Outlived reports false on this system: no process can be seen dead.
+func (self Proc) Outlived(pid int, tag uint32) bool { return false }

@@ -56,18 +56,4 @@ func (l *RW) raise(i int) {
 // dead reports whether the process named by v (tag<<32 | pid, other bits
 // ignored) has died. Errors count as alive: taking a live holder's share
 // is worse than waiting.
-func (l *RW) dead(v uint64) bool {
-	pid, tag := int(v&pidMask), uint32(v>>32)
-	if pid == 0 {
-		return false
-	}
-	if pid == l.self.PID {
-		return tag != l.self.Tag()
-	}
-	w, dead, err := ipc.WatchProc(pid, tag)
-	if err != nil {
-		return false
-	}
-	w.Close()
-	return dead
-}
+func (l *RW) dead(v uint64) bool { return l.self.Outlived(int(v&pidMask), uint32(v>>32)) }

@@ -266,21 +266,7 @@ func free(ident, held, ticket *atomic.Uint64, me uint64) {
 
 // dead reports whether the process named by v (tag<<32 | pid) has died.
 // Errors count as alive.
-func (s *Sem) dead(v uint64) bool {
-	pid, tag := int(v&pidMask), uint32(v>>32)
-	if pid == 0 {
-		return false
-	}
-	if pid == s.self.PID {
-		return tag != s.self.Tag()
-	}
-	w, dead, err := ipc.WatchProc(pid, tag)
-	if err != nil {
-		return false
-	}
-	w.Close()
-	return dead
-}
+func (s *Sem) dead(v uint64) bool { return s.self.Outlived(int(v&pidMask), uint32(v>>32)) }
 
 // reclaimDead frees the slots of dead processes that hold permits or
 // tickets, and reports whether it freed any.
