@@ -310,6 +310,22 @@ func transient(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded)
 }
 
+// retry decides after a failed request of an acquisition on s: it ends s
+// if the server no longer knows its lease, and returns nil when the
+// acquisition should try again (after a backoff), else the error to
+// return.
+func retry(ctx context.Context, s *session, attempt int, err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.leaseGone()
+	} else if ctx.Err() != nil || !transient(err) {
+		return ctxErr(ctx, err)
+	}
+	if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
 // backoff waits before a retry; it returns an error when ctx is done or the
 // session ended first.
 func backoff(ctx context.Context, s *session, attempt int) error {

@@ -112,13 +112,8 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 			return d.b.c.Txn(ctx).Then(append(ops, get)...).Commit()
 		})
 		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				s.end(fmt.Errorf("lease %x not found", int64(s.id)))
-			} else if ctx.Err() != nil || !transient(err) {
-				return driver.Grant{}, ctxErr(ctx, err)
-			}
-			if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
-				return driver.Grant{}, ctx.Err()
+			if err := retry(ctx, s, attempt, err); err != nil {
+				return driver.Grant{}, err
 			}
 			continue
 		}
@@ -201,7 +196,7 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 		})
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.end(fmt.Errorf("lease %x not found", int64(s.id)))
+				s.leaseGone()
 				continue
 			}
 			return driver.Grant{}, ctxErr(ctx, err)

@@ -139,13 +139,8 @@ func (d *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 		}
 		id, key, rev, older, err := d.enqueue(ctx, s, n)
 		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				s.end(fmt.Errorf("lease %x not found", int64(s.id)))
-			} else if ctx.Err() != nil || !transient(err) {
-				return driver.Grant{}, ctxErr(ctx, err)
-			}
-			if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
-				return driver.Grant{}, ctx.Err()
+			if err := retry(ctx, s, attempt, err); err != nil {
+				return driver.Grant{}, err
 			}
 			continue
 		}
@@ -201,63 +196,51 @@ func (d *semDriver) watch(ctx context.Context, s *session, key string, rev, n in
 	defer cancel()
 	wch := d.b.c.Watch(wctx, d.queue, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.done:
-			return s.lostErr()
-		case wr, ok := <-wch:
-			if !ok {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				return errWatch
+		wr, err := nextWatch(ctx, s, wch)
+		if err != nil {
+			return err
+		}
+		if wr.Created {
+			if wr.Header.Revision <= *read {
+				continue
 			}
-			if wr.Err() != nil || wr.Canceled {
-				return errWatch
+			rctx, rcancel := d.b.rctx(ctx)
+			resp, err := d.b.c.Txn(rctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+				Then(clientv3.OpGet(d.queue, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(rev-1))).
+				Commit()
+			rcancel()
+			if err != nil {
+				return err
 			}
-			if wr.Created {
-				if wr.Header.Revision <= *read {
-					continue
-				}
-				rctx, rcancel := d.b.rctx(ctx)
-				resp, err := d.b.c.Txn(rctx).
-					If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-					Then(clientv3.OpGet(d.queue, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(rev-1))).
-					Commit()
-				rcancel()
-				if err != nil {
-					return err
-				}
-				if !resp.Succeeded {
-					return fmt.Errorf("%w: the waiter's key is gone (lease expired or key removed)", baton.ErrLost)
-				}
-				clear(older)
-				for k, w := range d.older(resp.Responses[0].GetResponseRange().Kvs, rev) {
-					older[k] = w
-				}
-				*read = resp.Header.Revision
+			if !resp.Succeeded {
+				return fmt.Errorf("%w: the waiter's key is gone (lease expired or key removed)", baton.ErrLost)
 			}
-			for _, ev := range wr.Events {
-				if ev.Kv.ModRevision <= *read {
-					continue
-				}
-				k := string(ev.Kv.Key)
-				switch {
-				case k == key && ev.Type == mvccpb.DELETE:
-					return fmt.Errorf("%w: the waiter's key is gone (lease expired or key removed)", baton.ErrLost)
-				case ev.Type == mvccpb.DELETE:
-					delete(older, k)
-				default:
-					if _, ok := older[k]; ok {
-						older[k] = d.weight(ev.Kv.Value)
-					}
-				}
-				*read = ev.Kv.ModRevision
+			clear(older)
+			for k, w := range d.older(resp.Responses[0].GetResponseRange().Kvs, rev) {
+				older[k] = w
 			}
-			if sum(older)+n <= d.capacity {
-				return nil
+			*read = resp.Header.Revision
+		}
+		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision <= *read {
+				continue
 			}
+			k := string(ev.Kv.Key)
+			switch {
+			case k == key && ev.Type == mvccpb.DELETE:
+				return fmt.Errorf("%w: the waiter's key is gone (lease expired or key removed)", baton.ErrLost)
+			case ev.Type == mvccpb.DELETE:
+				delete(older, k)
+			default:
+				if _, ok := older[k]; ok {
+					older[k] = d.weight(ev.Kv.Value)
+				}
+			}
+			*read = ev.Kv.ModRevision
+		}
+		if sum(older)+n <= d.capacity {
+			return nil
 		}
 	}
 }
@@ -272,7 +255,7 @@ func (d *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 		id, key, rev, older, err := d.enqueue(ctx, s, n)
 		if err != nil {
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.end(fmt.Errorf("lease %x not found", int64(s.id)))
+				s.leaseGone()
 				continue
 			}
 			return driver.Grant{}, ctxErr(ctx, err)

@@ -283,3 +283,6 @@ func (p *ids) put(s *session, id string) {
 	}
 	p.free = append(p.free, id)
 }
+
+// leaseGone ends s, whose lease the server no longer knows.
+func (s *session) leaseGone() { s.end(fmt.Errorf("lease %x not found", int64(s.id))) }

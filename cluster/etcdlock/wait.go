@@ -28,42 +28,52 @@ func (b *backend) waitChange(ctx context.Context, s *session, key string, create
 	defer cancel()
 	wch := b.c.Watch(wctx, key, clientv3.WithCreatedNotify())
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.done:
-			return s.lostErr()
-		case wr, ok := <-wch:
-			if !ok {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				return errWatch
+		wr, err := nextWatch(ctx, s, wch)
+		if err != nil {
+			return err
+		}
+		if wr.Created {
+			if wr.Header.Revision <= rev {
+				continue // nothing happened since the read
 			}
-			if wr.Err() != nil || wr.Canceled {
-				return errWatch
+			rctx, rcancel := b.rctx(ctx)
+			resp, err := b.c.Get(rctx, key, clientv3.WithKeysOnly())
+			rcancel()
+			if err != nil {
+				return nil // read again, with retries, in the caller
 			}
-			if wr.Created {
-				if wr.Header.Revision <= rev {
-					continue // nothing happened since the read
-				}
-				rctx, rcancel := b.rctx(ctx)
-				resp, err := b.c.Get(rctx, key, clientv3.WithKeysOnly())
-				rcancel()
-				if err != nil {
-					return nil // read again, with retries, in the caller
-				}
-				if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != createRev || resp.Kvs[0].ModRevision > rev {
-					return nil
-				}
-				rev = resp.Header.Revision
-				continue
+			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != createRev || resp.Kvs[0].ModRevision > rev {
+				return nil
 			}
-			for _, ev := range wr.Events {
-				if ev.Kv.ModRevision > rev {
-					return nil
-				}
+			rev = resp.Header.Revision
+			continue
+		}
+		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision > rev {
+				return nil
 			}
 		}
+	}
+}
+
+// nextWatch returns the next response of wch, or the error that ends the
+// wait: ctx done, the session lost, or the watch broken (errWatch).
+func nextWatch(ctx context.Context, s *session, wch clientv3.WatchChan) (clientv3.WatchResponse, error) {
+	select {
+	case <-ctx.Done():
+		return clientv3.WatchResponse{}, ctx.Err()
+	case <-s.done:
+		return clientv3.WatchResponse{}, s.lostErr()
+	case wr, ok := <-wch:
+		if !ok {
+			if err := ctx.Err(); err != nil {
+				return wr, err
+			}
+			return wr, errWatch
+		}
+		if wr.Err() != nil || wr.Canceled {
+			return wr, errWatch
+		}
+		return wr, nil
 	}
 }
