@@ -39,35 +39,59 @@ type mgrant struct {
 }
 
 // The claim takes the row when it is free or its lease has run out, draws
-// the next token, starts the lease, and (claimGet) tries the user-level
-// lock at once, in one statement. Its insert id carries the token and
-// whether the user-level lock was taken: token*2 + taken. Every SET clause
-// reads only the old row, so the statement means the same whether the
-// server assigns left to right or simultaneously.
+// the next token, starts the lease, and (get) tries the user-level lock at
+// once, in one statement. Its insert id carries the token and whether the
+// user-level lock was taken: token*2 + taken. Every SET clause reads only
+// the old row, so the statement means the same whether the server assigns
+// left to right or simultaneously.
+//
+// A claim that queues (Lock's first claim) also leaves the row alone while
+// another session holds the user-level lock: that session is, but for the
+// cases below, a waiter the last release woke (the server grants the lock
+// to the first waiter as the holder lets go), about to claim, so this claim
+// waits behind it rather than taking the row first. The server grants
+// user-level locks to waiters in the order they asked, so holders follow
+// one another in that order too. A session can also hold the user-level
+// lock with no claim to come (one that is ending, a holder whose row was
+// removed): TryLock and a waiter whose slice ended without the lock claim
+// past it.
 const claimSet = `UPDATE %s SET token = token + 1 + LAST_INSERT_ID((token + 1) * 2 + %s) * 0,
 	owner = ?, expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-	WHERE name = ? AND (owner = '' OR expires <= UTC_TIMESTAMP(6))`
+	WHERE name = ? AND (owner = '' OR expires <= UTC_TIMESTAMP(6))%s`
 
-func (m *mutex) claimSQL(get bool) string {
-	g := "1"
-	if get {
-		g = "COALESCE(GET_LOCK(?, 0), 0)"
+// Kinds of claim.
+const (
+	claimHeld  = iota // the connection holds the user-level lock
+	claimGet          // take the user-level lock too, if it is free
+	claimQueue        // claimGet, but only while no other session holds it
+)
+
+func (m *mutex) claimSQL(kind int) string {
+	switch kind {
+	case claimHeld:
+		return fmt.Sprintf(claimSet, m.b.t.lock, "1", "")
+	case claimGet:
+		return fmt.Sprintf(claimSet, m.b.t.lock, "COALESCE(GET_LOCK(?, 0), 0)", "")
 	}
-	return fmt.Sprintf(claimSet, m.b.t.lock, g)
+	return fmt.Sprintf(claimSet, m.b.t.lock, "COALESCE(GET_LOCK(?, 0), 0)",
+		" AND COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), TRUE)")
 }
 
 // claim runs the claim statement on c. ok reports whether the row was
 // taken.
-func (m *mutex) claim(ctx context.Context, c *sql.Conn, owner string, get bool) (token uint64, took, ok bool, sent time.Time, err error) {
+func (m *mutex) claim(ctx context.Context, c *sql.Conn, owner string, kind int) (token uint64, took, ok bool, sent time.Time, err error) {
 	bctx, cancel := m.b.bg(ctx)
 	defer cancel()
 	args := []any{}
-	if get {
+	if kind != claimHeld {
 		args = append(args, m.ulock)
 	}
 	args = append(args, owner, m.b.ttlMicros(), m.key)
+	if kind == claimQueue {
+		args = append(args, m.ulock)
+	}
 	sent = time.Now()
-	res, err := m.exec(bctx, c, m.claimSQL(get), args...)
+	res, err := m.exec(bctx, c, m.claimSQL(kind), args...)
 	if err != nil {
 		// What the server did is unknown: give back the row if it was
 		// taken, and the connection with whatever user-level lock.
@@ -81,7 +105,7 @@ func (m *mutex) claim(ctx context.Context, c *sql.Conn, owner string, get bool) 
 		return 0, false, false, sent, nil
 	}
 	id, _ := res.LastInsertId()
-	return uint64(id) >> 1, get && id&1 == 1 || !get, true, sent, nil
+	return uint64(id) >> 1, kind == claimHeld || id&1 == 1, true, sent, nil
 }
 
 // cleanupRow frees k's row if owner holds it, in the background.
@@ -143,7 +167,7 @@ func (m *mutex) TryAcquire(ctx context.Context, mode bdriver.Mode) (bdriver.Gran
 		return bdriver.Grant{}, err
 	}
 	owner := m.b.owner()
-	token, held, ok, sent, err := m.claim(ctx, c, owner, true)
+	token, held, ok, sent, err := m.claim(ctx, c, owner, claimGet)
 	if err != nil {
 		return bdriver.Grant{}, err
 	}
@@ -184,7 +208,7 @@ func (m *mutex) acquire(ctx context.Context) (bdriver.Grant, error) {
 		return bdriver.Grant{}, err
 	}
 	owner := m.b.owner()
-	token, held, ok, sent, err := m.claim(ctx, c, owner, true)
+	token, held, ok, sent, err := m.claim(ctx, c, owner, claimQueue)
 	if err == nil && ok {
 		return m.grant(c, owner, token, held, sent), nil
 	}
@@ -267,7 +291,11 @@ func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Gr
 			giveBack()
 			return bdriver.Grant{}, err
 		}
-		token, took, ok, sent, err := m.claim(ctx, c, owner, !held)
+		kind := claimHeld
+		if !held {
+			kind = claimGet
+		}
+		token, took, ok, sent, err := m.claim(ctx, c, owner, kind)
 		if err != nil {
 			c, owner = nil, m.b.owner()
 			continue

@@ -1,0 +1,70 @@
+package mysqllock
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestNoBarging: a client that unlocks and locks again at once queues
+// behind the client already waiting, rather than taking the row back
+// before the waiter the release woke can claim it. Without that, 16
+// clients on one name see one of them take most of the holds.
+func TestNoBarging(t *testing.T) {
+	s := sharedServer(t)
+	createDB(t, s, "baton")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := testName(t)
+	a, err := openT(t, s.url(testQuery)).Mutex(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := openT(t, s.url(testQuery)).Mutex(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 20
+	for i := range rounds {
+		got := make(chan error, 1)
+		go func() {
+			_, err := b.Lock(ctx)
+			got <- err
+		}()
+		time.Sleep(50 * time.Millisecond) // b waits in the server
+		if err := a.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// a asks again at once; b must be served first.
+		again := make(chan error, 1)
+		go func() {
+			_, err := a.Lock(ctx)
+			again <- err
+		}()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case err := <-again:
+			t.Fatalf("round %d: the releasing client took the lock back (%v) ahead of the waiting one", i, err)
+		}
+		select {
+		case err := <-again:
+			t.Fatalf("round %d: the releasing client's Lock returned (%v) while the waiter held", i, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if err := b.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-again; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
