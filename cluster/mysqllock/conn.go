@@ -5,37 +5,48 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/batonlock/baton"
 )
 
-// The connection of a Mutex handle: one per handle, kept while the handle
-// is open, with its statements prepared once.
+// sconn is a connection of the Mutex driver with its statements prepared
+// once. A handle keeps one while it is open; a hold takes its handle's,
+// since the connection holds the name's user-level lock, and a hold passed
+// to another handle (pass.go) takes it along.
+type sconn struct {
+	c *sql.Conn
 
-// conn returns the handle's connection, opening one when there is none or
-// the one there was closed by the server while idle.
-func (m *mutex) getConn(ctx context.Context) (*sql.Conn, error) {
+	mu       sync.Mutex
+	stmts    map[string]*sql.Stmt // guarded by mu
+	lastUsed time.Time            // guarded by mu
+	dropped  bool                 // guarded by mu
+}
+
+// getConn returns the handle's connection, opening one when there is none
+// or the one there was closed by the server while idle.
+func (m *mutex) getConn(ctx context.Context) (*sconn, error) {
 	m.mu.Lock()
-	c, idle := m.conn, time.Since(m.lastUsed)
+	sc := m.sc
 	m.mu.Unlock()
-	if c != nil && idle > 500*time.Millisecond {
+	if sc != nil && sc.idle() > 500*time.Millisecond {
 		// The server ends sessions idle longer than the lease TTL: have
 		// the driver check the socket before its next write, so that a
 		// closed connection fails before the statement is sent.
-		err := c.Raw(func(dc any) error {
+		err := sc.c.Raw(func(dc any) error {
 			if r, ok := dc.(driver.SessionResetter); ok {
 				return r.ResetSession(ctx)
 			}
 			return nil
 		})
 		if err != nil {
-			m.dropConn(c)
-			c = nil
+			m.dropConn(sc)
+			sc = nil
 		}
 	}
-	if c != nil {
-		return c, nil
+	if sc != nil {
+		return sc, nil
 	}
 	c, err := m.b.db.Conn(ctx)
 	if err != nil {
@@ -52,96 +63,110 @@ func (m *mutex) getConn(ctx context.Context) (*sql.Conn, error) {
 		c.Close()
 		return nil, err
 	}
+	sc = &sconn{c: c, lastUsed: time.Now()}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		c.Close()
+		sc.close(m.b.c.RequestTimeout)
 		return nil, baton.ErrClosed
 	}
-	m.conn, m.lastUsed = c, time.Now()
-	return c, nil
+	m.sc = sc
+	return sc, nil
 }
 
-func (m *mutex) used() {
-	m.mu.Lock()
-	m.lastUsed = time.Now()
-	m.mu.Unlock()
+func (sc *sconn) idle() time.Duration {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return time.Since(sc.lastUsed)
 }
 
-// exec runs q on c as a statement prepared once per connection: with
+func (sc *sconn) used() {
+	sc.mu.Lock()
+	sc.lastUsed = time.Now()
+	sc.mu.Unlock()
+}
+
+// exec runs q on sc as a statement prepared once per connection: with
 // arguments, go-sql-driver otherwise prepares and closes a statement for
 // every call (unless the DSN sets interpolateParams), a round trip more.
-func (m *mutex) exec(ctx context.Context, c *sql.Conn, q string, args ...any) (sql.Result, error) {
-	st, err := m.prepared(ctx, c, q)
+func (sc *sconn) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := sc.prepared(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	return st.ExecContext(ctx, args...)
 }
 
-func (m *mutex) prepared(ctx context.Context, c *sql.Conn, q string) (*sql.Stmt, error) {
-	m.mu.Lock()
-	if m.conn == c && m.stmts != nil {
-		if st := m.stmts[q]; st != nil {
-			m.mu.Unlock()
-			return st, nil
-		}
+func (sc *sconn) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
+	sc.mu.Lock()
+	if st := sc.stmts[q]; st != nil {
+		sc.mu.Unlock()
+		return st, nil
 	}
-	m.mu.Unlock()
-	st, err := c.PrepareContext(ctx, q)
+	sc.mu.Unlock()
+	st, err := sc.c.PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.conn == c {
-		if m.stmts == nil {
-			m.stmts = make(map[string]*sql.Stmt)
-		}
-		if old := m.stmts[q]; old != nil {
-			old.Close()
-		}
-		m.stmts[q] = st
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.dropped {
+		st.Close()
+		return nil, driver.ErrBadConn
 	}
+	if sc.stmts == nil {
+		sc.stmts = make(map[string]*sql.Stmt)
+	}
+	if old := sc.stmts[q]; old != nil {
+		old.Close()
+	}
+	sc.stmts[q] = st
 	return st, nil
 }
 
-// forget closes the statements of the handle's connection; mu is held.
-func (m *mutex) forget() {
-	for _, st := range m.stmts {
+// forget closes sc's statements.
+func (sc *sconn) forget() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, st := range sc.stmts {
 		st.Close()
 	}
-	m.stmts = nil
+	sc.stmts = nil
+	sc.dropped = true
 }
 
-// dropConn discards c: the server ends its session, and with it any
+// dropConn discards sc: the server ends its session, and with it any
 // user-level lock it held.
-func (m *mutex) dropConn(c *sql.Conn) {
+func (m *mutex) dropConn(sc *sconn) {
 	m.mu.Lock()
-	if m.conn == c {
-		m.forget()
-		m.conn = nil
+	if m.sc == sc {
+		m.sc = nil
 	}
 	m.mu.Unlock()
-	_ = c.Raw(func(any) error { return driver.ErrBadConn })
-	_ = c.Close()
+	sc.forget()
+	_ = sc.c.Raw(func(any) error { return driver.ErrBadConn })
+	_ = sc.c.Close()
 }
 
-// closeConn gives the handle's connection back to the pool, with the
-// server's own idle timeout again.
+// close gives sc back to the pool, with the server's own idle timeout
+// again.
+func (sc *sconn) close(timeout time.Duration) {
+	sc.forget()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := sc.c.ExecContext(ctx, `SET SESSION wait_timeout = @@GLOBAL.wait_timeout`); err != nil {
+		_ = sc.c.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = sc.c.Close()
+}
+
+// closeConn gives the handle's connection back to the pool.
 func (m *mutex) closeConn() {
 	m.mu.Lock()
-	c := m.conn
-	m.forget()
-	m.conn, m.closed = nil, true
+	sc := m.sc
+	m.sc, m.closed = nil, true
 	m.mu.Unlock()
-	if c == nil {
-		return
+	if sc != nil {
+		sc.close(m.b.c.RequestTimeout)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.b.c.RequestTimeout)
-	defer cancel()
-	if _, err := c.ExecContext(ctx, `SET SESSION wait_timeout = @@GLOBAL.wait_timeout`); err != nil {
-		_ = c.Raw(func(any) error { return driver.ErrBadConn })
-	}
-	_ = c.Close()
 }

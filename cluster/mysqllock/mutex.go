@@ -23,23 +23,24 @@ type mutex struct {
 	key   string // row key
 	ulock string // user-level lock name
 
-	mu       sync.Mutex
-	conn     *sql.Conn            // guarded by mu: the handle's connection, nil until needed
-	stmts    map[string]*sql.Stmt // guarded by mu: statements prepared on conn
-	lastUsed time.Time            // guarded by mu
-	closed   bool                 // guarded by mu
+	mu     sync.Mutex
+	sc     *sconn // guarded by mu: the handle's connection, nil until needed
+	closed bool   // guarded by mu
 }
 
 // mgrant is the driver state of a Mutex grant.
 type mgrant struct {
 	owner  string
-	held   bool      // the user-level lock is held on conn
-	conn   *sql.Conn // the connection that holds it
+	held   bool   // the user-level lock is held on sc
+	sc     *sconn // the connection that holds it
 	keeper *lease.Keeper
+	tok    uint64 // the token the claim drew
+	passes uint64 // times the hold was passed on (pass.go)
 }
 
 // The claim takes the row when it is free or its lease has run out, draws
-// the next token, starts the lease, and (get) tries the user-level lock at
+// the next token (the counter moves by passTokens+1, pass.go), starts the
+// lease, and (get) tries the user-level lock at
 // once, in one statement. Its insert id carries the token and whether the
 // user-level lock was taken: token*2 + taken. Every SET clause reads only
 // the old row, so the statement means the same whether the server assigns
@@ -55,9 +56,9 @@ type mgrant struct {
 // lock with no claim to come (one that is ending, a holder whose row was
 // removed): TryLock and a waiter whose slice ended without the lock claim
 // past it.
-const claimSet = `UPDATE %s SET token = token + 1 + LAST_INSERT_ID((token + 1) * 2 + %s) * 0,
+const claimSet = `UPDATE %[1]s SET token = token + %[2]d + LAST_INSERT_ID((token + %[2]d) * 2 + %[3]s) * 0,
 	owner = ?, expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-	WHERE name = ? AND (owner = '' OR expires <= UTC_TIMESTAMP(6))%s`
+	WHERE name = ? AND (owner = '' OR expires <= UTC_TIMESTAMP(6))%[4]s`
 
 // Kinds of claim.
 const (
@@ -69,17 +70,17 @@ const (
 func (m *mutex) claimSQL(kind int) string {
 	switch kind {
 	case claimHeld:
-		return fmt.Sprintf(claimSet, m.b.t.lock, "1", "")
+		return fmt.Sprintf(claimSet, m.b.t.lock, passTokens+1, "1", "")
 	case claimGet:
-		return fmt.Sprintf(claimSet, m.b.t.lock, "COALESCE(GET_LOCK(?, 0), 0)", "")
+		return fmt.Sprintf(claimSet, m.b.t.lock, passTokens+1, "COALESCE(GET_LOCK(?, 0), 0)", "")
 	}
-	return fmt.Sprintf(claimSet, m.b.t.lock, "COALESCE(GET_LOCK(?, 0), 0)",
+	return fmt.Sprintf(claimSet, m.b.t.lock, passTokens+1, "COALESCE(GET_LOCK(?, 0), 0)",
 		" AND COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), TRUE)")
 }
 
 // claim runs the claim statement on c. ok reports whether the row was
 // taken.
-func (m *mutex) claim(ctx context.Context, c *sql.Conn, owner string, kind int) (token uint64, took, ok bool, sent time.Time, err error) {
+func (m *mutex) claim(ctx context.Context, c *sconn, owner string, kind int) (token uint64, took, ok bool, sent time.Time, err error) {
 	bctx, cancel := m.b.bg(ctx)
 	defer cancel()
 	args := []any{}
@@ -91,7 +92,7 @@ func (m *mutex) claim(ctx context.Context, c *sql.Conn, owner string, kind int) 
 		args = append(args, m.ulock)
 	}
 	sent = time.Now()
-	res, err := m.exec(bctx, c, m.claimSQL(kind), args...)
+	res, err := c.exec(bctx, m.claimSQL(kind), args...)
 	if err != nil {
 		// What the server did is unknown: give back the row if it was
 		// taken, and the connection with whatever user-level lock.
@@ -99,7 +100,7 @@ func (m *mutex) claim(ctx context.Context, c *sql.Conn, owner string, kind int) 
 		m.b.cleanupRow(m.key, owner)
 		return 0, false, false, sent, err
 	}
-	m.used()
+	c.used()
 	n, _ := res.RowsAffected()
 	if n == 0 {
 		return 0, false, false, sent, nil
@@ -117,8 +118,8 @@ func (b *backend) cleanupRow(k, owner string) {
 	}()
 }
 
-func (m *mutex) grant(c *sql.Conn, owner string, token uint64, held bool, sent time.Time) bdriver.Grant {
-	g := &mgrant{owner: owner, held: held, conn: c}
+func (m *mutex) grant(c *sconn, owner string, token uint64, held bool, sent time.Time) bdriver.Grant {
+	g := &mgrant{owner: owner, held: held, sc: c, tok: token}
 	loss := bdriver.NewLoss()
 	g.keeper = lease.StartKeeper(sent, &m.b.c, func(ctx context.Context) (time.Time, error) {
 		return m.renew(ctx, g)
@@ -135,14 +136,14 @@ func (m *mutex) renew(ctx context.Context, g *mgrant) (time.Time, error) {
 	var res sql.Result
 	var err error
 	if g.held {
-		res, err = m.exec(ctx, g.conn, q, m.b.ttlMicros(), m.key, g.owner)
+		res, err = g.sc.exec(ctx, q, m.b.ttlMicros(), m.key, g.owner)
 		if err != nil && ctx.Err() == nil {
 			// The session is gone (killed, server restarted), and its
 			// user-level lock with it; the row is still the lock.
 			g.held = false
-			m.dropConn(g.conn)
+			m.dropConn(g.sc)
 		} else {
-			m.used()
+			g.sc.used()
 		}
 	}
 	if !g.held {
@@ -225,7 +226,7 @@ func (m *mutex) acquire(ctx context.Context) (bdriver.Grant, error) {
 // its session but not its lease) polls the row instead, with backoff. A
 // lost connection (killed, server restarted) is replaced, with backoff:
 // only the caller's context ends the wait.
-func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Grant, error) {
+func (m *mutex) wait(ctx context.Context, c *sconn, owner string) (bdriver.Grant, error) {
 	slice := strconv.FormatFloat(m.b.c.RenewEvery.Seconds(), 'f', 3, 64)
 	held := false
 	backoff := time.Millisecond
@@ -233,7 +234,7 @@ func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Gr
 		if held && c != nil {
 			bctx, cancel := m.b.bg(ctx)
 			defer cancel()
-			if _, err := c.ExecContext(bctx, `DO RELEASE_LOCK(?)`, m.ulock); err != nil {
+			if _, err := c.c.ExecContext(bctx, `DO RELEASE_LOCK(?)`, m.ulock); err != nil {
 				m.dropConn(c)
 			}
 		}
@@ -270,7 +271,7 @@ func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Gr
 			var got sql.NullInt64
 			// The caller's context: if it ends, the driver closes the
 			// connection, which holds nothing while it waits here.
-			st, err := m.prepared(ctx, c, `SELECT GET_LOCK(?, `+slice+`)`)
+			st, err := c.prepared(ctx, `SELECT GET_LOCK(?, `+slice+`)`)
 			if err == nil {
 				err = st.QueryRowContext(ctx, m.ulock).Scan(&got)
 			}
@@ -282,7 +283,7 @@ func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Gr
 				}
 				continue
 			}
-			m.used()
+			c.used()
 			held = got.Valid && got.Int64 == 1
 		} else if err := pause(); err != nil {
 			return bdriver.Grant{}, err
@@ -309,23 +310,27 @@ func (m *mutex) wait(ctx context.Context, c *sql.Conn, owner string) (bdriver.Gr
 func (m *mutex) Release(ctx context.Context, gr bdriver.Grant) error {
 	g := gr.Data.(*mgrant)
 	g.keeper.Stop()
+	defer m.settle(g.sc)
 	bctx, cancel := m.b.bg(ctx)
 	defer cancel()
-	freed := false
+	// unsure: the release on the holder's session failed, and the server
+	// may have run it all the same.
+	freed, unsure := false, false
 	if g.held {
 		// One statement frees the row and the user-level lock; the latter
 		// only if the row was still this holder's.
-		res, err := m.exec(bctx, g.conn, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01',
+		res, err := g.sc.exec(bctx, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01',
 			token = token + LAST_INSERT_ID(COALESCE(RELEASE_LOCK(?), 2)) * 0
 			WHERE name = ? AND owner = ?`, m.ulock, m.key, g.owner)
 		if err != nil {
-			m.dropConn(g.conn)
+			unsure = true
+			m.dropConn(g.sc)
 		} else {
-			m.used()
+			g.sc.used()
 			if n, _ := res.RowsAffected(); n == 1 {
 				freed = true
-			} else if _, err := g.conn.ExecContext(bctx, `DO RELEASE_LOCK(?)`, m.ulock); err != nil {
-				m.dropConn(g.conn)
+			} else if _, err := g.sc.c.ExecContext(bctx, `DO RELEASE_LOCK(?)`, m.ulock); err != nil {
+				m.dropConn(g.sc)
 			}
 		}
 	}
@@ -343,7 +348,10 @@ func (m *mutex) Release(ctx context.Context, gr bdriver.Grant) error {
 	if err := gr.Loss.Err(); err != nil {
 		return err
 	}
-	if !freed {
+	if !freed && !unsure {
+		// With the lease still running, only this holder's release (or
+		// an operator's rm) can have taken its owner id off the row: when
+		// the release's outcome is unknown, it is taken to have run.
 		return lostf("the lock row no longer names this holder")
 	}
 	return nil
