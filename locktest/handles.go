@@ -21,13 +21,16 @@ import (
 // manyRun is how long the many-handle tests hammer.
 const manyRun = 600 * time.Millisecond
 
-// testManyHandles: 8 handles × 4 goroutines of one Backend lock one name,
-// a fifth of them with a context cancelled at a random moment (racing the
-// Unlock that would let them in). Holds never overlap, tokens strictly
-// increase, and no handle is starved. (testLockCancelRace checks that a
+// testManyHandles: two Backends with 4 handles × 4 goroutines each lock
+// one name, a fifth of them with a context cancelled at a random moment
+// (racing the Unlock that would let them in). Holds never overlap, tokens
+// strictly increase, and no handle is starved: the handles of one Backend
+// pass holds among themselves (where the driver is a driver.Passer) and
+// still let the other Backend in. (testLockCancelRace checks that a
 // cancelled Lock holds nothing.)
 func testManyHandles(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
+	bs := []baton.Backend{b, e.open(t)}
 	const handles, goroutines = 8, 4
 	var (
 		hist   History
@@ -38,7 +41,7 @@ func testManyHandles(t *testing.T, e *env) {
 	ms := make([]baton.Mutex, handles)
 	for i := range ms {
 		var err error
-		ms[i], err = b.Mutex(ctx, name)
+		ms[i], err = bs[i%2].Mutex(ctx, name)
 		ok(t, "Mutex", err)
 		defer ms[i].Close()
 	}

@@ -4,14 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/locktest"
 	_ "github.com/go-sql-driver/mysql"
 )
 
@@ -139,85 +138,16 @@ func TestPassLoss(t *testing.T) {
 	}
 }
 
-// TestLocalPass: two backends with four handles each hammer one Mutex.
-// Holds never overlap, tokens only grow, some holds were passed (while
-// held, the token is not the row's: no claim drew it), neither backend
-// starves the other, and nothing is held at the end.
+// TestLocalPass: two backends with four handles each hammer one Mutex
+// (locktest.PassHammer: a hold passed has a token that is not a multiple
+// of passTokens+1), and nothing is held at the end.
 func TestLocalPass(t *testing.T) {
 	s := sharedServer(t)
 	createDB(t, s, "baton")
-	url := s.url(testQuery)
 	name := testName(t)
-	ctx := context.Background()
-	var (
-		inside, overlaps atomic.Int64
-		mu               sync.Mutex
-		last             baton.Token // guarded by mu
-		stale, passed    int         // guarded by mu
-		count            [2]int      // guarded by mu
-		wg               sync.WaitGroup
-	)
-	db := s.admin(t)
-	stop := time.Now().Add(2 * time.Second)
-	for bi := range 2 {
-		bk := openT(t, url)
-		for range 4 {
-			m, err := bk.Mutex(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wg.Go(func() {
-				for time.Now().Before(stop) {
-					lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-					h, err := m.Lock(lctx)
-					cancel()
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if inside.Add(1) != 1 {
-						overlaps.Add(1)
-					}
-					mu.Lock()
-					if h.Token() <= last {
-						stale++
-					}
-					if (count[0]+count[1])%10 == 0 {
-						var n uint64
-						err := db.QueryRow("SELECT token FROM `baton`.`"+DefaultPrefix+"lock` WHERE name = ?", key('m', name)).Scan(&n)
-						if err != nil {
-							t.Error(err)
-						} else if n != uint64(h.Token()) {
-							passed++
-						}
-					}
-					last = h.Token()
-					count[bi]++
-					mu.Unlock()
-					inside.Add(-1)
-					if err := m.Unlock(ctx); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	t.Logf("holds per backend %v, of the sampled %d passed", count, passed)
-	if n := overlaps.Load(); n > 0 {
-		t.Errorf("%d overlapping holds", n)
-	}
-	if stale > 0 {
-		t.Errorf("%d tokens not above the previous one", stale)
-	}
-	if passed == 0 {
-		t.Error("no sampled hold was passed")
-	}
-	if count[0] == 0 || count[1] == 0 {
-		t.Errorf("a backend starved: %v", count)
-	}
-	if id := holderConn(t, db, name); id != 0 {
+	bs := [2]baton.Backend{openT(t, s.url(testQuery)), openT(t, s.url(testQuery))}
+	locktest.PassHammer(t, bs, name, 2*time.Second, func(tok baton.Token) bool { return tok%(passTokens+1) != 0 })
+	if id := holderConn(t, s.admin(t), name); id != 0 {
 		t.Errorf("session %d holds the user-level lock at the end", id)
 	}
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/locktest"
 )
 
 // passDrivers returns a driver backend and n Mutex drivers of name.
@@ -113,77 +112,13 @@ func TestPassLoss(t *testing.T) {
 	}
 }
 
-// TestLocalPass: two backends with four handles each hammer one Mutex.
-// Holds never overlap, tokens only grow, some holds were passed (while
-// held, the token is not the counter row's: no acquisition drew it), and
-// neither backend starves the other.
+// TestLocalPass: two backends with four handles each hammer one Mutex
+// (locktest.PassHammer: the counter row starts at 1 and moves by
+// passTokens+1, so a hold passed has a token that is not 1 above a
+// multiple of it).
 func TestLocalPass(t *testing.T) {
 	url := need(t)
 	name := fmt.Sprintf("pass-hammer-%d", time.Now().UnixNano())
-	ctx := context.Background()
-	var (
-		inside, overlaps atomic.Int64
-		mu               sync.Mutex
-		last             baton.Token // guarded by mu
-		stale, passed    int         // guarded by mu
-		count            [2]int      // guarded by mu
-		wg               sync.WaitGroup
-	)
-	pool := poolT(t)
-	stop := time.Now().Add(2 * time.Second)
-	for bi := range 2 {
-		bk := openT(t, url)
-		for range 4 {
-			m := mutexT(t, bk, name)
-			wg.Go(func() {
-				for time.Now().Before(stop) {
-					lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-					h, err := m.Lock(lctx)
-					cancel()
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if inside.Add(1) != 1 {
-						overlaps.Add(1)
-					}
-					mu.Lock()
-					if h.Token() <= last {
-						stale++
-					}
-					if (count[0]+count[1])%10 == 0 {
-						var n int64
-						err := pool.QueryRow(ctx, `SELECT n FROM baton_tokens WHERE kind = 'mutex' AND name = $1`, name).Scan(&n)
-						if err != nil {
-							t.Error(err)
-						} else if uint64(n) != uint64(h.Token()) {
-							passed++
-						}
-					}
-					last = h.Token()
-					count[bi]++
-					mu.Unlock()
-					inside.Add(-1)
-					if err := m.Unlock(ctx); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	t.Logf("holds per backend %v, of the sampled %d passed", count, passed)
-	if n := overlaps.Load(); n > 0 {
-		t.Errorf("%d overlapping holds", n)
-	}
-	if stale > 0 {
-		t.Errorf("%d tokens not above the previous one", stale)
-	}
-	if passed == 0 {
-		t.Error("no sampled hold was passed")
-	}
-	if count[0] == 0 || count[1] == 0 {
-		t.Errorf("a backend starved: %v", count)
-	}
+	bs := [2]baton.Backend{openT(t, url), openT(t, url)}
+	locktest.PassHammer(t, bs, name, 2*time.Second, func(tok baton.Token) bool { return (tok-1)%(passTokens+1) != 0 })
 }
