@@ -103,13 +103,15 @@ func (v *valueHandle) Wait(ctx context.Context, ver uint64) ([]byte, uint64, err
 		return nil, 0, v.fail("wait", err)
 	}
 	defer v.mu.RUnlock()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(v.stop, cancel)
+	// The driver's context ends with ctx or with Close, whichever comes
+	// first; its cause tells which.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(v.stop, func() { cancel(ErrClosed) })
 	defer stop()
 	data, now, err := v.d.Wait(wctx, ver)
 	if err != nil {
-		if v.closed.Load() && ctx.Err() == nil {
+		if context.Cause(wctx) == ErrClosed {
 			err = ErrClosed
 		}
 		return nil, 0, v.fail("wait", err)
