@@ -23,4 +23,4 @@ func (v *Value) CompareAndSwap(ctx context.Context, old uint64, data []byte) (ui
 	return 0, errNo
 }
 func (v *Value) Wait(ctx context.Context, ver uint64) ([]byte, uint64, error) { return nil, 0, errNo }
-func (v *Value) Close() error                                                  { return nil }
+func (v *Value) Close() error                                                 { return nil }
