@@ -74,6 +74,9 @@ func testValueKill(t *testing.T, e *env) {
 		watchers sync.WaitGroup
 	)
 	observe := func(what string) {
+		// Loads are ordered only if one ends before the next begins.
+		mu.Lock()
+		defer mu.Unlock()
 		data, ver, err := v.Load(ctx)
 		if err != nil {
 			t.Errorf("%s: Load: %v", what, err)
@@ -84,8 +87,6 @@ func testValueKill(t *testing.T, e *env) {
 			t.Errorf("%s: version %d: %v", what, ver, err)
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		if ver < lastVer || n < lastN {
 			t.Errorf("%s: version %d count %d after version %d count %d", what, ver, n, lastVer, lastN)
 		}
