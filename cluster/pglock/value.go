@@ -3,6 +3,8 @@ package pglock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -57,7 +59,7 @@ func (v *valueDriver) Load(ctx context.Context) ([]byte, uint64, error) {
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, ctxErr(ctx, err)
 	}
 	if data == nil {
 		data = []byte{}
@@ -80,7 +82,7 @@ func (v *valueDriver) CompareAndSwap(ctx context.Context, old uint64, data []byt
 		return v.conflict(ctx)
 	}
 	if err != nil {
-		return 0, err
+		return 0, ctxErr(ctx, err)
 	}
 	return uint64(ver), nil
 }
@@ -91,7 +93,7 @@ func (v *valueDriver) CompareAndSwap(ctx context.Context, old uint64, data []byt
 func (v *valueDriver) conflict(ctx context.Context) (uint64, error) {
 	var ver int64
 	if err := v.b.pool.QueryRow(ctx, v.b.q(valueVersionSQL), v.name).Scan(&ver); err != nil {
-		return 0, err
+		return 0, ctxErr(ctx, err)
 	}
 	return uint64(ver), baton.ErrConflict
 }
@@ -119,5 +121,23 @@ func (v *valueDriver) Wait(ctx context.Context, ver uint64) ([]byte, uint64, err
 }
 
 func (v *valueDriver) Close() error { return nil }
+
+// ctxErr returns an error matching the context's when ctx is done or past
+// its deadline, else err: a statement cut short by its context can fail
+// with the error of what it was doing then (a dial's i/o timeout, which
+// can come before the context's own timer has marked it done).
+func ctxErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	return err
+}
 
 var _ driver.ValueOpener = (*backend)(nil)
