@@ -66,14 +66,17 @@ func testValueKill(t *testing.T, e *env) {
 	ok(t, "Value", err)
 	defer v.Close()
 	var (
-		mu       sync.Mutex
-		lastVer  uint64 // guarded by mu
-		lastN    int    // guarded by mu
-		loads    int    // guarded by mu
+		mu       sync.Mutex // held across each observation
+		lastVer  uint64     // guarded by mu
+		lastN    int        // guarded by mu
+		loads    int        // guarded by mu
 		stop     = make(chan struct{})
 		watchers sync.WaitGroup
 	)
+	// Loads one at a time, so that each starts after the last ended.
 	observe := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
 		data, ver, err := v.Load(ctx)
 		if err != nil {
 			t.Errorf("%s: Load: %v", what, err)
@@ -84,8 +87,6 @@ func testValueKill(t *testing.T, e *env) {
 			t.Errorf("%s: version %d: %v", what, ver, err)
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		if ver < lastVer || n < lastN {
 			t.Errorf("%s: version %d count %d after version %d count %d", what, ver, n, lastVer, lastN)
 		}
