@@ -17,7 +17,8 @@
 // and for SQL the resource's row carries its own fence column, written by
 // cluster/pglock.FencedUpdate and cluster/mysqllock.FencedUpdate
 // (UPDATE ... SET ..., fence = token WHERE ... AND fence <= token), in the
-// caller's transaction if it likes (LockRow).
+// caller's transaction if it likes (LockRow); they refuse a stale token
+// with an error matching baton.ErrLost, as the guards here do.
 //
 // # Equal tokens
 //
