@@ -37,8 +37,9 @@ type valueDriver struct {
 	path string
 
 	mu      sync.Mutex
-	seen    int64 // guarded by mu: an Mzxid the handle saw
-	seenVer int32 // guarded by mu: the node version that went with it
+	seen    int64           // guarded by mu: an Mzxid the handle saw
+	seenVer int32           // guarded by mu: the node version that went with it
+	watch   <-chan zk.Event // guarded by mu: the handle's watch, while it has not fired
 }
 
 func (b *backend) OpenValue(_ context.Context, name string) (driver.Value, error) {
@@ -172,24 +173,16 @@ type valueWatch struct {
 	ev   <-chan zk.Event
 }
 
-// Wait reads the node and sets a watch in one request, so a write after
-// the read fires the watch. A watch also fires when the connection is lost
-// (and the session's watches are set again on the next connection); the
-// loop then reads again.
+// Wait reads the node after a watch on it was set (in the same request
+// or before), so a write after the read fires the watch. The client keeps
+// every watch it set until it fires, so the Waits of a handle share one:
+// while it has not fired, a Wait only reads, and Waits that end by their
+// context leave nothing behind. A watch also fires when the session
+// expires; one set before a disconnection is set again on the next
+// connection. The loop then reads again.
 func (v *valueDriver) Wait(ctx context.Context, ver uint64) ([]byte, uint64, error) {
 	for attempt := 0; ; attempt++ {
-		w, err := call(v.b, ctx, func() (valueWatch, error) {
-			d, st, ev, err := v.b.c.GetW(v.path)
-			if errors.Is(err, zk.ErrNoNode) {
-				var ok bool
-				ok, st, ev, err = v.b.c.ExistsW(v.path)
-				if err == nil && ok {
-					return valueWatch{}, errRetry // made meanwhile: read it
-				}
-				st = nil
-			}
-			return valueWatch{d, st, ev}, err
-		})
+		w, err := call(v.b, ctx, v.watchRead)
 		switch {
 		case errors.Is(err, errRetry):
 			continue
@@ -224,6 +217,46 @@ func (v *valueDriver) Wait(ctx context.Context, ver uint64) ([]byte, uint64, err
 }
 
 var errRetry = errors.New("read again")
+
+// watchRead reads the node under the handle's pending watch, or sets a new
+// one with the read.
+func (v *valueDriver) watchRead() (valueWatch, error) {
+	v.mu.Lock()
+	ev := v.watch
+	v.mu.Unlock()
+	if ev != nil {
+		select {
+		case <-ev:
+			ev = nil // fired (or was closed): set a new one
+		default:
+			d, st, err := v.b.c.Get(v.path)
+			if errors.Is(err, zk.ErrNoNode) {
+				return valueWatch{ev: ev}, nil
+			}
+			return valueWatch{d, st, ev}, err
+		}
+	}
+	d, st, ev, err := v.b.c.GetW(v.path)
+	if errors.Is(err, zk.ErrNoNode) {
+		var ok bool
+		ok, st, ev, err = v.b.c.ExistsW(v.path)
+		if err == nil && ok {
+			v.keep(ev)
+			return valueWatch{}, errRetry // made meanwhile: read it under that watch
+		}
+		st = nil
+	}
+	if err == nil {
+		v.keep(ev)
+	}
+	return valueWatch{d, st, ev}, err
+}
+
+func (v *valueDriver) keep(ev <-chan zk.Event) {
+	v.mu.Lock()
+	v.watch = ev
+	v.mu.Unlock()
+}
 
 func (v *valueDriver) Close() error { return nil }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -117,5 +118,53 @@ func TestValueRecreated(t *testing.T) {
 	}
 	if data, _, err := c.Get("/" + prefix + "/value/v"); err != nil || string(data) != "c" {
 		t.Errorf("node data %q, %v", data, err)
+	}
+}
+
+// TestValueCancelledWaitsLeaveNoWatch: the client keeps every watch set
+// until the node changes, so Waits ended by their contexts must not set
+// one each; a handle's Waits share its pending watch. Measured as the
+// heap kept after many such Waits with no write.
+func TestValueCancelledWaitsLeaveNoWatch(t *testing.T) {
+	addr := standalone(t)
+	ctx := context.Background()
+	b := open(t, fmt.Sprintf("zk://%s/value-%d", addr, time.Now().UnixNano()))
+	v, err := b.Value(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	cur, err := v.CompareAndSwap(ctx, 0, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func(n int) {
+		for range n {
+			wctx, cancel := context.WithTimeout(ctx, 200*time.Microsecond)
+			_, _, err := v.Wait(wctx, cur)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Wait with no write: %v", err)
+			}
+		}
+	}
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	wait(100)
+	before := heap()
+	const n = 4000
+	wait(n)
+	after := heap()
+	// A watch the client keeps costs a channel with a buffered event, well
+	// over 100 bytes.
+	if grown := int64(after) - int64(before); grown > n*50 {
+		t.Errorf("the heap grew by %d bytes over %d cancelled Waits", grown, n)
+	} else {
+		t.Logf("heap grew by %d bytes over %d cancelled Waits", grown, n)
 	}
 }
