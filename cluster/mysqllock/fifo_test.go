@@ -2,6 +2,7 @@ package mysqllock
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 )
@@ -16,6 +17,7 @@ func TestNoBarging(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	name := testName(t)
+	db := s.admin(t)
 	a, err := openT(t, s.url(testQuery)).Mutex(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +36,7 @@ func TestNoBarging(t *testing.T) {
 			_, err := b.Lock(ctx)
 			got <- err
 		}()
-		time.Sleep(50 * time.Millisecond) // b waits in the server
+		waitUserLock(t, db, 1) // b waits in the server
 		if err := a.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -66,5 +68,24 @@ func TestNoBarging(t *testing.T) {
 	}
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitUserLock waits until n sessions wait for a user-level lock.
+func waitUserLock(t *testing.T, db *sql.DB, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		var got int
+		err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock'`).Scan(&got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions wait for a user-level lock after 20 s, want %d", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
