@@ -84,10 +84,13 @@ func BenchmarkValueCAS(b *testing.B) {
 			}
 		}
 	})
+	seq := 0
 	b.Run("raw-lua", func(b *testing.B) {
+		seq++
+		key := "raw-lua-" + strconv.Itoa(seq) // each run from a new key
 		var ver int64
 		for b.Loop() {
-			r, err := rawValueCAS.Run(ctx, c, []string{"raw-lua"}, ver, data).Slice()
+			r, err := rawValueCAS.Run(ctx, c, []string{key}, ver, data).Slice()
 			if err != nil || r[0].(int64) != 1 {
 				b.Fatal(r, err)
 			}
