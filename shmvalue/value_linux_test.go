@@ -91,3 +91,18 @@ func TestLiveWriterKept(t *testing.T) {
 	}
 	_ = cmd.Wait()
 }
+
+// A committed slot whose size is out of range is reported, not retried
+// for ever.
+func TestDamagedSize(t *testing.T) {
+	ctx := context.Background()
+	v := open(t)
+	v1, err := v.CompareAndSwap(ctx, 0, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.word(slot(v1)).Store(MaxData + 1)
+	if _, _, err := v.Load(ctx); err == nil {
+		t.Fatal("Load of a damaged slot succeeded")
+	}
+}
