@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/redis/go-redis/v9"
@@ -116,4 +117,54 @@ func BenchmarkValueCAS(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A Wait whose subscription could not be sent (the server is down) fails;
+// once the server is back, Waits subscribe and wake again.
+func TestValueWaitAfterServerDown(t *testing.T) {
+	ctx := context.Background()
+	s := startRedis(t)
+	b := open(t, s.URL(""))
+	w, err := b.Value(ctx, "down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := b.Value(ctx, "down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, _, err = w.Wait(wctx, 0)
+	cancel()
+	if err == nil {
+		t.Fatal("Wait with the server down succeeded")
+	}
+	s.Start()
+	got := make(chan error, 1)
+	go func() {
+		for {
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, ver, err := w.Wait(wctx, 0)
+			cancel()
+			if err == nil && ver == 0 {
+				err = errors.New("Wait returned version 0")
+			}
+			if err == nil || errors.Is(err, context.DeadlineExceeded) {
+				got <- err
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // the pool's connections died with the server
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	for {
+		if _, err := v.CompareAndSwap(ctx, 0, []byte("x")); err == nil || errors.Is(err, baton.ErrConflict) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Wait after the server came back: %v", err)
+	}
 }
