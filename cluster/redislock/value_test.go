@@ -99,24 +99,67 @@ func BenchmarkValueCAS(b *testing.B) {
 		}
 	})
 	b.Run("raw-watch", func(b *testing.B) {
-		const key = "raw-watch"
 		for b.Loop() {
-			err := c.Watch(ctx, func(tx *redis.Tx) error {
-				cur, err := tx.HGet(ctx, key, "v").Int64()
-				if err != nil && !errors.Is(err, redis.Nil) {
-					return err
-				}
-				_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-					p.HSet(ctx, key, "v", cur+1, "d", data)
-					return nil
-				})
-				return err
-			}, key)
-			if err != nil {
-				b.Fatal(err)
-			}
+			rawWatchCAS(b, c, "raw-watch", data)
 		}
 	})
+	// The three in one loop, one after the other, so that the ratios hold
+	// under a load that changes while the benchmark runs.
+	b.Run("interleaved", func(b *testing.B) {
+		v, err := benchBackend(b, s.URL("")).Value(ctx, "bench-interleaved")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, ver, err := v.Load(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		seq++
+		key := "raw-lua-" + strconv.Itoa(seq)
+		var rver int64
+		var tb, tl, tw time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if ver, err = v.CompareAndSwap(ctx, ver, data); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			r, err := rawValueCAS.Run(ctx, c, []string{key}, rver, data).Slice()
+			if err != nil || r[0].(int64) != 1 {
+				b.Fatal(r, err)
+			}
+			rver = r[1].(int64)
+			t2 := time.Now()
+			rawWatchCAS(b, c, "raw-watch", data)
+			tb, tl, tw = tb+t1.Sub(t0), tl+t2.Sub(t1), tw+time.Since(t2)
+		}
+		n := float64(b.N)
+		b.ReportMetric(float64(tb.Microseconds())/n, "baton-µs")
+		b.ReportMetric(float64(tl.Microseconds())/n, "raw-lua-µs")
+		b.ReportMetric(float64(tw.Microseconds())/n, "raw-watch-µs")
+		b.ReportMetric(float64(tb)/float64(tl), "ratio-lua")
+		b.ReportMetric(float64(tb)/float64(tw), "ratio-watch")
+	})
+}
+
+// rawWatchCAS is the optimistic transaction of the baseline: WATCH, HGET,
+// MULTI, HSET, EXEC.
+func rawWatchCAS(b *testing.B, c *redis.Client, key string, data []byte) {
+	ctx := context.Background()
+	err := c.Watch(ctx, func(tx *redis.Tx) error {
+		cur, err := tx.HGet(ctx, key, "v").Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, key, "v", cur+1, "d", data)
+			return nil
+		})
+		return err
+	}, key)
+	if err != nil {
+		b.Fatal(err)
+	}
 }
 
 // A Wait whose subscription could not be sent (the server is down) fails;
