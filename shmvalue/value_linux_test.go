@@ -12,7 +12,9 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
-func open(t *testing.T) *Value {
+func open(t *testing.T) *Value { return openB(t) }
+
+func openB(t testing.TB) *Value {
 	t.Helper()
 	ns, err := ipc.OpenNamespace(t.TempDir())
 	if err != nil {
