@@ -66,15 +66,15 @@ func testValueKill(t *testing.T, e *env) {
 	ok(t, "Value", err)
 	defer v.Close()
 	var (
-		mu       sync.Mutex // held across each observation
-		lastVer  uint64     // guarded by mu
-		lastN    int        // guarded by mu
-		loads    int        // guarded by mu
+		mu       sync.Mutex
+		lastVer  uint64 // guarded by mu
+		lastN    int    // guarded by mu
+		loads    int    // guarded by mu
 		stop     = make(chan struct{})
 		watchers sync.WaitGroup
 	)
-	// Loads one at a time, so that each starts after the last ended.
 	observe := func(what string) {
+		// Loads are ordered only if one ends before the next begins.
 		mu.Lock()
 		defer mu.Unlock()
 		data, ver, err := v.Load(ctx)
