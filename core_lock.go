@@ -29,6 +29,10 @@ type lockHandle struct {
 	wordLoss *driver.Loss // goes with every hold taken on the word
 	closedA  atomic.Bool  // closed, readable without mu
 
+	// When the write hold and the first current read hold began (monoNow;
+	// 0: unknown), kept on the observed paths only (core_observe.go).
+	wSince, rSince atomic.Int64
+
 	// Guarded by mu; here to share a word with closedA.
 	acquiring bool // a goroutine is in the driver's Acquire or TryAcquire
 	held      bool // a grant is held (writer || readers > 0)
@@ -65,11 +69,10 @@ func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock, line *
 
 // fail wraps the cause of a failed op in the handle's *Error.
 func (h *lockHandle) fail(op string, err error) error {
-	kind := KindMutex
-	if h.r != nil {
-		kind = KindRWMutex
+	if err == nil {
+		return nil
 	}
-	return wrapErr(op, h.b.kind, kind, h.name, err)
+	return h.b.failed(op, h.kind(), h.name, err)
 }
 
 func (h *lockHandle) hold() Hold {

@@ -192,6 +192,9 @@ func (h *lockHandle) passOn(ctx context.Context, g driver.Grant) error {
 			w.granted, w.got = true, r.hold()
 			w.nudge()
 			h.mu.Unlock()
+			if o := h.b.observer(); o != nil {
+				h.passed(o)
+			}
 			return nil
 		}
 	}
