@@ -2,12 +2,18 @@ package etcdlock
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/batonlock/baton/cluster/lease"
 )
 
 // TestClientLogger: the etcd client that OpenURL makes logs to the logger
@@ -45,4 +51,43 @@ func mustParse(t *testing.T, raw string) target {
 		t.Fatal(err)
 	}
 	return tg
+}
+
+// TestOpenURLLogs: the retries of the client OpenURL makes, against an
+// address where nothing listens, reach the logger of lease.WithLogger.
+func TestOpenURLLogs(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var buf lockedBuffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if b, err := OpenURL(ctx, "etcd://"+addr, lease.WithLogger(l), WithDialTimeout(time.Second)); err == nil {
+		b.Close()
+		t.Fatal("OpenURL of a closed port succeeded")
+	}
+	if s := buf.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "etcd client") {
+		t.Fatalf("the client's retries were not logged:\n%s", s)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
