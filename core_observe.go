@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // The observed paths of the core's handles: taken when an Observer is
@@ -33,8 +34,9 @@ func (h *lockHandle) lockObserved(o Observer, op string, ctx context.Context, mo
 		}
 	}
 	now := monoNow()
+	wait := time.Duration(now - t0)
 	if err != nil {
-		h.b.emit(o, Event{Type: EventFailed, Kind: kind, Name: h.name, Op: op, Mode: mode, Wait: since(t0), Err: err})
+		h.b.emit(o, Event{Type: EventFailed, Kind: kind, Name: h.name, Op: op, Mode: mode, Wait: wait, Err: err})
 		return Hold{}, err
 	}
 	if mode == Exclusive {
@@ -42,7 +44,7 @@ func (h *lockHandle) lockObserved(o Observer, op string, ctx context.Context, mo
 	} else {
 		h.rSince.CompareAndSwap(0, now)
 	}
-	h.b.emit(o, Event{Type: EventAcquired, Kind: kind, Name: h.name, Op: op, Mode: mode, Wait: since(t0), Token: hd.Token()})
+	h.b.emit(o, Event{Type: EventAcquired, Kind: kind, Name: h.name, Op: op, Mode: mode, Wait: wait, Token: hd.Token()})
 	return hd, nil
 }
 

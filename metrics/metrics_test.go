@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -304,5 +305,32 @@ func TestSameHostLinksNoPrometheus(t *testing.T) {
 	}
 	if !strings.Contains(deps("github.com/batonlock/baton/metrics"), "github.com/prometheus/client_golang/prometheus\n") {
 		t.Error("package metrics does not link client_golang: the check above proves nothing")
+	}
+}
+
+// TestEventMapping: handoffs, losses and errors of the Backend itself,
+// which a local run does not make, land in their metrics.
+func TestEventMapping(t *testing.T) {
+	c := metrics.New()
+	s := serve(t, c)
+	ev := baton.Event{Backend: "redis", Kind: baton.KindMutex, Name: "jobs", Op: "unlock"}
+	for _, typ := range []baton.EventType{baton.EventPassed, baton.EventPassed, baton.EventLost} {
+		e := ev
+		e.Type = typ
+		if typ == baton.EventLost {
+			e.Err = baton.ErrLost
+		}
+		c.Observe(e)
+	}
+	c.Observe(baton.Event{Type: baton.EventError, Backend: "redis", Op: "close", Err: errors.New("connection reset")})
+	f := s.scrape()
+	lbl := map[string]string{"backend": "redis", "primitive": "mutex", "name": "jobs"}
+	for metric, want := range map[string]float64{"baton_handoffs_total": 2, "baton_losses_total": 1} {
+		if got, _ := value(f, metric, lbl); got != want {
+			t.Errorf("%s = %v, want %v", metric, got, want)
+		}
+	}
+	if got, _ := value(f, "baton_errors_total", map[string]string{"backend": "redis", "primitive": "", "op": "close", "class": "other"}); got != 1 {
+		t.Errorf("errors of the Backend itself: %v, want 1", got)
 	}
 }
