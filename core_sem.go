@@ -41,8 +41,8 @@ func (s *semHandle) fail(op string, err error) error {
 }
 
 func (s *semHandle) Acquire(ctx context.Context, n int64) (Hold, error) {
-	if s.b.obs.Load() != nil {
-		return s.acquireObserved(s.b.observer(), "acquire", ctx, n, false)
+	if r := s.b.obs.Load(); r != nil {
+		return s.acquireObserved(r.o, "acquire", ctx, n, false)
 	}
 	if s.pool != nil {
 		if hd, ok := s.takePermits(ctx, n); ok {
@@ -57,8 +57,8 @@ func (s *semHandle) Acquire(ctx context.Context, n int64) (Hold, error) {
 }
 
 func (s *semHandle) TryAcquire(ctx context.Context, n int64) (Hold, error) {
-	if s.b.obs.Load() != nil {
-		return s.acquireObserved(s.b.observer(), "tryacquire", ctx, n, true)
+	if r := s.b.obs.Load(); r != nil {
+		return s.acquireObserved(r.o, "tryacquire", ctx, n, true)
 	}
 	if s.pool != nil {
 		if hd, ok := s.takePermits(ctx, n); ok {
@@ -167,8 +167,8 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 
 // Release gives back n permits held by this handle, newest grants first.
 func (s *semHandle) Release(ctx context.Context, n int64) error {
-	if s.b.obs.Load() != nil {
-		return s.releaseObserved(s.b.observer(), ctx, n)
+	if r := s.b.obs.Load(); r != nil {
+		return s.releaseObserved(r.o, ctx, n)
 	}
 	if s.pool != nil && ctx != nil && n > 0 {
 		if done, err := s.givePermits(n); done {
