@@ -247,3 +247,101 @@ func TestObserveNoAlloc(t *testing.T) {
 		t.Errorf("observed: %v allocations per Lock+Unlock", n)
 	}
 }
+
+// TestObserveToggle: attaching and detaching an observer while goroutines
+// lock, read-lock and acquire leaves every primitive working: no hold is
+// lost track of between the observed and the unobserved paths.
+func TestObserveToggle(t *testing.T) {
+	b, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	m, err := b.Mutex(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := b.RWMutex(ctx, "rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.Semaphore(ctx, "s", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var toggler sync.WaitGroup
+	toggler.Go(func() {
+		c := &tally{t: t}
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var o baton.Observer
+			if i%2 == 0 {
+				o = c
+			}
+			if err := baton.Observe(b, o); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	})
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for range 300 {
+				switch g % 3 {
+				case 0:
+					if _, err := m.Lock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					if inside.Add(1) != 1 {
+						t.Error("two holders of the Mutex")
+					}
+					inside.Add(-1)
+					if err := m.Unlock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				case 1:
+					if _, err := rw.RLock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					if err := rw.RUnlock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				case 2:
+					if _, err := s.Acquire(ctx, 1); err != nil {
+						t.Error(err)
+						return
+					}
+					if err := s.Release(ctx, 1); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	toggler.Wait()
+	if _, err := m.TryLock(ctx); err != nil {
+		t.Errorf("the Mutex after the toggling: %v", err)
+	}
+	if _, err := rw.TryLock(ctx); err != nil {
+		t.Errorf("the RWMutex after the toggling: %v", err)
+	}
+	if _, err := s.TryAcquire(ctx, 2); err != nil {
+		t.Errorf("the Semaphore after the toggling: %v", err)
+	}
+}
