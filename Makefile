@@ -26,13 +26,16 @@ vet:
 
 # The tests start real servers: redis-server and redis-cli, mariadbd
 # (mariadb-server), postgres (postgresql) and ZooKeeper (zookeeper, on the
-# machine's Java). Install whichever is missing, with one apt-get.
+# machine's Java); the live view's tests drive chromium (headless) and tmux.
+# Install whichever is missing, with one apt-get.
 deps:
 	@missing=""; \
 	  command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	  command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd || missing="$$missing mariadb-server"; \
 	  ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	  test -f /usr/share/java/zookeeper.jar && command -v java >/dev/null 2>&1 || missing="$$missing zookeeper"; \
+	  command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	  command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing$$missing"; \
 	    if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -42,6 +45,8 @@ deps:
 	@PATH="$$PATH:/usr/sbin" mariadbd --version
 	@ls /usr/lib/postgresql/*/bin/postgres
 	@ls /usr/share/java/zookeeper.jar
+	@chromium --version 2>/dev/null
+	@tmux -V
 
 build:
 	$(GO) build $(PKGS)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/batonlock/baton/driver"
 )
@@ -34,6 +35,8 @@ type coreBackend struct {
 	locks  map[*lockHandle]struct{}
 	others map[closer]struct{}
 	lines  map[string]*passLine // pass lines of Mutex names; guarded by mu
+
+	obs atomic.Pointer[observerRef] // the Observer (observe.go); nil: none
 }
 
 // closer is an open handle of the core.
@@ -43,9 +46,9 @@ type closer interface {
 }
 
 // fail wraps the cause of a failed op on a name (kind "" and name "": on
-// the Backend itself) in one *Error.
+// the Backend itself) in one *Error, and reports it to the Observer.
 func (b *coreBackend) fail(op string, kind Kind, name string, err error) error {
-	return wrapErr(op, b.kind, kind, name, err)
+	return b.failed(op, kind, name, err)
 }
 
 func (b *coreBackend) validate(ctx context.Context, name string) error {

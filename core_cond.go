@@ -26,14 +26,33 @@ type counted interface {
 
 // fail wraps the cause of a failed op in the handle's *Error.
 func (c *condHandle) fail(op string, err error) error {
-	return wrapErr(op, c.b.kind, KindCond, c.name, err)
+	if err == nil {
+		return nil
+	}
+	return c.b.failed(op, KindCond, c.name, err)
 }
 
 // Wait releases l, waits for a Signal or Broadcast, and locks l again before
 // it returns, also when ctx ends first. A failure of l's Unlock or Lock is
 // l's error, as l returned it.
 func (c *condHandle) Wait(ctx context.Context, l Locker) error {
-	werr, lerr := c.wait(ctx, l)
+	o := c.b.observer()
+	if o == nil {
+		return c.waitErr(c.wait(ctx, l))
+	}
+	c.b.emit(o, Event{Type: EventAcquire, Kind: KindCond, Name: c.name, Op: "wait"})
+	t0 := monoNow()
+	err := c.waitErr(c.wait(ctx, l))
+	e := Event{Type: EventAcquired, Kind: KindCond, Name: c.name, Op: "wait", Wait: since(t0)}
+	if err != nil {
+		e.Type, e.Err = EventFailed, err
+	}
+	c.b.emit(o, e)
+	return err
+}
+
+// waitErr is the error of Wait from those of the wait and of l.
+func (c *condHandle) waitErr(werr, lerr error) error {
 	switch {
 	case lerr == nil:
 		return c.fail("wait", werr)

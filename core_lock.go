@@ -29,6 +29,10 @@ type lockHandle struct {
 	wordLoss *driver.Loss // goes with every hold taken on the word
 	closedA  atomic.Bool  // closed, readable without mu
 
+	// When the write hold and the first current read hold began, kept on
+	// the observed paths only (core_observe.go); nil until then.
+	since atomic.Pointer[holdTimes]
+
 	// Guarded by mu; here to share a word with closedA.
 	acquiring bool // a goroutine is in the driver's Acquire or TryAcquire
 	held      bool // a grant is held (writer || readers > 0)
@@ -38,8 +42,7 @@ type lockHandle struct {
 	// (core_pass.go), and mu is the line's mutex.
 	line *passLine
 
-	mu  *sync.Mutex // &own, or the line's mutex
-	own sync.Mutex
+	own sync.Mutex // the handle's mutex, unless it is on a pass line (mu)
 	// All below guarded by mu.
 	handleQueue // with busy: the holder's Release or Downgrade is in the driver
 	grant       driver.Grant
@@ -48,12 +51,16 @@ type lockHandle struct {
 	r           *readState // readers of an RWMutex handle; nil for a Mutex
 }
 
+// mu returns the handle's mutex: its own, or that of its pass line.
+func (h *lockHandle) mu() *sync.Mutex {
+	if h.line != nil {
+		return &h.line.mu
+	}
+	return &h.own
+}
+
 func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock, line *passLine) *lockHandle {
 	h := &lockHandle{b: b, name: name, d: d, line: line}
-	h.mu = &h.own
-	if line != nil {
-		h.mu = &line.mu
-	}
 	if kind == KindRWMutex {
 		h.r = &readState{}
 	}
@@ -65,11 +72,10 @@ func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock, line *
 
 // fail wraps the cause of a failed op in the handle's *Error.
 func (h *lockHandle) fail(op string, err error) error {
-	kind := KindMutex
-	if h.r != nil {
-		kind = KindRWMutex
+	if err == nil {
+		return nil
 	}
-	return wrapErr(op, h.b.kind, kind, h.name, err)
+	return h.b.failed(op, h.kind(), h.name, err)
 }
 
 func (h *lockHandle) hold() Hold {
@@ -106,9 +112,9 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 		return Hold{}, errNilContext
 	}
 	owner := OwnerOf(ctx)
-	h.mu.Lock()
+	h.mu().Lock()
 	if h.closed {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return Hold{}, ErrClosed
 	}
 	if owner != 0 && h.wordHeldBy(owner) {
@@ -127,22 +133,22 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 				h.addReader(owner)
 			}
 			hd := h.hold()
-			h.mu.Unlock()
+			h.mu().Unlock()
 			return hd, nil
 		case h.ownerReads(owner) > 0 && mode == Exclusive:
-			h.mu.Unlock()
+			h.mu().Unlock()
 			return Hold{}, fmt.Errorf("%w: the owner holds a read lock", ErrUpgrade)
 		case h.ownerReads(owner) > 0:
 			// A reader that already holds joins even behind a waiting writer:
 			// waiting would deadlock the owner with itself.
 			h.addReader(owner)
 			hd := h.hold()
-			h.mu.Unlock()
+			h.mu().Unlock()
 			return hd, nil
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return Hold{}, err
 	}
 	if h.line != nil {
@@ -155,7 +161,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 		if mode == Shared && h.canJoin() {
 			h.addReader(owner)
 			hd := h.hold()
-			h.mu.Unlock()
+			h.mu().Unlock()
 			return hd, nil
 		}
 		if h.canAcquire() {
@@ -163,7 +169,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 		}
 	}
 	if try {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return Hold{}, ErrLocked
 	}
 	w := newWaiter(mode, owner, nil)
@@ -171,7 +177,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 	for {
 		if h.closed {
 			h.q.leave(w)
-			h.mu.Unlock()
+			h.mu().Unlock()
 			return Hold{}, ErrClosed
 		}
 		if h.q.head == w {
@@ -183,7 +189,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 				h.q.leave(w) // nudges the next, who may join too
 				h.addReader(owner)
 				hd := h.hold()
-				h.mu.Unlock()
+				h.mu().Unlock()
 				return hd, nil
 			}
 			if h.canAcquire() {
@@ -198,21 +204,21 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 			retry = time.NewTimer(max(time.Until(h.r.probeAt), 0))
 			retryC = retry.C
 		}
-		h.mu.Unlock()
+		h.mu().Unlock()
 		select {
 		case <-retryC:
-			h.mu.Lock()
+			h.mu().Lock()
 		case <-w.ch:
-			h.mu.Lock()
+			h.mu().Lock()
 			if err := ctx.Err(); err != nil {
 				h.q.leave(w)
-				h.mu.Unlock()
+				h.mu().Unlock()
 				return Hold{}, err
 			}
 		case <-ctx.Done():
-			h.mu.Lock()
+			h.mu().Lock()
 			h.q.leave(w)
-			h.mu.Unlock()
+			h.mu().Unlock()
 			return Hold{}, ctx.Err()
 		}
 		if retry != nil {
@@ -232,7 +238,7 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 	if h.word != nil && err == nil {
 		h.word.Granted()
 	}
-	h.mu.Lock()
+	h.mu().Lock()
 	h.cancelAcq = nil
 	if err == nil && (h.closed || ctx.Err() != nil) {
 		// Closed meanwhile, or ctx ended before the grant reached the
@@ -243,9 +249,9 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 		if !h.closed {
 			cause = ctx.Err()
 		}
-		h.mu.Unlock()
+		h.mu().Unlock()
 		rerr := h.d.Release(context.WithoutCancel(ctx), g)
-		h.mu.Lock()
+		h.mu().Lock()
 		err = cause
 		if rerr != nil {
 			err = fmt.Errorf("%w (releasing: %v)", cause, rerr)
@@ -256,7 +262,7 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 	if err != nil {
 		h.q.kick()
 		closed := h.closed
-		h.mu.Unlock()
+		h.mu().Unlock()
 		if closed {
 			return Hold{}, ErrClosed
 		}
@@ -273,7 +279,7 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 		h.q.kick() // queued readers may share the grant
 	}
 	hd := h.hold()
-	h.mu.Unlock()
+	h.mu().Unlock()
 	return hd, nil
 }
 
@@ -281,7 +287,7 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 // with it released.
 func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (driver.Grant, error) {
 	m := driver.Mode(mode)
-	return h.handleQueue.callDriver(h.mu, ctx, try, cheap(h.d),
+	return h.handleQueue.callDriver(h.mu(), ctx, try, cheap(h.d),
 		func(ctx context.Context) (driver.Grant, error) { return h.d.TryAcquire(ctx, m) },
 		func(ctx context.Context) (driver.Grant, error) { return h.d.Acquire(ctx, m) })
 }
@@ -292,7 +298,7 @@ func (h *lockHandle) callDriver(ctx context.Context, mode Mode, try bool) (drive
 // h.mu is held.
 func (h *lockHandle) waitIdle() {
 	for h.busy {
-		h.idle.wait(h.mu)
+		h.idle.wait(h.mu())
 	}
 }
 
@@ -300,7 +306,7 @@ func (h *lockHandle) waitIdle() {
 // which has cancelled any Acquire; a probe returns promptly). h.mu is held.
 func (h *lockHandle) waitQuiet() {
 	for h.busy || h.acquiring || h.r != nil && h.r.probing {
-		h.idle.wait(h.mu)
+		h.idle.wait(h.mu())
 	}
 }
 
@@ -317,13 +323,13 @@ func (h *lockHandle) releaseGrant(ctx context.Context) error {
 	if h.word != nil {
 		h.word.Releasing()
 	}
-	h.mu.Unlock()
+	h.mu().Unlock()
 	err := h.d.Release(context.WithoutCancel(ctx), g)
-	h.mu.Lock()
+	h.mu().Lock()
 	h.busy = false
 	h.idle.broadcast()
 	h.q.kick()
-	h.mu.Unlock()
+	h.mu().Unlock()
 	return err
 }
 
@@ -335,11 +341,11 @@ func (h *lockHandle) unlock(ctx context.Context) error {
 	if h.wordHeldBy(owner) {
 		return h.unlockWord(ctx)
 	}
-	h.mu.Lock()
+	h.mu().Lock()
 	h.waitIdle()
 	if !h.writer || h.wOwner != owner {
 		closed := h.closed
-		h.mu.Unlock()
+		h.mu().Unlock()
 		if closed {
 			return ErrClosed
 		}
@@ -347,7 +353,7 @@ func (h *lockHandle) unlock(ctx context.Context) error {
 	}
 	h.wCount--
 	if h.wCount > 0 {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return nil
 	}
 	h.wOwner = 0
@@ -365,8 +371,8 @@ func (h *lockHandle) holdCount(ctx context.Context) int {
 	if h.wordHeldBy(owner) {
 		return 1
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.mu().Lock()
+	defer h.mu().Unlock()
 	if h.writer && h.wOwner == owner {
 		return h.wCount
 	}
@@ -374,9 +380,9 @@ func (h *lockHandle) holdCount(ctx context.Context) int {
 }
 
 func (h *lockHandle) close() error {
-	h.mu.Lock()
+	h.mu().Lock()
 	if h.closed {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return nil
 	}
 	h.closeQueue()
@@ -399,13 +405,13 @@ func (h *lockHandle) close() error {
 		h.r.clear()
 		h.wCount, h.wOwner = 0, 0
 		err = h.releaseGrant(context.Background())
-		h.mu.Lock()
+		h.mu().Lock()
 	}
 	var spare driver.Lock
 	if h.r != nil {
 		spare = h.r.spare
 	}
-	h.mu.Unlock()
+	h.mu().Unlock()
 	if cerr := h.d.Close(); cerr != nil && err == nil {
 		err = cerr
 	}

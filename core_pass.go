@@ -82,18 +82,18 @@ func (h *lockHandle) lockLine(ctx context.Context, owner Owner, try bool) (Hold,
 		return h.acquireLine(ctx, owner, try)
 	}
 	if try {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return Hold{}, ErrLocked
 	}
 	w := newWaiter(Exclusive, owner, h)
 	l.q.push(w)
 	for {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		select {
 		case <-w.ch:
 		case <-ctx.Done():
 		}
-		h.mu.Lock()
+		h.mu().Lock()
 		switch {
 		case h.closed:
 			// Close took w out of the line; a hold handed to w before is
@@ -101,7 +101,7 @@ func (h *lockHandle) lockLine(ctx context.Context, owner Owner, try bool) (Hold,
 			if w.turn {
 				l.giveTurn()
 			}
-			h.mu.Unlock()
+			h.mu().Unlock()
 			return Hold{}, ErrClosed
 		case w.granted:
 			if err := ctx.Err(); err != nil {
@@ -109,18 +109,18 @@ func (h *lockHandle) lockLine(ctx context.Context, owner Owner, try bool) (Hold,
 				// wins, and the hold goes on down the line.
 				return Hold{}, h.giveBack(ctx, err)
 			}
-			h.mu.Unlock()
+			h.mu().Unlock()
 			return w.got, nil
 		case w.turn:
 			if err := ctx.Err(); err != nil {
 				l.giveTurn()
-				h.mu.Unlock()
+				h.mu().Unlock()
 				return Hold{}, err
 			}
 			return h.acquireLine(ctx, owner, false)
 		case ctx.Err() != nil:
 			l.q.remove(w)
-			h.mu.Unlock()
+			h.mu().Unlock()
 			return Hold{}, ctx.Err()
 		}
 	}
@@ -133,11 +133,11 @@ func (h *lockHandle) lockLine(ctx context.Context, owner Owner, try bool) (Hold,
 func (h *lockHandle) giveBack(ctx context.Context, cause error) error {
 	if !h.writer {
 		// Another goroutine unlocked the anonymous hold meanwhile.
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return cause
 	}
 	if h.wCount--; h.wCount > 0 {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return cause
 	}
 	h.wOwner = 0
@@ -152,14 +152,14 @@ func (h *lockHandle) giveBack(ctx context.Context, cause error) error {
 func (h *lockHandle) acquireLine(ctx context.Context, owner Owner, try bool) (Hold, error) {
 	h.acquiring = true
 	g, err := h.callDriver(ctx, Exclusive, try)
-	h.mu.Lock()
+	h.mu().Lock()
 	h.cancelAcq = nil
 	h.acquiring = false
 	h.idle.broadcast()
 	if err != nil {
 		h.line.giveTurn()
 		closed := h.closed
-		h.mu.Unlock()
+		h.mu().Unlock()
 		if closed {
 			return Hold{}, ErrClosed
 		}
@@ -174,7 +174,7 @@ func (h *lockHandle) acquireLine(ctx context.Context, owner Owner, try bool) (Ho
 		return Hold{}, h.giveBack(ctx, err)
 	}
 	hd := h.hold()
-	h.mu.Unlock()
+	h.mu().Unlock()
 	return hd, nil
 }
 
@@ -191,17 +191,20 @@ func (h *lockHandle) passOn(ctx context.Context, g driver.Grant) error {
 			r.held, r.grant, r.writer, r.wOwner, r.wCount = true, ng, true, w.owner, 1
 			w.granted, w.got = true, r.hold()
 			w.nudge()
-			h.mu.Unlock()
+			h.mu().Unlock()
+			if o := h.b.observer(); o != nil {
+				h.passed(o)
+			}
 			return nil
 		}
 	}
 	h.busy = true
-	h.mu.Unlock()
+	h.mu().Unlock()
 	err := h.d.Release(context.WithoutCancel(ctx), g)
-	h.mu.Lock()
+	h.mu().Lock()
 	h.busy = false
 	h.idle.broadcast()
 	l.giveTurn()
-	h.mu.Unlock()
+	h.mu().Unlock()
 	return err
 }

@@ -105,7 +105,7 @@ func (h *lockHandle) lateReady() bool {
 func (h *lockHandle) probe(ctx context.Context) {
 	h.r.probing = true
 	sp := h.r.spare
-	h.mu.Unlock()
+	h.mu().Unlock()
 	var err error
 	if sp == nil {
 		var d driver.Lock
@@ -121,7 +121,7 @@ func (h *lockHandle) probe(ctx context.Context) {
 			_ = sp.Release(context.WithoutCancel(ctx), g)
 		}
 	}
-	h.mu.Lock()
+	h.mu().Lock()
 	h.r.spare = sp
 	h.r.probing = false
 	h.idle.broadcast()
@@ -143,9 +143,9 @@ func (h *lockHandle) probe(ctx context.Context) {
 func (h *lockHandle) downgradeLocked(ctx context.Context) error {
 	g := h.grant
 	h.busy = true
-	h.mu.Unlock()
+	h.mu().Unlock()
 	ng, err := h.d.Downgrade(context.WithoutCancel(ctx), g)
-	h.mu.Lock()
+	h.mu().Lock()
 	h.busy = false
 	h.idle.broadcast()
 	if err != nil {
@@ -162,7 +162,7 @@ func (h *lockHandle) downgradeLocked(ctx context.Context) error {
 	h.writer = false
 	h.r.batchEnd = time.Now().Add(readBatch)
 	h.q.kick()
-	h.mu.Unlock()
+	h.mu().Unlock()
 	return nil
 }
 
@@ -171,14 +171,14 @@ func (h *lockHandle) downgrade(ctx context.Context) (Hold, error) {
 		return Hold{}, errNilContext
 	}
 	owner := OwnerOf(ctx)
-	h.mu.Lock()
+	h.mu().Lock()
 	h.waitIdle()
 	if !h.writer || h.wOwner != owner {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return Hold{}, ErrNotHeld
 	}
 	if h.wCount != 1 {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return Hold{}, fmt.Errorf("%w: downgrade of a write lock held %d times", ErrInvalidArgument, h.wCount)
 	}
 	h.wCount = 0
@@ -187,9 +187,9 @@ func (h *lockHandle) downgrade(ctx context.Context) (Hold, error) {
 	if err := h.downgradeLocked(ctx); err != nil {
 		return Hold{}, err
 	}
-	h.mu.Lock()
+	h.mu().Lock()
 	hd := h.hold()
-	h.mu.Unlock()
+	h.mu().Unlock()
 	return hd, nil
 }
 
@@ -198,18 +198,18 @@ func (h *lockHandle) runlock(ctx context.Context) error {
 		return errNilContext
 	}
 	owner := OwnerOf(ctx)
-	h.mu.Lock()
+	h.mu().Lock()
 	h.waitIdle()
 	if !h.r.drop(owner) {
 		closed := h.closed
-		h.mu.Unlock()
+		h.mu().Unlock()
 		if closed {
 			return ErrClosed
 		}
 		return ErrNotHeld
 	}
 	if h.r.readers > 0 || h.writer {
-		h.mu.Unlock()
+		h.mu().Unlock()
 		return nil
 	}
 	return h.releaseGrant(ctx)

@@ -34,10 +34,16 @@ type semHandle struct {
 
 // fail wraps the cause of a failed op in the handle's *Error.
 func (s *semHandle) fail(op string, err error) error {
-	return wrapErr(op, s.b.kind, KindSemaphore, s.name, err)
+	if err == nil {
+		return nil
+	}
+	return s.b.failed(op, KindSemaphore, s.name, err)
 }
 
 func (s *semHandle) Acquire(ctx context.Context, n int64) (Hold, error) {
+	if r := s.b.obs.Load(); r != nil {
+		return s.acquireObserved(r.o, "acquire", ctx, n, false)
+	}
 	if s.pool != nil {
 		if hd, ok := s.takePermits(ctx, n); ok {
 			return hd, nil
@@ -51,6 +57,9 @@ func (s *semHandle) Acquire(ctx context.Context, n int64) (Hold, error) {
 }
 
 func (s *semHandle) TryAcquire(ctx context.Context, n int64) (Hold, error) {
+	if r := s.b.obs.Load(); r != nil {
+		return s.acquireObserved(r.o, "tryacquire", ctx, n, true)
+	}
 	if s.pool != nil {
 		if hd, ok := s.takePermits(ctx, n); ok {
 			return hd, nil
@@ -158,6 +167,9 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 
 // Release gives back n permits held by this handle, newest grants first.
 func (s *semHandle) Release(ctx context.Context, n int64) error {
+	if r := s.b.obs.Load(); r != nil {
+		return s.releaseObserved(r.o, ctx, n)
+	}
 	if s.pool != nil && ctx != nil && n > 0 {
 		if done, err := s.givePermits(n); done {
 			return s.fail("release", err)

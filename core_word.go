@@ -63,11 +63,11 @@ func (h *lockHandle) lockWord(ctx context.Context) (hd Hold, ok bool) {
 // of its look and this Lock's check of closedA after its compare-and-swap,
 // at least one sees the other's write.)
 func (h *lockHandle) lockedClosed(ctx context.Context, owner Owner) {
-	h.mu.Lock()
+	h.mu().Lock()
 	if h.wordHeldBy(owner) {
 		_ = h.unlockWord(ctx)
 	}
-	h.mu.Unlock()
+	h.mu().Unlock()
 }
 
 // wordHeldBy reports whether owner holds the word through this handle
@@ -110,7 +110,7 @@ func (m mutexHandle) Lock(ctx context.Context) (Hold, error) {
 	// lockWord spelled out (it is over the inliner's budget): an
 	// uncontended Lock is one call.
 	h := m.h
-	if w := h.word; w != nil && !h.closedA.Load() {
+	if w := h.word; w != nil && !h.closedA.Load() && h.b.obs.Load() == nil {
 		var owner Owner
 		live := plainCtx(ctx)
 		if !live && ctx != nil && ctx.Err() == nil {
@@ -129,7 +129,7 @@ func (m mutexHandle) Lock(ctx context.Context) (Hold, error) {
 }
 
 func (m mutexHandle) TryLock(ctx context.Context) (Hold, error) {
-	if m.h.word != nil {
+	if m.h.word != nil && m.h.b.obs.Load() == nil {
 		if hd, ok := m.h.lockWord(ctx); ok {
 			return hd, nil
 		}
@@ -143,7 +143,7 @@ func (m mutexHandle) Unlock(ctx context.Context) error {
 	if !plainCtx(ctx) {
 		owner = OwnerOf(ctx)
 	}
-	if w := h.word; w != nil && ctx != nil && w.HeldBy(uint64(owner)) {
+	if w := h.word; w != nil && ctx != nil && w.HeldBy(uint64(owner)) && h.b.obs.Load() == nil {
 		if w.TryUnlock() {
 			return nil
 		}
@@ -158,6 +158,9 @@ func (m mutexHandle) Unlock(ctx context.Context) error {
 //
 //go:noinline
 func (h *lockHandle) unlockOp(ctx context.Context, onWord bool) error {
+	if o := h.b.observer(); o != nil {
+		return h.unlockObserved(o, ctx)
+	}
 	if onWord {
 		return h.fail("unlock", h.releaseWord(ctx))
 	}
@@ -183,12 +186,20 @@ func (m rwHandle) RLock(ctx context.Context) (Hold, error) {
 func (m rwHandle) TryRLock(ctx context.Context) (Hold, error) {
 	return m.h.lockOp("tryrlock", ctx, Shared, true)
 }
-func (m rwHandle) Unlock(ctx context.Context) error  { return m.h.fail("unlock", m.h.unlock(ctx)) }
-func (m rwHandle) RUnlock(ctx context.Context) error { return m.h.fail("runlock", m.h.runlock(ctx)) }
+func (m rwHandle) Unlock(ctx context.Context) error { return m.h.unlockOp(ctx, false) }
+func (m rwHandle) RUnlock(ctx context.Context) error {
+	if o := m.h.b.observer(); o != nil {
+		return m.h.runlockObserved(o, ctx)
+	}
+	return m.h.fail("runlock", m.h.runlock(ctx))
+}
 func (m rwHandle) Downgrade(ctx context.Context) (Hold, error) {
 	hd, err := m.h.downgrade(ctx)
 	if err != nil {
 		return Hold{}, m.h.fail("downgrade", err)
+	}
+	if m.h.b.obs.Load() != nil {
+		m.h.downgraded()
 	}
 	return hd, nil
 }
@@ -201,6 +212,9 @@ func (m rwHandle) holdCount(ctx context.Context) int { return m.h.holdCount(ctx)
 //
 //go:noinline
 func (h *lockHandle) lockOp(op string, ctx context.Context, mode Mode, try bool) (Hold, error) {
+	if o := h.b.observer(); o != nil {
+		return h.lockObserved(o, op, ctx, mode, try)
+	}
 	hd, err := h.lock(ctx, mode, try)
 	if err != nil {
 		return Hold{}, h.fail(op, err)

@@ -63,6 +63,14 @@
 //     Names are 1 to 200 bytes of UTF-8 without control characters, in
 //     '/'-separated segments that are neither empty, "." nor "..".
 //
+// # Observing
+//
+// Observe attaches an Observer to a Backend: the core then reports every
+// acquisition (its start, its end with the wait), release (with the hold
+// time), loss, handoff and error of every primitive, on every backend.
+// LogObserver logs them with log/slog; package metrics exports them to
+// Prometheus. An unobserved Backend pays one atomic load per operation.
+//
 // # Writing a backend
 //
 // A backend implements driver.Backend and the per-handle driver.Lock,

@@ -392,8 +392,8 @@ func TestPassBound(t *testing.T) {
 
 func lineLen(m Mutex) int {
 	h := m.(mutexHandle).h
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.mu().Lock()
+	defer h.mu().Unlock()
 	return h.line.q.len()
 }
 

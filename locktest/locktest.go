@@ -160,6 +160,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"LockCancelRace", testLockCancelRace, true},
 		{"ManyHandles", testManyHandles, true},
 		{"CloseWhilePassing", testCloseWhilePassing, true},
+		{"Observed", testObserved, true},
 		{"HandleMemory", testHandleMemory, true},
 		{"SemCancelRace", testSemCancelRace, s.Caps.Semaphore},
 		{"SemBasics", testSemBasics, s.Caps.Semaphore},

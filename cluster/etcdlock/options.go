@@ -29,7 +29,9 @@ import (
 //     context only.
 //   - Prefix: the prefix of every key (default DefaultPrefix); a '/' is
 //     appended when it does not end in one.
-//   - Logger: failed renewals and the end of a lease.
+//   - Logger: failed renewals and the end of a lease (Warn), renewals
+//     (Debug), and what the etcd client that OpenURL makes logs (its
+//     levels kept). New leaves the logger of the client it is given alone.
 
 // Defaults of the options of this package, and the key prefix.
 const (

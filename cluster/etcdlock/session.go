@@ -93,6 +93,7 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 		cancel()
 		switch {
 		case err == nil:
+			s.o.log.Debug("baton: etcd lease renewed", "lease", s.hexd, "ttl", time.Duration(resp.TTL)*time.Second)
 			deadline = s.deadline(now, resp.TTL)
 			s.setDeadline(deadline)
 			wait = s.o.renewal

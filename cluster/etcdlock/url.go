@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
@@ -162,21 +161,9 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	if err != nil {
 		return nil, fmt.Errorf("etcdlock: %w", err)
 	}
-	cfg := clientv3.Config{
-		Endpoints:   t.endpoints,
-		DialTimeout: o.dialTimeout,
-		Username:    t.username,
-		Password:    t.password,
-		Logger:      zap.NewNop(),
-		Context:     context.WithoutCancel(ctx),
-	}
-	switch {
-	case t.tls && o.tls != nil:
-		cfg.TLS = o.tls
-	case t.tls:
-		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-	case o.tls != nil:
-		return nil, invalid("WithTLS given with an etcd:// URL; use etcds://")
+	cfg, err := clientConfig(t, o, ctx)
+	if err != nil {
+		return nil, err
 	}
 	c, err := clientv3.New(cfg)
 	if err != nil {
@@ -190,4 +177,25 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 		return nil, fmt.Errorf("etcdlock: %v: %w", t.endpoints, ctxErr(ctx, err))
 	}
 	return baton.NewBackend(b), nil
+}
+
+// clientConfig is the configuration of the client that OpenURL makes.
+func clientConfig(t target, o options, ctx context.Context) (clientv3.Config, error) {
+	cfg := clientv3.Config{
+		Endpoints:   t.endpoints,
+		DialTimeout: o.dialTimeout,
+		Username:    t.username,
+		Password:    t.password,
+		Logger:      clientLogger(o.log),
+		Context:     context.WithoutCancel(ctx),
+	}
+	switch {
+	case t.tls && o.tls != nil:
+		cfg.TLS = o.tls
+	case t.tls:
+		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	case o.tls != nil:
+		return clientv3.Config{}, invalid("WithTLS given with an etcd:// URL; use etcds://")
+	}
+	return cfg, nil
 }

@@ -49,7 +49,8 @@ type Keeper struct {
 // runs). The first renewal is due at sent + RenewEvery (at once if that has
 // passed). The keeper fires loss (with the cause) when renewals fail until
 // the deadline, or when the server reports the lease gone. Background
-// failures go to c.Logger, with name (the lock's) as an attribute.
+// failures go to c.Logger at Warn, its successful renewals at Debug, with
+// name (the lock's) as an attribute.
 func StartKeeper(sent time.Time, c *Config, renew RenewFunc, loss *driver.Loss, name string) *Keeper {
 	k := &Keeper{c: c, renew: renew, loss: loss, name: name, deadline: c.Deadline(sent)}
 	loss.SetDeadline(k.deadline)
@@ -166,6 +167,7 @@ func (k *Keeper) tick() {
 	switch {
 	case err == nil:
 		k.lastErr = nil
+		k.c.Logger.Debug("baton: lease renewed", "name", k.name, "ttl", k.c.TTL)
 		if dl := k.c.Deadline(sent); dl.After(k.deadline) {
 			// SetDeadline fires the loss instead if the old deadline has
 			// passed meanwhile: a hold read as lost stays lost.

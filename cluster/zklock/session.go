@@ -274,6 +274,7 @@ func (b *backend) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession || ev.State != zk.StateExpired {
 		return
 	}
+	b.o.Logger.Warn("baton: zookeeper session expired; its holds are lost", "err", errExpired)
 	if e := b.cur.Load(); e != nil {
 		e.end(errExpired)
 	}

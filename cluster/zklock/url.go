@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -132,7 +133,7 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 			}
 		}}, nil
 	}
-	c, _, err := zk.Connect(t.servers, o.TTL, zk.WithDialer(d), zk.WithLogInfo(false), zk.WithLogger(nopLogger{}),
+	c, _, err := zk.Connect(t.servers, o.TTL, zk.WithDialer(d), zk.WithLogInfo(false), zk.WithLogger(zkLogger{o.Logger}),
 		zk.WithEventCallback(func(ev zk.Event) {
 			mu.Lock()
 			bb := b
@@ -160,9 +161,14 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 	return b, nil
 }
 
-type nopLogger struct{}
+// zkLogger passes what the ZooKeeper client logs (with WithLogInfo(false):
+// its failures, such as a connection lost or refused) to the logger of
+// lease.WithLogger, at Warn.
+type zkLogger struct{ l *slog.Logger }
 
-func (nopLogger) Printf(string, ...any) {}
+func (z zkLogger) Printf(format string, args ...any) {
+	z.l.Warn("baton: zookeeper client: " + fmt.Sprintf(format, args...))
+}
 
 // grantConn reads the session timeout the server grants out of the
 // connect response, the first message on a connection: length, protocol

@@ -132,6 +132,7 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
 		return &exitError{code: exitUsage, err: err}
 	})
 	root.AddCommand(newRunCmd(), newSemCmd(), newStatusCmd(), newLsCmd(), newRmCmd())
+	root.AddCommand(newTopCmd(), newServeCmd())
 	root.CompletionOptions.HiddenDefaultCmd = false
 	return root
 }

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/local"
+)
+
+// The shared setup of the live view's tests: one baton holding a lock and
+// one waiting for it, on a fresh namespace.
+
+// liveScene is a lock held by one baton process while another waits.
+type liveScene struct {
+	backend string
+	name    string
+	pid     int // of the holding baton
+}
+
+// startLiveScene starts the holder, then the waiter, and returns once the
+// backend counts the waiter.
+func startLiveScene(t *testing.T) liveScene {
+	t.Helper()
+	ns := namespace(t)
+	s := liveScene{backend: ns, name: "jobs/deploy"}
+	ready := filepath.Join(t.TempDir(), "ready")
+	h := command(ns, "run", s.name, "sh", "-c", `touch "$0"; exec sleep 60`, ready)
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.pid = h.Process.Pid
+	stopCmd(t, h)
+	waitFile(t, ready, 20*time.Second)
+	w := command(ns, "run", s.name, "true")
+	var errb bytes.Buffer
+	w.Stderr = &errb
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopCmd(t, w)
+	dir := ns[len("local://"):]
+	b, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	in := b.(baton.Inspector)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		info, err := in.Inspect(context.Background(), baton.KindRWMutex, s.name)
+		if err == nil && info.Waiters == 1 && len(info.Holders) == 1 && info.Holders[0].PID == s.pid {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no holder %d and one waiter on %s: %+v, %v; waiter's stderr: %s", s.pid, s.name, info, err, errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stopCmd ends c (SIGTERM, then SIGKILL) when the test ends.
+func stopCmd(t *testing.T, c *exec.Cmd) {
+	done := make(chan struct{})
+	go func() { _ = c.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = c.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = c.Process.Kill()
+			<-done
+		}
+	})
+}
+
+// needTool returns the path of a program the test needs: in CI a missing
+// one is a failure, elsewhere a skip.
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not installed (make deps installs it)", name)
+		}
+		t.Skipf("%s is not installed (make deps installs it)", name)
+	}
+	return p
+}
+
+// docsFile is where a test saves what docs/CLI.md shows, when
+// BATON_WRITE_DOCS=1: "" otherwise.
+func docsFile(name string) string {
+	if os.Getenv("BATON_WRITE_DOCS") != "1" {
+		return ""
+	}
+	return filepath.Join("..", "..", "docs", name)
+}
