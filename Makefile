@@ -18,6 +18,7 @@ test: deps vet
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(PKGS)
 	$(GO) test -count=1 -timeout $(TIMEOUT) $(WORDPKGS)
 	$(GO) test -count=1 -timeout $(TIMEOUT) -run '^TestEnsembleFaults$$' ./cluster/zklock
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TIMEOUT) ./...
 
 vet:
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
