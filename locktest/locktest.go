@@ -75,11 +75,11 @@ func Main(m *testing.M, suites ...Suite) {
 	if role := os.Getenv(envHelper); role != "" {
 		os.Exit(runHelper(role, suites))
 	}
-	g0, fd0 := runtime.NumGoroutine(), openFDs()
+	g0, fd0, fds0 := runtime.NumGoroutine(), openFDs(), fdTargets()
 	code := m.Run()
 	if code == 0 {
 		if err := settle(g0, fd0, 5*time.Second, profileFiles()...); err != nil {
-			fmt.Fprintf(os.Stderr, "locktest: leak after the tests: %v\n", err)
+			fmt.Fprintf(os.Stderr, "locktest: leak after the tests: %v\nfds before: %q\nfds after: %q\n", err, fds0, fdTargets())
 			code = 1
 		}
 	}

@@ -35,3 +35,18 @@ func openFDs(skip ...string) int {
 	}
 	return n
 }
+
+// fdTargets lists what the process's open fds refer to, for a leak report.
+func fdTargets() []string {
+	ents, err := readDirNames("/proc/self/fd")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e); err == nil {
+			out = append(out, e+" -> "+target)
+		}
+	}
+	return out
+}
