@@ -10,6 +10,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/internal/urlparam"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,7 +27,9 @@ const urlForms = "redis://[user:pass@]host:port[/db][?opts], rediss://... (TLS),
 //	rediss+cluster://...                                the same over TLS
 //
 // Besides the go-redis options, the query may set the parameters of
-// lease.FromQuery (ttl, renew_every, drift, request_timeout, prefix); opts
+// lease.FromQuery (ttl, renew_every, drift, request_timeout, prefix), and
+// TLS files and a password by reference (ca, cert, key with rediss;
+// password_file, password_env); opts
 // given to OpenURL take precedence. The clients OpenURL creates have ContextTimeoutEnabled set and
 // are closed with the Backend. An unknown scheme or a malformed URL returns
 // an error matching baton.ErrInvalidArgument, before any connection is made.
@@ -41,6 +44,10 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 		return nil, fmt.Errorf("URL: %w", err)
 	}
 	scheme := strings.ToLower(u.Scheme)
+	sec, err := urlparam.Take(q)
+	if err != nil {
+		return nil, err
+	}
 	opts = append(own, opts...)
 	if _, err := buildOptions(opts); err != nil {
 		return nil, err
@@ -57,6 +64,9 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 			return nil, fmt.Errorf("redislock: URL: %v: %w", err, baton.ErrInvalidArgument)
 		}
 		o.ContextTimeoutEnabled = true
+		if err := redisnode.ApplyParams(o, sec, scheme); err != nil {
+			return nil, err
+		}
 		c := redis.NewClient(o)
 		return own1(c, []io.Closer{c}, opts)
 	case "redis+cluster", "rediss+cluster":
@@ -77,6 +87,9 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 			return nil, fmt.Errorf("redislock: URL: %v: %w", err, baton.ErrInvalidArgument)
 		}
 		o.ContextTimeoutEnabled = true
+		if err := redisnode.ApplyClusterParams(o, sec, scheme); err != nil {
+			return nil, err
+		}
 		c := redis.NewClusterClient(o)
 		return own1(c, []io.Closer{c}, opts)
 	default:

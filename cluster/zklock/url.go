@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/internal/urlparam"
 )
 
 const urlForms = "zk://host:port[,host:port...][/prefix][?ttl=10s&...]"
@@ -72,6 +73,11 @@ func parseURL(raw string) (target, error) {
 	}
 	if t.opts, err = lease.FromQuery(q); err != nil {
 		return target{}, err
+	}
+	for _, k := range []string{urlparam.CA, urlparam.Cert, urlparam.Key, urlparam.PasswordFile, urlparam.PasswordEnv} {
+		if q.Has(k) {
+			return bad("parameter %q: zk:// has no TLS and no authentication", k)
+		}
 	}
 	for k := range q {
 		return bad("unknown parameter %q", k)

@@ -84,7 +84,7 @@ func inspector(ctx context.Context, cmd *cobra.Command) (baton.Backend, baton.In
 	in, ok := b.(baton.Inspector)
 	if !ok {
 		closeBackend(b, releaseTimeout)
-		return nil, nil, raw, exitWith(exitBackend, fmt.Errorf("backend %s cannot list or remove its objects (status, ls and rm are not supported by it)", redact(raw)))
+		return nil, nil, raw, exitWith(exitBackend, fmt.Errorf("backend %s cannot list or remove its objects (status, ls and rm are not supported by it)", baton.RedactURL(raw)))
 	}
 	return b, in, raw, nil
 }
@@ -168,7 +168,7 @@ how many wait. Exits 1 when the backend has no object of that name.
 				}
 				if len(found) == 0 {
 					if !asJSON {
-						return exitWith(exitNotFound, fmt.Errorf("no object named %q on %s", args[0], redact(raw)))
+						return exitWith(exitNotFound, fmt.Errorf("no object named %q on %s", args[0], baton.RedactURL(raw)))
 					}
 					return exitWith(exitNotFound, nil)
 				}
@@ -233,7 +233,7 @@ object of that name.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withObjects(cmd, kind, args[0], func(ctx context.Context, in baton.Inspector, raw string, found []baton.Info) error {
 				if len(found) == 0 {
-					return exitWith(exitNotFound, fmt.Errorf("no object named %q on %s", args[0], redact(raw)))
+					return exitWith(exitNotFound, fmt.Errorf("no object named %q on %s", args[0], baton.RedactURL(raw)))
 				}
 				for _, info := range found {
 					if err := in.Remove(ctx, info.Kind, info.Name); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -250,7 +250,7 @@ object of that name.`,
 
 func writeJSON(w io.Writer, raw string, infos []baton.Info) error {
 	now := time.Now()
-	rep := jsonReport{Schema: jsonSchema, Backend: redact(raw), Objects: []jsonObject{}}
+	rep := jsonReport{Schema: jsonSchema, Backend: baton.RedactURL(raw), Objects: []jsonObject{}}
 	for _, in := range infos {
 		rep.Objects = append(rep.Objects, toJSON(in, now))
 	}

@@ -218,7 +218,7 @@ func parseRequest(cmd *cobra.Command, f *runFlags, args []string, sem bool) (*re
 		r.argv = rest
 	}
 	r.backend = backendURL(cmd)
-	if _, err := checkBackendURL(r.backend); err != nil {
+	if err := checkBackendURL(r.backend); err != nil {
 		return nil, err
 	}
 	if r.argv != nil {
@@ -479,16 +479,17 @@ func bounded(d time.Duration, fn func(context.Context) error) error {
 func supervise(r *request, f *runFlags, h held, sigc <-chan os.Signal, closeBound *time.Duration) error {
 	fg := inForeground()
 	group := !fg
+	childURL, childEnv := childBackend(r.backend)
 	c := &exec.Cmd{
 		Path:   r.path,
 		Args:   r.argv,
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
-		Env: append(os.Environ(),
+		Env: append(append(os.Environ(),
 			"BATON_NAME="+r.name,
 			"BATON_TOKEN="+strconv.FormatUint(uint64(h.hold.Token()), 10),
-			"BATON_BACKEND="+childBackendURL(r.backend)),
+			"BATON_BACKEND="+childURL), childEnv...),
 		SysProcAttr: sysProcAttr(group),
 	}
 	startc := make(chan error, 1)
