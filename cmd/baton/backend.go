@@ -37,8 +37,7 @@ const childPasswordEnv = "BATON_BACKEND_PASSWORD"
 
 // backendOptions are the command-line settings a backend may use.
 type backendOptions struct {
-	ttl     time.Duration // lease TTL; 0 for the backend's default; ignored by local
-	verbose bool          // log background failures (lease renewal) to stderr
+	ttl time.Duration // lease TTL; 0 for the backend's default; ignored by local
 }
 
 // backendURL returns the URL the command uses: --backend, else
@@ -88,16 +87,24 @@ func openBackend(ctx context.Context, raw string, o backendOptions) (baton.Backe
 	if o.ttl > 0 && !isLocal(raw) {
 		u = withParam(raw, "ttl", o.ttl.String())
 	}
-	// Lease backends log background failures to the default logger.
-	slog.SetDefault(o.logger())
 	b, err := baton.Open(ctx, u)
 	if err != nil {
 		if errors.Is(err, baton.ErrInvalidArgument) {
-			return nil, usageErrorf("backend URL %s: %s", baton.RedactURL(raw), strings.TrimPrefix(err.Error(), "baton: "))
+			msg := strings.TrimPrefix(err.Error(), "baton: ")
+			if strings.Contains(msg, baton.RedactURL(raw)) {
+				return nil, usageErrorf("backend %s", msg) // the message quotes the URL already
+			}
+			return nil, usageErrorf("backend URL %s: %s", baton.RedactURL(raw), msg)
 		}
 		return nil, exitWith(exitBackend, fmt.Errorf("backend %s: %w", baton.RedactURL(raw), err))
 	}
 	return b, nil
+}
+
+// errText is the text of err for a message of baton's own, without the
+// "baton: " that the sentinels' texts start with.
+func errText(err error) string {
+	return strings.TrimPrefix(strings.ReplaceAll(err.Error(), ": baton: ", ": "), "baton: ")
 }
 
 // withParam returns raw with the query parameter name set to value,
@@ -117,12 +124,15 @@ func withParam(raw, name, value string) string {
 	return out
 }
 
-// logger returns where a cluster backend logs background failures.
-func (o backendOptions) logger() *slog.Logger {
-	if !o.verbose {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
+// setLogger sets where the backends, which log to the default logger, log
+// background failures (lease renewal): nowhere, or warnings to stderr with
+// -v.
+func setLogger(verbose bool) {
+	h := slog.Handler(slog.NewTextHandler(io.Discard, nil))
+	if verbose {
+		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	slog.SetDefault(slog.New(h))
 }
 
 // childBackend returns the BATON_BACKEND given to the command: the URL

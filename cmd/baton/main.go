@@ -88,6 +88,7 @@ func execute(args []string) int {
 	}
 	if err != nil {
 		msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
+		msg = strings.ReplaceAll(msg, ": baton: ", ": ") // one prefix: the causes' own go
 		for strings.HasPrefix(msg, "baton: ") {
 			msg = strings.TrimPrefix(msg, "baton: ")
 		}
@@ -131,7 +132,8 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: err}
 	})
-	root.AddCommand(newRunCmd(), newSemCmd(), newStatusCmd(), newLsCmd(), newRmCmd())
+	root.AddCommand(newRunCmd(), newSemCmd(), newStatusCmd(), newLsCmd(), newRmCmd(), newLockCmd())
+	root.Version = version()
 	root.CompletionOptions.HiddenDefaultCmd = false
 	return root
 }
