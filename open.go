@@ -60,7 +60,8 @@ func Schemes() []string {
 // its scheme:
 //
 //	local:  local:///DIR  file:///DIR                 package local
-//	redis:// rediss:// redis+cluster:// rediss+cluster://  package cluster/redislock
+//	redis:// rediss:// redis+cluster:// rediss+cluster://
+//	redis+sentinel:// rediss+sentinel://              package cluster/redislock
 //	redlock:// redlocks://                            package cluster/redlock
 //	etcd:// etcds://                                  package cluster/etcdlock
 //	mysql:// mysql+unix://                            package cluster/mysqllock
@@ -98,15 +99,41 @@ func Open(ctx context.Context, rawURL string) (Backend, error) {
 	return b, nil
 }
 
-// RedactURL returns rawURL with the password of its user information
-// replaced by "xxxxx", for messages and logs. Parameters that name where
-// a secret is (password_file, password_env) are kept.
+// RedactURL returns rawURL with its secrets replaced by "xxxxx", for
+// messages and logs: the password of its user information, and the value
+// of every query parameter whose name ends in "password" (such as
+// sentinel_password). Parameters that name where a secret is
+// (password_file, password_env) are kept.
 func RedactURL(rawURL string) string {
-	_, secret, at, ok := urlPassword(rawURL)
-	if !ok {
-		return rawURL
+	out := rawURL
+	if _, secret, at, ok := urlPassword(rawURL); ok {
+		out = rawURL[:at-len(secret)] + "xxxxx" + rawURL[at:]
 	}
-	return rawURL[:at-len(secret)] + "xxxxx" + rawURL[at:]
+	for _, p := range queryPasswords(out) {
+		out = strings.Replace(out, p[0]+"="+p[1], p[0]+"=xxxxx", 1)
+	}
+	return out
+}
+
+// queryPasswords returns the name and value, as written, of the query
+// parameters of rawURL whose names end in "password".
+func queryPasswords(rawURL string) [][2]string {
+	_, query, ok := strings.Cut(rawURL, "?")
+	if !ok {
+		return nil
+	}
+	query, _, _ = strings.Cut(query, "#")
+	var ps [][2]string
+	for kv := range strings.SplitSeq(query, "&") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || v == "" {
+			continue
+		}
+		if uk, err := url.QueryUnescape(k); err == nil && strings.HasSuffix(strings.ToLower(uk), "password") {
+			ps = append(ps, [2]string{k, v})
+		}
+	}
+	return ps
 }
 
 // urlPassword finds the password of the user information of rawURL, as
@@ -135,14 +162,31 @@ func urlPassword(rawURL string) (plain, written string, at int, ok bool) {
 	return plain, pass, start + i, true
 }
 
-// maskSecret returns err with the password of rawURL masked in its text;
-// errors.Is and errors.As still see the causes.
+// maskSecret returns err with the secrets of rawURL (see RedactURL) masked
+// in its text, as written and unescaped; errors.Is and errors.As still see
+// the causes.
 func maskSecret(rawURL string, err error) error {
-	plain, written, _, ok := urlPassword(rawURL)
-	if !ok || !strings.Contains(err.Error(), plain) && !strings.Contains(err.Error(), written) {
+	var secrets []string
+	if plain, written, _, ok := urlPassword(rawURL); ok {
+		secrets = append(secrets, written, plain)
+	}
+	for _, p := range queryPasswords(rawURL) {
+		secrets = append(secrets, p[1])
+		if v, err := url.QueryUnescape(p[1]); err == nil {
+			secrets = append(secrets, v)
+		}
+	}
+	text := err.Error()
+	var pairs []string
+	for _, s := range secrets {
+		if strings.Contains(text, s) {
+			pairs = append(pairs, s, "xxxxx")
+		}
+	}
+	if pairs == nil {
 		return err
 	}
-	return &maskedError{err: err, r: strings.NewReplacer(written, "xxxxx", plain, "xxxxx")}
+	return &maskedError{err: err, r: strings.NewReplacer(pairs...)}
 }
 
 type maskedError struct {

@@ -73,7 +73,7 @@ func init() {
 
 func TestOpenMasksPassword(t *testing.T) {
 	for _, pass := range []string{"hunter2", "p%40ss"} {
-		raw := "quoteurl-test://user:" + pass + "@h:1/db"
+		raw := "quoteurl-test://user:" + pass + "@h:1/db?sentinel_password=" + pass + "-q"
 		_, err := baton.Open(context.Background(), raw)
 		if err == nil {
 			t.Fatal("Open succeeded")
@@ -112,15 +112,17 @@ func TestRegisterRefuses(t *testing.T) {
 
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"redis://user:secret@h:6379/0":                "redis://user:xxxxx@h:6379/0",
-		"redis://:secret@h:6379":                      "redis://:xxxxx@h:6379",
-		"etcd://root:p@ss@h1:2379,h2:2379/app":        "etcd://root:xxxxx@h1:2379,h2:2379/app",
-		"redis://h:6379":                              "redis://h:6379",
-		"etcd://root@h:2379":                          "etcd://root@h:2379",
-		"mysql://u@h/db?password_env=PW":              "mysql://u@h/db?password_env=PW",
-		"postgres://h/db?x=a:b@c":                     "postgres://h/db?x=a:b@c",
-		"local:":                                      "local:",
-		"postgres://u:s%2Fcret@h:5432/db?sslmode=off": "postgres://u:xxxxx@h:5432/db?sslmode=off",
+		"redis://user:secret@h:6379/0":                      "redis://user:xxxxx@h:6379/0",
+		"redis://:secret@h:6379":                            "redis://:xxxxx@h:6379",
+		"etcd://root:p@ss@h1:2379,h2:2379/app":              "etcd://root:xxxxx@h1:2379,h2:2379/app",
+		"redis://h:6379":                                    "redis://h:6379",
+		"etcd://root@h:2379":                                "etcd://root@h:2379",
+		"mysql://u@h/db?password_env=PW":                    "mysql://u@h/db?password_env=PW",
+		"postgres://h/db?x=a:b@c":                           "postgres://h/db?x=a:b@c",
+		"local:":                                            "local:",
+		"redis+sentinel://h1,h2/m?sentinel_password=s3&x=1": "redis+sentinel://h1,h2/m?sentinel_password=xxxxx&x=1",
+		"redis://:a@h/0?Sentinel_Password=b#f":              "redis://:xxxxx@h/0?Sentinel_Password=xxxxx#f",
+		"postgres://u:s%2Fcret@h:5432/db?sslmode=off":       "postgres://u:xxxxx@h:5432/db?sslmode=off",
 	} {
 		if got := baton.RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)

@@ -13,6 +13,8 @@ func init() {
 	baton.Register("rediss", openURL)
 	baton.Register("redis+cluster", openURL)
 	baton.Register("rediss+cluster", openURL)
+	baton.Register("redis+sentinel", openURL)
+	baton.Register("rediss+sentinel", openURL)
 }
 
 func openURL(ctx context.Context, rawURL string) (baton.Backend, error) { return OpenURL(ctx, rawURL) }

@@ -75,6 +75,9 @@ func TestOpenURLTLSAndPassword(t *testing.T) {
 		"rediss://" + tlsAddr + "?ca=/nonexistent/ca.pem",
 		"rediss+cluster://" + tlsAddr + "?cert=" + f.ClientCert, // cert without key
 		"redis://" + s.Addr() + "?password_env=REDISLOCK_TEST_UNSET",
+		"redis+sentinel://" + s.Addr() + "/mymaster?ca=" + f.CA, // Sentinel: the same rules
+		"rediss+sentinel://" + s.Addr() + "/mymaster?key=" + f.ClientKey,
+		"redis+sentinel://:inline@" + s.Addr() + "/mymaster?password_env=REDISLOCK_TEST_PW",
 	} {
 		b, err := baton.Open(ctx, u)
 		if err == nil {

@@ -28,7 +28,7 @@ import (
 
 // acceptedForms is named in every message about a bad backend URL.
 const acceptedForms = "local:, local:///DIR, file:///DIR, redis://host:port, rediss://host:port, " +
-	"redis+cluster://h1:p1,h2:p2, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379, mysql://user@host:port/db, " +
+	"redis+cluster://h1:p1,h2:p2, redis+sentinel://s1:p1,s2:p2/MASTER, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379, mysql://user@host:port/db, " +
 	"postgres://user@host:5432/db, zk://h1:2181,h2:2181/prefix"
 
 // childPasswordEnv is the variable that carries a password written in the

@@ -34,6 +34,20 @@ func ApplyClusterParams(o *redis.ClusterOptions, c urlparam.Common, scheme strin
 	return nil
 }
 
+// ApplyFailoverParams is ApplyParams for the options of a master that
+// Sentinels monitor; the password is the master's and its replicas'.
+func ApplyFailoverParams(o *redis.FailoverOptions, c urlparam.Common, scheme string) error {
+	p, tc, err := params(c, scheme, o.Password, o.TLSConfig != nil)
+	if err != nil {
+		return err
+	}
+	o.Password = p
+	if tc {
+		o.TLSConfig = c.TLSConfig(o.TLSConfig, "")
+	}
+	return nil
+}
+
 func params(c urlparam.Common, scheme, inline string, hasTLS bool) (string, bool, error) {
 	if c.HasTLS() && !hasTLS {
 		base, mode, _ := strings.Cut(scheme, "+")
