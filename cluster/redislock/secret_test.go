@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -85,6 +86,31 @@ func TestOpenURLTLSAndPassword(t *testing.T) {
 		}
 		if !errors.Is(err, baton.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", u, err)
+		}
+	}
+}
+
+// The Sentinels' password, too, may be named rather than written.
+func TestSentinelPasswordByReference(t *testing.T) {
+	t.Setenv("REDISLOCK_TEST_SENTINEL_PW", "sent-pw")
+	u, err := url.Parse("redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster?sentinel_password_env=REDISLOCK_TEST_SENTINEL_PW")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fo, err := sentinelOptions(u, "redis")
+	if err != nil || fo.SentinelPassword != "sent-pw" || fo.MasterName != "mymaster" {
+		t.Fatalf("sentinelOptions = %+v, %v", fo, err)
+	}
+	for _, raw := range []string{
+		"redis+sentinel://127.0.0.1:26379/m?sentinel_password=a&sentinel_password_env=REDISLOCK_TEST_SENTINEL_PW",
+		"redis+sentinel://127.0.0.1:26379/m?sentinel_password_env=REDISLOCK_TEST_UNSET",
+	} {
+		b, err := baton.Open(context.Background(), raw)
+		if err == nil {
+			b.Close()
+		}
+		if !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", raw, err)
 		}
 	}
 }

@@ -34,7 +34,8 @@ const urlForms = "redis://[user:pass@]host:port[/db][?opts], rediss://... (TLS),
 //
 // For Sentinel, user:pass authenticates to the master and its replicas;
 // the Sentinels' own credentials, if they have any, are the parameters
-// sentinel_username and sentinel_password. The client follows the master
+// sentinel_username and sentinel_password (or sentinel_password_file,
+// sentinel_password_env, read as password_file and password_env). The client follows the master
 // through failovers (go-redis' failover client, as NewSentinel).
 //
 // Besides the go-redis options, the query may set the parameters of
@@ -171,11 +172,17 @@ func sentinelOptions(u *url.URL, base string) (*redis.FailoverOptions, error) {
 		return nil, fmt.Errorf("redislock: URL %q: the path must be /MASTERNAME or /MASTERNAME/db (accepted: %s): %w", u.Redacted(), urlForms, baton.ErrInvalidArgument)
 	}
 	q := u.Query()
-	var sentUser, sentPass string
+	// The Sentinels' password may come from a file or the environment
+	// (sentinel_password_file, sentinel_password_env), as passwords do.
+	sentPass, _, err := urlparam.Secret(q, "sentinel_password")
+	if err != nil {
+		return nil, err
+	}
+	var sentUser string
 	for _, p := range []struct {
 		name string
 		v    *string
-	}{{"sentinel_username", &sentUser}, {"sentinel_password", &sentPass}} {
+	}{{"sentinel_username", &sentUser}} {
 		if vs, ok := q[p.name]; ok {
 			if len(vs) != 1 {
 				return nil, fmt.Errorf("redislock: URL parameter %s given %d times: %w", p.name, len(vs), baton.ErrInvalidArgument)

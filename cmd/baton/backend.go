@@ -136,10 +136,12 @@ func setLogger(verbose bool) {
 }
 
 // childBackend returns the BATON_BACKEND given to the command: the URL
-// baton used, with the default local namespace spelled out, and with a
-// password written in it moved to the variable childPasswordEnv (returned
-// in env), which the URL names by password_env. So the command reconnects
-// to the same backend, and its URL shows no secret.
+// baton used, with the default local namespace spelled out, and with every
+// secret written in it (the password of the user information, a query
+// parameter named ...password) moved to a variable of its own (returned in
+// env) that the URL names by NAME_env (password_env, sentinel_password_env).
+// So the command reconnects to the same backend, and its URL shows no
+// secret.
 func childBackend(raw string) (u string, env []string) {
 	if isLocal(raw) {
 		if dir, err := local.ParseURL(raw); err == nil && dir == "" {
@@ -151,21 +153,51 @@ func childBackend(raw string) (u string, env []string) {
 	if !ok {
 		return raw, nil
 	}
+	u = raw
 	auth := rest
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
 		auth = rest[:i]
 	}
-	at := strings.LastIndexByte(auth, '@')
-	if at < 0 {
-		return raw, nil
+	if at := strings.LastIndexByte(auth, '@'); at >= 0 {
+		if user, pass, hasPass := strings.Cut(auth[:at], ":"); hasPass {
+			if p, err := url.PathUnescape(pass); err == nil {
+				pass = p
+			}
+			u = withParam(scheme+"://"+user+rest[at:], "password_env", childPasswordEnv)
+			env = append(env, childPasswordEnv+"="+pass)
+		}
 	}
-	user, pass, hasPass := strings.Cut(auth[:at], ":")
-	if !hasPass {
-		return raw, nil
+	head, frag, hasFrag := strings.Cut(u, "#")
+	base, query, hasQuery := strings.Cut(head, "?")
+	q, err := url.ParseQuery(query)
+	if !hasQuery || err != nil {
+		return u, env
 	}
-	if p, err := url.PathUnescape(pass); err == nil {
-		pass = p
+	moved := false
+	for k, vs := range q {
+		if !strings.HasSuffix(strings.ToLower(k), "password") || len(vs) != 1 {
+			continue
+		}
+		name := "BATON_BACKEND_" + strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' {
+				return r - 'a' + 'A'
+			}
+			if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return '_'
+		}, k)
+		q.Del(k)
+		q.Set(k+"_env", name)
+		env = append(env, name+"="+vs[0])
+		moved = true
 	}
-	u = withParam(scheme+"://"+user+rest[at:], "password_env", childPasswordEnv)
-	return u, []string{childPasswordEnv + "=" + pass}
+	if !moved {
+		return u, env
+	}
+	u = base + "?" + q.Encode()
+	if hasFrag {
+		u += "#" + frag
+	}
+	return u, env
 }

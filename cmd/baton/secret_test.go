@@ -69,3 +69,23 @@ func TestPasswordMasked(t *testing.T) {
 		}
 	}
 }
+
+func TestChildBackend(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		env      []string
+	}{
+		{"redis://h:6379", "redis://h:6379", nil},
+		{"redis://u:p%40ss@h:6379/0", "redis://u@h:6379/0?password_env=BATON_BACKEND_PASSWORD", []string{"BATON_BACKEND_PASSWORD=p@ss"}},
+		{"redis+sentinel://h1,h2/m?sentinel_password=s3&ttl=5s",
+			"redis+sentinel://h1,h2/m?sentinel_password_env=BATON_BACKEND_SENTINEL_PASSWORD&ttl=5s",
+			[]string{"BATON_BACKEND_SENTINEL_PASSWORD=s3"}},
+		{"postgres://u@h/db?password=pw", "postgres://u@h/db?password_env=BATON_BACKEND_PASSWORD", []string{"BATON_BACKEND_PASSWORD=pw"}},
+		{"etcd://root@h?password_env=MINE", "etcd://root@h?password_env=MINE", nil},
+	} {
+		u, env := childBackend(tc.in)
+		if u != tc.want || strings.Join(env, " ") != strings.Join(tc.env, " ") {
+			t.Errorf("childBackend(%q) = %q, %q; want %q, %q", tc.in, u, env, tc.want, tc.env)
+		}
+	}
+}

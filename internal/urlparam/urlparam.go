@@ -122,6 +122,46 @@ func Take(q url.Values) (Common, error) {
 	return c, nil
 }
 
+// Secret reads the secret parameter name of q, given as its value
+// (name=VALUE) or by reference (name_file=FILE, name_env=VAR, read as
+// PasswordFile and PasswordEnv are), at most one of the three, and deletes
+// them from q. ok is false when none is given.
+func Secret(q url.Values, name string) (v string, ok bool, err error) {
+	file, env := name+"_file", name+"_env"
+	n := 0
+	for _, k := range []string{name, file, env} {
+		if q.Has(k) {
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return "", false, nil
+	case n > 1:
+		return "", false, invalid("%s, %s and %s exclude each other", name, file, env)
+	}
+	if vs, has := q[name]; has {
+		delete(q, name)
+		if len(vs) != 1 {
+			return "", false, invalid("%s must be given once", name)
+		}
+		return vs[0], true, nil
+	}
+	sub := url.Values{PasswordFile: q[file], PasswordEnv: q[env]}
+	for k, vs := range sub {
+		if vs == nil {
+			delete(sub, k)
+		}
+	}
+	delete(q, file)
+	delete(q, env)
+	c, err := Take(sub)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: %w", name, err)
+	}
+	return c.Password, true, nil
+}
+
 // PasswordOr returns the password to use: the one of the parameters, else
 // inline (the URL's user information) when hasInline. A password given both
 // ways is refused.

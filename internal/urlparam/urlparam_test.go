@@ -76,3 +76,37 @@ func TestTakeRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestSecret(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("fr0m-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("URLPARAM_TEST_SP", "fr0m-env")
+	for _, tc := range []struct {
+		q    url.Values
+		want string
+		ok   bool
+	}{
+		{url.Values{"sp": {"inline"}, "x": {"1"}}, "inline", true},
+		{url.Values{"sp_file": {pw}, "x": {"1"}}, "fr0m-file", true},
+		{url.Values{"sp_env": {"URLPARAM_TEST_SP"}, "x": {"1"}}, "fr0m-env", true},
+		{url.Values{"x": {"1"}}, "", false},
+	} {
+		v, ok, err := Secret(tc.q, "sp")
+		if err != nil || v != tc.want || ok != tc.ok || len(tc.q) != 1 {
+			t.Errorf("Secret(%v) = %q, %v, %v; left %v", tc.q, v, ok, err, tc.q)
+		}
+	}
+	for _, q := range []url.Values{
+		{"sp": {"a"}, "sp_env": {"URLPARAM_TEST_SP"}},
+		{"sp_file": {pw}, "sp_env": {"URLPARAM_TEST_SP"}},
+		{"sp": {"a", "b"}},
+		{"sp_env": {"URLPARAM_TEST_UNSET"}},
+		{"sp_file": {filepath.Join(t.TempDir(), "none")}},
+	} {
+		if _, _, err := Secret(q, "sp"); !errors.Is(err, errs.InvalidArgument) {
+			t.Errorf("Secret(%v) = %v, want ErrInvalidArgument", q, err)
+		}
+	}
+}
