@@ -158,17 +158,24 @@ import (
 const DefaultPrefix = "baton:"
 
 // options is what New and OpenURL make of their lease.Options.
-type options struct{ lease.Config }
+type options struct {
+	lease.Config
+	rep replication // WithReplicas (replicas.go)
+}
 
 func buildOptions(opts []lease.Option) (options, error) {
-	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix}, opts)
+	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix, Accept: []lease.AnyKey{replicasKey, replicaTimeoutKey}}, opts)
 	if err != nil {
 		return options{}, err
 	}
 	if err := redisnode.CheckPrefix(c.Prefix); err != nil {
 		return options{}, err
 	}
-	return options{c}, nil
+	rep, err := buildReplication(&c)
+	if err != nil {
+		return options{}, err
+	}
+	return options{Config: c, rep: rep}, nil
 }
 
 // The scripts in scripts/ run as they are written. Those of the Mutex,
