@@ -255,7 +255,7 @@ func TestSentinelUnacknowledgedGrant(t *testing.T) {
 func unacknowledged(t *testing.T, s *sentinelSet, replicas int) {
 	q := "ttl=20s&renew_every=8s"
 	if replicas > 0 {
-		q += "&replicas=" + strconv.Itoa(replicas) + "&replica_timeout=50ms"
+		q += "&replicas=" + strconv.Itoa(replicas)
 	}
 	ctx := context.Background()
 	for attempt := 0; ; attempt++ {
