@@ -116,7 +116,7 @@ func TestReplicasUnacknowledged(t *testing.T) {
 
 // startReplica starts a replica of master and waits until master counts
 // it online (as WAIT does).
-func startReplica(t *testing.T, master *server) *server {
+func startReplica(t testing.TB, master *server) *server {
 	r := redistest.New(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
 	r.Start()
 	t.Cleanup(r.Kill)
