@@ -105,6 +105,12 @@ func TestReplicasUnacknowledged(t *testing.T) {
 			t.Fatalf("%s TryLock: %v, want ErrNotReplicated", kind, err)
 		}
 	}
+	if _, err := rwmutex(t, b, "unacked-read").RLock(context.Background()); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("RLock: %v, want ErrNotReplicated", err)
+	}
+	if _, err := lockerOf(t, open(t, s.URL("ttl=1s")), "rwmutex", "unacked-read").try(context.Background()); err != nil {
+		t.Fatalf("TryLock after the refused RLock: %v", err)
+	}
 	// Nothing was left held: a client without the option is granted each.
 	plain := open(t, s.URL("ttl=1s"))
 	for _, kind := range []string{"mutex", "rwmutex", "semaphore"} {
@@ -163,5 +169,38 @@ func TestReplicaRenewalUnacknowledged(t *testing.T) {
 	// The master still has the hold: its lease runs past the holder's.
 	if n, err := m.Client().Exists(context.Background(), mutexKeys(DefaultPrefix, "renew-unacked")[0]).Result(); err != nil || n != 1 {
 		t.Fatalf("hold key on the master when the Loss fired: %d %v", n, err)
+	}
+}
+
+// TestReplicaHandoffUnacknowledged: a waiter handed the lock by a release
+// while the replica does not acknowledge (it is stopped) is not told it
+// holds: the release's write is not replicated, so its Lock fails with
+// ErrNotReplicated, for the Mutex and the Semaphore alike.
+func TestReplicaHandoffUnacknowledged(t *testing.T) {
+	m := redistest.Start(t)
+	r := startReplica(t, m)
+	url := m.URL("ttl=2s&replicas=1&replica_timeout=50ms")
+	for _, kind := range []string{"mutex", "semaphore"} {
+		a := lockerOf(t, open(t, url), kind, "handoff-unacked-"+kind)
+		b := lockerOf(t, open(t, url), kind, "handoff-unacked-"+kind)
+		if _, err := a.lock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			_, err := b.lock(context.Background())
+			got <- err
+		}()
+		time.Sleep(200 * time.Millisecond) // b queues on the server
+		r.Signal(syscall.SIGSTOP)
+		if err := a.unlock(context.Background()); err != nil {
+			r.Signal(syscall.SIGCONT)
+			t.Fatal(err)
+		}
+		err := <-got
+		r.Signal(syscall.SIGCONT)
+		if !errors.Is(err, ErrNotReplicated) {
+			t.Fatalf("%s: waiter handed the lock while the replica was stopped: %v, want ErrNotReplicated", kind, err)
+		}
 	}
 }
