@@ -147,7 +147,7 @@ func TestReplicaRenewalUnacknowledged(t *testing.T) {
 	m := redistest.Start(t)
 	r := startReplica(t, m)
 	const ttl = time.Second
-	mu := mutex(t, open(t, m.URL("ttl=1s&replicas=1&replica_timeout=20ms")), "renew-unacked")
+	mu := mutex(t, open(t, m.URL("ttl=1s&replicas=1&replica_timeout=150ms")), "renew-unacked")
 	h, err := mu.Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestReplicaRenewalUnacknowledged(t *testing.T) {
 func TestReplicaHandoffUnacknowledged(t *testing.T) {
 	m := redistest.Start(t)
 	r := startReplica(t, m)
-	url := m.URL("ttl=2s&replicas=1&replica_timeout=50ms")
+	url := m.URL("ttl=3s&replicas=1&replica_timeout=300ms")
 	for _, kind := range []string{"mutex", "semaphore"} {
 		a := lockerOf(t, open(t, url), kind, "handoff-unacked-"+kind)
 		b := lockerOf(t, open(t, url), kind, "handoff-unacked-"+kind)
