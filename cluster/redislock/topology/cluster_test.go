@@ -340,3 +340,50 @@ func TestClusterMigrationContention(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterMigrationWakeUp: a waiter queued on a slot's old master is
+// woken by the release on its new master. The lease is long (a waiter
+// checks in every 10 s), so a waiter granted within a few seconds was
+// woken by the Pub/Sub message, which the Cluster forwards from the new
+// master to whichever node the waiter's Backend subscribed on.
+func TestClusterMigrationWakeUp(t *testing.T) {
+	s := redisCluster(t)
+	for _, q := range []string{"ttl=30s", "ttl=30s&replicas=1"} {
+		t.Run(q, func(t *testing.T) {
+			name := "wake-" + strings.ReplaceAll(q, "&", "-")
+			ctx := context.Background()
+			a := mutex(t, open(t, s.url(q)), name)
+			b := mutex(t, open(t, s.url(q)), name)
+			if _, err := a.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				_, err := b.Lock(lctx)
+				got <- err
+			}()
+			time.Sleep(300 * time.Millisecond) // B queues on the old master
+			if err := s.migrate(nameSlot(name)); err != nil {
+				t.Fatal(err)
+			}
+			released := time.Now()
+			if err := a.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("waiter granted %v after the release on the new master", time.Since(released))
+			case <-time.After(5 * time.Second):
+				t.Fatal("waiter not woken within 5 s of the release on the new master (its check-in is every 10 s)")
+			}
+			if err := b.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
