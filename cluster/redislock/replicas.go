@@ -47,7 +47,10 @@ var ErrNotReplicated = errors.New("redislock: fewer replicas than required ackno
 // lock and tokens keep increasing. Sentinel and Redis Cluster promote the
 // replica with the most replicated data, so with n equal to the number of
 // replicas of each master every acknowledged grant survives the loss of the
-// master.
+// master. A master cut off from its replicas grants and renews nothing
+// (WAIT counts the replicas still connected), so the Losses of its holders
+// fire before the copies of their leases on a replica promoted meanwhile
+// expire.
 //
 // What stays unsafe:
 //   - n smaller than the number of replicas: the promoted replica can be one
@@ -56,12 +59,9 @@ var ErrNotReplicated = errors.New("redislock: fewer replicas than required ackno
 //   - losing the master and every replica that acknowledged together, or a
 //     replica that acknowledged and then restarted without persistence
 //     before its promotion;
-//   - a grant made by a master that was already cut off from its
-//     replicas is never acknowledged (WAIT counts replicas still
-//     connected), but a master a failover left behind in a partition keeps
-//     its data: a client of it that renews there is told ErrNotReplicated,
-//     while the holder's lease on the promoted replica runs until its
-//     deadline, by the new master's wall clock;
+//   - a client of the same deployment without WithReplicas: its grants can
+//     be lost in a failover, and then a client with it is granted the lock
+//     while that one holds;
 //   - lease expiry on a promoted replica follows that server's wall clock
 //     (Redis replicates expiries as absolute times): clocks of the master
 //     and its replicas must agree within the drift margin;

@@ -105,6 +105,12 @@ func TestReplicasUnacknowledged(t *testing.T) {
 			t.Fatalf("%s TryLock: %v, want ErrNotReplicated", kind, err)
 		}
 	}
+	if _, err := rwmutex(t, b, "unacked-read").RLock(context.Background()); !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("RLock: %v, want ErrNotReplicated", err)
+	}
+	if _, err := lockerOf(t, open(t, s.URL("ttl=1s")), "rwmutex", "unacked-read").try(context.Background()); err != nil {
+		t.Fatalf("TryLock after the refused RLock: %v", err)
+	}
 	// Nothing was left held: a client without the option is granted each.
 	plain := open(t, s.URL("ttl=1s"))
 	for _, kind := range []string{"mutex", "rwmutex", "semaphore"} {
@@ -114,21 +120,31 @@ func TestReplicasUnacknowledged(t *testing.T) {
 	}
 }
 
-// startReplica starts a replica of master and waits until master counts
-// it online (as WAIT does).
-func startReplica(t *testing.T, master *server) *server {
+// startReplica starts a replica of master and waits until WAIT counts it:
+// a write of master is acknowledged (a replica is listed online a moment
+// before its first acknowledgement).
+func startReplica(t testing.TB, master *server) *server {
+	c := master.Client()
+	ctx := context.Background()
+	// The first full sync starts at once rather than after 5 s.
+	if err := c.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
 	r := redistest.New(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
 	r.Start()
 	t.Cleanup(r.Kill)
-	c := master.Client()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		info, err := c.Info(context.Background(), "replication").Result()
-		if err == nil && strings.Contains(info, "state=online") {
+		var n int64
+		err := c.Set(ctx, "test:replica-sync", "1", 0).Err()
+		if err == nil {
+			n, err = c.Do(ctx, "wait", 1, 100).Int64()
+		}
+		if err == nil && n == 1 {
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("replica not online: %v %s", err, info)
+			t.Fatalf("replica not acknowledging: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -141,7 +157,7 @@ func TestReplicaRenewalUnacknowledged(t *testing.T) {
 	m := redistest.Start(t)
 	r := startReplica(t, m)
 	const ttl = time.Second
-	mu := mutex(t, open(t, m.URL("ttl=1s&replicas=1&replica_timeout=20ms")), "renew-unacked")
+	mu := mutex(t, open(t, m.URL("ttl=1s&replicas=1&replica_timeout=150ms")), "renew-unacked")
 	h, err := mu.Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -157,11 +173,44 @@ func TestReplicaRenewalUnacknowledged(t *testing.T) {
 	if d := time.Since(stopped); d > ttl {
 		t.Fatalf("Loss fired %v after the replica stopped, past the TTL", d)
 	}
-	if !strings.Contains(h.Err().Error(), ErrNotReplicated.Error()) {
-		t.Fatalf("Err %v does not give the cause", h.Err())
+	if !errors.Is(h.Err(), baton.ErrLost) {
+		t.Fatalf("Err %v, want ErrLost", h.Err())
 	}
 	// The master still has the hold: its lease runs past the holder's.
 	if n, err := m.Client().Exists(context.Background(), mutexKeys(DefaultPrefix, "renew-unacked")[0]).Result(); err != nil || n != 1 {
 		t.Fatalf("hold key on the master when the Loss fired: %d %v", n, err)
+	}
+}
+
+// TestReplicaHandoffUnacknowledged: a waiter handed the lock by a release
+// while the replica does not acknowledge (it is stopped) is not told it
+// holds: the release's write is not replicated, so its Lock fails with
+// ErrNotReplicated, for the Mutex and the Semaphore alike.
+func TestReplicaHandoffUnacknowledged(t *testing.T) {
+	m := redistest.Start(t)
+	r := startReplica(t, m)
+	url := m.URL("ttl=3s&replicas=1&replica_timeout=300ms")
+	for _, kind := range []string{"mutex", "semaphore"} {
+		a := lockerOf(t, open(t, url), kind, "handoff-unacked-"+kind)
+		b := lockerOf(t, open(t, url), kind, "handoff-unacked-"+kind)
+		if _, err := a.lock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			_, err := b.lock(context.Background())
+			got <- err
+		}()
+		time.Sleep(200 * time.Millisecond) // b queues on the server
+		r.Signal(syscall.SIGSTOP)
+		if err := a.unlock(context.Background()); err != nil {
+			r.Signal(syscall.SIGCONT)
+			t.Fatal(err)
+		}
+		err := <-got
+		r.Signal(syscall.SIGCONT)
+		if !errors.Is(err, ErrNotReplicated) {
+			t.Fatalf("%s: waiter handed the lock while the replica was stopped: %v, want ErrNotReplicated", kind, err)
+		}
 	}
 }

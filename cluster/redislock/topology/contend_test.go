@@ -43,6 +43,8 @@ type contention struct {
 	grants atomic.Int64 // holds recorded
 	lost   atomic.Int64 // holds that saw their Loss fire
 	errs   atomic.Int64 // Lock calls that failed
+	// timeouts counts Lock calls that waited until their context ended.
+	timeouts atomic.Int64
 	// slowest is the longest Lock call, failed or not, in ns: a waiter
 	// stuck past a TTL shows here.
 	slowest atomic.Int64
@@ -84,6 +86,9 @@ func (c *contention) client(m baton.Mutex, who string) {
 		}
 		if err != nil {
 			c.errs.Add(1)
+			if errors.Is(err, context.DeadlineExceeded) {
+				c.timeouts.Add(1)
+			}
 			c.mu.Lock()
 			c.lastErr = err
 			c.mu.Unlock()

@@ -205,14 +205,15 @@ func (s *sentinelSet) rejoin(killed, master *proc) error {
 	return online(master, 20*time.Second)
 }
 
-// online waits until master counts a replica as online, as WAIT does (a
-// replica is online for its master a moment after it reports its link up).
+// online waits until master counts a replica as WAIT does: online and
+// having acknowledged some offset (a replica is online for its master a
+// moment after it reports its link up, and acknowledges a moment later).
 func online(master *proc, d time.Duration) error {
 	c := master.client()
 	defer c.Close()
 	return waitFor(d, "a replica online at "+master.addr(), func() (bool, error) {
 		v, err := infoField(c, "replication", "slave0")
-		return strings.Contains(v, "state=online"), err
+		return strings.Contains(v, "state=online") && !strings.Contains(v, "offset=0,"), err
 	})
 }
 
@@ -255,7 +256,7 @@ func TestSentinelUnacknowledgedGrant(t *testing.T) {
 func unacknowledged(t *testing.T, s *sentinelSet, replicas int) {
 	q := "ttl=20s&renew_every=8s"
 	if replicas > 0 {
-		q += "&replicas=" + strconv.Itoa(replicas) + "&replica_timeout=50ms"
+		q += "&replicas=" + strconv.Itoa(replicas)
 	}
 	ctx := context.Background()
 	for attempt := 0; ; attempt++ {
