@@ -44,6 +44,7 @@ func freePort() (int, error) {
 type redisServer struct {
 	addr string
 	cmd  *exec.Cmd
+	dir  string // removed at stop when set
 }
 
 func startRedis(ctx context.Context, pin pinning) (*redisServer, error) {
@@ -85,6 +86,9 @@ func startRedis(ctx context.Context, pin pinning) (*redisServer, error) {
 func (s *redisServer) stop() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
 }
 
 // etcdServer is an embedded single-member etcd on loopback ports.

@@ -58,7 +58,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "quick pass (a few minutes)")
 	full := fs.Bool("full", false, "full pass (every workload, longer runs)")
 	out := fs.String("out", "", "directory for BENCH.md, results.json and charts/ (default: . for -full, out-quick for -quick)")
-	only := fs.String("only", "", "comma-separated sections (host, redis, etcd, postgres, mysql, zookeeper, memory) or table ids (e.g. redis-uncontended) to run (default all)")
+	only := fs.String("only", "", "comma-separated sections (host, redis, etcd, postgres, mysql, zookeeper, memory, scale) or table ids (e.g. redis-uncontended) to run (default all)")
 	report := fs.String("report", "", "render BENCH.md and charts/ again from this results.json into -out (default .), without measuring")
 	compare := fs.Bool("compare", false, "compare two results files: -compare OLD.json NEW.json")
 	tol := fs.Float64("tolerance", 0.05, "with -compare: smallest change flagged, as a fraction, when its interval excludes no change")
@@ -179,7 +179,7 @@ func (sel selection) keeps(id string) bool {
 	return false
 }
 
-var sectionNames = []string{"host", "redis", "etcd", "postgres", "mysql", "zookeeper", "memory"}
+var sectionNames = []string{"host", "redis", "etcd", "postgres", "mysql", "zookeeper", "memory", "scale"}
 
 // sectionsOf names the sections a table id belongs to.
 func sectionsOf(id string) []string {
@@ -194,6 +194,8 @@ func sectionsOf(id string) []string {
 		return []string{"redis", "etcd"}
 	case strings.HasPrefix(id, "mem-"):
 		return []string{"memory"}
+	case strings.HasPrefix(id, "scale-"):
+		return []string{"scale"}
 	}
 	for _, sec := range dbSections {
 		if strings.HasPrefix(id, sec.prefix) {
@@ -268,9 +270,18 @@ func run(ctx context.Context, cfg config, mode string, sel selection, cmd string
 	}
 	de := openDBEnv(ctx, want, logf)
 	defer de.close()
+	se := &scaleEnv{}
+	if want["scale"] {
+		if se, err = openScaleEnv(ctx, opt.pin, logf); err != nil {
+			errs = append(errs, fmt.Errorf("scale servers: %w", err))
+			se = &scaleEnv{}
+		}
+		defer se.close()
+	}
 	logf("CPU pinning: %s", opt.pin)
 
 	tables := append(plan(cfg, he, ce, dir, want), planDB(cfg, de, want)...)
+	tables = append(tables, planScale(cfg, se)...)
 	var keep []*plannedTable
 	for _, t := range tables {
 		if sel.keeps(t.table.ID) {

@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/etcdlock"
 	"github.com/batonlock/baton/cluster/lease"
 )
@@ -68,4 +69,17 @@ func ExampleOpenURL() {
 		log.Fatal(err)
 	}
 	_ = s.Release(ctx, 1)
+}
+
+// Through baton.Open, with TLS from files and the password read from a
+// file: nothing secret is written in the URL, so it can sit in a
+// configuration file or the environment.
+func Example_open() {
+	ctx := context.Background()
+	b, err := baton.Open(ctx, "etcds://app@etcd1:2379,etcd2:2379,etcd3:2379/myapp"+
+		"?ca=/etc/etcd/ca.pem&cert=/etc/etcd/app.pem&key=/etc/etcd/app-key.pem&password_file=/run/secrets/etcd")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
 }

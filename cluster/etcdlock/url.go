@@ -2,7 +2,6 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/internal/urlparam"
 )
 
 const urlForms = "etcd://host:port[,host:port...][/prefix][?param=value&...] or etcds://... for TLS, optionally with user:password@"
@@ -25,6 +25,7 @@ type target struct {
 	password  string
 	prefix    string         // "" when the URL has no path
 	opts      []lease.Option // of the query
+	sec       urlparam.Common
 }
 
 // parseURL reads
@@ -33,10 +34,10 @@ type target struct {
 func parseURL(raw string) (target, error) {
 	var t target
 	bad := func(format string, args ...any) (target, error) {
-		return target{}, invalid("URL %q: "+format+"; accepted forms: %s", append(append([]any{raw}, args...), urlForms)...)
+		return target{}, invalid("URL %q: "+format+"; accepted forms: %s", append(append([]any{baton.RedactURL(raw)}, args...), urlForms)...)
 	}
 	badOpt := func(err error) (target, error) {
-		return target{}, fmt.Errorf("etcdlock: URL %q: %w; accepted forms: %s", raw, err, urlForms)
+		return target{}, fmt.Errorf("etcdlock: URL %q: %w; accepted forms: %s", baton.RedactURL(raw), err, urlForms)
 	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	switch {
@@ -111,6 +112,18 @@ func parseURL(raw string) (target, error) {
 		return badOpt(err)
 	}
 	t.opts = append(t.opts, common...)
+	if t.sec, err = urlparam.Take(q); err != nil {
+		return badOpt(err)
+	}
+	if t.password, err = t.sec.PasswordOr(t.password, t.password != ""); err != nil {
+		return badOpt(err)
+	}
+	if t.sec.HasTLS() && !t.tls {
+		return badOpt(urlparam.NoTLS("etcd", "etcds"))
+	}
+	if t.sec.HasPassword && t.username == "" {
+		return bad("a password parameter with no user name (etcd://user@host?%s=...)", urlparam.PasswordEnv)
+	}
 	d, ok, err := lease.QueryDuration(q, paramDialTimeout)
 	if err != nil {
 		return badOpt(err)
@@ -141,6 +154,9 @@ const paramDialTimeout = "dial_timeout"
 //	etcds://host:2379              TLS (WithTLS, default: system roots)
 //	etcd://user:password@host:2379 authentication
 //	etcd://host:2379/myapp         key prefix "myapp/" instead of "baton/"
+//	etcds://user@host:2379?ca=ca.pem&cert=c.pem&key=k.pem&password_env=ETCD_PASS
+//	                               CA and client certificate from files, the
+//	                               password from $ETCD_PASS (or password_file=FILE)
 //
 // A host without a port gets 2379. The query may set the common lease
 // options by their parameters (lease.FromQuery: ttl, renew_every, drift,
@@ -192,8 +208,11 @@ func clientConfig(t target, o options, ctx context.Context) (clientv3.Config, er
 	switch {
 	case t.tls && o.tls != nil:
 		cfg.TLS = o.tls
+		if t.sec.HasTLS() {
+			cfg.TLS = t.sec.TLSConfig(o.tls, "")
+		}
 	case t.tls:
-		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		cfg.TLS = t.sec.TLSConfig(nil, "")
 	case o.tls != nil:
 		return clientv3.Config{}, invalid("WithTLS given with an etcd:// URL; use etcds://")
 	}

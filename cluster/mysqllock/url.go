@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/internal/urlparam"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -23,7 +24,9 @@ const urlForms = "mysql://[user[:pass]@]host[:port]/database[?opts], mysql+unix:
 // The query may set the lease options (ttl, renew_every, drift,
 // request_timeout, prefix; see package lease); any other parameter is
 // passed to go-sql-driver as a DSN parameter (tls, timeout,
-// readTimeout, ...). opts given to OpenURL take precedence. The pool it
+// readTimeout, ...), except the TLS files and password references that
+// every network URL takes: ca, cert and key (PEM files; TLS is then on)
+// and password_file or password_env. opts given to OpenURL take precedence. The pool it
 // creates is closed with the Backend. A malformed URL returns an error
 // matching baton.ErrInvalidArgument before any connection is made.
 func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Backend, error) {
@@ -63,6 +66,13 @@ func parseURL(rawURL string) (*mysql.Config, []lease.Option, error) {
 	lopts, err := lease.FromQuery(q)
 	if err != nil {
 		return nil, nil, err
+	}
+	sec, err := urlparam.Take(q)
+	if err != nil {
+		return nil, nil, err
+	}
+	if sec.HasTLS() && q.Has("tls") {
+		return nil, nil, badURL("both tls and %s/%s/%s", urlparam.CA, urlparam.Cert, urlparam.Key)
 	}
 	cfg := mysql.NewConfig()
 	if u.User != nil {
@@ -112,6 +122,18 @@ func parseURL(rawURL string) (*mysql.Config, []lease.Option, error) {
 	// prepare, an execution and a close.
 	if !q.Has("interpolateParams") {
 		cfg.InterpolateParams = true
+	}
+	var inline string
+	hasInline := false
+	if u.User != nil {
+		inline, hasInline = u.User.Password()
+	}
+	if cfg.Passwd, err = sec.PasswordOr(inline, hasInline); err != nil {
+		return nil, nil, err
+	}
+	if sec.HasTLS() {
+		// The driver names the server's host in the TLS handshake.
+		cfg.TLS = sec.TLSConfig(nil, "")
 	}
 	return cfg, lopts, nil
 }

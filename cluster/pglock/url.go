@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/internal/urlparam"
 )
 
 // defaultMaxConns is the pool size of OpenURL when the URL sets none
@@ -21,7 +22,9 @@ const defaultMaxConns = 64
 // OpenURL connects to the server named by a postgres:// or postgresql://
 // URL (libpq's URL form; pgxpool's pool_* parameters are accepted, and the
 // lease parameters of package lease: ttl, renew_every, drift,
-// request_timeout, prefix; URL parameters come before opts) and
+// request_timeout, prefix; URL parameters come before opts; and the TLS
+// files and password references of every network URL: ca, cert, key,
+// password_file, password_env) and
 // returns a Backend that owns its pool: Close closes it. It connects and
 // creates the tables before it returns, so that an unreachable server or a
 // missing right fails here. A bad URL is refused with an error matching
@@ -33,7 +36,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	scheme, _, ok := strings.Cut(rawURL, "://")
 	if !ok || (!strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql")) {
 		return nil, fmt.Errorf("%w: URL %q: want postgres://[user[:password]@]host[:port]/database[?...]",
-			baton.ErrInvalidArgument, rawURL)
+			baton.ErrInvalidArgument, baton.RedactURL(rawURL))
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -44,6 +47,13 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	if err != nil {
 		return nil, err
 	}
+	sec, err := urlparam.Take(q)
+	if err != nil {
+		return nil, err
+	}
+	if sec.HasTLS() && (q.Has("sslmode") || q.Has("sslrootcert") || q.Has("sslcert") || q.Has("sslkey")) {
+		return nil, fmt.Errorf("%w: URL: both ssl* and %s/%s/%s parameters", baton.ErrInvalidArgument, urlparam.CA, urlparam.Cert, urlparam.Key)
+	}
 	u.RawQuery = q.Encode()
 	o, err := buildOptions(append(uopts, opts...))
 	if err != nil {
@@ -52,6 +62,20 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
 		return nil, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
+	}
+	inline, hasInline := "", false
+	if u.User != nil {
+		inline, hasInline = u.User.Password()
+	}
+	if sec.HasPassword {
+		if cfg.ConnConfig.Password, err = sec.PasswordOr(inline, hasInline); err != nil {
+			return nil, err
+		}
+	}
+	if sec.HasTLS() {
+		// Verified TLS on every attempt: no plain-text fallback.
+		cfg.ConnConfig.TLSConfig = sec.TLSConfig(nil, cfg.ConnConfig.Host)
+		cfg.ConnConfig.Fallbacks = nil
 	}
 	if !q.Has("pool_max_conns") {
 		cfg.MaxConns = defaultMaxConns

@@ -246,3 +246,27 @@ func BenchmarkUncontendedVsFloor(b *testing.B) {
 		b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-floor")
 	}
 }
+
+// BenchmarkUncontendedReplicas: Lock+Unlock of one Mutex on a master with
+// one replica on loopback, without WithReplicas (replicas=0: no WAIT) and
+// with WithReplicas(1) (each grant waits for the replica's
+// acknowledgement in the same round trip).
+func BenchmarkUncontendedReplicas(b *testing.B) {
+	s := startRedis(b)
+	startReplica(b, s)
+	for _, n := range []int{0, 1} {
+		b.Run("replicas="+strconv.Itoa(n), func(b *testing.B) {
+			q := ""
+			if n > 0 {
+				q = "replicas=" + strconv.Itoa(n)
+			}
+			m, err := benchBackend(b, s.URL(q)).Mutex(context.Background(), "bench-replicas")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			defer serverCPU(b, s.Client())()
+			reportP50(b, lockUnlockLoop(b, m))
+		})
+	}
+}

@@ -72,7 +72,12 @@ func (q *queued) try(ctx context.Context, k lockKind, mode driver.Mode) (driver.
 	for {
 		id := q.d.holdID()
 		sent := time.Now()
-		ok, tok, err := pair(q.s.acquire.Run(ctx, q.d.c, q.keys.all(), k.args(id, mode, "", sent)...).Result())
+		v, acked, err := q.d.run(ctx, q.s.acquire, q.keys.all(), k.args(id, mode, "", sent)...)
+		ok, tok, err := pair(v, err)
+		if ok && !acked {
+			q.cancel(ctx, id)
+			return driver.Grant{}, q.d.notReplicated()
+		}
 		if errors.Is(err, errNotReady) {
 			if err = q.d.notReady(ctx, q.marker()); err == nil {
 				continue
@@ -120,15 +125,21 @@ func (q *queued) acquire(ctx context.Context, k lockKind, mode driver.Mode) (dri
 	sent := time.Now()
 	args := k.args(id, mode, q.d.wake, sent)
 	keys := q.keys.all()
-	ok, tok, err := pair(q.s.acquire.Run(ctx, q.d.c, keys, args...).Result())
+	v, acked, err := q.d.run(ctx, q.s.acquire, keys, args...)
+	ok, tok, err := pair(v, err)
 	err = ctxErr(ctx, err)
 	for {
+		if ok && !acked {
+			q.cancel(ctx, id)
+			return driver.Grant{}, q.d.notReplicated()
+		}
 		if errors.Is(err, errNotReady) {
 			// Nothing was changed on the server; poll once it is ready.
 			err = ctxErr(ctx, q.d.awaitReady(ctx, q.marker()))
 			if err == nil {
 				sent = time.Now()
-				ok, tok, err = pair(q.s.poll.Run(ctx, q.d.c, keys, args...).Result())
+				v, acked, err = q.d.run(ctx, q.s.poll, keys, args...)
+				ok, tok, err = pair(v, err)
 				err = ctxErr(ctx, err)
 				continue
 			}
@@ -161,15 +172,18 @@ func (q *queued) acquire(ctx context.Context, k lockKind, mode driver.Mode) (dri
 				// that started when it ran, after the server answered
 				// our last request (which found us queued): that
 				// request's send time bounds the lease from below. A
-				// bound too old is confirmed by the poll below.
-				if q.d.fresh(sent) {
+				// bound too old is confirmed by the poll below, and so is
+				// every handoff when replicas must acknowledge it: the
+				// releaser's write is not known to be replicated.
+				if q.d.fresh(sent) && q.d.o.rep.replicas == 0 {
 					return q.granted(k, id, mode, tok, sent), nil
 				}
 			case <-t.C:
 			}
 		}
 		sent = time.Now()
-		ok, tok, err = pair(q.s.poll.Run(ctx, q.d.c, keys, args...).Result())
+		v, acked, err = q.d.run(ctx, q.s.poll, keys, args...)
+		ok, tok, err = pair(v, err)
 		err = ctxErr(ctx, err)
 	}
 }
@@ -222,16 +236,22 @@ func (d *backend) renewFunc(script *redis.Script, keys []string, id string) leas
 	ttl := d.ttlMS()
 	return func(ctx context.Context) (time.Time, error) {
 		sent := time.Now()
-		return sent, renewed(script.Run(ctx, d.c, keys, id, ttl).Int64())
+		v, acked, err := d.run(ctx, script, keys, id, ttl)
+		if err = renewed(v, err); err == nil && !acked {
+			// Renewed on the master only: a failover now could promote a
+			// replica whose lease ends earlier. Retried until the deadline.
+			err = fmt.Errorf("renewal: %w", ErrNotReplicated)
+		}
+		return sent, err
 	}
 }
 
 // renewed reads the reply of a renewal script.
-func renewed(r int64, err error) error {
+func renewed(v any, err error) error {
 	if err != nil {
 		return err
 	}
-	if r != 1 {
+	if r, _ := v.(int64); r != 1 {
 		return fmt.Errorf("the server no longer has the hold: %w", baton.ErrLost)
 	}
 	return nil

@@ -4,8 +4,23 @@
 // New takes any redis.UniversalClient: a single node, a Sentinel failover
 // client or a Redis Cluster client. Every key of one name carries the same
 // hash tag, so every script runs on one Cluster slot. OpenURL builds the
-// client and the Backend from a URL. A Mutex held on a majority of
-// independent nodes (Redlock) is package redlock's.
+// client and the Backend from a URL (redis://, redis+cluster://,
+// redis+sentinel://), NewSentinel from go-redis' failover options. A Mutex
+// held on a majority of independent nodes (Redlock) is package redlock's.
+//
+// # Failover
+//
+// Redis replicates asynchronously. Without WithReplicas, a master that
+// fails right after a grant can be replaced by a replica that never saw it
+// and grants the lock to another client, with the same fencing token; the
+// first holder learns of it at its next renewal. WithReplicas(n) (URL
+// parameter replicas=n) makes each grant and renewal wait, in the same
+// round trip, until n replicas acknowledged it (WAIT); see its godoc for
+// what stays unsafe. Waiters on a Redis Cluster are woken by Pub/Sub
+// messages, which the Cluster delivers from any node to a subscriber on any
+// other, so a slot that moves or fails over keeps its waiters; a message
+// lost meanwhile is made up for by the waiter's check-in every renewal
+// period.
 //
 // # Holds and leases
 //
@@ -84,7 +99,8 @@
 // that no client of the server uses a longer one; a restart that keeps the
 // marker but loses recent writes (an RDB snapshot, an AOF without
 // appendfsync always), a FLUSHALL or FLUSHDB, and a failover to a replica
-// that had not received the latest writes (see New) are not detected; the
+// that had not received the latest writes (unless WithReplicas makes every
+// grant wait for the replicas) are not detected; the
 // uptime is counted by the server's wall clock. Fencing tokens still
 // increase across all of these (see Fencing tokens).
 //
@@ -158,17 +174,24 @@ import (
 const DefaultPrefix = "baton:"
 
 // options is what New and OpenURL make of their lease.Options.
-type options struct{ lease.Config }
+type options struct {
+	lease.Config
+	rep replication // WithReplicas (replicas.go)
+}
 
 func buildOptions(opts []lease.Option) (options, error) {
-	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix}, opts)
+	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix, Accept: []lease.AnyKey{replicasKey, replicaTimeoutKey}}, opts)
 	if err != nil {
 		return options{}, err
 	}
 	if err := redisnode.CheckPrefix(c.Prefix); err != nil {
 		return options{}, err
 	}
-	return options{c}, nil
+	rep, err := buildReplication(&c)
+	if err != nil {
+		return options{}, err
+	}
+	return options{Config: c, rep: rep}, nil
 }
 
 // The scripts in scripts/ run as they are written. Those of the Mutex,
@@ -210,10 +233,11 @@ var (
 // single node (redis.Client), a Sentinel failover client, or a Redis Cluster
 // (redis.ClusterClient). The Backend does not close client.
 //
-// Failover of a replicated deployment (Sentinel, Cluster) replicates
-// asynchronously: a lock acknowledged by a primary that fails before
-// replicating it can be granted again by the promoted replica. Fencing
-// tokens let the protected resource refuse the older holder in that case.
+// A replicated deployment (Sentinel, Cluster) replicates asynchronously: a
+// lock granted by a master that fails before replicating it can be granted
+// again by the promoted replica, with the same token. WithReplicas makes
+// every grant and renewal wait for replicas' acknowledgement; its godoc
+// says what that covers and what it leaves unsafe.
 func New(client redis.UniversalClient, opts ...lease.Option) (baton.Backend, error) {
 	d, err := newDriver(client, opts)
 	if err != nil {

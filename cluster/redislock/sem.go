@@ -41,7 +41,12 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 	for {
 		id := redisnode.NewID()
 		sent := time.Now()
-		r, err := scriptSemAcquire.Run(ctx, s.d.c, s.keys.all(), id, n, s.d.ttlMS(), s.d.meta, "", s.capacity).Int64()
+		v, acked, err := s.d.run(ctx, scriptSemAcquire, s.keys.all(), id, n, s.d.ttlMS(), s.d.meta, "", s.capacity)
+		r, _ := v.(int64)
+		if err == nil && r == 1 && !acked {
+			s.cancel(ctx, id)
+			return driver.Grant{}, s.d.notReplicated()
+		}
 		if err == nil && r == semNotReady {
 			if err = s.d.notReady(ctx, s.marker()); err == nil {
 				continue
@@ -84,14 +89,20 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 	args := []any{id, n, s.d.ttlMS(), s.d.meta, s.d.wake, s.capacity}
 	keys := s.keys.all()
 	sent := time.Now()
-	r, err := scriptSemAcquire.Run(ctx, s.d.c, keys, args...).Int64()
+	v, acked, err := s.d.run(ctx, scriptSemAcquire, keys, args...)
+	r, _ := v.(int64)
 	err = ctxErr(ctx, err)
 	for {
+		if err == nil && r == 1 && !acked {
+			s.cancel(ctx, id)
+			return driver.Grant{}, s.d.notReplicated()
+		}
 		if err == nil && r == semNotReady {
 			// Nothing was changed on the server; poll once it is ready.
 			if err = ctxErr(ctx, s.d.awaitReady(ctx, s.marker())); err == nil {
 				sent = time.Now()
-				r, err = scriptSemPoll.Run(ctx, s.d.c, keys, args...).Int64()
+				v, acked, err = s.d.run(ctx, scriptSemPoll, keys, args...)
+				r, _ = v.(int64)
 				err = ctxErr(ctx, err)
 				continue
 			}
@@ -119,14 +130,15 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 				// Handed over by a release (see queued.acquire in lock.go
 				// for why sent bounds the lease).
 				t.Stop()
-				if s.d.fresh(sent) {
+				if s.d.fresh(sent) && s.d.o.rep.replicas == 0 {
 					return s.granted(id, n, sent), nil
 				}
 			case <-t.C:
 			}
 		}
 		sent = time.Now()
-		r, err = scriptSemPoll.Run(ctx, s.d.c, keys, args...).Int64()
+		v, acked, err = s.d.run(ctx, scriptSemPoll, keys, args...)
+		r, _ = v.(int64)
 		err = ctxErr(ctx, err)
 	}
 }

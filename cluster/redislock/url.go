@@ -5,17 +5,20 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/internal/urlparam"
 	"github.com/redis/go-redis/v9"
 )
 
 // URL forms accepted by OpenURL.
 const urlForms = "redis://[user:pass@]host:port[/db][?opts], rediss://... (TLS), " +
-	"redis+cluster://[user:pass@]h1:p1,h2:p2[?opts] (Redis Cluster; rediss+cluster for TLS); " +
+	"redis+cluster://[user:pass@]h1:p1,h2:p2[?opts] (Redis Cluster; rediss+cluster for TLS), " +
+	"redis+sentinel://[user:pass@]h1:p1,h2:p2/MASTERNAME[/db][?opts] (Sentinels; rediss+sentinel for TLS); " +
 	"Redlock's redlock:// URLs are opened by package redlock"
 
 // OpenURL opens a Backend described by rawURL:
@@ -24,10 +27,24 @@ const urlForms = "redis://[user:pass@]host:port[/db][?opts], rediss://... (TLS),
 //	rediss://...                                        the same over TLS
 //	redis+cluster://[user:pass@]h1:p1,h2:p2[?opts]      Redis Cluster, seed nodes
 //	rediss+cluster://...                                the same over TLS
+//	redis+sentinel://[user:pass@]h1:p1,h2:p2/MASTERNAME[/db][?opts]
+//	                                                    the master MASTERNAME that the
+//	                                                    Sentinels h1:p1, h2:p2… monitor
+//	rediss+sentinel://...                               the same over TLS
+//
+// For Sentinel, user:pass authenticates to the master and its replicas;
+// the Sentinels' own credentials, if they have any, are the parameters
+// sentinel_username and sentinel_password (or sentinel_password_file,
+// sentinel_password_env, read as password_file and password_env). The client follows the master
+// through failovers (go-redis' failover client, as NewSentinel).
 //
 // Besides the go-redis options, the query may set the parameters of
-// lease.FromQuery (ttl, renew_every, drift, request_timeout, prefix); opts
-// given to OpenURL take precedence. The clients OpenURL creates have ContextTimeoutEnabled set and
+// lease.FromQuery (ttl, renew_every, drift, request_timeout, prefix),
+// this package's replicas (WithReplicas, a count) and replica_timeout
+// (WithReplicaTimeout, a Go duration), and TLS files and a password by
+// reference (ca, cert, key with a TLS scheme; password_file,
+// password_env); opts given to OpenURL take
+// precedence. The clients OpenURL creates have ContextTimeoutEnabled set and
 // are closed with the Backend. An unknown scheme or a malformed URL returns
 // an error matching baton.ErrInvalidArgument, before any connection is made.
 func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Backend, error) {
@@ -40,7 +57,14 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	if err != nil {
 		return nil, fmt.Errorf("URL: %w", err)
 	}
+	if own, err = replicaQuery(q, own); err != nil {
+		return nil, fmt.Errorf("URL: %w", err)
+	}
 	scheme := strings.ToLower(u.Scheme)
+	sec, err := urlparam.Take(q)
+	if err != nil {
+		return nil, err
+	}
 	opts = append(own, opts...)
 	if _, err := buildOptions(opts); err != nil {
 		return nil, err
@@ -57,6 +81,9 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 			return nil, fmt.Errorf("redislock: URL: %v: %w", err, baton.ErrInvalidArgument)
 		}
 		o.ContextTimeoutEnabled = true
+		if err := redisnode.ApplyParams(o, sec, scheme); err != nil {
+			return nil, err
+		}
 		c := redis.NewClient(o)
 		return own1(c, []io.Closer{c}, opts)
 	case "redis+cluster", "rediss+cluster":
@@ -77,7 +104,21 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 			return nil, fmt.Errorf("redislock: URL: %v: %w", err, baton.ErrInvalidArgument)
 		}
 		o.ContextTimeoutEnabled = true
+		if err := redisnode.ApplyClusterParams(o, sec, scheme); err != nil {
+			return nil, err
+		}
 		c := redis.NewClusterClient(o)
+		return own1(c, []io.Closer{c}, opts)
+	case "redis+sentinel", "rediss+sentinel":
+		fo, err := sentinelOptions(u, strings.TrimSuffix(scheme, "+sentinel"))
+		if err != nil {
+			return nil, err
+		}
+		fo.ContextTimeoutEnabled = true
+		if err := redisnode.ApplyFailoverParams(fo, sec, scheme); err != nil {
+			return nil, err
+		}
+		c := redis.NewFailoverClient(fo)
 		return own1(c, []io.Closer{c}, opts)
 	default:
 		return nil, fmt.Errorf("redislock: URL scheme %q not accepted (accepted: %s): %w", u.Scheme, urlForms, baton.ErrInvalidArgument)
@@ -98,4 +139,101 @@ func closeAll(cs []io.Closer) {
 	for _, c := range cs {
 		_ = c.Close()
 	}
+}
+
+// replicaQuery appends to opts the options of the replicas and
+// replica_timeout parameters of q, and deletes them from q.
+func replicaQuery(q url.Values, opts []lease.Option) ([]lease.Option, error) {
+	if vs, ok := q["replicas"]; ok {
+		n, err := strconv.Atoi(vs[0])
+		if len(vs) != 1 || err != nil {
+			return nil, fmt.Errorf("parameter replicas=%q: one count of replicas: %w", strings.Join(vs, ","), baton.ErrInvalidArgument)
+		}
+		delete(q, "replicas")
+		opts = append(opts, WithReplicas(n))
+	}
+	if d, ok, err := lease.QueryDuration(q, "replica_timeout"); err != nil {
+		return nil, err
+	} else if ok {
+		opts = append(opts, WithReplicaTimeout(d))
+	}
+	return opts, nil
+}
+
+// sentinelOptions reads a redis+sentinel URL (with its scheme already
+// checked; base is redis or rediss) into go-redis' failover options.
+func sentinelOptions(u *url.URL, base string) (*redis.FailoverOptions, error) {
+	hosts, err := redisnode.HostList(u, urlForms)
+	if err != nil {
+		return nil, err
+	}
+	path := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if path[0] == "" || len(path) > 2 {
+		return nil, fmt.Errorf("redislock: URL %q: the path must be /MASTERNAME or /MASTERNAME/db (accepted: %s): %w", u.Redacted(), urlForms, baton.ErrInvalidArgument)
+	}
+	q := u.Query()
+	// The Sentinels' password may come from a file or the environment
+	// (sentinel_password_file, sentinel_password_env), as passwords do.
+	sentPass, _, err := urlparam.Secret(q, "sentinel_password")
+	if err != nil {
+		return nil, err
+	}
+	var sentUser string
+	for _, p := range []struct {
+		name string
+		v    *string
+	}{{"sentinel_username", &sentUser}} {
+		if vs, ok := q[p.name]; ok {
+			if len(vs) != 1 {
+				return nil, fmt.Errorf("redislock: URL parameter %s given %d times: %w", p.name, len(vs), baton.ErrInvalidArgument)
+			}
+			*p.v = vs[0]
+			delete(q, p.name)
+		}
+	}
+	for _, p := range []string{"master_name", "addr"} {
+		if q.Has(p) {
+			return nil, fmt.Errorf("redislock: URL parameter %s: the master and the Sentinels are the path and the hosts (accepted: %s): %w", p, urlForms, baton.ErrInvalidArgument)
+		}
+	}
+	q.Set("master_name", path[0])
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	if len(path) == 2 {
+		q.Set("db", path[1])
+	}
+	plain := url.URL{Scheme: base, Host: hosts[0], RawQuery: q.Encode()}
+	fo, err := redis.ParseFailoverURL(plain.String())
+	if err != nil {
+		return nil, fmt.Errorf("redislock: URL: %v: %w", err, baton.ErrInvalidArgument)
+	}
+	if u.User != nil {
+		fo.Username = u.User.Username()
+		fo.Password, _ = u.User.Password()
+	}
+	fo.SentinelUsername, fo.SentinelPassword = sentUser, sentPass
+	return fo, nil
+}
+
+// NewSentinel returns a Backend on the master that Sentinels monitor:
+// fo.MasterName, asked of fo.SentinelAddrs. It makes a go-redis failover
+// client from a copy of fo, with ContextTimeoutEnabled set, which follows
+// the master through failovers and is closed with the Backend. A nil fo,
+// or one without a master name or a Sentinel, returns an error matching
+// baton.ErrInvalidArgument.
+//
+// A failover replicates asynchronously; see WithReplicas for what keeps a
+// grant through one, and what does not.
+func NewSentinel(fo *redis.FailoverOptions, opts ...lease.Option) (baton.Backend, error) {
+	if fo == nil || fo.MasterName == "" || len(fo.SentinelAddrs) == 0 {
+		return nil, fmt.Errorf("redislock: Sentinel options need a master name and at least one Sentinel: %w", baton.ErrInvalidArgument)
+	}
+	if _, err := buildOptions(opts); err != nil {
+		return nil, err
+	}
+	o := *fo
+	o.ContextTimeoutEnabled = true
+	c := redis.NewFailoverClient(&o)
+	return own1(c, []io.Closer{c}, opts)
 }

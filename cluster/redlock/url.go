@@ -10,6 +10,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/internal/urlparam"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,7 +24,8 @@ const urlForms = "redlock://[user:pass@]h1:p1,h2:p2,h3:p3[/db][?opts] (at least 
 //
 // Besides the go-redis options, the query may set the parameters of
 // lease.FromQuery (ttl, renew_every, drift, request_timeout, prefix) and
-// node_timeout (a Go duration); opts given to OpenURL take precedence. The
+// node_timeout (a Go duration), and TLS files and a password by
+// reference (ca, cert, key, password_file, password_env); opts given to OpenURL take precedence. The
 // clients OpenURL creates have ContextTimeoutEnabled set and are closed with
 // the Backend. An unknown scheme, a malformed URL or a node named twice
 // returns an error matching baton.ErrInvalidArgument, before any connection
@@ -46,6 +48,10 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 		return nil, fmt.Errorf("redlock: URL: %w", err)
 	} else if ok {
 		own = append(own, WithNodeTimeout(d))
+	}
+	sec, err := urlparam.Take(q)
+	if err != nil {
+		return nil, err
 	}
 	opts = append(own, opts...)
 	if _, err := buildOptions(opts); err != nil {
@@ -72,6 +78,9 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 			return nil, fmt.Errorf("redlock: URL host %s: %v: %w", h, err, baton.ErrInvalidArgument)
 		}
 		o.ContextTimeoutEnabled = true
+		if err := redisnode.ApplyParams(o, sec, scheme); err != nil {
+			return nil, err
+		}
 		nodeOpts = append(nodeOpts, o)
 	}
 	addrs := make([]redisnode.Addr, len(nodeOpts))

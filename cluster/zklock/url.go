@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/internal/urlparam"
 )
 
 const urlForms = "zk://host:port[,host:port...][/prefix][?ttl=10s&...]"
@@ -73,6 +74,11 @@ func parseURL(raw string) (target, error) {
 	}
 	if t.opts, err = lease.FromQuery(q); err != nil {
 		return target{}, err
+	}
+	for _, k := range []string{urlparam.CA, urlparam.Cert, urlparam.Key, urlparam.PasswordFile, urlparam.PasswordEnv} {
+		if q.Has(k) {
+			return bad("parameter %q: zk:// has no TLS and no authentication", k)
+		}
 	}
 	for k := range q {
 		return bad("unknown parameter %q", k)

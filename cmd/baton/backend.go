@@ -8,54 +8,36 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/etcdlock"
-	"github.com/batonlock/baton/cluster/lease"
-	"github.com/batonlock/baton/cluster/mysqllock"
-	"github.com/batonlock/baton/cluster/pglock"
-	"github.com/batonlock/baton/cluster/redislock"
-	"github.com/batonlock/baton/cluster/redlock"
-	"github.com/batonlock/baton/cluster/zklock"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/local"
 	"github.com/spf13/cobra"
+
+	// The backends whose URLs baton.Open accepts.
+	_ "github.com/batonlock/baton/cluster/etcdlock"
+	_ "github.com/batonlock/baton/cluster/mysqllock"
+	_ "github.com/batonlock/baton/cluster/pglock"
+	_ "github.com/batonlock/baton/cluster/redislock"
+	_ "github.com/batonlock/baton/cluster/redlock"
+	_ "github.com/batonlock/baton/cluster/zklock"
 )
 
 // acceptedForms is named in every message about a bad backend URL.
 const acceptedForms = "local:, local:///DIR, file:///DIR, redis://host:port, rediss://host:port, " +
-	"redis+cluster://h1:p1,h2:p2, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379, mysql://user@host:port/db, " +
+	"redis+cluster://h1:p1,h2:p2, redis+sentinel://s1:p1,s2:p2/MASTER, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379, mysql://user@host:port/db, " +
 	"postgres://user@host:5432/db, zk://h1:2181,h2:2181/prefix"
+
+// childPasswordEnv is the variable that carries a password written in the
+// backend URL to the command, so that its BATON_BACKEND shows none.
+const childPasswordEnv = "BATON_BACKEND_PASSWORD"
 
 // backendOptions are the command-line settings a backend may use.
 type backendOptions struct {
-	ttl     time.Duration // lease TTL; 0 for the backend's default; ignored by local
-	verbose bool          // log background failures (lease renewal) to stderr
-}
-
-// opener opens the backend of one URL scheme.
-type opener func(ctx context.Context, rawURL string, o backendOptions) (baton.Backend, error)
-
-// openers maps a URL scheme to its backend.
-var openers = map[string]opener{
-	"local":          openLocal,
-	"file":           openLocal,
-	"redis":          openRedis,
-	"rediss":         openRedis,
-	"redis+cluster":  openRedis,
-	"rediss+cluster": openRedis,
-	"redlock":        openRedlock,
-	"redlocks":       openRedlock,
-	"etcd":           openEtcd,
-	"etcds":          openEtcd,
-	"mysql":          openMySQL,
-	"mysql+unix":     openMySQL,
-	"zk":             openZK,
-	"postgres":       openPostgres,
-	"postgresql":     openPostgres,
+	ttl time.Duration // lease TTL; 0 for the backend's default; ignored by local
 }
 
 // backendURL returns the URL the command uses: --backend, else
@@ -70,145 +52,152 @@ func backendURL(cmd *cobra.Command) string {
 	return "local:"
 }
 
-// checkBackendURL validates the scheme of raw without side effects.
-func checkBackendURL(raw string) (opener, error) {
-	scheme, _, ok := strings.Cut(raw, ":")
-	if !ok || scheme == "" {
-		return nil, usageErrorf("backend URL %q has no scheme; accepted: %s", raw, acceptedForms)
-	}
-	op, ok := openers[strings.ToLower(scheme)]
-	if !ok {
-		return nil, usageErrorf("backend URL scheme %q is not known; accepted: %s", scheme, acceptedForms)
-	}
-	if strings.EqualFold(scheme, "local") || strings.EqualFold(scheme, "file") {
-		if _, err := localDir(raw); err != nil {
-			return nil, err
-		}
-	}
-	return op, nil
+// isLocal reports whether raw is a same-host URL.
+func isLocal(raw string) bool {
+	scheme, _, _ := strings.Cut(raw, ":")
+	return strings.EqualFold(scheme, "local") || strings.EqualFold(scheme, "file")
 }
 
-// openBackend opens the backend named by raw. A malformed URL is a usage
-// error (exit 64); a backend that cannot be reached is exit 70.
+// checkBackendURL validates the scheme of raw (and all of a local URL)
+// without side effects.
+func checkBackendURL(raw string) error {
+	scheme, _, ok := strings.Cut(raw, ":")
+	if !ok || scheme == "" {
+		return usageErrorf("backend URL %q has no scheme; accepted: %s", baton.RedactURL(raw), acceptedForms)
+	}
+	if !slices.Contains(baton.Schemes(), strings.ToLower(scheme)) {
+		return usageErrorf("backend URL scheme %q is not known; accepted: %s", scheme, acceptedForms)
+	}
+	if isLocal(raw) {
+		if _, err := local.ParseURL(raw); err != nil {
+			return usageErrorf("backend %s", strings.TrimPrefix(err.Error(), baton.ErrInvalidArgument.Error()+": "))
+		}
+	}
+	return nil
+}
+
+// openBackend opens the backend named by raw with baton.Open. A malformed
+// URL is a usage error (exit 64); a backend that cannot be reached is exit
+// 70.
 func openBackend(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	op, err := checkBackendURL(raw)
-	if err != nil {
+	if err := checkBackendURL(raw); err != nil {
 		return nil, err
 	}
-	b, err := op(ctx, raw, o)
+	u := raw
+	if o.ttl > 0 && !isLocal(raw) {
+		u = withParam(raw, "ttl", o.ttl.String())
+	}
+	b, err := baton.Open(ctx, u)
 	if err != nil {
 		if errors.Is(err, baton.ErrInvalidArgument) {
-			return nil, usageErrorf("backend URL: %v", err)
+			msg := strings.TrimPrefix(err.Error(), "baton: ")
+			if strings.Contains(msg, baton.RedactURL(raw)) {
+				return nil, usageErrorf("backend %s", msg) // the message quotes the URL already
+			}
+			return nil, usageErrorf("backend URL %s: %s", baton.RedactURL(raw), msg)
 		}
-		return nil, exitWith(exitBackend, fmt.Errorf("backend %s: %w", redact(raw), err))
+		return nil, exitWith(exitBackend, fmt.Errorf("backend %s: %w", baton.RedactURL(raw), err))
 	}
 	return b, nil
 }
 
-// localDir returns the namespace directory of a local: or file: URL, "" for
-// the default one.
-func localDir(raw string) (string, error) {
-	u, err := url.Parse(raw)
+// errText is the text of err for a message of baton's own, without the
+// "baton: " that the sentinels' texts start with.
+func errText(err error) string {
+	return strings.TrimPrefix(strings.ReplaceAll(err.Error(), ": baton: ", ": "), "baton: ")
+}
+
+// withParam returns raw with the query parameter name set to value,
+// leaving the rest of the URL as written.
+func withParam(raw, name, value string) string {
+	rest, frag, hasFrag := strings.Cut(raw, "#")
+	base, query, _ := strings.Cut(rest, "?")
+	q, err := url.ParseQuery(query)
 	if err != nil {
-		return "", usageErrorf("backend URL %q: %v; accepted: %s", raw, err, acceptedForms)
+		return raw // the backend reports the bad query
 	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", usageErrorf("backend URL %q: a local URL takes no query, fragment or user; accepted: %s", raw, acceptedForms)
+	q.Set(name, value)
+	out := base + "?" + q.Encode()
+	if hasFrag {
+		out += "#" + frag
 	}
-	if u.Host != "" && u.Host != "localhost" {
-		return "", usageErrorf("backend URL %q: host %q, a local URL names a directory of this host; accepted: %s", raw, u.Host, acceptedForms)
+	return out
+}
+
+// setLogger sets where the backends, which log to the default logger, log
+// background failures (lease renewal): nowhere, or warnings to stderr with
+// -v.
+func setLogger(verbose bool) {
+	h := slog.Handler(slog.NewTextHandler(io.Discard, nil))
+	if verbose {
+		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
 	}
-	if u.Opaque != "" {
-		return "", usageErrorf("backend URL %q: the directory must be absolute (local:///DIR); accepted: %s", raw, acceptedForms)
-	}
-	if u.Path == "" {
-		if strings.EqualFold(u.Scheme, "file") {
-			return "", usageErrorf("backend URL %q names no directory; accepted: %s", raw, acceptedForms)
+	slog.SetDefault(slog.New(h))
+}
+
+// childBackend returns the BATON_BACKEND given to the command: the URL
+// baton used, with the default local namespace spelled out, and with every
+// secret written in it (the password of the user information, a query
+// parameter named ...password) moved to a variable of its own (returned in
+// env) that the URL names by NAME_env (password_env, sentinel_password_env).
+// So the command reconnects to the same backend, and its URL shows no
+// secret.
+func childBackend(raw string) (u string, env []string) {
+	if isLocal(raw) {
+		if dir, err := local.ParseURL(raw); err == nil && dir == "" {
+			return "local://" + ipc.DefaultDir(), nil
 		}
-		return "", nil
+		return raw, nil
 	}
-	if !filepath.IsAbs(u.Path) {
-		return "", usageErrorf("backend URL %q: the directory must be absolute; accepted: %s", raw, acceptedForms)
-	}
-	return filepath.Clean(u.Path), nil
-}
-
-func openLocal(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	dir, err := localDir(raw)
-	if err != nil {
-		return nil, err
-	}
-	return local.Open(dir)
-}
-
-// logger returns where a cluster backend logs background failures.
-func (o backendOptions) logger() *slog.Logger {
-	if !o.verbose {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-func openRedis(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	return redislock.OpenURL(ctx, raw, o.lease()...)
-}
-
-func openRedlock(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	return redlock.OpenURL(ctx, raw, o.lease()...)
-}
-
-func openEtcd(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	opts := []lease.Option{lease.WithLogger(o.logger())}
-	if o.ttl > 0 {
-		opts = append(opts, lease.WithTTL(o.ttl))
-	}
-	return etcdlock.OpenURL(ctx, raw, opts...)
-}
-
-// lease returns the lease options of the command line: its logger, and its
-// TTL when given.
-func (o backendOptions) lease() []lease.Option {
-	opts := []lease.Option{lease.WithLogger(o.logger())}
-	if o.ttl > 0 {
-		opts = append(opts, lease.WithTTL(o.ttl))
-	}
-	return opts
-}
-
-func openMySQL(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	return mysqllock.OpenURL(ctx, raw, o.lease()...)
-}
-
-func openZK(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	return zklock.OpenURL(ctx, raw, o.lease()...)
-}
-
-func openPostgres(ctx context.Context, raw string, o backendOptions) (baton.Backend, error) {
-	return pglock.OpenURL(ctx, raw, o.lease()...)
-}
-
-// childBackendURL is the value of BATON_BACKEND given to the command: the
-// URL baton used, with the default local namespace spelled out.
-func childBackendURL(raw string) string {
-	if dir, err := localDir(raw); err == nil && dir == "" && strings.EqualFold(raw[:strings.IndexByte(raw, ':')], "local") {
-		return "local://" + ipc.DefaultDir()
-	}
-	return raw
-}
-
-// redact hides a password in a URL for messages.
-func redact(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return raw
+		return raw, nil
 	}
-	at := strings.LastIndexByte(rest, '@')
-	if at < 0 {
-		return raw
+	u = raw
+	auth := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		auth = rest[:i]
 	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return raw
+	if at := strings.LastIndexByte(auth, '@'); at >= 0 {
+		if user, pass, hasPass := strings.Cut(auth[:at], ":"); hasPass {
+			if p, err := url.PathUnescape(pass); err == nil {
+				pass = p
+			}
+			u = withParam(scheme+"://"+user+rest[at:], "password_env", childPasswordEnv)
+			env = append(env, childPasswordEnv+"="+pass)
+		}
 	}
-	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
+	head, frag, hasFrag := strings.Cut(u, "#")
+	base, query, hasQuery := strings.Cut(head, "?")
+	q, err := url.ParseQuery(query)
+	if !hasQuery || err != nil {
+		return u, env
+	}
+	moved := false
+	for k, vs := range q {
+		if !strings.HasSuffix(strings.ToLower(k), "password") || len(vs) != 1 {
+			continue
+		}
+		name := "BATON_BACKEND_" + strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' {
+				return r - 'a' + 'A'
+			}
+			if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return '_'
+		}, k)
+		q.Del(k)
+		q.Set(k+"_env", name)
+		env = append(env, name+"="+vs[0])
+		moved = true
+	}
+	if !moved {
+		return u, env
+	}
+	u = base + "?" + q.Encode()
+	if hasFrag {
+		u += "#" + frag
+	}
+	return u, env
 }

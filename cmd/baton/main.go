@@ -3,7 +3,8 @@
 //
 //	baton run [flags] NAME [--] CMD [ARGS...]   run CMD while holding the lock NAME
 //	baton sem -j N [flags] NAME [--] CMD...     run CMD holding one of N slots
-//	baton status NAME | baton ls | baton rm NAME
+//	baton lock [flags] NAME                     hold NAME until a signal or the end of stdin
+//	baton status NAME | baton ls | baton rm [--force] NAME | baton rm --all PREFIX
 //
 // The lock is held by the baton process itself, never by the command: baton
 // waits for the lock, starts the command, and releases the lock when the
@@ -88,6 +89,7 @@ func execute(args []string) int {
 	}
 	if err != nil {
 		msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
+		msg = strings.ReplaceAll(msg, ": baton: ", ": ") // one prefix: the causes' own go
 		for strings.HasPrefix(msg, "baton: ") {
 			msg = strings.TrimPrefix(msg, "baton: ")
 		}
@@ -116,7 +118,11 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
   redis://[user:pass@]host:port[/db][?opts]   one Redis node (rediss:// for TLS)
   redis+cluster://h1:p1,h2:p2                 Redis Cluster
   redlock://h1:p1,h2:p2,h3:p3                 Redlock over independent nodes
+  redis+sentinel://s1:p1,s2:p2/MASTER         the master that Sentinels monitor
   etcd://h1:2379,h2:2379[/prefix]             etcd (etcds:// for TLS)
+  mysql://, postgres://, zk://                see docs/CLI.md
+  Network URLs take ?ca=FILE&cert=FILE&key=FILE for TLS and
+  ?password_file=FILE or ?password_env=VAR to keep the password out of the URL.
 
 ` + exitCodesHelp,
 		Example: `  baton run -n nightly-backup /usr/local/bin/backup
@@ -131,8 +137,9 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: err}
 	})
-	root.AddCommand(newRunCmd(), newSemCmd(), newStatusCmd(), newLsCmd(), newRmCmd())
+	root.AddCommand(newRunCmd(), newSemCmd(), newStatusCmd(), newLsCmd(), newRmCmd(), newLockCmd())
 	root.AddCommand(newTopCmd(), newServeCmd())
+	root.Version = version()
 	root.CompletionOptions.HiddenDefaultCmd = false
 	return root
 }

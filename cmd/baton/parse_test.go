@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/local"
 )
 
 func TestParseDuration(t *testing.T) {
@@ -65,7 +68,7 @@ func TestBackendURLForms(t *testing.T) {
 		{"", "", false},
 		{":", "", false},
 	} {
-		_, err := checkBackendURL(tc.in)
+		err := checkBackendURL(tc.in)
 		if (err == nil) != tc.ok {
 			t.Errorf("checkBackendURL(%q) = %v, want ok=%v", tc.in, err, tc.ok)
 			continue
@@ -78,8 +81,8 @@ func TestBackendURLForms(t *testing.T) {
 			continue
 		}
 		if strings.HasPrefix(strings.ToLower(tc.in), "local") || strings.HasPrefix(tc.in, "file") {
-			if dir, _ := localDir(tc.in); dir != tc.dir {
-				t.Errorf("localDir(%q) = %q, want %q", tc.in, dir, tc.dir)
+			if dir, _ := local.ParseURL(tc.in); dir != tc.dir {
+				t.Errorf("local.ParseURL(%q) = %q, want %q", tc.in, dir, tc.dir)
 			}
 		}
 	}
@@ -92,7 +95,7 @@ func TestRedact(t *testing.T) {
 		"etcd://root@h:2379":           "etcd://root@h:2379",
 		"local:":                       "local:",
 	} {
-		if got := redact(in); got != want {
+		if got := baton.RedactURL(in); got != want {
 			t.Errorf("redact(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -115,7 +118,7 @@ func FuzzBackendURL(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		_, err := checkBackendURL(s)
+		err := checkBackendURL(s)
 		if err != nil {
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != exitUsage {
@@ -125,9 +128,9 @@ func FuzzBackendURL(f *testing.F) {
 		}
 		scheme, _, _ := strings.Cut(strings.ToLower(s), ":")
 		if scheme == "local" || scheme == "file" {
-			dir, err := localDir(s)
+			dir, err := local.ParseURL(s)
 			if err != nil || (dir != "" && (!filepath.IsAbs(dir) || filepath.Clean(dir) != dir)) {
-				t.Fatalf("localDir(%q) = %q, %v", s, dir, err)
+				t.Fatalf("local.ParseURL(%q) = %q, %v", s, dir, err)
 			}
 		}
 	})

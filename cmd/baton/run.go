@@ -28,9 +28,11 @@ type runFlags struct {
 	onLost                        string
 	grace                         durationFlag
 	verbose                       bool
+	noticeEvery                   durationFlag
 
-	jobs    int64 // sem: capacity
-	waitAll bool  // sem: wait until every slot is free, run nothing
+	jobs    jobsFlag // sem: capacity
+	waitAll bool     // sem: wait until every slot is free, run nothing
+	hold    bool     // lock: no command
 }
 
 const runLong = `Run CMD while holding the lock NAME, then release it.
@@ -54,9 +56,11 @@ Ctrl-\ reach CMD from the terminal itself and are not sent twice). If baton
 itself is killed, the kernel kills CMD (the lock is gone with baton). If the lock is lost while CMD runs, baton
 sends CMD SIGTERM, SIGKILL after --grace, and exits with 75.
 
-When the wait takes longer than 400 ms and standard error is a terminal,
-baton prints one line saying what it waits for and who holds it. Ctrl-C
-while waiting exits 130 holding nothing.
+When the wait takes longer than 400 ms, baton prints a line on standard
+error saying what it waits for and who holds it (since when, where the
+backend tells): once on a terminal, and every --notice-every (30 s) when
+standard error is a log or a pipe. A wait that -w ends prints a last line
+saying so. Ctrl-C while waiting exits 130 holding nothing.
 
 ` + exitCodesHelp
 
@@ -115,7 +119,7 @@ Waiting, signals, the environment of CMD and the loss of the slot work as for
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
-	fl.Int64VarP(&f.jobs, "jobs", "j", 0, "number of slots `N` (required)")
+	fl.VarP(&f.jobs, "jobs", "j", "number of slots `N` (required): N, or +N, -N, N% of the CPUs as GNU sem reads them")
 	fl.BoolVar(&f.waitAll, "wait", false, "wait until every slot is free; run no command")
 	addCommonFlags(cmd, f)
 	return cmd
@@ -132,6 +136,7 @@ func addCommonFlags(cmd *cobra.Command, f *runFlags) {
 	fl.StringVar(&f.onLost, "on-lost", "term", "`action` when the lock is lost: term (SIGTERM, SIGKILL after --grace), kill (SIGKILL) or ignore")
 	fl.Var(&f.grace, "grace", "wait `DUR` between SIGTERM and SIGKILL after a loss (default 5s)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "report the wait time and the token on standard error")
+	fl.Var(&f.noticeEvery, "notice-every", "when standard error is not a terminal, repeat the waiting notice every `DUR` (default 30s; 0: once)")
 	_ = cmd.RegisterFlagCompletionFunc("on-lost", cobra.FixedCompletions([]string{"term", "kill", "ignore"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
@@ -148,7 +153,16 @@ type request struct {
 	timeout  time.Duration
 	nonblock bool
 	grace    time.Duration
+
+	noticeEvery time.Duration // repeat of the waiting notice off a terminal; 0: once
+	hold        bool          // lock: no command, hold until a signal or the end of stdin
 }
+
+// noticeDelay is how long a wait lasts before baton says what it waits for.
+const noticeDelay = 400 * time.Millisecond
+
+// defaultNoticeEvery is the repeat of the waiting notice in a log.
+const defaultNoticeEvery = 30 * time.Second
 
 // parseRequest validates everything before any side effect.
 func parseRequest(cmd *cobra.Command, f *runFlags, args []string, sem bool) (*request, error) {
@@ -184,6 +198,10 @@ func parseRequest(cmd *cobra.Command, f *runFlags, args []string, sem bool) (*re
 	if f.grace.set {
 		r.grace = f.grace.d
 	}
+	r.noticeEvery = defaultNoticeEvery
+	if f.noticeEvery.set {
+		r.noticeEvery = f.noticeEvery.d
+	}
 	r.nonblock = f.nonblock
 	if f.timeout.set {
 		if f.timeout.d == 0 {
@@ -192,15 +210,19 @@ func parseRequest(cmd *cobra.Command, f *runFlags, args []string, sem bool) (*re
 		r.timeout = f.timeout.d
 	}
 	if sem {
-		if f.jobs <= 0 {
+		if !f.jobs.set {
 			return nil, usageErrorf("-j N is required and must be at least 1")
 		}
-		r.sem, r.permits, r.waitAll = f.jobs, 1, f.waitAll
+		r.sem, r.permits, r.waitAll = f.jobs.n, 1, f.waitAll
 		if f.waitAll {
-			r.permits = f.jobs
+			r.permits = f.jobs.n
 		}
 	}
 	switch {
+	case f.hold && len(rest) > 0:
+		return nil, usageErrorf("lock runs no command (unexpected %q); use baton run NAME CMD", rest[0])
+	case f.hold:
+		r.hold = true
 	case r.waitAll && (f.command != "" || len(rest) > 0):
 		return nil, usageErrorf("--wait runs no command")
 	case r.waitAll:
@@ -218,7 +240,7 @@ func parseRequest(cmd *cobra.Command, f *runFlags, args []string, sem bool) (*re
 		r.argv = rest
 	}
 	r.backend = backendURL(cmd)
-	if _, err := checkBackendURL(r.backend); err != nil {
+	if err := checkBackendURL(r.backend); err != nil {
 		return nil, err
 	}
 	if r.argv != nil {
@@ -357,6 +379,7 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 	if err != nil {
 		return err
 	}
+	setLogger(f.verbose)
 	sigc := make(chan os.Signal, 8)
 	signal.Notify(sigc, caughtSignals...)
 	defer signal.Stop(sigc)
@@ -375,14 +398,16 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 	}
 	resc := make(chan result, 1)
 	go func() {
-		b, err := openBackend(ctx, r.backend, backendOptions{ttl: f.ttl.d, verbose: f.verbose})
-		if err != nil {
-			resc <- result{err: err}
-			return
-		}
+		// -w bounds the whole wait, connecting included.
 		actx, acancel := ctx, context.CancelFunc(func() {})
 		if r.timeout > 0 {
 			actx, acancel = context.WithTimeoutCause(ctx, r.timeout, errTimedOut)
+		}
+		b, err := openBackend(actx, r.backend, backendOptions{ttl: f.ttl.d})
+		if err != nil {
+			acancel()
+			resc <- result{err: err}
+			return
 		}
 		h, err := acquire(actx, b, r)
 		timedOut := err != nil && errors.Is(context.Cause(actx), errTimedOut)
@@ -390,11 +415,15 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 		resc <- result{b: b, h: h, err: err, timedOut: timedOut}
 	}()
 
+	// A wait that lasts says what it waits for: once on a terminal, and
+	// again every --notice-every in a log.
+	tty := isTerminal(2)
 	var notice <-chan time.Time
-	if !r.nonblock && isTerminal(2) {
-		t := time.NewTimer(400 * time.Millisecond)
-		defer t.Stop()
-		notice = t.C
+	var noticeTimer *time.Timer
+	if !r.nonblock {
+		noticeTimer = time.NewTimer(noticeDelay)
+		defer noticeTimer.Stop()
+		notice = noticeTimer.C
 	}
 	var res result
 	var sigExit int
@@ -407,7 +436,12 @@ wait:
 			}
 			cancel(signalCause{s})
 		case <-notice:
-			printNotice(ctx, r)
+			printNotice(ctx, r, tty)
+			notice = nil
+			if !tty && r.noticeEvery > 0 {
+				noticeTimer.Reset(r.noticeEvery)
+				notice = noticeTimer.C
+			}
 		case res = <-resc:
 			break wait
 		}
@@ -429,7 +463,7 @@ wait:
 		case errors.As(res.err, &ee):
 			return res.err
 		case errors.Is(res.err, baton.ErrLocked), res.timedOut:
-			if f.verbose {
+			if f.verbose || res.timedOut {
 				fmt.Fprintf(os.Stderr, "baton: %s is busy; gave up after %v\n", describe(r), time.Since(start).Round(time.Millisecond))
 			}
 			return exitWith(f.conflict, nil)
@@ -448,6 +482,9 @@ wait:
 			return classify(err)
 		}
 		return nil
+	}
+	if r.hold {
+		return holdOnly(r, h, sigc, &closeBound)
 	}
 	return supervise(r, f, h, sigc, &closeBound)
 }
@@ -479,16 +516,17 @@ func bounded(d time.Duration, fn func(context.Context) error) error {
 func supervise(r *request, f *runFlags, h held, sigc <-chan os.Signal, closeBound *time.Duration) error {
 	fg := inForeground()
 	group := !fg
+	childURL, childEnv := childBackend(r.backend)
 	c := &exec.Cmd{
 		Path:   r.path,
 		Args:   r.argv,
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
-		Env: append(os.Environ(),
+		Env: append(append(os.Environ(),
 			"BATON_NAME="+r.name,
 			"BATON_TOKEN="+strconv.FormatUint(uint64(h.hold.Token()), 10),
-			"BATON_BACKEND="+childBackendURL(r.backend)),
+			"BATON_BACKEND="+childURL), childEnv...),
 		SysProcAttr: sysProcAttr(group),
 	}
 	startc := make(chan error, 1)
@@ -534,7 +572,7 @@ run:
 		case <-lostc:
 			lostc, lost = nil, true
 			*closeBound = lostReleaseTimeout
-			msg := fmt.Sprintf("baton: %s was lost: %v", describe(r), h.hold.Err())
+			msg := fmt.Sprintf("baton: %s was lost: %s", describe(r), errText(h.hold.Err()))
 			switch f.onLost {
 			case "term":
 				fmt.Fprintf(os.Stderr, "%s; sending SIGTERM to the command (SIGKILL in %v)\n", msg, r.grace)
@@ -566,11 +604,11 @@ run:
 	if err := release(); err != nil {
 		if errors.Is(err, baton.ErrLost) {
 			if !lost {
-				fmt.Fprintf(os.Stderr, "baton: %s was lost while the command ran: %v\n", describe(r), err)
+				fmt.Fprintf(os.Stderr, "baton: %s was lost while the command ran: %s\n", describe(r), errText(err))
 			}
 			lost = true
 		} else {
-			fmt.Fprintf(os.Stderr, "baton: releasing %s: %v\n", describe(r), err)
+			fmt.Fprintf(os.Stderr, "baton: releasing %s: %s\n", describe(r), errText(err))
 		}
 	}
 	if lost {

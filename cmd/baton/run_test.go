@@ -297,7 +297,7 @@ func TestBadInput(t *testing.T) {
 		{"sem without -j", "", []string{"sem", "x", "true"}, "-j"},
 		{"sem -j 0", "", []string{"sem", "-j", "0", "x", "true"}, "-j"},
 		{"sem --wait with command", "", []string{"sem", "-j", "2", "--wait", "x", "true"}, "--wait"},
-		{"unknown command", "", []string{"lock", "x"}, "unknown command"},
+		{"unknown command", "", []string{"frobnicate", "x"}, "unknown command"},
 		{"status without name", "", []string{"status"}, "arg"},
 		{"status bad kind", "", []string{"status", "--kind", "queue", "x"}, "--kind"},
 	} {

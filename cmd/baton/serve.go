@@ -81,7 +81,7 @@ func runServe(cmd *cobra.Command, addr string) error {
 		return usageErrorf("--http %s: %v", addr, err)
 	}
 	srv := &http.Server{Handler: liveHandler(in, raw), ReadHeaderTimeout: 10 * time.Second}
-	cmd.PrintErrf("baton: serving %s on http://%s/\n", redact(raw), ln.Addr())
+	cmd.PrintErrf("baton: serving %s on http://%s/\n", baton.RedactURL(raw), ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -117,7 +117,7 @@ func liveHandler(in baton.Inspector, raw string) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), inspectTimeout)
 		defer cancel()
 		infos, now, err := snapshot(ctx, in, key)
-		rep := liveReport{jsonReport: jsonReport{Schema: jsonSchema, Backend: redact(raw), Objects: []jsonObject{}},
+		rep := liveReport{jsonReport: jsonReport{Schema: jsonSchema, Backend: baton.RedactURL(raw), Objects: []jsonObject{}},
 			Time: now.UTC().Format(time.RFC3339Nano), Sort: key}
 		for _, i := range infos {
 			rep.Objects = append(rep.Objects, toJSON(i, now))

@@ -116,7 +116,7 @@ func topFrame(ctx context.Context, w io.Writer, in baton.Inspector, raw, sortKey
 		}
 		waiting += max(i.Waiters, 0)
 	}
-	fmt.Fprintf(&buf, "baton top  %s  %s  sort: %s", redact(raw), now.Format("15:04:05"), sortKey)
+	fmt.Fprintf(&buf, "baton top  %s  %s  sort: %s", baton.RedactURL(raw), now.Format("15:04:05"), sortKey)
 	if tty {
 		buf.WriteString("  (keys: w h n sort, q quit)")
 	}

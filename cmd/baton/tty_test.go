@@ -130,15 +130,3 @@ func TestInterruptWhileWaitingRedis(t *testing.T) {
 	url, _ := startRedis(t)
 	testInterruptWhileWaiting(t, url)
 }
-
-// TestNoNoticeWithoutTerminal: with standard error not a terminal, a wait
-// prints nothing.
-func TestNoNoticeWithoutTerminal(t *testing.T) {
-	t.Parallel()
-	ns := namespace(t)
-	holder(t, ns, "quiet")
-	r := run(t, ns, "run", "-w", "1", "quiet", "true")
-	if r.code != 1 || r.stderr != "" {
-		t.Errorf("-w 1 without a terminal: exit %d, stderr %q; want 1 and nothing", r.code, r.stderr)
-	}
-}

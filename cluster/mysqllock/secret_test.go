@@ -1,0 +1,83 @@
+package mysqllock
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/testcert"
+)
+
+// A user with a password is reached with the password named by
+// password_env or password_file, through baton.Open; a wrong one is
+// refused by the server, and a bad parameter before any connection.
+func TestOpenURLPasswordByReference(t *testing.T) {
+	s := sharedServer(t)
+	db := s.admin(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		"CREATE DATABASE IF NOT EXISTS baton",
+		"DROP USER IF EXISTS 'pwref'@'%'",
+		"CREATE USER 'pwref'@'%' IDENTIFIED BY 'r1ght-pw'",
+		"GRANT ALL ON baton.* TO 'pwref'@'%'",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() { _, _ = db.Exec("DROP USER IF EXISTS 'pwref'@'%'") })
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("r1ght-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MYSQLLOCK_TEST_PW", "r1ght-pw")
+	t.Setenv("MYSQLLOCK_TEST_BAD", "wr0ng-pw")
+	base := "mysql://pwref@" + s.addr() + "/baton?"
+	lock := func(u string) error {
+		b, err := baton.Open(ctx, u)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		m, err := b.Mutex(ctx, "secret-url")
+		if err != nil {
+			return err
+		}
+		if _, err := m.Lock(ctx); err != nil {
+			return err
+		}
+		return m.Unlock(ctx)
+	}
+	for _, u := range []string{base + "password_env=MYSQLLOCK_TEST_PW", base + "password_file=" + pwFile} {
+		if err := lock(u); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	if err := lock(base + "password_env=MYSQLLOCK_TEST_BAD"); err == nil {
+		t.Error("a wrong password was accepted")
+	}
+	err := lock("mysql://pwref:wr0ng-pw@" + s.addr() + "/baton")
+	if err == nil || strings.Contains(err.Error(), "wr0ng-pw") {
+		t.Errorf("inline wrong password: %v", err)
+	}
+	f := testcert.Write(t)
+	for _, u := range []string{
+		base + "password_env=MYSQLLOCK_TEST_UNSET",
+		"mysql://pwref:x@" + s.addr() + "/baton?password_env=MYSQLLOCK_TEST_PW",
+		base + "ca=" + f.CA + "&tls=true",
+		base + "ca=/nonexistent.pem",
+	} {
+		if err := lock(u); !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", u, err)
+		}
+	}
+	// The server serves no TLS: a URL with a CA does not fall back to
+	// plain text.
+	if err := lock(base + "ca=" + f.CA + "&password_env=MYSQLLOCK_TEST_PW"); err == nil {
+		t.Error("ca= connected to a server without TLS")
+	}
+}

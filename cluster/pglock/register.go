@@ -1,0 +1,16 @@
+package pglock
+
+import (
+	"context"
+
+	"github.com/batonlock/baton"
+)
+
+// The schemes of OpenURL are opened by baton.Open in every program that
+// imports the package.
+func init() {
+	baton.Register("postgres", openURL)
+	baton.Register("postgresql", openURL)
+}
+
+func openURL(ctx context.Context, rawURL string) (baton.Backend, error) { return OpenURL(ctx, rawURL) }
