@@ -119,5 +119,8 @@ type Backend interface {
 	RWMutex(ctx context.Context, name string) (RWMutex, error)
 	Semaphore(ctx context.Context, name string, permits int64) (Semaphore, error)
 	Cond(ctx context.Context, name string) (Cond, error)
+	// Value opens a versioned value (see Value). Backends without one
+	// return an error matching ErrUnsupported.
+	Value(ctx context.Context, name string) (Value, error)
 	Close() error
 }

@@ -47,6 +47,11 @@ var (
 	// than the caller asked for (a semaphore opened with another capacity).
 	ErrMismatch = errs.Mismatch
 
+	// ErrConflict is returned by Value.CompareAndSwap when the value's
+	// version is not the one the caller gave: someone else wrote it first.
+	// Nothing was written.
+	ErrConflict = errs.Conflict
+
 	// ErrUnsupported is errors.ErrUnsupported: the backend or the platform
 	// lacks the mechanism.
 	ErrUnsupported = errors.ErrUnsupported

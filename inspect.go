@@ -13,6 +13,7 @@ const (
 	KindRWMutex   Kind = "rwmutex"
 	KindSemaphore Kind = "semaphore"
 	KindCond      Kind = "cond"
+	KindValue     Kind = "value"
 )
 
 // Holder describes one current holder of a named object, as far as the

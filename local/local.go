@@ -19,6 +19,8 @@
 //	           and owner-death recovery (SemShm), or a System V semaphore
 //	           with SEM_UNDO (SemSysV)
 //	Cond       one futex word per waiter slot in shared memory
+//	Value      a version word and two data slots in shared memory, written
+//	           with a CAS of the version (package shmvalue)
 //
 // Holds are given back when their process dies: by the kernel for flock and
 // System V (SEM_UNDO), by the next waiter's owner-liveness check for the
@@ -40,6 +42,7 @@ import (
 	"github.com/batonlock/baton/semaphore"
 	"github.com/batonlock/baton/shmrw"
 	"github.com/batonlock/baton/shmsem"
+	"github.com/batonlock/baton/shmvalue"
 )
 
 // MutexImpl selects the mechanism of Mutex handles.
@@ -176,5 +179,12 @@ func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64)
 func (d *backend) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	return condvar.OpenEntry(d.ns.Resolve(condvar.Kind, name))
 }
+
+// OpenValue opens a versioned value (driver.ValueOpener).
+func (d *backend) OpenValue(ctx context.Context, name string) (driver.Value, error) {
+	return shmvalue.OpenEntry(d.ns.Resolve(shmvalue.Kind, name))
+}
+
+var _ driver.ValueOpener = (*backend)(nil)
 
 func (d *backend) Close() error { return nil }

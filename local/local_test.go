@@ -32,6 +32,7 @@ var caps = locktest.Caps{
 	RWMutex:      true,
 	Semaphore:    true,
 	Cond:         true,
+	Value:        true,
 	CrossProcess: true,
 	KillBound:    100 * time.Millisecond,
 }

@@ -31,6 +31,9 @@ import (
 // Caps tells the suite what a backend can do and how fast.
 type Caps struct {
 	RWMutex, Semaphore, Cond bool
+	// Value: the backend serves baton.Value (the Value tests run; without
+	// it they check that Backend.Value is ErrUnsupported).
+	Value bool
 	// CrossProcess runs the tests that re-execute the test binary.
 	CrossProcess bool
 	// KillBound: a holder SIGKILLed -> a waiter holds within this; 0 skips
@@ -166,6 +169,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"CrossProcessRW", testCrossProcessRW, s.Caps.CrossProcess && s.Caps.RWMutex},
 		{"CrossProcessSemaphore", testCrossProcessSem, s.Caps.CrossProcess && s.Caps.Semaphore},
 		{"KillHolder", testKillHolder, s.Caps.CrossProcess && s.Caps.KillBound > 0},
+		{"Value", testValue, true},
 	}
 	for _, tc := range tests {
 		if !tc.need {

@@ -31,6 +31,12 @@
 //     reading again.
 //   - Cond: a waiter registers a key and watches it; Signal deletes the
 //     oldest registered key, Broadcast all of them.
+//   - Value: one key without lease (P value/<name>/v); the version is its
+//     mod revision, so versions are etcd revisions (increasing, not
+//     consecutive) and survive restarts with the data. CompareAndSwap is
+//     one Txn that compares the mod revision (a missing key compares as 0)
+//     and puts; Wait watches the key from the current revision, reads it
+//     once the watch is created, and returns on the first later event.
 //
 // Two handles of one Backend share its session but never hold a key at
 // once: each acquisition from etcd has its own key, so they exclude each

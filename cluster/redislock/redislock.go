@@ -88,12 +88,32 @@
 // uptime is counted by the server's wall clock. Fencing tokens still
 // increase across all of these (see Fencing tokens).
 //
+// # Versioned values
+//
+// A Value is one hash per name (version and data) with no expiry.
+// CompareAndSwap is one script: it compares the version, writes, and
+// publishes the new version on the name's channel; Load is one HMGET.
+// Wait subscribes to the name's channel (one Pub/Sub connection per
+// Backend carries every channel its handles wait on, made by the first
+// Wait), reads the value once subscribed, and reads again on each message,
+// and every renewal period in case a message was lost with a broken
+// connection. A new version is the old one + 1 or the server's clock in
+// microseconds, whichever is greater. A server that loses its data (a
+// restart without persistence, a FLUSHALL, a failover to a replica that
+// missed the last writes) loses the value with it: Load then reports it
+// never written (version 0) or an older write. Versions given after the
+// loss are still above every version given before, unless the server's
+// clock went back (or, after a failover, the new primary's clock is behind
+// the old one's by more than the time since the lost write), so a
+// CompareAndSwap against a version read before the loss fails with
+// ErrConflict rather than overwriting data its caller never saw.
+//
 // # What failures leave behind
 //
 // Each name uses a handful of keys under the prefix (default "baton:"); they
 // expire one second after the last lease or queue entry ends (a Mutex's hold
-// key with its lease), except the token counter, a semaphore's capacity and
-// the markers (see above), which stay.
+// key with its lease), except the token counter, a semaphore's capacity,
+// values and the markers (see above), which stay.
 //
 // A Mutex keeps its hold in one key whose expiry is the lease, so that an
 // uncontended Lock and Unlock are one short script each (three and two
@@ -220,6 +240,8 @@ type backend struct {
 	closed  bool        // guarded by closeMu
 
 	alive string // the marker key of a single node (restart.go)
+
+	vals *valueSubs // guarded by closeMu; made by the first Value Wait
 }
 
 func newDriver(client redis.UniversalClient, opts []lease.Option) (*backend, error) {
@@ -299,6 +321,9 @@ func (d *backend) Close() error {
 	closers := d.closers
 	d.closeMu.Unlock()
 	err := d.n.close()
+	if e := d.closeValues(); e != nil && err == nil {
+		err = e
+	}
 	for _, c := range closers {
 		if e := c.Close(); e != nil && err == nil {
 			err = e

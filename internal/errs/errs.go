@@ -13,4 +13,5 @@ var (
 	InvalidArgument = errors.New("baton: invalid argument")
 	Upgrade         = errors.New("baton: read-to-write upgrade refused")
 	Mismatch        = errors.New("baton: parameters differ from the existing object")
+	Conflict        = errors.New("baton: version conflict")
 )

@@ -1,0 +1,2 @@
+-- Prelude of the versioned value scripts (value_*.lua).
+-- KEYS[1] hash  v -> version, d -> data

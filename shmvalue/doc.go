@@ -1,0 +1,40 @@
+// Package shmvalue is the same-host versioned value (baton.Value): a small
+// datum and its version in a region of shared memory (package ipc) that
+// every process of the namespace maps.
+//
+// The region holds a header (the committed version, a writer word) and two
+// data slots. The version names the slot that holds its data: version n's
+// data is in slot n mod 2. A write takes the writer word with one CAS
+// (the word names the process: pid and start-time tag), checks the version,
+// copies the new data into the other slot, and commits it with one CAS of
+// the version, which is the only store that publishes anything. So a
+// process killed at any instruction leaves either the old version with its
+// slot intact (the half-written slot is not the current one) or the new
+// version with its data complete: never a torn value, and never a version
+// that goes back. A writer that finds the writer word held by a process that
+// is gone, a zombie or not the recorded one (pid reused) takes the word
+// over. It waits for the dead process to be a zombie, not merely to have
+// SIGKILL pending: another thread of it may still run for an instant then,
+// and could write into the slot the new writer fills.
+//
+// Readers take no lock: they read the version, copy its slot and read the
+// version again, and retry when it moved (a slot is rewritten only two
+// versions later, after the version has changed). Every access to the
+// region is atomic, so readers and writers never race in the memory model.
+//
+// Wait sleeps on a futex on the low half of the version word; a writer
+// wakes the sleepers after its commit when a waiter flag says someone may
+// sleep. A sleep also ends every second (a writer killed between its commit
+// and its wake-up wakes nobody), and a waiter whose context ends or whose
+// handle closes is woken by a futex wake of its own.
+//
+// Versions are consecutive from 1 here. They last as long as the region's
+// file: removing it, or a reboot of a namespace on tmpfs, starts the name
+// over at version 0.
+package shmvalue
+
+// Kind is the namespace directory of values.
+const Kind = "value"
+
+// MaxData is the largest data a value holds (baton.MaxValueSize).
+const MaxData = 4096

@@ -1,0 +1,238 @@
+//go:build linux
+
+package shmvalue
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
+)
+
+// Layout of the region. Every field is read and written atomically.
+const (
+	offMagic   = 0  // uint32
+	offVersion = 8  // uint64: the committed version; futex on its low half
+	offWriter  = 16 // uint64: tag<<32 | pid of the writer, 0 when free
+	offWaiters = 24 // uint32: 1 when someone may sleep on the version
+	hdrSize    = 64
+	slotHdr    = 64 // uint64 length of the data, then padding to a cache line
+	slotSize   = slotHdr + MaxData
+	fileSize   = hdrSize + 2*slotSize
+
+	magic = 0x6276616c // "bval"
+)
+
+// sleepSlice bounds one futex sleep of Wait (see the package doc).
+const sleepSlice = time.Second
+
+// Value is one handle on a named value. It is safe for concurrent use; the
+// caller (the core) calls Close once no other call is in progress.
+type Value struct {
+	r       *ipc.Region
+	version *atomic.Uint64
+	writer  *atomic.Uint64
+	waiters *atomic.Uint32
+	me      uint64 // this process in the writer word: tag<<32 | pid
+}
+
+// OpenEntry opens the value of a resolved entry (ipc.Namespace.Resolve with
+// Kind), creating it, never written, when it does not exist.
+func OpenEntry(e ipc.Entry) (*Value, error) {
+	if err := e.Check(Kind); err != nil {
+		return nil, err
+	}
+	self, err := ipc.Self()
+	if err != nil {
+		return nil, err
+	}
+	r, err := ipc.OpenRegionEntry(e, fileSize)
+	if err != nil {
+		return nil, err
+	}
+	v := &Value{r: r, me: uint64(self.Tag())<<32 | uint64(uint32(self.PID))}
+	v.version = (*atomic.Uint64)(v.at(offVersion))
+	v.writer = (*atomic.Uint64)(v.at(offWriter))
+	v.waiters = (*atomic.Uint32)(v.at(offWaiters))
+	mg := (*atomic.Uint32)(v.at(offMagic))
+	if !mg.CompareAndSwap(0, magic) && mg.Load() != magic {
+		r.Close()
+		return nil, fmt.Errorf("%w: %s is not a value (magic %#x)", baton.ErrMismatch, r.Path(), mg.Load())
+	}
+	return v, nil
+}
+
+func (v *Value) at(off int) unsafe.Pointer { return unsafe.Pointer(&v.r.Bytes()[off]) }
+
+func (v *Value) word(off int) *atomic.Uint64 { return (*atomic.Uint64)(v.at(off)) }
+
+// slot returns the offset of the slot of version n.
+func slot(n uint64) int { return hdrSize + int(n&1)*slotSize }
+
+// futexWord is the low half of the version word.
+func (v *Value) futexWord() *uint32 {
+	off := offVersion
+	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 { // big endian
+		off += 4
+	}
+	return (*uint32)(v.at(off))
+}
+
+// Load returns the data and version committed last.
+func (v *Value) Load(ctx context.Context) ([]byte, uint64, error) {
+	for {
+		n := v.version.Load()
+		if n == 0 {
+			return nil, 0, nil
+		}
+		s := slot(n)
+		size := v.word(s).Load()
+		if size <= MaxData {
+			buf := make([]byte, size)
+			v.copyOut(s+slotHdr, buf)
+			if v.version.Load() == n {
+				return buf, n, nil
+			}
+		}
+		// A writer two versions on rewrote the slot meanwhile.
+		runtime.Gosched()
+	}
+}
+
+func (v *Value) copyOut(off int, buf []byte) {
+	var w [8]byte
+	for i := 0; i < len(buf); i += 8 {
+		binary.NativeEndian.PutUint64(w[:], v.word(off+i).Load())
+		copy(buf[i:], w[:])
+	}
+}
+
+func (v *Value) copyIn(off int, data []byte) {
+	for i := 0; i < len(data); i += 8 {
+		var w [8]byte
+		copy(w[:], data[i:])
+		v.word(off + i).Store(binary.NativeEndian.Uint64(w[:]))
+	}
+}
+
+// CompareAndSwap writes data as the version after old if old is current.
+func (v *Value) CompareAndSwap(ctx context.Context, old uint64, data []byte) (uint64, error) {
+	if len(data) > MaxData {
+		return 0, fmt.Errorf("%w: %d bytes, more than %d", baton.ErrInvalidArgument, len(data), MaxData)
+	}
+	if n := v.version.Load(); n != old {
+		return n, baton.ErrConflict
+	}
+	if err := v.lock(ctx); err != nil {
+		return 0, err
+	}
+	n := v.version.Load()
+	if n != old {
+		v.writer.Store(0)
+		return n, baton.ErrConflict
+	}
+	next := n + 1
+	s := slot(next)
+	v.word(s).Store(uint64(len(data)))
+	v.copyIn(s+slotHdr, data)
+	// The commit. It cannot fail while the writer word is ours; the CAS
+	// keeps the version from ever going back should it be otherwise.
+	ok := v.version.CompareAndSwap(n, next)
+	v.writer.Store(0)
+	if !ok {
+		return v.version.Load(), baton.ErrConflict
+	}
+	if v.waiters.Swap(0) != 0 {
+		_, _ = ipc.FutexWake(v.futexWord(), math.MaxInt32)
+	}
+	return next, nil
+}
+
+// lock takes the writer word. A writer holds it for the time of one copy,
+// so contenders spin and yield, and look for a dead holder every
+// millisecond.
+func (v *Value) lock(ctx context.Context) error {
+	var since time.Time
+	for i := 0; ; i++ {
+		if v.writer.CompareAndSwap(0, v.me) {
+			return nil
+		}
+		if i < 16 {
+			runtime.Gosched()
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if since.IsZero() {
+			since = time.Now()
+		} else if time.Since(since) >= time.Millisecond {
+			since = time.Now()
+			if o := v.writer.Load(); o != 0 && o != v.me && v.dead(o) && v.writer.CompareAndSwap(o, v.me) {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// dead reports whether the process of writer word o will never run again.
+func (v *Value) dead(o uint64) bool {
+	pid, tag := int(uint32(o)), uint32(o>>32)
+	p, state, ok, err := ipc.LookupProc(pid)
+	if err != nil {
+		return false
+	}
+	return !ok || p.Tag() != tag || state == 'Z' || state == 'X'
+}
+
+// Wait blocks until the version is not ver, ctx ends or its sleep is
+// ended by the caller's cancellation.
+func (v *Value) Wait(ctx context.Context, ver uint64) ([]byte, uint64, error) {
+	var leaving atomic.Bool
+	var kicked chan struct{}
+	if ctx.Done() != nil {
+		kicked = make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(kicked)
+			// Repeated: a wake that comes between the waiter's last look
+			// and its sleep is lost.
+			for !leaving.Load() {
+				_, _ = ipc.FutexWake(v.futexWord(), math.MaxInt32)
+				time.Sleep(time.Millisecond)
+			}
+		})
+		defer func() {
+			leaving.Store(true)
+			if !stop() {
+				<-kicked
+			}
+		}()
+	}
+	for {
+		n := v.version.Load()
+		if n != ver {
+			return v.Load(ctx)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		v.waiters.Store(1)
+		if v.version.Load() != ver {
+			continue
+		}
+		if _, err := ipc.FutexWait(v.futexWord(), uint32(ver), sleepSlice); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+// Close unmaps the region; the value stays in its file.
+func (v *Value) Close() error { return v.r.Close() }
