@@ -19,3 +19,5 @@ var localSuite = recipetest.Suite{
 func TestMain(m *testing.M) { recipetest.Main(m, localSuite) }
 
 func TestLocal(t *testing.T) { recipetest.Run(t, localSuite, t.TempDir()) }
+
+func BenchmarkFailoverLocal(b *testing.B) { recipetest.BenchFailover(b, localSuite, b.TempDir()) }

@@ -63,6 +63,8 @@ func Main(m *testing.M, suites ...Suite) {
 func Run(t *testing.T, s Suite, cfg string) {
 	e := &env{s: s, cfg: cfg}
 	t.Run("MultiLock", func(t *testing.T) { testMultiLock(t, e) })
+	t.Run("Election", func(t *testing.T) { testElection(t, e) })
+	t.Run("Latch", func(t *testing.T) { testLatch(t, e) })
 }
 
 // env is one run of the suite.
