@@ -104,7 +104,7 @@ func testLatchHammer(t *testing.T, e *env) {
 }
 
 // roleCountdown counts the latch named arg down, saying "counted" after
-// each CountDown returned, until killed.
+// each CountDown returned, until it is zero or the helper is killed.
 func roleCountdown(e *env, arg string) error {
 	b, err := e.s.Open(e.cfg)
 	if err != nil {
@@ -116,6 +116,9 @@ func roleCountdown(e *env, arg string) error {
 		return err
 	}
 	for {
+		if c, err := l.Count(bg()); err != nil || c == 0 {
+			return err
+		}
 		if err := l.CountDown(bg()); err != nil {
 			return err
 		}
@@ -128,7 +131,7 @@ func roleCountdown(e *env, arg string) error {
 // counted, the one the kill interrupted counted once or not at all, and
 // the latch still opens for the members that remain.
 func testLatchKill(t *testing.T, e *env) {
-	const total = 100000
+	const total = 300
 	name := e.name(t)
 	l := e.latch(t, e.open(t), name)
 	_, err := l.TrySetCount(bg(), total)

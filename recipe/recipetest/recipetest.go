@@ -65,6 +65,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 	t.Run("MultiLock", func(t *testing.T) { testMultiLock(t, e) })
 	t.Run("Election", func(t *testing.T) { testElection(t, e) })
 	t.Run("Latch", func(t *testing.T) { testLatch(t, e) })
+	t.Run("DoubleBarrier", func(t *testing.T) { testDoubleBarrier(t, e) })
 }
 
 // env is one run of the suite.
