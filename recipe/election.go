@@ -100,7 +100,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	}
 	r := decodeRecord(data)
 	if !r.leading {
-		return Leader{}, fmt.Errorf("recipe: election %q: %w", e.name, ErrNoLeader)
+		return Leader{}, ErrNoLeader
 	}
 	return Leader{Value: r.value, Token: r.token}, nil
 }
