@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonlock/baton"
@@ -140,8 +141,9 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 
 // Leadership is the caller's term as leader.
 type Leadership struct {
-	e    *Election
-	hold baton.Hold
+	e        *Election
+	hold     baton.Hold
+	resigned atomic.Bool // the Mutex handle's hold may be another term's after Resign
 }
 
 // Token returns the fencing token of the leadership: larger than every
@@ -174,8 +176,15 @@ func (l *Leadership) Proclaim(ctx context.Context, value []byte) error {
 
 // Resign withdraws the published value and ends the leadership (the next
 // candidate is elected). It joins the errors of both; the Mutex is given
-// back also when the withdrawal fails.
+// back also when the withdrawal fails. A second Resign of one Leadership
+// returns an error matching baton.ErrNotHeld and changes nothing.
 func (l *Leadership) Resign(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("recipe: election %q: nil context: %w", l.e.name, baton.ErrInvalidArgument)
+	}
+	if l.resigned.Swap(true) {
+		return fmt.Errorf("recipe: election %q: resign: %w", l.e.name, baton.ErrNotHeld)
+	}
 	err := l.publish(ctx, false, nil)
 	if errors.Is(err, baton.ErrLost) {
 		err = nil // Unlock reports the loss

@@ -26,6 +26,7 @@ func init() {
 
 func testElection(t *testing.T, e *env) {
 	t.Run("Handover", func(t *testing.T) { testElectionHandover(t, e) })
+	t.Run("ResignTwice", func(t *testing.T) { testResignTwice(t, e) })
 	t.Run("Hammer", func(t *testing.T) { testElectionHammer(t, e) })
 	t.Run("KillLeader", func(t *testing.T) { testKillLeader(t, e) })
 	t.Run("PausedLeader", func(t *testing.T) { testPausedLeader(t, e) })
@@ -125,6 +126,41 @@ wait:
 	if _, err := e1.Leader(bg()); !errors.Is(err, recipe.ErrNoLeader) {
 		t.Errorf("Leader after both resigned: %v, want ErrNoLeader", err)
 	}
+}
+
+// Two terms of one Election (its goroutines campaign on one Mutex handle):
+// a second Resign of the first term ends nothing of the second.
+func testResignTwice(t *testing.T, e *env) {
+	name := e.name(t)
+	el, other := e.election(t, e.open(t), name), e.election(t, e.open(t), name)
+	l1, err := el.Campaign(ctx20(t), []byte("one"))
+	ok(t, "Campaign", err)
+	elected := make(chan *recipe.Leadership, 1)
+	go func() {
+		l2, err := el.Campaign(ctx20(t), []byte("two"))
+		if err != nil {
+			t.Errorf("second Campaign: %v", err)
+		}
+		elected <- l2
+	}()
+	time.Sleep(50 * time.Millisecond)
+	ok(t, "Resign", l1.Resign(bg()))
+	l2 := <-elected
+	if l2 == nil {
+		t.FailNow()
+	}
+	if err := l1.Resign(bg()); !errors.Is(err, baton.ErrNotHeld) {
+		t.Errorf("second Resign: %v, want ErrNotHeld", err)
+	}
+	ctx, cancel := context.WithTimeout(bg(), 200*time.Millisecond)
+	defer cancel()
+	if l3, err := other.Campaign(ctx, []byte("three")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a third candidate was elected while the second leads: %v", err)
+		if err == nil {
+			_ = l3.Resign(bg())
+		}
+	}
+	ok(t, "Resign", l2.Resign(bg()))
 }
 
 // Many candidates on several Backends: terms never overlap, each leader
@@ -345,5 +381,5 @@ func BenchFailover(b *testing.B, s Suite, cfg string) {
 		ok(b, "Resign", l.Resign(bg()))
 	}
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/failover")
+	b.ReportMetric(total.Seconds()*1e3/float64(b.N), "ms/failover")
 }
