@@ -62,9 +62,14 @@ func (v *valueHandle) fail(op string, err error) error {
 func (v *valueHandle) Name() string { return v.name }
 
 // enter starts a call: it returns with mu held for reading, or an error.
+// A context already done fails every call alike, before the driver, so
+// that no backend writes for a caller that has given up.
 func (v *valueHandle) enter(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	v.mu.RLock()
 	if v.closed.Load() {

@@ -12,6 +12,10 @@
 //	b, err := redislock.OpenURL(ctx, "redis://host:6379") // a cluster
 //	m, err := b.Mutex(ctx, "cache/rebuild")
 //
+// Besides locks, a Backend opens versioned values (Value): a small datum
+// and a version, written with CompareAndSwap against the version last
+// read, and waited on with Wait. Same host, Redis and etcd serve them.
+//
 // # Holds
 //
 // Lock returns a Hold, a small value:
@@ -53,8 +57,8 @@
 //     name (`baton: redis mutex "x": lock: context canceled`), over a cause
 //     that errors.Is matches against the sentinels of this package
 //     (ErrNotHeld, ErrLost, ErrLocked, ErrClosed, ErrInvalidName,
-//     ErrInvalidArgument, ErrUpgrade, ErrMismatch, ErrUnsupported) or the
-//     context's error.
+//     ErrInvalidArgument, ErrUpgrade, ErrMismatch, ErrConflict,
+//     ErrUnsupported) or the context's error.
 //   - Bad input (names, counts, contexts) is refused before any side effect.
 //     Names are 1 to 200 bytes of UTF-8 without control characters, in
 //     '/'-separated segments that are neither empty, "." nor "..".
@@ -67,6 +71,7 @@
 // core adds the *Error. Optional interfaces: Inspector (listing, for the
 // baton command), TryFirst and WordLocker (cheaper uncontended paths),
 // Passer (the core hands a Mutex among the handles of one Backend with no
-// server call). The conformance suite in package locktest checks a backend
+// server call), ValueOpener (the backend serves Value; without it
+// Backend.Value returns ErrUnsupported). The conformance suite in package locktest checks a backend
 // against all of it.
 package baton

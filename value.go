@@ -22,7 +22,8 @@ const MaxValueSize = 4096
 // any later write fails, whatever the data is now.
 //
 // A handle is safe for concurrent use. Data passed in and returned is the
-// caller's own (copied). An error other than ErrConflict from
+// caller's own (copied). A call whose context is already done returns the
+// context's error and changes nothing. An error other than ErrConflict from
 // CompareAndSwap (a network error, the context ended) leaves the outcome
 // unknown: the write may have happened; Load tells.
 type Value interface {

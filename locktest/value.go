@@ -187,6 +187,12 @@ func testValueBadInput(t *testing.T, e *env) {
 	is(t, "Load(nil ctx)", err, baton.ErrInvalidArgument)
 	_, _, err = v.Wait(nilCtx, 0)
 	is(t, "Wait(nil ctx)", err, baton.ErrInvalidArgument)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = v.CompareAndSwap(cancelled, 0, []byte("x"))
+	is(t, "CompareAndSwap(cancelled ctx)", err, context.Canceled)
+	_, _, err = v.Load(cancelled)
+	is(t, "Load(cancelled ctx)", err, context.Canceled)
 	data, ver, err := v.Load(ctx)
 	ok(t, "Load", err)
 	if data != nil || ver != 0 {

@@ -15,7 +15,9 @@
 // is gone, a zombie or not the recorded one (pid reused) takes the word
 // over. It waits for the dead process to be a zombie, not merely to have
 // SIGKILL pending: another thread of it may still run for an instant then,
-// and could write into the slot the new writer fills.
+// and could write into the slot the new writer fills. A writer that is
+// stopped (SIGSTOP, a debugger) while it holds the word makes other writers
+// wait until it runs again or dies; readers and waiters do not wait for it.
 //
 // Readers take no lock: they read the version, copy its slot and read the
 // version again, and retry when it moved (a slot is rewritten only two

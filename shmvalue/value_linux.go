@@ -100,6 +100,10 @@ func (v *Value) Load(ctx context.Context) ([]byte, uint64, error) {
 			if v.version.Load() == n {
 				return buf, n, nil
 			}
+		} else if v.version.Load() == n {
+			// Only a writer's copy, before its commit, can make this
+			// slot's size wrong for a moment; committed, it is damage.
+			return nil, 0, fmt.Errorf("%s: version %d has a size of %d bytes", v.r.Path(), n, size)
 		}
 		// A writer two versions on rewrote the slot meanwhile.
 		runtime.Gosched()

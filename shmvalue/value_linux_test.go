@@ -12,7 +12,9 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
-func open(t *testing.T) *Value {
+func open(t *testing.T) *Value { return openB(t) }
+
+func openB(t testing.TB) *Value {
 	t.Helper()
 	ns, err := ipc.OpenNamespace(t.TempDir())
 	if err != nil {
@@ -90,4 +92,19 @@ func TestLiveWriterKept(t *testing.T) {
 		t.Fatalf("CompareAndSwap after the writer died: %v", err)
 	}
 	_ = cmd.Wait()
+}
+
+// A committed slot whose size is out of range is reported, not retried
+// for ever.
+func TestDamagedSize(t *testing.T) {
+	ctx := context.Background()
+	v := open(t)
+	v1, err := v.CompareAndSwap(ctx, 0, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.word(slot(v1)).Store(MaxData + 1)
+	if _, _, err := v.Load(ctx); err == nil {
+		t.Fatal("Load of a damaged slot succeeded")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/redis/go-redis/v9"
@@ -84,10 +85,13 @@ func BenchmarkValueCAS(b *testing.B) {
 			}
 		}
 	})
+	seq := 0
 	b.Run("raw-lua", func(b *testing.B) {
+		seq++
+		key := "raw-lua-" + strconv.Itoa(seq) // each run from a new key
 		var ver int64
 		for b.Loop() {
-			r, err := rawValueCAS.Run(ctx, c, []string{"raw-lua"}, ver, data).Slice()
+			r, err := rawValueCAS.Run(ctx, c, []string{key}, ver, data).Slice()
 			if err != nil || r[0].(int64) != 1 {
 				b.Fatal(r, err)
 			}
@@ -95,22 +99,115 @@ func BenchmarkValueCAS(b *testing.B) {
 		}
 	})
 	b.Run("raw-watch", func(b *testing.B) {
-		const key = "raw-watch"
 		for b.Loop() {
-			err := c.Watch(ctx, func(tx *redis.Tx) error {
-				cur, err := tx.HGet(ctx, key, "v").Int64()
-				if err != nil && !errors.Is(err, redis.Nil) {
-					return err
-				}
-				_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-					p.HSet(ctx, key, "v", cur+1, "d", data)
-					return nil
-				})
-				return err
-			}, key)
-			if err != nil {
-				b.Fatal(err)
-			}
+			rawWatchCAS(b, c, "raw-watch", data)
 		}
 	})
+	// The three in one loop, one after the other, so that the ratios hold
+	// under a load that changes while the benchmark runs.
+	b.Run("interleaved", func(b *testing.B) {
+		v, err := benchBackend(b, s.URL("")).Value(ctx, "bench-interleaved")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, ver, err := v.Load(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		seq++
+		key := "raw-lua-" + strconv.Itoa(seq)
+		var rver int64
+		var tb, tl, tw time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if ver, err = v.CompareAndSwap(ctx, ver, data); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			r, err := rawValueCAS.Run(ctx, c, []string{key}, rver, data).Slice()
+			if err != nil || r[0].(int64) != 1 {
+				b.Fatal(r, err)
+			}
+			rver = r[1].(int64)
+			t2 := time.Now()
+			rawWatchCAS(b, c, "raw-watch", data)
+			tb, tl, tw = tb+t1.Sub(t0), tl+t2.Sub(t1), tw+time.Since(t2)
+		}
+		n := float64(b.N)
+		b.ReportMetric(float64(tb.Microseconds())/n, "baton-µs")
+		b.ReportMetric(float64(tl.Microseconds())/n, "raw-lua-µs")
+		b.ReportMetric(float64(tw.Microseconds())/n, "raw-watch-µs")
+		b.ReportMetric(float64(tb)/float64(tl), "ratio-lua")
+		b.ReportMetric(float64(tb)/float64(tw), "ratio-watch")
+	})
+}
+
+// rawWatchCAS is the optimistic transaction of the baseline: WATCH, HGET,
+// MULTI, HSET, EXEC.
+func rawWatchCAS(b *testing.B, c *redis.Client, key string, data []byte) {
+	ctx := context.Background()
+	err := c.Watch(ctx, func(tx *redis.Tx) error {
+		cur, err := tx.HGet(ctx, key, "v").Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, key, "v", cur+1, "d", data)
+			return nil
+		})
+		return err
+	}, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// A Wait whose subscription could not be sent (the server is down) fails;
+// once the server is back, Waits subscribe and wake again.
+func TestValueWaitAfterServerDown(t *testing.T) {
+	ctx := context.Background()
+	s := startRedis(t)
+	b := open(t, s.URL(""))
+	w, err := b.Value(ctx, "down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := b.Value(ctx, "down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, _, err = w.Wait(wctx, 0)
+	cancel()
+	if err == nil {
+		t.Fatal("Wait with the server down succeeded")
+	}
+	s.Start()
+	got := make(chan error, 1)
+	go func() {
+		for {
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, ver, err := w.Wait(wctx, 0)
+			cancel()
+			if err == nil && ver == 0 {
+				err = errors.New("Wait returned version 0")
+			}
+			if err == nil || errors.Is(err, context.DeadlineExceeded) {
+				got <- err
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // the pool's connections died with the server
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	for {
+		if _, err := v.CompareAndSwap(ctx, 0, []byte("x")); err == nil || errors.Is(err, baton.ErrConflict) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Wait after the server came back: %v", err)
+	}
 }

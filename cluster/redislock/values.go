@@ -62,7 +62,12 @@ func (s *valueSubs) join(ctx context.Context, channel string) (wake <-chan struc
 		sub = &valueSub{waiters: map[chan struct{}]struct{}{}, sent: a.sent, ready: make(chan struct{})}
 		s.subs[channel] = sub
 		if err := s.ps.Subscribe(context.WithoutCancel(ctx), channel); err != nil {
+			// No confirmation will come for it; and go-redis, which
+			// keeps the channel to subscribe again on a new connection,
+			// must forget it.
+			a.sent--
 			delete(s.subs, channel)
+			_ = s.ps.Unsubscribe(context.WithoutCancel(ctx), channel)
 			s.mu.Unlock()
 			return nil, nil, fmt.Errorf("subscribe to %s: %w", channel, err)
 		}

@@ -1,7 +1,13 @@
 // Package redlock is the Redlock backend of baton: a Mutex held on a
 // majority of N independent Redis nodes (see New for what that does and
-// does not guarantee). Its RWMutex, Semaphore and Cond return an error
-// matching baton.ErrUnsupported. Every hold is a lease: New and OpenURL take
+// does not guarantee). Its RWMutex, Semaphore, Cond and Value return an
+// error matching baton.ErrUnsupported. A Value is not offered because a
+// compare-and-swap on independent nodes is not safe without consensus: a
+// swap that wins on a majority also leaves the losing writers' swaps
+// applied on the nodes where they came first, and nothing can take those
+// back atomically, so the nodes then hold different data under one
+// version, and a node restarted empty forgets its vote altogether. Use
+// redislock or etcdlock for values. Every hold is a lease: New and OpenURL take
 // the options of package lease, the same as every lease backend's, and
 // WithNodeTimeout, which other backends refuse.
 package redlock
