@@ -23,7 +23,7 @@ import (
 const DefaultPrefix = "baton_"
 
 // New returns a Backend on the MySQL or MariaDB server that db reaches. It
-// creates its tables (prefix + "lock", "hold", "cond") when they are
+// creates its tables (prefix + "lock", "hold", "cond", "value") when they are
 // missing; the user needs CREATE, SELECT, INSERT, UPDATE and DELETE on the
 // database, and no other privilege. The Backend does not close db.
 //
@@ -49,10 +49,11 @@ type backend struct {
 	closed atomic.Bool
 
 	mu      sync.Mutex
-	drivers map[any]func() // guarded by mu: open drivers and their close
+	drivers map[any]func()        // guarded by mu: open drivers and their close
+	polls   map[string]*valuePoll // guarded by mu: the pollers of names with waiting Values
 }
 
-type tables struct{ lock, hold, cond string }
+type tables struct{ lock, hold, cond, value string }
 
 func newBackend(ctx context.Context, db *sql.DB, opts []lease.Option, own bool) (*backend, error) {
 	if db == nil {
@@ -80,10 +81,12 @@ func newBackend(ctx context.Context, db *sql.DB, opts []lease.Option, own bool) 
 	_, _ = rand.Read(rnd[:])
 	b := &backend{
 		db: db, c: c, ownDB: own,
-		t:       tables{lock: "`" + c.Prefix + "lock`", hold: "`" + c.Prefix + "hold`", cond: "`" + c.Prefix + "cond`"},
+		t: tables{lock: "`" + c.Prefix + "lock`", hold: "`" + c.Prefix + "hold`", cond: "`" + c.Prefix + "cond`",
+			value: "`" + c.Prefix + "value`"},
 		wait:    int((c.TTL + time.Second - 1) / time.Second),
 		id:      hex.EncodeToString(rnd[:]),
 		drivers: make(map[any]func()),
+		polls:   make(map[string]*valuePoll),
 	}
 	if err := b.createTables(ctx); err != nil {
 		return nil, err
@@ -120,6 +123,11 @@ func (b *backend) createTables(ctx context.Context) error {
 			expires DATETIME(6) NOT NULL,
 			KEY (name, signalled, id),
 			KEY (handle)
+		) ENGINE=InnoDB`,
+		`CREATE TABLE IF NOT EXISTS ` + b.t.value + ` (
+			name VARBINARY(255) NOT NULL PRIMARY KEY,
+			version BIGINT UNSIGNED NOT NULL,
+			data BLOB NOT NULL
 		) ENGINE=InnoDB`,
 	}
 	for _, s := range stmts {

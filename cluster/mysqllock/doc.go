@@ -30,6 +30,12 @@
 //   - Cond: a row per registered waiter in the cond table; Signal marks the
 //     oldest live one, Broadcast all; one goroutine per handle looks for
 //     its marked rows with backoff while it has waiters.
+//   - Value (baton.Value): a row of the value table with its data and a
+//     version; CompareAndSwap is UPDATE ... WHERE version = old (an INSERT
+//     IGNORE for old 0). Waiters poll, since nothing in the server can wake
+//     them on a write (see value.go): one poller per Backend and name reads
+//     the version for every waiting handle, from 1 ms doubling to 25 ms,
+//     and a write through the same Backend wakes its waiters at once.
 //
 // # Why rows, not the session
 //

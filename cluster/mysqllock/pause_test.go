@@ -3,6 +3,7 @@ package mysqllock
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -22,11 +23,13 @@ const (
 	envHold     = "BATON_MYSQLLOCK_HOLD"
 	envHoldURL  = "BATON_MYSQLLOCK_URL"
 	envHoldName = "BATON_MYSQLLOCK_NAME"
+	pauseTable  = "fenced_pause"
 )
 
-// runHold is the paused holder: it locks, says so, and once told (after it
-// was resumed) reports whether its hold still looks valid and what Unlock
-// returns.
+// runHold is the paused holder: it locks, writes the row of pauseTable
+// with its token (FencedUpdate), says so, and once told (after it was
+// resumed) reports whether its hold still looks valid, whether a second
+// write, made all the same, was refused, and what Unlock returns.
 func runHold() int {
 	ctx := context.Background()
 	b, err := OpenURL(ctx, os.Getenv(envHoldURL))
@@ -45,6 +48,25 @@ func runHold() int {
 		fmt.Println("error", err)
 		return 1
 	}
+	cfg, _, err := parseURL(os.Getenv(envHoldURL))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer db.Close()
+	write := func(v string) error {
+		_, err := FencedUpdate(ctx, db, pauseTable, "v = ?", "id = 1", h.Token(), v)
+		return err
+	}
+	if err := write("first"); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
 	fmt.Println("held", h.Token())
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		return 1
@@ -52,6 +74,7 @@ func runHold() int {
 	// The first thing it does once resumed: the other client holds by now.
 	lost := h.Err() != nil
 	fmt.Println("lost", lost)
+	fmt.Println("write-lost", errors.Is(write("stale"), baton.ErrLost))
 	fmt.Println("unlock-lost", errors.Is(m.Unlock(ctx), baton.ErrLost))
 	return 0
 }
@@ -59,12 +82,22 @@ func runHold() int {
 // TestPausedHolder: a holder process is stopped (SIGSTOP) past its lease.
 // Another client is granted the lock once the lease has run out (the server
 // ends the paused session, and with it its GET_LOCK); when the holder runs
-// again, the first read of its hold reports the loss, its Unlock returns
-// ErrLost, and the new token is greater.
+// again, the first read of its hold reports the loss, the write it makes
+// all the same is refused by the row's fence (the new holder wrote it with
+// its greater token), and its Unlock returns ErrLost.
 func TestPausedHolder(t *testing.T) {
 	s := sharedServer(t)
 	createDB(t, s, "baton")
 	ctx := context.Background()
+	adm := s.admin(t)
+	for _, q := range []string{
+		"CREATE TABLE IF NOT EXISTS baton." + pauseTable + " (id INT PRIMARY KEY, v TEXT, fence BIGINT UNSIGNED NOT NULL DEFAULT 0)",
+		"REPLACE INTO baton." + pauseTable + " (id, v, fence) VALUES (1, '', 0)",
+	} {
+		if _, err := adm.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	name := testName(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envHold+"=1", envHoldURL+"="+s.url(testQuery), envHoldName+"="+name)
@@ -133,6 +166,9 @@ func TestPausedHolder(t *testing.T) {
 	if uint64(h.Token()) <= token {
 		t.Fatalf("token %d after the paused holder's %d", h.Token(), token)
 	}
+	if _, err := FencedUpdate(ctx, adm, "baton."+pauseTable, "v = ?", "id = 1", h.Token(), "second"); err != nil {
+		t.Fatalf("the new holder's write: %v", err)
+	}
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +177,13 @@ func TestPausedHolder(t *testing.T) {
 	}
 	if l := next(); l != "lost true" {
 		t.Fatalf("the resumed holder's first read of its hold: %q, want the loss (another client holds)", l)
+	}
+	if l := next(); l != "write-lost true" {
+		t.Fatalf("the resumed holder's write: %q, want a refusal (ErrLost)", l)
+	}
+	var v string
+	if err := adm.QueryRow("SELECT v FROM baton." + pauseTable + " WHERE id = 1").Scan(&v); err != nil || v != "second" {
+		t.Errorf("the row holds %q (%v), want the new holder's %q", v, err, "second")
 	}
 	if l := next(); l != "unlock-lost true" {
 		t.Fatalf("the resumed holder's Unlock: %q, want ErrLost", l)

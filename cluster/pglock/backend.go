@@ -110,6 +110,8 @@ CREATE TABLE IF NOT EXISTS baton_semaphores (
 CREATE TABLE IF NOT EXISTS baton_cond (
 	id bigserial PRIMARY KEY, name text NOT NULL, expires timestamptz NOT NULL);
 CREATE INDEX IF NOT EXISTS baton_cond_name ON baton_cond (name, id);
+CREATE TABLE IF NOT EXISTS baton_values (
+	name text PRIMARY KEY, version bigint NOT NULL, data bytea NOT NULL);
 `
 
 // Schema returns the SQL that creates the tables of a backend with prefix

@@ -23,6 +23,11 @@
 //   - Cond: a registration row per waiter; Signal deletes the oldest and
 //     wakes its waiter by NOTIFY, carried to the waiters of a Backend by one
 //     LISTEN connection.
+//   - Value (baton.Value): a row of baton_values with its data and a
+//     version; CompareAndSwap is one statement, UPDATE ... WHERE version =
+//     old (an insert for old 0), that also notifies the name, and waiters
+//     are woken by that NOTIFY on the same LISTEN connection: no polling.
+//     Rows are never deleted, so versions never go back.
 //
 // The fencing token of a hold is drawn, in the statement that takes the
 // lock and only once it is granted, from a counter row per name

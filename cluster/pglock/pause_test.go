@@ -12,18 +12,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
 )
 
 // A paused holder is the test binary re-executed with envPause set to the
-// server's URL: it takes a Mutex, says so, and then reads Hold.Err in a
-// loop until it sees the clock jump by more than 1.5 TTL between two reads
-// (it was stopped); it reports the first read known to come after the
-// pause.
+// server's URL: it takes a Mutex, writes the row of pauseTable with its
+// token (FencedUpdate), says so, and then reads Hold.Err in a loop until
+// it sees the clock jump by more than 1.5 TTL between two reads (it was
+// stopped); it reports the first read known to come after the pause, and
+// then writes the row again as if it still held the lock.
 const (
-	envPause  = "PGLOCK_TEST_PAUSE"
-	pauseName = "fault-pause"
+	envPause   = "PGLOCK_TEST_PAUSE"
+	pauseName  = "fault-pause"
+	pauseTable = "fenced_pause"
 )
 
 func pausedHolder(url string) int {
@@ -44,6 +48,20 @@ func pausedHolder(url string) int {
 		fmt.Println("error", err)
 		return 1
 	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer pool.Close()
+	write := func(v string) error {
+		_, err := FencedUpdate(ctx, pool, pauseTable, "v = $1", "id = 1", hd.Token(), v)
+		return err
+	}
+	if err := write("first"); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
 	fmt.Println("held")
 	long := faultTTL * 3 / 2
 	last := time.Now()
@@ -58,6 +76,7 @@ func pausedHolder(url string) int {
 		}
 		if gap := t2.Sub(last); gap > long {
 			fmt.Printf("resumed after %v: Err %v\n", gap.Round(time.Millisecond), err)
+			fmt.Printf("wrote %v\n", write("stale"))
 			return 0
 		}
 		if err != nil {
@@ -69,10 +88,13 @@ func pausedHolder(url string) int {
 }
 
 // TestPausedHolder stops a holder's process past its lease: the server
-// ends its session, another client takes the lock, and the holder, resumed,
-// reads its hold as lost on its first read, before its timers have run.
+// ends its session, another client takes the lock and writes the fenced
+// row, and the holder, resumed, reads its hold as lost on its first read,
+// before its timers have run; its write, made all the same, is refused.
 func TestPausedHolder(t *testing.T) {
 	url := need(t)
+	admin(t, "CREATE TABLE IF NOT EXISTS "+pauseTable+" (id int PRIMARY KEY, v text, fence bigint NOT NULL DEFAULT 0)")
+	admin(t, "INSERT INTO "+pauseTable+" (id, v) VALUES (1, '') ON CONFLICT (id) DO UPDATE SET v = '', fence = 0")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envPause+"="+url)
 	cmd.Stderr = os.Stderr
@@ -122,10 +144,14 @@ func TestPausedHolder(t *testing.T) {
 	ctx := context.Background()
 	m := mutexT(t, openT(t, url), pauseName)
 	lctx, cancel := context.WithTimeout(ctx, 5*faultTTL)
-	_, err = m.Lock(lctx)
+	h, err := m.Lock(lctx)
 	cancel()
 	if err != nil {
 		t.Fatalf("the paused holder's session was not ended: %v", err)
+	}
+	pool := poolT(t)
+	if _, err := FencedUpdate(ctx, pool, pauseTable, "v = $1", "id = 1", h.Token(), "second"); err != nil {
+		t.Fatalf("the new holder's write: %v", err)
 	}
 	time.Sleep(time.Until(stopped.Add(faultTTL * 5 / 2)))
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -133,6 +159,13 @@ func TestPausedHolder(t *testing.T) {
 	}
 	if l := expect("resumed"); !strings.Contains(l, baton.ErrLost.Error()) {
 		t.Errorf("the holder, paused while another client held the lock, read %q; want ErrLost", l)
+	}
+	if l := expect("wrote"); !strings.Contains(l, baton.ErrLost.Error()) {
+		t.Errorf("the resumed holder's write reported %q; want a refusal (ErrLost)", l)
+	}
+	var v string
+	if err := pool.QueryRow(ctx, "SELECT v FROM "+pauseTable+" WHERE id = 1").Scan(&v); err != nil || v != "second" {
+		t.Errorf("the row holds %q (%v), want the new holder's %q", v, err, "second")
 	}
 	if err := m.Unlock(ctx); err != nil && !errors.Is(err, baton.ErrLost) {
 		t.Errorf("Unlock: %v", err)

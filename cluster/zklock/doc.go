@@ -31,6 +31,11 @@
 //     the holders.
 //   - Cond: a waiter is a node that it watches; Signal deletes the oldest,
 //     Broadcast all of them, after syncing their server with the leader.
+//   - Value (baton.Value): the persistent node P/value/<name>, its data the
+//     value's; the version is the node's modification zxid, which only
+//     grows, and CompareAndSwap is a Set with the node version that went
+//     with it. Wait is a data watch. The package never removes the node:
+//     remove it by hand only while no handle of it is open (see value.go).
 //
 // # Passing a Mutex within a Backend
 //

@@ -1,0 +1,242 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+)
+
+// A Value is a row of the value table: its data and a version that each
+// successful CompareAndSwap moves up by one, in the one statement that
+// checks the old version (UPDATE ... WHERE version = old; the row lock
+// orders concurrent writers). The row is never deleted, so versions never
+// go back.
+//
+// Waiting polls. MySQL and MariaDB have no notification, and GET_LOCK wakes
+// a waiter only when the session holding the lock releases it: a Mutex
+// waiter can block on its holder's GET_LOCK because the holder's session
+// holds it until the release, but a Value is written by any client, which
+// holds nothing before its write, so there is no session whose lock a
+// write could give up. (SELECT SLEEP ended by KILL QUERY would wake
+// waiters, at the price of a lookup and a KILL of each waiter by every
+// writer, and of the right to kill other sessions.) The least costly poll
+// is one point read of the version per Backend and name, whatever the
+// number of waiting goroutines and handles: one poller serves them all,
+// from 1 ms after it starts or saw a change, doubling to 25 ms, as the
+// package's other waiters do. A write made through the same Backend wakes
+// its waiters at once.
+const (
+	pollFirst = time.Millisecond
+	pollMax   = 25 * time.Millisecond
+)
+
+type value struct {
+	b    *backend
+	name string
+}
+
+func (b *backend) OpenValue(ctx context.Context, name string) (driver.Value, error) {
+	return &value{b: b, name: name}, nil
+}
+
+func (v *value) Load(ctx context.Context) ([]byte, uint64, error) {
+	var ver uint64
+	var data []byte
+	err := v.b.db.QueryRowContext(ctx, `SELECT version, data FROM `+v.b.t.value+` WHERE name = ?`, v.name).Scan(&ver, &data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, ctxErr(ctx, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, ver, nil
+}
+
+func (v *value) CompareAndSwap(ctx context.Context, old uint64, data []byte) (uint64, error) {
+	if data == nil {
+		data = []byte{}
+	}
+	var res sql.Result
+	var err error
+	if old == 0 {
+		// IGNORE: a row already there is a conflict, whatever the DSN's
+		// clientFoundRows says about rows matched.
+		res, err = v.b.db.ExecContext(ctx, `INSERT IGNORE INTO `+v.b.t.value+` (name, version, data) VALUES (?, 1, ?)`, v.name, data)
+	} else {
+		res, err = v.b.db.ExecContext(ctx, `UPDATE `+v.b.t.value+` SET version = version + 1, data = ? WHERE name = ? AND version = ?`,
+			data, v.name, old)
+	}
+	if err != nil {
+		return 0, ctxErr(ctx, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, ctxErr(ctx, err)
+	}
+	if n == 0 {
+		// A statement of its own: it sees the write that refused this one.
+		var now uint64
+		err := v.b.db.QueryRowContext(ctx, `SELECT COALESCE((SELECT version FROM `+v.b.t.value+` WHERE name = ?), 0)`, v.name).Scan(&now)
+		if err != nil {
+			return 0, ctxErr(ctx, err)
+		}
+		return now, baton.ErrConflict
+	}
+	v.b.valueWritten(v.name, old+1)
+	return old + 1, nil
+}
+
+// Wait takes the poller's channel before it loads, so that a change after
+// the load closes that channel or a later one.
+func (v *value) Wait(ctx context.Context, ver uint64) ([]byte, uint64, error) {
+	p := v.b.valuePoller(v.name)
+	defer v.b.leaveValuePoller(v.name, p)
+	for {
+		ch := p.changed()
+		data, now, err := v.Load(ctx)
+		if err != nil || now != ver {
+			return data, now, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+func (v *value) Close() error { return nil }
+
+// ctxErr returns an error matching the context's when ctx is done or past
+// its deadline, else err: a statement cut short by its context can fail
+// with the error of what it was doing then (a dial's i/o timeout, which
+// can come before the context's own timer has marked it done).
+func ctxErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	return err
+}
+
+// valuePoll is the poller of one name in a Backend: it runs while the name
+// has waiters and closes its channel whenever it sees a version other than
+// the last it saw.
+type valuePoll struct {
+	waiters int // guarded by backend.mu
+
+	mu   sync.Mutex
+	ver  uint64        // guarded by mu: the version last seen
+	seen bool          // guarded by mu: ver was seen
+	ch   chan struct{} // guarded by mu: closed at the next change
+	stop chan struct{} // closed when the last waiter leaves
+}
+
+func (p *valuePoll) changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ch
+}
+
+// saw records version ver and wakes the waiters if it is new; it reports
+// whether it was. A first sighting wakes them too, since a change may have
+// come between their load and the poller's start.
+func (p *valuePoll) saw(ver uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ver == p.ver && p.seen {
+		return false
+	}
+	p.ver, p.seen = ver, true
+	close(p.ch)
+	p.ch = make(chan struct{})
+	return true
+}
+
+func (b *backend) valuePoller(name string) *valuePoll {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.polls[name]
+	if p == nil {
+		p = &valuePoll{ch: make(chan struct{}), stop: make(chan struct{})}
+		b.polls[name] = p
+		go b.pollValue(name, p)
+	}
+	p.waiters++
+	return p
+}
+
+func (b *backend) leaveValuePoller(name string, p *valuePoll) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p.waiters--; p.waiters == 0 {
+		delete(b.polls, name)
+		close(p.stop)
+	}
+}
+
+// valueWritten wakes the waiters of this Backend after one of its own
+// writes.
+func (b *backend) valueWritten(name string, ver uint64) {
+	b.mu.Lock()
+	p := b.polls[name]
+	b.mu.Unlock()
+	if p != nil {
+		p.saw(ver)
+	}
+}
+
+func (b *backend) pollValue(name string, p *valuePoll) {
+	wait := pollFirst
+	failing := false // a failure was logged; the next is not until a success
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.c.RequestTimeout)
+		var ver uint64
+		err := b.db.QueryRowContext(ctx, `SELECT COALESCE((SELECT version FROM `+b.t.value+` WHERE name = ?), 0)`, name).Scan(&ver)
+		cancel()
+		if err == nil {
+			failing = false
+		}
+		switch {
+		case err != nil:
+			select {
+			case <-p.stop:
+				return // the Backend may be closing its pool
+			default:
+			}
+			if !failing {
+				b.c.Logger.Warn("baton: mysql value: polling failed", "name", name, "err", err)
+			}
+			failing, wait = true, pollMax
+		case p.saw(ver):
+			wait = pollFirst
+		default:
+			wait = min(2*wait, pollMax)
+		}
+		t.Reset(wait)
+	}
+}
+
+var _ driver.ValueOpener = (*backend)(nil)
