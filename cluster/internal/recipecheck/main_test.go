@@ -38,5 +38,5 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(envEtcd); dir != "" {
 		os.Exit(serveEtcd(dir))
 	}
-	recipetest.Main(m, redisSuite, etcdSuite, pgSuite, zkSuite)
+	recipetest.Main(m, redisSuite, etcdSuite, pgSuite, zkSuite, mysqlSuite)
 }

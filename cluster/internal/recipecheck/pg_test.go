@@ -107,3 +107,5 @@ func startPG(t testing.TB) string {
 func TestPostgres(t *testing.T) {
 	recipetest.Run(t, pgSuite, startPG(t))
 }
+
+func BenchmarkFailoverPostgres(b *testing.B) { recipetest.BenchFailover(b, pgSuite, startPG(b)) }

@@ -105,3 +105,5 @@ func fourLetter(addr, cmd string) (string, error) {
 func TestZooKeeper(t *testing.T) {
 	recipetest.Run(t, zkSuite, startZK(t))
 }
+
+func BenchmarkFailoverZooKeeper(b *testing.B) { recipetest.BenchFailover(b, zkSuite, startZK(b)) }
