@@ -32,7 +32,9 @@ const MaxMembers = 1024
 // on the slots of the others, and takes out of the round a member whose
 // slot comes free (it died or gave up), so that the round opens with n
 // members alive. Nothing polls where the backend notifies: the waits are
-// on Mutexes and on the Value.
+// on Mutexes and on the Value; only an Enter that finds every free slot
+// busy for an instant (taken by a member on its way in or by a watcher)
+// looks again after at most 20 ms.
 //
 // A member that arrives while a round is full waits until that round's
 // members have all left, then enters the next one. Rounds alternate
@@ -51,11 +53,17 @@ func NewDoubleBarrier(ctx context.Context, b baton.Backend, name string, n int) 
 	if n < 1 || n > MaxMembers {
 		return nil, fmt.Errorf("recipe: double barrier %q: %d members: %w", name, n, baton.ErrInvalidArgument)
 	}
+	d := &DoubleBarrier{b: b, name: name, n: n}
+	// The longest slot name must be valid too, or Enter would fail later.
+	if err := baton.ValidateName(d.slotName(1, n-1)); err != nil {
+		return nil, fmt.Errorf("recipe: double barrier %q: its slot names: %w", name, err)
+	}
 	v, err := b.Value(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return &DoubleBarrier{b: b, name: name, n: n, v: v}, nil
+	d.v = v
+	return d, nil
 }
 
 // Close closes the barrier's Value handle. Members keep their slots until

@@ -1,6 +1,7 @@
 package recipetest
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ func init() {
 }
 
 func testDoubleBarrier(t *testing.T, e *env) {
+	t.Run("BadInput", func(t *testing.T) { testDoubleBadInput(t, e) })
 	t.Run("Rounds", func(t *testing.T) { testDoubleRounds(t, e) })
 	t.Run("KillInside", func(t *testing.T) { testDoubleKillInside(t, e) })
 	t.Run("KillWhileFilling", func(t *testing.T) { testDoubleKillFilling(t, e) })
@@ -159,4 +161,19 @@ func testDoubleKillFilling(t *testing.T, e *env) {
 	ok(t, "Leave", m.Leave(ctx20(t)))
 	second.expect(t, "left", 20*time.Second)
 	third.expect(t, "left", 20*time.Second)
+}
+
+// Bad input is refused before anything is created.
+func testDoubleBadInput(t *testing.T, e *env) {
+	b := e.open(t)
+	for _, n := range []int{0, -1, recipe.MaxMembers + 1} {
+		if _, err := recipe.NewDoubleBarrier(bg(), b, e.name(t), n); !errors.Is(err, baton.ErrInvalidArgument) {
+			t.Errorf("NewDoubleBarrier with %d members: %v, want ErrInvalidArgument", n, err)
+		}
+	}
+	base := e.name(t)
+	long := base + "/" + strings.Repeat("x", baton.MaxNameLen-4-len(base)-1) // valid; its slot names are not
+	if _, err := recipe.NewDoubleBarrier(bg(), b, long, 3); !errors.Is(err, baton.ErrInvalidName) {
+		t.Errorf("NewDoubleBarrier whose slot names are too long: %v, want ErrInvalidName", err)
+	}
 }

@@ -41,7 +41,8 @@ func runHelper(role string, suites []Suite) int {
 type proc struct {
 	cmd   *exec.Cmd
 	out   *bufio.Reader
-	lines chan string
+	lines chan string   // closed at the end of its output
+	read  chan struct{} // closed once the output is read to its end
 }
 
 // spawn starts a helper in role with arg; it is killed when the test ends.
@@ -60,8 +61,11 @@ func (e *env) spawn(t testing.TB, role, arg string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start helper: %v", err)
 	}
-	p := &proc{cmd: cmd, out: bufio.NewReader(out), lines: make(chan string, 64)}
+	// Room for every line a helper says in a test, so that the reader never
+	// waits for the test and kill can read the output to its end.
+	p := &proc{cmd: cmd, out: bufio.NewReader(out), lines: make(chan string, 1<<16), read: make(chan struct{})}
 	go func() {
+		defer close(p.read)
 		defer close(p.lines)
 		for {
 			l, err := p.out.ReadString('\n')
@@ -91,10 +95,15 @@ func (p *proc) expect(t testing.TB, want string, timeout time.Duration) string {
 	return ""
 }
 
-// kill ends the helper by SIGKILL and waits for it.
+// kill ends the helper by SIGKILL and waits for it. What it said before
+// is read first: Wait closes the pipe, and lines still in it would be lost.
 func (p *proc) kill() {
 	if p.cmd.ProcessState == nil {
 		_ = p.cmd.Process.Kill()
+		select {
+		case <-p.read:
+		case <-time.After(10 * time.Second):
+		}
 		_ = p.cmd.Wait()
 	}
 }

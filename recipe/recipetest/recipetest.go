@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -54,11 +55,26 @@ const (
 
 // Main runs the tests of a package that uses the suite. In a helper process
 // (re-executed by the suite) it runs the helper's role and exits instead.
+// After the tests it checks that the goroutines come back to their number
+// before them (a recipe's watchers end with what they watch).
 func Main(m *testing.M, suites ...Suite) {
 	if role := os.Getenv(envRole); role != "" {
 		os.Exit(runHelper(role, suites))
 	}
-	os.Exit(m.Run())
+	g0 := runtime.NumGoroutine()
+	code := m.Run()
+	if code == 0 {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > g0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if g := runtime.NumGoroutine(); g > g0 {
+			buf := make([]byte, 1<<20)
+			fmt.Fprintf(os.Stderr, "recipetest: %d goroutines after the tests, %d before\n%s\n", g, g0, buf[:runtime.Stack(buf, true)])
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // Run runs the whole suite for s against the backend at cfg.
