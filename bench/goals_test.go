@@ -60,7 +60,7 @@ func TestGoalsVerdicts(t *testing.T) {
 			}()),
 		synthTable("sem-p4", []string{"raw semop"},
 			synthRow("raw semop", false, 0.5, 2e6, 10, 10, 10, 10, 10),
-			synthRow("baton local/sysv", true, 0.9, 4e6, 150, 160, 170, 150, 160)),
+			synthRow("baton local/shm", true, 0.9, 4e6, 150, 160, 170, 150, 160)),
 		// Handoff medians of 1 ms (met) and 4 ms (not met) against 2 ms.
 		synthTable("pg-handoff", nil, synthRow("baton pglock", true, 0, 9e6, 1000, 1000, 1000)),
 		synthTable("mysql-handoff", nil, synthRow("baton mysqllock", true, 0, 1e6, 250, 250, 250)),

@@ -207,7 +207,8 @@ func (g gofrsH) close() error                  { return g.f.Close() }
 type hostEnv struct {
 	dir      string
 	flockB   baton.Backend // Mutex and RWMutex on flock
-	fastB    baton.Backend // futex Mutex, System V RWMutex and Semaphore
+	fastB    baton.Backend // futex Mutex, shared-memory RWMutex and Semaphore (local's defaults)
+	sysvB    baton.Backend // System V RWMutex and Semaphore
 	subjects []*subject
 }
 
@@ -220,12 +221,18 @@ func openHostEnv(dir string) (*hostEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	xb, err := local.Open(dir, local.WithMutex(local.MutexFutex), local.WithRWMutex(local.RWSysV))
+	xb, err := local.Open(dir, local.WithMutex(local.MutexFutex), local.WithRWMutex(local.RWShm), local.WithSemaphore(local.SemShm))
 	if err != nil {
 		fb.Close()
 		return nil, err
 	}
-	h := &hostEnv{dir: dir, flockB: fb, fastB: xb}
+	sb, err := local.Open(dir, local.WithRWMutex(local.RWSysV), local.WithSemaphore(local.SemSysV))
+	if err != nil {
+		fb.Close()
+		xb.Close()
+		return nil, err
+	}
+	h := &hostEnv{dir: dir, flockB: fb, fastB: xb, sysvB: sb}
 
 	mutexes := &shared[sync.Mutex]{mk: func() *sync.Mutex { return new(sync.Mutex) }}
 	rws := &shared[sync.RWMutex]{mk: func() *sync.RWMutex { return new(sync.RWMutex) }}
@@ -276,13 +283,14 @@ func openHostEnv(dir string) (*hostEnv, error) {
 			}},
 		batonSubject("baton local/flock", "bflock", "same-host", true, fb, true, true, false),
 		batonSubject("baton local/futex", "bfutex", "same-host", true, xb, true, false, false),
-		batonSubject("baton local/sysv", "bsysv", "same-host", true, xb, false, true, true),
+		batonSubject("baton local/shm", "bshm", "same-host", true, xb, false, true, true),
+		batonSubject("baton local/sysv", "bsysv", "same-host", true, sb, false, true, true),
 	)
 	return h, nil
 }
 
 func (h *hostEnv) close() error {
-	return errors.Join(h.flockB.Close(), h.fastB.Close())
+	return errors.Join(h.flockB.Close(), h.fastB.Close(), h.sysvB.Close())
 }
 
 func (h *hostEnv) subject(name string) (*subject, error) {
