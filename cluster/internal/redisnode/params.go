@@ -1,6 +1,7 @@
 package redisnode
 
 import (
+	"crypto/tls"
 	"strings"
 
 	"github.com/batonlock/baton/internal/urlparam"
@@ -10,40 +11,30 @@ import (
 // ApplyParams sets on o, a node of a URL of scheme, the password and the
 // TLS material of the URL's shared parameters.
 func ApplyParams(o *redis.Options, c urlparam.Common, scheme string) error {
-	p, tc, err := params(c, scheme, o.Password, o.TLSConfig != nil)
-	if err != nil {
-		return err
-	}
-	o.Password = p
-	if tc {
-		o.TLSConfig = c.TLSConfig(o.TLSConfig, "")
-	}
-	return nil
+	return apply(c, scheme, &o.Password, &o.TLSConfig)
 }
 
 // ApplyClusterParams is ApplyParams for Redis Cluster options.
 func ApplyClusterParams(o *redis.ClusterOptions, c urlparam.Common, scheme string) error {
-	p, tc, err := params(c, scheme, o.Password, o.TLSConfig != nil)
-	if err != nil {
-		return err
-	}
-	o.Password = p
-	if tc {
-		o.TLSConfig = c.TLSConfig(o.TLSConfig, "")
-	}
-	return nil
+	return apply(c, scheme, &o.Password, &o.TLSConfig)
 }
 
 // ApplyFailoverParams is ApplyParams for the options of a master that
-// Sentinels monitor; the password is the master's and its replicas'.
+// Sentinels monitor.
 func ApplyFailoverParams(o *redis.FailoverOptions, c urlparam.Common, scheme string) error {
-	p, tc, err := params(c, scheme, o.Password, o.TLSConfig != nil)
+	return apply(c, scheme, &o.Password, &o.TLSConfig)
+}
+
+// apply sets the password and TLS configuration that the options of each
+// client kind keep in fields of their own.
+func apply(c urlparam.Common, scheme string, password *string, tc **tls.Config) error {
+	p, useTLS, err := params(c, scheme, *password, *tc != nil)
 	if err != nil {
 		return err
 	}
-	o.Password = p
-	if tc {
-		o.TLSConfig = c.TLSConfig(o.TLSConfig, "")
+	*password = p
+	if useTLS {
+		*tc = c.TLSConfig(*tc, "")
 	}
 	return nil
 }
