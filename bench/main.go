@@ -278,10 +278,20 @@ func run(ctx context.Context, cfg config, mode string, sel selection, cmd string
 		}
 		defer se.close()
 	}
+	var re *replicaEnv
+	if want["scale"] {
+		if re, err = openReplicaEnv(ctx, opt.pin, logf); err != nil {
+			errs = append(errs, fmt.Errorf("replica servers: %w", err))
+			re = nil
+		} else {
+			defer re.close()
+		}
+	}
 	logf("CPU pinning: %s", opt.pin)
 
 	tables := append(plan(cfg, he, ce, dir, want), planDB(cfg, de, want)...)
 	tables = append(tables, planScale(cfg, se)...)
+	tables = append(tables, planReplicas(cfg, re)...)
 	var keep []*plannedTable
 	for _, t := range tables {
 		if sel.keeps(t.table.ID) {
