@@ -307,19 +307,21 @@ func run(ctx context.Context, cfg config, mode string, sel selection, cmd string
 	if opt.brk != "" {
 		errs = append(errs, breakSubject(tables, opt.brk)...)
 	}
-	for _, t := range tables {
-		started := time.Now()
+	wrap := func(t *plannedTable, f func()) {
 		unpin := func() {}
 		if t.pin {
+			var err error
 			if unpin, err = opt.pin.pinClients(); err != nil {
 				logf("CPU pinning failed, %s runs unpinned: %v", t.table.ID, err)
 			}
 		}
-		runTable(ctx, cfg, t)
+		f()
 		unpin()
-		res.Tables = append(res.Tables, t.table)
+	}
+	runRounds(ctx, cfg, tables, wrap, func(tr *tableRun) {
+		t := tr.t
 		printTable(log, t.table)
-		logf("  (%s, %d repetitions)", time.Since(started).Round(time.Millisecond), t.table.Reps)
+		logf("  (%s, %d repetitions)", tr.spent.Round(time.Millisecond), t.table.Reps)
 		for _, r := range t.table.Rows {
 			switch {
 			case r.Err != "":
@@ -328,6 +330,9 @@ func run(ctx context.Context, cfg config, mode string, sel selection, cmd string
 				errs = append(errs, fmt.Errorf("%s / %s: no result", t.table.ID, r.Subject))
 			}
 		}
+	})
+	for _, t := range tables {
+		res.Tables = append(res.Tables, t.table)
 	}
 	res.Goals = checkGoals(res)
 	printGoals(log, res.Goals)
@@ -365,54 +370,113 @@ func tmpBase() string {
 	return ""
 }
 
-// runTable runs every subject of t, interleaved: each repetition runs
-// every subject once, starting one further along the list each time, so
-// that no subject always follows the same one. Network tables first run
-// one repetition that is thrown away. Between the fewest and the most
-// repetitions, it stops once every ratio of a baton row to a peer has an
-// interval within ±cfg.target.
-func runTable(ctx context.Context, cfg config, t *plannedTable) {
-	rows := t.table.Rows
-	once := func(rep int, keep bool) {
-		n := len(t.subjects)
-		for j := range n {
-			i := (j + rep) % n
-			r := rows[i]
-			if r.Err != "" {
-				continue
-			}
-			smp, err := runGuarded(ctx, cfg, t, t.subjects[i])
-			switch {
-			case err != nil && !keep:
-				r.Err = "warm-up: " + err.Error()
-			case err != nil:
-				r.Err = err.Error()
-			case keep:
-				r.Samples = append(r.Samples, smp)
-			}
-		}
-	}
-	if t.network {
-		once(0, false)
-	}
+// tableRun is a table being filled, one repetition at a time.
+type tableRun struct {
+	t      *plannedTable
+	cfg    config
+	rep    int
+	lo, hi int
+	warmed bool
+	spent  time.Duration
+}
+
+func newTableRun(cfg config, t *plannedTable) *tableRun {
 	lo, hi := t.reps(cfg)
-	rep := 0
-	for ; rep < hi; rep++ {
-		if rep >= lo {
-			finishTable(t.table)
-			if settled(t.table, cfg.target) {
-				break
-			}
+	return &tableRun{t: t, cfg: cfg, lo: lo, hi: hi}
+}
+
+// once runs every subject of the table once, starting one further along
+// the list each repetition, so that no subject always follows the same one.
+func (tr *tableRun) once(ctx context.Context, rep int, keep bool) {
+	rows := tr.t.table.Rows
+	n := len(tr.t.subjects)
+	for j := range n {
+		i := (j + rep) % n
+		r := rows[i]
+		if r.Err != "" {
+			continue
 		}
-		once(rep, true)
+		smp, err := runGuarded(ctx, tr.cfg, tr.t, tr.t.subjects[i])
+		switch {
+		case err != nil && !keep:
+			r.Err = "warm-up: " + err.Error()
+		case err != nil:
+			r.Err = err.Error()
+		case keep:
+			r.Samples = append(r.Samples, smp)
+		}
 	}
+}
+
+// step runs the table's next repetition and reports whether it ran one:
+// false once the table has its most repetitions, or at least its fewest
+// and every ratio of a baton row to a peer within ±cfg.target. A network
+// table first runs one repetition that is thrown away.
+func (tr *tableRun) step(ctx context.Context) bool {
+	t0 := time.Now()
+	defer func() { tr.spent += time.Since(t0) }()
+	if tr.t.network && !tr.warmed {
+		tr.once(ctx, 0, false)
+		tr.warmed = true
+	}
+	if tr.rep >= tr.hi {
+		return false
+	}
+	if tr.rep >= tr.lo {
+		finishTable(tr.t.table)
+		if settled(tr.t.table, tr.cfg.target) {
+			return false
+		}
+	}
+	tr.once(ctx, tr.rep, true)
+	tr.rep++
+	return true
+}
+
+func (tr *tableRun) finish() {
+	t := tr.t
 	if t.done != nil {
 		t.done()
 	}
 	finishTable(t.table)
-	t.table.Reps = rep
-	if hi > lo && !settled(t.table, cfg.target) {
-		t.table.Note = fmt.Sprintf("some intervals are wider than ±%.0f%% after %d repetitions", cfg.target*100, rep)
+	t.table.Reps = tr.rep
+	if tr.hi > tr.lo && !settled(t.table, tr.cfg.target) {
+		t.table.Note = fmt.Sprintf("some intervals are wider than ±%.0f%% after %d repetitions", tr.cfg.target*100, tr.rep)
+	}
+}
+
+// runTable fills one table, its repetitions in a row.
+func runTable(ctx context.Context, cfg config, t *plannedTable) {
+	tr := newTableRun(cfg, t)
+	for tr.step(ctx) {
+	}
+	tr.finish()
+}
+
+// runRounds fills the tables in rounds: each round runs one repetition of
+// every table still short of its repetitions, so that a table's
+// repetitions are spread over the whole pass. A slow or fast phase of the
+// machine then falls on every table, in every run alike, and widens the
+// intervals instead of moving one table's medians. wrap surrounds each
+// repetition (CPU pinning); done is told of each table once it is filled.
+func runRounds(ctx context.Context, cfg config, tables []*plannedTable, wrap func(*plannedTable, func()), done func(*tableRun)) {
+	var active []*tableRun
+	for _, t := range tables {
+		active = append(active, newTableRun(cfg, t))
+	}
+	for len(active) > 0 {
+		var next []*tableRun
+		for _, tr := range active {
+			ran := false
+			wrap(tr.t, func() { ran = tr.step(ctx) })
+			if ran {
+				next = append(next, tr)
+				continue
+			}
+			tr.finish()
+			done(tr)
+		}
+		active = next
 	}
 }
 

@@ -46,7 +46,11 @@ whole interval satisfies it, **not met** when none of it does, and
 
 Each subject ran the workload once per repetition, interleaved with the
 others (A B C, then B C A, …: each repetition starts one subject further
-along, so no subject always runs after the same one); a figure is the
+along, so no subject always runs after the same one). The tables are
+filled in rounds, one repetition of every table per round, so that each
+table's repetitions are spread over the whole pass and a slow or fast
+spell of the machine widens intervals instead of moving one table. A
+figure is the
 median of the repetitions, with their minimum and maximum in brackets where
 shown. Baton's rows are in bold. "cost vs X" divides this row's median cost
 by X's, with its 95% interval: time per operation in throughput tables,

@@ -300,3 +300,39 @@ func TestMissingServerFailsItsSection(t *testing.T) {
 		t.Errorf("stderr does not name the failure: %s", stderr.String())
 	}
 }
+
+// runRounds runs one repetition of each table in turn, so that a table's
+// repetitions are spread over the pass, and each table still gets the
+// repetitions it would get alone.
+func TestRoundsSpreadRepetitions(t *testing.T) {
+	cfg := config{dur: time.Millisecond, reps: 3, maxReps: 3, target: 0.1}
+	var order []string
+	mk := func(id string) *plannedTable {
+		return newPlanned(id, "S", "T", "throughput", "mutex", []string{"peer"},
+			[]*subject{{name: "peer"}, {name: "baton", baton: true}},
+			func(ctx context.Context, s *subject) (sample, error) {
+				if s.name == "peer" {
+					order = append(order, id)
+				}
+				return sample{Throughput: 100, Ops: 100, Seconds: 1}, nil
+			})
+	}
+	a, b := mk("a"), mk("b")
+	var finished []string
+	wrapped := 0
+	runRounds(context.Background(), cfg, []*plannedTable{a, b},
+		func(_ *plannedTable, f func()) { wrapped++; f() },
+		func(tr *tableRun) { finished = append(finished, tr.t.table.ID) })
+	if got := strings.Join(order, ""); got != "ababab" {
+		t.Errorf("repetitions ran in the order %q, want ababab", got)
+	}
+	if a.table.Reps != 3 || b.table.Reps != 3 || len(a.table.row("baton").Samples) != 3 {
+		t.Errorf("repetitions: a %d, b %d", a.table.Reps, b.table.Reps)
+	}
+	if strings.Join(finished, "") != "ab" || wrapped != 8 {
+		t.Errorf("finished %v after %d wrapped steps", finished, wrapped)
+	}
+	if r := a.table.row("baton").Ratios["peer"]; r.Value != 1 {
+		t.Errorf("ratio %+v, want 1", r)
+	}
+}
