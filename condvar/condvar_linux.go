@@ -277,7 +277,14 @@ func (c *Cond) Cancel(ticket any) {
 }
 
 // Signal wakes the oldest live waiter, if there is one.
-func (c *Cond) Signal(ctx context.Context) error {
+func (c *Cond) Signal(ctx context.Context) error { return c.wake(c.signalOne) }
+
+// Broadcast wakes every waiter.
+func (c *Cond) Broadcast(ctx context.Context) error { return c.wake(c.signalAll) }
+
+// wake calls fn, which wakes waiters, while the mapping stays (ErrClosed
+// once it is gone); it does not when no slot is in use (the bound is 0).
+func (c *Cond) wake(fn func() error) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.r.Bytes() == nil {
@@ -286,7 +293,7 @@ func (c *Cond) Signal(ctx context.Context) error {
 	if c.bound.Load()&boundMask == 0 {
 		return nil
 	}
-	return c.signalOne()
+	return fn()
 }
 
 func (c *Cond) signalOne() error {
@@ -324,16 +331,7 @@ func (c *Cond) signalOne() error {
 	}
 }
 
-// Broadcast wakes every waiter.
-func (c *Cond) Broadcast(ctx context.Context) error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.r.Bytes() == nil {
-		return baton.ErrClosed
-	}
-	if c.bound.Load()&boundMask == 0 {
-		return nil
-	}
+func (c *Cond) signalAll() error {
 	var err error
 	for i := range c.top() {
 		s := c.slot(i)

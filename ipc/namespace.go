@@ -278,16 +278,22 @@ func ListKind(ns *Namespace, kind string, inspect func(*Namespace, string) (bato
 	if err != nil {
 		return nil, err
 	}
-	infos := make([]baton.Info, 0, len(names))
+	return collect(make([]baton.Info, 0, len(names)), names, func(n string) (baton.Info, error) { return inspect(ns, n) })
+}
+
+// collect appends get(name) to out for each of names, skipping the names
+// whose object vanished (get returns an error matching fs.ErrNotExist). On
+// another error it returns what it has with the error.
+func collect[T any](out []T, names []string, get func(name string) (T, error)) ([]T, error) {
 	for _, n := range names {
-		info, err := inspect(ns, n)
+		v, err := get(n)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return infos, err
+			return out, err
 		}
-		infos = append(infos, info)
+		out = append(out, v)
 	}
-	return infos, nil
+	return out, nil
 }

@@ -46,22 +46,32 @@ func (cl sysvClass) resolve(rec *Record) {
 	}
 }
 
+// statRecord returns the IPC_STAT of rec's object, and whether that object
+// is rec's (ours says): not when rec is pending, or its object was removed.
+func statRecord[S any](rec Record, stat func(id int) (S, error), ours func(S) bool) (S, bool, error) {
+	var st S
+	if rec.ID == pendingID {
+		return st, false, nil
+	}
+	st, err := stat(rec.ID)
+	if isRemoved(err) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, err
+	}
+	return st, ours(st), nil
+}
+
 var semClass = sysvClass{
 	create: createSemSetKey,
 	byKey:  semSetByKey,
 	check: func(rec Record) (objState, error) {
-		if rec.ID == pendingID {
-			return stateGone, nil
-		}
-		st, err := StatSemSet(rec.ID)
-		if isRemoved(err) {
-			return stateGone, nil
-		}
-		if err != nil {
+		st, ok, err := statRecord(rec, StatSemSet, func(st SemStat) bool {
+			return st.Key == rec.Key && st.NSems == rec.NSems && st.UID == uint32(os.Geteuid())
+		})
+		if !ok {
 			return stateGone, err
-		}
-		if st.Key != rec.Key || st.NSems != rec.NSems || st.UID != uint32(os.Geteuid()) {
-			return stateGone, nil
 		}
 		// semget(2): a set is not to be trusted until sem_otime is set by
 		// the first semop, which here is the creator's initialisation. The
@@ -80,18 +90,11 @@ var msgClass = sysvClass{
 	create: func(key int32, _ int) (int, error) { return createMsgQueueKey(key) },
 	byKey:  msgQueueByKey,
 	check: func(rec Record) (objState, error) {
-		if rec.ID == pendingID {
-			return stateGone, nil
-		}
-		st, err := StatMsgQueue(rec.ID)
-		if isRemoved(err) {
-			return stateGone, nil
-		}
-		if err != nil {
+		_, ok, err := statRecord(rec, StatMsgQueue, func(st MsgStat) bool {
+			return st.Key == rec.Key && st.UID == uint32(os.Geteuid())
+		})
+		if !ok {
 			return stateGone, err
-		}
-		if st.Key != rec.Key || st.UID != uint32(os.Geteuid()) {
-			return stateGone, nil
 		}
 		return stateAlive, nil
 	},
@@ -403,15 +406,9 @@ func List(ns *Namespace) ([]Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, name := range names {
-			rec, err := Lookup(ns, kind, name)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rec)
+		out, err = collect(out, names, func(name string) (Record, error) { return Lookup(ns, kind, name) })
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

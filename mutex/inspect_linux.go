@@ -3,13 +3,12 @@
 package mutex
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -20,21 +19,12 @@ import (
 // waiting is still counted). It returns an error matching fs.ErrNotExist
 // when there is no such mutex; it never creates one.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	if _, err := ns.Path(Kind, name); err != nil {
-		return baton.Info{}, err
-	}
-	r, err := ipc.OpenExistingRegion(ns, Kind, name, mutexSize)
+	r, err := shm.OpenExisting(ns, Kind, name, mutexSize, mutexMagic, "futex mutex")
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return baton.Info{}, fmt.Errorf("futex mutex %q: %w", name, fs.ErrNotExist)
-		}
 		return baton.Info{}, err
 	}
 	defer r.Close()
 	m := &Mutex{base: unsafe.Pointer(&r.Bytes()[0])}
-	if v := (*atomic.Uint32)(unsafe.Add(m.base, offMagic)).Load(); v != mutexMagic && v != 0 {
-		return baton.Info{}, fmt.Errorf("%w: %s is not a futex mutex (magic %#x)", baton.ErrMismatch, r.Path(), v)
-	}
 	if self, err := ipc.Self(); err == nil {
 		m.me = uint64(self.Tag())<<32 | uint64(self.PID)
 	}

@@ -237,19 +237,14 @@ func (d *DoubleBarrier) withdraw(mb *Member) error {
 // update applies f to the state of round gen until its write succeeds; it
 // does nothing once the round is over or f declines.
 func (d *DoubleBarrier) update(ctx context.Context, gen uint64, f func(*round) bool) error {
-	for {
-		data, ver, err := d.v.Load(ctx)
-		if err != nil {
-			return err
-		}
+	_, err := swapValue(ctx, d.v, func(data []byte) ([]byte, error) {
 		st := decodeRound(data)
 		if st.gen != gen || !f(&st) {
-			return nil
+			return nil, nil
 		}
-		if _, err = d.v.CompareAndSwap(ctx, ver, st.encode()); !errors.Is(err, baton.ErrConflict) {
-			return err
-		}
-	}
+		return st.encode(), nil
+	})
+	return err
 }
 
 // Leave gives up the member's slot and waits until every other member of

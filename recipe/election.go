@@ -196,27 +196,21 @@ func (l *Leadership) Resign(ctx context.Context) error {
 // this leadership's own: never over a newer leader's.
 func (l *Leadership) publish(ctx context.Context, leading bool, value []byte) error {
 	tok := l.hold.Token()
-	data, ver, err := l.e.v.Load(ctx)
-	for err == nil {
+	_, err := swapValue(ctx, l.e.v, func(data []byte) ([]byte, error) {
 		cur := decodeRecord(data)
 		if cur.token > tok || !leading && cur.token != tok {
 			if !leading {
-				return nil // someone else's record: nothing of ours to withdraw
+				return nil, nil // someone else's record: nothing of ours to withdraw
 			}
-			return fmt.Errorf("recipe: election %q: a newer leader (token %d) is published: %w", l.e.name, cur.token, baton.ErrLost)
+			return nil, fmt.Errorf("recipe: election %q: a newer leader (token %d) is published: %w", l.e.name, cur.token, baton.ErrLost)
 		}
 		if leading {
-			if err = l.hold.Err(); err != nil {
-				return err
+			if err := l.hold.Err(); err != nil {
+				return nil, err
 			}
 		}
-		if _, err = l.e.v.CompareAndSwap(ctx, ver, encodeRecord(record{token: tok, leading: leading, value: value})); err == nil {
-			return nil
-		}
-		if errors.Is(err, baton.ErrConflict) {
-			data, ver, err = l.e.v.Load(ctx)
-		}
-	}
+		return encodeRecord(record{token: tok, leading: leading, value: value}), nil
+	})
 	return err
 }
 

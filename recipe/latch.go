@@ -3,7 +3,6 @@ package recipe
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/batonlock/baton"
@@ -43,36 +42,22 @@ func (l *Latch) TrySetCount(ctx context.Context, n int64) (bool, error) {
 	if n <= 0 {
 		return false, fmt.Errorf("recipe: latch %q: count %d: %w", l.name, n, baton.ErrInvalidArgument)
 	}
-	data, ver, err := l.v.Load(ctx)
-	for err == nil {
+	return swapValue(ctx, l.v, func(data []byte) ([]byte, error) {
 		if decodeCount(data) > 0 {
-			return false, nil
+			return nil, nil
 		}
-		if _, err = l.v.CompareAndSwap(ctx, ver, encodeCount(n)); err == nil {
-			return true, nil
-		}
-		if errors.Is(err, baton.ErrConflict) {
-			data, ver, err = l.v.Load(ctx)
-		}
-	}
-	return false, err
+		return encodeCount(n), nil
+	})
 }
 
 // CountDown takes one off the count; at zero it does nothing.
 func (l *Latch) CountDown(ctx context.Context) error {
-	data, ver, err := l.v.Load(ctx)
-	for err == nil {
-		c := decodeCount(data)
-		if c == 0 {
-			return nil
+	_, err := swapValue(ctx, l.v, func(data []byte) ([]byte, error) {
+		if c := decodeCount(data); c != 0 {
+			return encodeCount(c - 1), nil
 		}
-		if _, err = l.v.CompareAndSwap(ctx, ver, encodeCount(c-1)); err == nil {
-			return nil
-		}
-		if errors.Is(err, baton.ErrConflict) {
-			data, ver, err = l.v.Load(ctx)
-		}
-	}
+		return nil, nil
+	})
 	return err
 }
 
@@ -84,11 +69,7 @@ func (l *Latch) Count(ctx context.Context) (int64, error) {
 
 // Await waits until the count is zero or ctx ends.
 func (l *Latch) Await(ctx context.Context) error {
-	data, ver, err := l.v.Load(ctx)
-	for err == nil && decodeCount(data) > 0 {
-		data, ver, err = l.v.Wait(ctx, ver)
-	}
-	return err
+	return awaitValue(ctx, l.v, func(data []byte) bool { return decodeCount(data) <= 0 })
 }
 
 func encodeCount(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
@@ -130,28 +111,18 @@ func (b *Barrier) Set(ctx context.Context) error { return b.store(ctx, true) }
 func (b *Barrier) Remove(ctx context.Context) error { return b.store(ctx, false) }
 
 func (b *Barrier) store(ctx context.Context, set bool) error {
-	data, ver, err := b.v.Load(ctx)
-	for err == nil {
+	_, err := swapValue(ctx, b.v, func(data []byte) ([]byte, error) {
 		if isSet(data) == set {
-			return nil
+			return nil, nil
 		}
-		if _, err = b.v.CompareAndSwap(ctx, ver, barrierState(set)); err == nil {
-			return nil
-		}
-		if errors.Is(err, baton.ErrConflict) {
-			data, ver, err = b.v.Load(ctx)
-		}
-	}
+		return barrierState(set), nil
+	})
 	return err
 }
 
 // Wait waits until the barrier is removed or ctx ends.
 func (b *Barrier) Wait(ctx context.Context) error {
-	data, ver, err := b.v.Load(ctx)
-	for err == nil && isSet(data) {
-		data, ver, err = b.v.Wait(ctx, ver)
-	}
-	return err
+	return awaitValue(ctx, b.v, func(data []byte) bool { return !isSet(data) })
 }
 
 func barrierState(set bool) []byte {

@@ -88,14 +88,17 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{baton.ErrInvalidArgument}, args...)...)
 }
 
-// positive returns the error of a duration option given zero or less: zero
-// is refused, not taken for the default, so that a computed value that came
-// out zero is not silently replaced.
-func positive(what string, d time.Duration) error {
-	if d <= 0 {
-		return invalid("%s %v: must be > 0", what, d)
+// positive returns an Option that sets the duration field picks to d. Zero
+// or less is refused, not taken for the default, so that a computed value
+// that came out zero is not silently replaced.
+func positive(what string, d time.Duration, field func(*Config) *time.Duration) Option {
+	return func(c *Config) error {
+		if d <= 0 {
+			return invalid("%s %v: must be > 0", what, d)
+		}
+		*field(c) = d
+		return nil
 	}
-	return nil
 }
 
 // WithTTL sets the lease TTL of every hold (and, on backends that queue,
@@ -103,38 +106,20 @@ func positive(what string, d time.Duration) error {
 // this long. Default DefaultTTL; at least MinTTL and at least twice the
 // renewal period.
 func WithTTL(d time.Duration) Option {
-	return func(c *Config) error {
-		if err := positive("lease TTL", d); err != nil {
-			return err
-		}
-		c.TTL = d
-		return nil
-	}
+	return positive("lease TTL", d, func(c *Config) *time.Duration { return &c.TTL })
 }
 
 // WithRenewEvery sets the period of background renewal. Default TTL/3; it
 // must be positive and at most TTL/2.
 func WithRenewEvery(d time.Duration) Option {
-	return func(c *Config) error {
-		if err := positive("renewal period", d); err != nil {
-			return err
-		}
-		c.RenewEvery = d
-		return nil
-	}
+	return positive("renewal period", d, func(c *Config) *time.Duration { return &c.RenewEvery })
 }
 
 // WithDrift sets the drift margin subtracted from a lease's local deadline.
 // Default 1% of the TTL + 2 ms; it must be positive and less than
 // TTL - RenewEvery.
 func WithDrift(d time.Duration) Option {
-	return func(c *Config) error {
-		if err := positive("drift margin", d); err != nil {
-			return err
-		}
-		c.Drift = d
-		return nil
-	}
+	return positive("drift margin", d, func(c *Config) *time.Duration { return &c.Drift })
 }
 
 // WithRequestTimeout bounds the requests a backend makes on its own, which
@@ -145,13 +130,7 @@ func WithDrift(d time.Duration) Option {
 // must be positive. A renewal is never given longer than the lease has
 // left.
 func WithRequestTimeout(d time.Duration) Option {
-	return func(c *Config) error {
-		if err := positive("request timeout", d); err != nil {
-			return err
-		}
-		c.RequestTimeout = d
-		return nil
-	}
+	return positive("request timeout", d, func(c *Config) *time.Duration { return &c.RequestTimeout })
 }
 
 // WithPrefix sets the prefix of every key the backend uses; backends with

@@ -1,9 +1,22 @@
 package lease
 
 import (
+	"context"
 	"net/url"
 	"time"
+
+	"github.com/batonlock/baton"
 )
+
+// Register makes baton.Open accept the URLs of schemes, opened by open (a
+// lease backend's OpenURL) with no options. Backend packages call it from
+// their init function; it panics as baton.Register does.
+func Register(open func(ctx context.Context, rawURL string, opts ...Option) (baton.Backend, error), schemes ...string) {
+	opener := func(ctx context.Context, rawURL string) (baton.Backend, error) { return open(ctx, rawURL) }
+	for _, s := range schemes {
+		baton.Register(s, opener)
+	}
+}
 
 // Query parameters of the common options, the same in every backend's URL.
 const (

@@ -25,26 +25,26 @@ type hold struct {
 }
 
 // queued is what the Mutex and the RWMutex driver share: the keys of the
-// name, and the acquisition that queues on the server and waits for the
-// release script to hand over the lock (acquire) or only tries (try).
+// name, the acquisition that queues on the server and waits for the
+// release script to hand over the lock (Acquire) or only tries
+// (TryAcquire), the renewal and the release.
 type queued struct {
 	d    *backend
 	name string
 	keys keySet
 	wake chan int64
-	s    *lockScripts
+	s    *lockKind
 }
 
-// lockScripts are the scripts of one kind of lock.
-type lockScripts struct {
-	acquire, poll, cancel *redis.Script
-}
-
-// lockKind is what the shared acquisition asks of each driver.
-type lockKind interface {
+// lockKind is what differs between the kinds of lock: the scripts and
+// their arguments.
+type lockKind struct {
+	acquire, poll, cancel, renew, release *redis.Script
+	renewKeys                             int // the first renewKeys keys are the renewal's
 	// args returns the ARGV of the acquire and poll scripts.
-	args(id string, mode driver.Mode, ch string, now time.Time) []any
-	renewFunc(id string) lease.RenewFunc
+	args func(d *backend, id string, mode driver.Mode, ch string, now time.Time) []any
+	// releaseArgs returns the ARGV of the release script.
+	releaseArgs func(h *hold) []any
 }
 
 // pair reads a {flag, value} script reply.
@@ -67,12 +67,12 @@ func pair(v any, err error) (bool, int64, error) {
 // marker returns the key of the marker (restart.go), the last of q.keys.
 func (q *queued) marker() string { return q.keys.marker }
 
-// try takes the lock if it is free, without queueing.
-func (q *queued) try(ctx context.Context, k lockKind, mode driver.Mode) (driver.Grant, error) {
+// TryAcquire takes the lock if it is free, without queueing.
+func (q *queued) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	for {
 		id := q.d.holdID()
 		sent := time.Now()
-		v, acked, err := q.d.run(ctx, q.s.acquire, q.keys.all(), k.args(id, mode, "", sent)...)
+		v, acked, err := q.d.run(ctx, q.s.acquire, q.keys.all(), q.s.args(q.d, id, mode, "", sent)...)
 		ok, tok, err := pair(v, err)
 		if ok && !acked {
 			q.cancel(ctx, id)
@@ -91,12 +91,12 @@ func (q *queued) try(ctx context.Context, k lockKind, mode driver.Mode) (driver.
 		}
 		// A reply too late to bound the lease start: renew before
 		// trusting the lease (see fresh).
-		renew := k.renewFunc(id)
+		renew := q.renewFunc(id)
 		for err == nil && !q.d.fresh(sent) {
 			sent, err = renew(ctx)
 		}
 		if err == nil {
-			return q.granted(k, id, mode, tok, sent), nil
+			return q.granted(id, mode, tok, sent), nil
 		}
 		if !errors.Is(err, baton.ErrLost) {
 			q.cancel(ctx, id)
@@ -106,9 +106,9 @@ func (q *queued) try(ctx context.Context, k lockKind, mode driver.Mode) (driver.
 	}
 }
 
-// acquire takes the lock, queueing on the server until a release hands it
+// Acquire takes the lock, queueing on the server until a release hands it
 // over or ctx is done.
-func (q *queued) acquire(ctx context.Context, k lockKind, mode driver.Mode) (driver.Grant, error) {
+func (q *queued) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.Grant{}, err
 	}
@@ -123,7 +123,7 @@ func (q *queued) acquire(ctx context.Context, k lockKind, mode driver.Mode) (dri
 	q.d.n.register(id, wake)
 	defer q.d.n.unregister(id)
 	sent := time.Now()
-	args := k.args(id, mode, q.d.wake, sent)
+	args := q.s.args(q.d, id, mode, q.d.wake, sent)
 	keys := q.keys.all()
 	v, acked, err := q.d.run(ctx, q.s.acquire, keys, args...)
 	ok, tok, err := pair(v, err)
@@ -150,41 +150,51 @@ func (q *queued) acquire(ctx context.Context, k lockKind, mode driver.Mode) (dri
 		}
 		switch {
 		case ok && q.d.fresh(sent):
-			return q.granted(k, id, mode, tok, sent), nil
+			return q.granted(id, mode, tok, sent), nil
 		case ok:
 			// Held, but on a reply too late to bound the lease start (the
 			// server was paused, say): poll at once, which renews the
 			// lease from now if it still stands and queues us again if
 			// it expired.
 		default:
-			// Queued: wait for the handoff message; check in every
-			// renewal period to keep the queue entry alive (and to catch
-			// a lost message).
-			t := time.NewTimer(q.d.o.RenewEvery)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			tok, handed, err := q.d.awaitHandoff(ctx, wake, sent)
+			if err != nil {
 				q.cancel(ctx, id)
-				return driver.Grant{}, ctx.Err()
-			case tok := <-wake:
-				t.Stop()
-				// The release script made us the holder with a lease
-				// that started when it ran, after the server answered
-				// our last request (which found us queued): that
-				// request's send time bounds the lease from below. A
-				// bound too old is confirmed by the poll below, and so is
-				// every handoff when replicas must acknowledge it: the
-				// releaser's write is not known to be replicated.
-				if q.d.fresh(sent) && q.d.o.rep.replicas == 0 {
-					return q.granted(k, id, mode, tok, sent), nil
-				}
-			case <-t.C:
+				return driver.Grant{}, err
+			}
+			if handed {
+				return q.granted(id, mode, tok, sent), nil
 			}
 		}
 		sent = time.Now()
 		v, acked, err = q.d.run(ctx, q.s.poll, keys, args...)
 		ok, tok, err = pair(v, err)
 		err = ctxErr(ctx, err)
+	}
+}
+
+// awaitHandoff waits for the handoff message on wake for a renewal period
+// at most: a queued waiter checks in that often, to keep its queue entry
+// alive and to catch a lost message. It returns ctx's error if ctx ends
+// first; handed reports a handoff, with its token, that the waiter may
+// trust without a poll.
+//
+// The release script made the waiter the holder with a lease that started
+// when it ran, after the server answered the waiter's last request (sent
+// at sent, which found it queued): sent bounds the lease from below. A
+// bound too old is confirmed by a poll, and so is every handoff when
+// replicas must acknowledge it: the releaser's write is not known to be
+// replicated.
+func (d *backend) awaitHandoff(ctx context.Context, wake <-chan int64, sent time.Time) (tok int64, handed bool, err error) {
+	t := time.NewTimer(d.o.RenewEvery)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return 0, false, ctx.Err()
+	case tok = <-wake:
+		return tok, d.fresh(sent) && d.o.rep.replicas == 0, nil
+	case <-t.C:
+		return 0, false, nil
 	}
 }
 
@@ -224,12 +234,28 @@ func (q *queued) cancel(ctx context.Context, id string) {
 	}
 }
 
-func (q *queued) granted(k lockKind, id string, mode driver.Mode, tok int64, sent time.Time) driver.Grant {
+func (q *queued) granted(id string, mode driver.Mode, tok int64, sent time.Time) driver.Grant {
 	loss := driver.NewLoss()
 	h := &hold{id: id, loss: loss, excl: mode == driver.Exclusive}
-	h.keeper = lease.StartKeeper(sent, &q.d.o.Config, k.renewFunc(id), loss, q.name)
+	h.keeper = lease.StartKeeper(sent, &q.d.o.Config, q.renewFunc(id), loss, q.name)
 	return driver.Grant{Token: uint64(tok), Loss: loss, Data: h}
 }
+
+func (q *queued) renewFunc(id string) lease.RenewFunc {
+	return q.d.renewFunc(q.s.renew, q.keys.all()[:q.s.renewKeys], id)
+}
+
+func (q *queued) Release(ctx context.Context, g driver.Grant) error {
+	h, err := holdOf(g)
+	if err != nil {
+		return err
+	}
+	h.keeper.Stop()
+	r, err := q.s.release.Run(ctx, q.d.c, q.keys.all(), q.s.releaseArgs(h)...).Int64()
+	return finish(h, r, err)
+}
+
+func (q *queued) Close() error { return nil }
 
 // renewFunc returns the renewal of hold id by script, whose KEYS are keys.
 func (d *backend) renewFunc(script *redis.Script, keys []string, id string) lease.RenewFunc {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -19,38 +18,19 @@ var (
 	_ driver.Passer = (*mutexDriver)(nil)
 )
 
-var mutexScripts = &lockScripts{acquire: scriptMutexAcquire, poll: scriptMutexPoll, cancel: scriptMutexCancel}
+var mutexKind = &lockKind{
+	acquire: scriptMutexAcquire, poll: scriptMutexPoll, cancel: scriptMutexCancel,
+	renew: scriptMutexRenew, renewKeys: 1, release: scriptMutexRelease,
+	args: func(d *backend, id string, _ driver.Mode, ch string, now time.Time) []any {
+		return []any{id, d.ttlMS(), d.meta, now.UnixMilli(), ch}
+	},
+	releaseArgs: func(h *hold) []any { return []any{h.id} },
+}
 
 // passTokens is how many times a hold can be passed among the handles of a
 // Backend: the tokens the server reserves above each acquisition's own
 // (next_token in mutex_common.lua advances the counter by passTokens+1).
 const passTokens = 15
-
-func (m *mutexDriver) args(id string, _ driver.Mode, ch string, now time.Time) []any {
-	return []any{id, m.d.ttlMS(), m.d.meta, now.UnixMilli(), ch}
-}
-
-func (m *mutexDriver) renewFunc(id string) lease.RenewFunc {
-	return m.d.renewFunc(scriptMutexRenew, m.keys.all()[:1], id)
-}
-
-func (m *mutexDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	return m.try(ctx, m, mode)
-}
-
-func (m *mutexDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	return m.acquire(ctx, m, mode)
-}
-
-func (m *mutexDriver) Release(ctx context.Context, g driver.Grant) error {
-	h, err := holdOf(g)
-	if err != nil {
-		return err
-	}
-	h.keeper.Stop()
-	r, err := scriptMutexRelease.Run(ctx, m.d.c, m.keys.all(), h.id).Int64()
-	return finish(h, r, err)
-}
 
 // Pass hands the hold of g to another handle of the Backend (the core's
 // handoff, driver.Passer): the server knows the hold by its id, which any
@@ -78,5 +58,3 @@ func (m *mutexDriver) Pass(g driver.Grant) (driver.Grant, bool) {
 func (m *mutexDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
 	return driver.Grant{}, baton.ErrUnsupported
 }
-
-func (m *mutexDriver) Close() error { return nil }

@@ -99,6 +99,12 @@ func (n *notifier) close() error {
 	ps, done := n.ps, n.done
 	n.ps = nil
 	n.mu.Unlock()
+	return closeReader(ps, done)
+}
+
+// closeReader closes ps, if there is one, and waits for its reader to end
+// (done closed).
+func closeReader(ps *redis.PubSub, done <-chan struct{}) error {
 	if ps == nil {
 		return nil
 	}

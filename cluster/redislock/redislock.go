@@ -303,14 +303,14 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &mutexDriver{queued{d: d, name: name, keys: newKeySet(d.o.Prefix, kmutex, name, mutexSuffixes, d.markerKey(name)), s: mutexScripts}}, nil
+	return &mutexDriver{queued{d: d, name: name, keys: newKeySet(d.o.Prefix, kmutex, name, mutexSuffixes, d.markerKey(name)), s: mutexKind}}, nil
 }
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
-	return &rwDriver{queued{d: d, name: name, keys: newKeySet(d.o.Prefix, krw, name, lockSuffixes, d.markerKey(name)), s: rwScripts}}, nil
+	return &rwDriver{queued{d: d, name: name, keys: newKeySet(d.o.Prefix, krw, name, lockSuffixes, d.markerKey(name)), s: rwKind}}, nil
 }
 
 func (d *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {

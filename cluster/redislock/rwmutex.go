@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -18,40 +17,23 @@ type rwDriver struct{ queued }
 
 var _ driver.Lock = (*rwDriver)(nil)
 
-var rwScripts = &lockScripts{acquire: scriptLockAcquire, poll: scriptLockPoll, cancel: scriptLockCancel}
-
-func (l *rwDriver) args(id string, mode driver.Mode, ch string, _ time.Time) []any {
-	m := "w"
-	if mode == driver.Shared {
-		m = "r"
-	}
-	return []any{id, m, l.d.ttlMS(), l.d.meta, ch}
-}
-
-func (l *rwDriver) renewFunc(id string) lease.RenewFunc {
-	return l.d.renewFunc(scriptRenew, l.keys.all()[:2], id)
-}
-
-func (l *rwDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	return l.try(ctx, l, mode)
-}
-
-func (l *rwDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	return l.acquire(ctx, l, mode)
-}
-
-func (l *rwDriver) Release(ctx context.Context, g driver.Grant) error {
-	h, err := holdOf(g)
-	if err != nil {
-		return err
-	}
-	h.keeper.Stop()
-	excl := ""
-	if h.excl {
-		excl = "w"
-	}
-	r, err := scriptLockRelease.Run(ctx, l.d.c, l.keys.all(), h.id, excl).Int64()
-	return finish(h, r, err)
+var rwKind = &lockKind{
+	acquire: scriptLockAcquire, poll: scriptLockPoll, cancel: scriptLockCancel,
+	renew: scriptRenew, renewKeys: 2, release: scriptLockRelease,
+	args: func(d *backend, id string, mode driver.Mode, ch string, _ time.Time) []any {
+		m := "w"
+		if mode == driver.Shared {
+			m = "r"
+		}
+		return []any{id, m, d.ttlMS(), d.meta, ch}
+	},
+	releaseArgs: func(h *hold) []any {
+		excl := ""
+		if h.excl {
+			excl = "w"
+		}
+		return []any{h.id, excl}
+	},
 }
 
 func (l *rwDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
@@ -74,5 +56,3 @@ func (l *rwDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant,
 	g.Token = uint64(tok)
 	return g, nil
 }
-
-func (l *rwDriver) Close() error { return nil }

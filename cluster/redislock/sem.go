@@ -118,22 +118,15 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 			return s.granted(id, n, sent), nil
 		case r == 1:
 			// Held on a reply too late to bound the lease: poll at once
-			// (see queued.acquire in lock.go).
+			// (see queued.Acquire in lock.go).
 		default:
-			t := time.NewTimer(s.d.o.RenewEvery)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			_, handed, err := s.d.awaitHandoff(ctx, wake, sent)
+			if err != nil {
 				s.cancel(ctx, id)
-				return driver.Grant{}, ctx.Err()
-			case <-wake:
-				// Handed over by a release (see queued.acquire in lock.go
-				// for why sent bounds the lease).
-				t.Stop()
-				if s.d.fresh(sent) && s.d.o.rep.replicas == 0 {
-					return s.granted(id, n, sent), nil
-				}
-			case <-t.C:
+				return driver.Grant{}, err
+			}
+			if handed {
+				return s.granted(id, n, sent), nil
 			}
 		}
 		sent = time.Now()

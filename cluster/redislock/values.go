@@ -145,10 +145,5 @@ func (s *valueSubs) close() error {
 	s.closed = true
 	ps, done := s.ps, s.done
 	s.mu.Unlock()
-	if ps == nil {
-		return nil
-	}
-	err := ps.Close()
-	<-done
-	return err
+	return closeReader(ps, done)
 }

@@ -34,23 +34,9 @@ const inspectTimeout = 2 * time.Second
 // others, which finish in the background (a dead node's client retries its
 // dial for a long time).
 func (r *rlDriver) eachNode(ctx context.Context, do func(ctx context.Context, c redis.UniversalClient) (any, error)) ([]any, int, error) {
-	type reply struct {
-		i   int
-		v   any
-		err error
-	}
-	replies := make(chan reply, len(r.nodes))
-	base := context.WithoutCancel(ctx)
-	for i, c := range r.nodes {
-		r.bg.Add(1)
-		go func() {
-			defer r.bg.Done()
-			nctx, cancel := context.WithTimeout(base, inspectTimeout)
-			defer cancel()
-			v, err := do(nctx, c)
-			replies <- reply{i, v, err}
-		}()
-	}
+	replies := r.fanout(ctx, inspectTimeout, func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
+		return do(ctx, c)
+	})
 	out := make([]any, len(r.nodes))
 	ok := 0
 	var lastErr error
@@ -63,7 +49,7 @@ collect:
 				lastErr = rep.err
 				continue
 			}
-			out[rep.i] = rep.v
+			out[rep.node] = rep.v
 			if ok++; ok == r.quorum {
 				t := time.NewTimer(r.o.nodeTimeout)
 				defer t.Stop()

@@ -51,7 +51,7 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driv
 	if again {
 		refused = "1"
 	}
-	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
+	replies := r.fanout(ctx, r.o.nodeTimeout, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
 		v, err := acquireReply(scriptAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since, waiter, refused).Result())
 		if err == nil && v[0] == 1 && h.released.Load() {
 			// Taken after this attempt gave up: give it back.
@@ -222,7 +222,7 @@ func (l *rlLock) syncCounters(ctx context.Context, got []int, toks []int64, tok 
 func (l *rlLock) releaseAll(ctx context.Context, h *rlHold) int {
 	r := l.r
 	h.released.Store(true)
-	replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
+	replies := r.fanout(ctx, r.o.nodeTimeout, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
 		return scriptRelease.Run(ctx, c, l.relKeys, h.id, r.relChan).Int64()
 	})
 	n, answered := 0, 0
@@ -246,7 +246,7 @@ func (l *rlLock) renewFunc(h *rlHold) lease.RenewFunc {
 	ttl := r.o.TTL.Milliseconds()
 	return func(ctx context.Context) (time.Time, error) {
 		sent := time.Now()
-		replies := r.fanout(ctx, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
+		replies := r.fanout(ctx, r.o.nodeTimeout, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
 			return scriptExtend.Run(ctx, c, l.keys, h.id, ttl, h.token).Int64()
 		})
 		ok, gone := 0, 0

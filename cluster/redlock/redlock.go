@@ -253,17 +253,17 @@ type nodeReply struct {
 }
 
 // fanout sends one request to every node in parallel and delivers replies on
-// the returned channel (buffered for all). Each request has the node
-// timeout; requests still running when the caller stops reading finish in
-// the background (tracked by r.bg).
-func (r *rlDriver) fanout(ctx context.Context, do func(ctx context.Context, i int, c redis.UniversalClient) (any, error)) <-chan nodeReply {
+// the returned channel (buffered for all). Each request has timeout;
+// requests still running when the caller stops reading finish in the
+// background (tracked by r.bg).
+func (r *rlDriver) fanout(ctx context.Context, timeout time.Duration, do func(ctx context.Context, i int, c redis.UniversalClient) (any, error)) <-chan nodeReply {
 	out := make(chan nodeReply, len(r.nodes))
 	base := context.WithoutCancel(ctx)
 	for i, c := range r.nodes {
 		r.bg.Add(1)
 		go func() {
 			defer r.bg.Done()
-			nctx, cancel := context.WithTimeout(base, r.o.nodeTimeout)
+			nctx, cancel := context.WithTimeout(base, timeout)
 			defer cancel()
 			v, err := do(nctx, i, c)
 			out <- nodeReply{i, v, err}

@@ -1,16 +1,9 @@
 package redlock
 
-import (
-	"context"
-
-	"github.com/batonlock/baton"
-)
+import "github.com/batonlock/baton/cluster/lease"
 
 // The schemes of OpenURL are opened by baton.Open in every program that
 // imports the package.
 func init() {
-	baton.Register("redlock", openURL)
-	baton.Register("redlocks", openURL)
+	lease.Register(OpenURL, "redlock", "redlocks")
 }
-
-func openURL(ctx context.Context, rawURL string) (baton.Backend, error) { return OpenURL(ctx, rawURL) }

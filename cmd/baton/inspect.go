@@ -50,7 +50,19 @@ func parseKind(s string) ([]baton.Kind, error) {
 	return []baton.Kind{k}, nil
 }
 
-// find returns the objects named name among kinds.
+// withInspector opens the backend of cmd as an Inspector and calls fn with
+// it, all within timeout.
+func withInspector(cmd *cobra.Command, timeout time.Duration, fn func(ctx context.Context, in baton.Inspector, raw string) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	b, in, raw, err := inspector(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer closeBackend(b, releaseTimeout)
+	return fn(ctx, in, raw)
+}
+
 // withObjects validates kind and name, opens the backend's Inspector, finds
 // the objects called name (of kind, or of every kind) and calls fn with them.
 func withObjects(cmd *cobra.Command, kind, name string, fn func(ctx context.Context, in baton.Inspector, raw string, found []baton.Info) error) error {
@@ -61,20 +73,16 @@ func withObjects(cmd *cobra.Command, kind, name string, fn func(ctx context.Cont
 	if err := baton.ValidateName(name); err != nil {
 		return usageErrorf("%s", strings.TrimPrefix(err.Error(), "baton: "))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
-	defer cancel()
-	b, in, raw, err := inspector(ctx, cmd)
-	if err != nil {
-		return err
-	}
-	defer closeBackend(b, releaseTimeout)
-	found, err := find(ctx, in, kinds, name)
-	if err != nil {
-		return err
-	}
-	return fn(ctx, in, raw, found)
+	return withInspector(cmd, inspectTimeout, func(ctx context.Context, in baton.Inspector, raw string) error {
+		found, err := find(ctx, in, kinds, name)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, in, raw, found)
+	})
 }
 
+// find returns the objects named name among kinds.
 func find(ctx context.Context, in baton.Inspector, kinds []baton.Kind, name string) ([]baton.Info, error) {
 	var found []baton.Info
 	for _, k := range kinds {
@@ -139,28 +147,23 @@ func newLsCmd() *cobra.Command {
 --json prints {"schema":2,"backend":URL,"objects":[...]}; see docs/CLI.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
-			defer cancel()
-			b, in, raw, err := inspector(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer closeBackend(b, releaseTimeout)
-			infos, err := in.List(ctx)
-			if err != nil {
-				return classify(err)
-			}
-			slices.SortFunc(infos, func(a, b baton.Info) int {
-				if c := strings.Compare(a.Name, b.Name); c != 0 {
-					return c
+			return withInspector(cmd, inspectTimeout, func(ctx context.Context, in baton.Inspector, raw string) error {
+				infos, err := in.List(ctx)
+				if err != nil {
+					return classify(err)
 				}
-				return strings.Compare(string(a.Kind), string(b.Kind))
+				slices.SortFunc(infos, func(a, b baton.Info) int {
+					if c := strings.Compare(a.Name, b.Name); c != 0 {
+						return c
+					}
+					return strings.Compare(string(a.Kind), string(b.Kind))
+				})
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), raw, infos)
+				}
+				writeTable(cmd.OutOrStdout(), infos)
+				return nil
 			})
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), raw, infos)
-			}
-			writeTable(cmd.OutOrStdout(), infos)
-			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (schema 2)")
@@ -228,22 +231,18 @@ func completeNames(cmd *cobra.Command, args []string, toComplete string) ([]cobr
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveDefault
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	b, in, _, err := inspector(ctx, cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	defer closeBackend(b, releaseTimeout)
-	infos, err := in.List(ctx)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
 	var names []cobra.Completion
-	for _, info := range infos {
-		if strings.HasPrefix(info.Name, toComplete) && !slices.Contains(names, info.Name) {
-			names = append(names, info.Name)
+	_ = withInspector(cmd, 2*time.Second, func(ctx context.Context, in baton.Inspector, _ string) error {
+		infos, err := in.List(ctx)
+		if err != nil {
+			return err
 		}
-	}
+		for _, info := range infos {
+			if strings.HasPrefix(info.Name, toComplete) && !slices.Contains(names, info.Name) {
+				names = append(names, info.Name)
+			}
+		}
+		return nil
+	})
 	return names, cobra.ShellCompDirectiveNoFileComp
 }

@@ -29,7 +29,7 @@ not be renewed, a lock file that was removed); 64, 70 as for "baton run".`
 
 func newLockCmd() *cobra.Command {
 	f := &runFlags{hold: true}
-	cmd := &cobra.Command{
+	cmd := underCommand(&cobra.Command{
 		Use:   "lock [flags] NAME",
 		Short: "Hold the lock NAME with no command, until a signal or the end of stdin",
 		Long:  lockLong,
@@ -42,22 +42,9 @@ func newLockCmd() *cobra.Command {
   # any shell: hold until killed
   baton lock deploy > token & LOCKER=$!
   ...; kill "$LOCKER"; wait "$LOCKER"`,
-		Args:              cobra.ArbitraryArgs,
-		ValidArgsFunction: completeNames,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runUnder(cmd, f, args, false)
-		},
-	}
-	fl := cmd.Flags()
-	fl.SetInterspersed(false)
-	fl.BoolVarP(&f.shared, "shared", "s", false, "take a shared lock (with other -s holders)")
-	fl.BoolVarP(&f.exclusive, "exclusive", "x", false, "take an exclusive lock (the default)")
-	fl.BoolVarP(&f.nonblock, "nonblock", "n", false, "fail at once (with the conflict code) if busy")
-	fl.VarP(&f.timeout, "timeout", "w", "give up after `DUR` (1.5 = seconds, or 500ms, 2m); 0 means -n")
-	fl.IntVarP(&f.conflict, "conflict-exit-code", "E", exitConflict, "exit with `N` (0-255) when busy with -n or after -w")
-	fl.Var(&f.ttl, "ttl", "lease TTL `DUR` on network backends (default: the backend's, 10s; ignored on local)")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "report the wait time and the token on standard error")
-	fl.Var(&f.noticeEvery, "notice-every", "when standard error is not a terminal, repeat the waiting notice every `DUR` (default 30s; 0: once)")
+	}, f, false)
+	addModeFlags(cmd, f)
+	addWaitFlags(cmd, f)
 	f.onLost = "term"
 	return cmd
 }

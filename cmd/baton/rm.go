@@ -77,25 +77,20 @@ func removeAll(cmd *cobra.Command, kind, prefix string, force bool) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
-	defer cancel()
-	b, in, raw, err := inspector(ctx, cmd)
-	if err != nil {
-		return err
-	}
-	defer closeBackend(b, releaseTimeout)
-	infos, err := in.List(ctx)
-	if err != nil {
-		return classify(err)
-	}
-	var found []baton.Info
-	for _, info := range infos {
-		if strings.HasPrefix(info.Name, prefix) && slices.Contains(kinds, info.Kind) {
-			found = append(found, info)
+	return withInspector(cmd, inspectTimeout, func(ctx context.Context, in baton.Inspector, raw string) error {
+		infos, err := in.List(ctx)
+		if err != nil {
+			return classify(err)
 		}
-	}
-	if len(found) == 0 {
-		return exitWith(exitNotFound, fmt.Errorf("no object whose name starts with %q on %s", prefix, baton.RedactURL(raw)))
-	}
-	return removeFound(ctx, in, found, force)
+		var found []baton.Info
+		for _, info := range infos {
+			if strings.HasPrefix(info.Name, prefix) && slices.Contains(kinds, info.Kind) {
+				found = append(found, info)
+			}
+		}
+		if len(found) == 0 {
+			return exitWith(exitNotFound, fmt.Errorf("no object whose name starts with %q on %s", prefix, baton.RedactURL(raw)))
+		}
+		return removeFound(ctx, in, found, force)
+	})
 }

@@ -64,7 +64,7 @@ saying so. Ctrl-C while waiting exits 130 holding nothing.
 
 func newRunCmd() *cobra.Command {
 	f := &runFlags{}
-	cmd := &cobra.Command{
+	cmd := underCommand(&cobra.Command{
 		Use:   "run [flags] NAME [--] CMD [ARGS...]",
 		Short: "Run a command while holding the lock NAME",
 		Long:  runLong,
@@ -73,16 +73,9 @@ func newRunCmd() *cobra.Command {
   baton run -s index ./reader                          # shared with other -s holders
   baton run deploy -c 'git pull && make install'       # via $SHELL -c (flock order)
   baton run --backend redis://10.0.0.5:6379 --ttl 30s deploy ./deploy.sh`,
-		Args:              cobra.ArbitraryArgs,
-		ValidArgsFunction: completeNames,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runUnder(cmd, f, args, false)
-		},
-	}
+	}, f, false)
+	addModeFlags(cmd, f)
 	fl := cmd.Flags()
-	fl.SetInterspersed(false)
-	fl.BoolVarP(&f.shared, "shared", "s", false, "take a shared lock (with other -s holders)")
-	fl.BoolVarP(&f.exclusive, "exclusive", "x", false, "take an exclusive lock (the default)")
 	fl.BoolVarP(&f.exclusiveE, "exclusive-e", "e", false, "same as -x")
 	_ = fl.MarkHidden("exclusive-e")
 	addCommonFlags(cmd, f)
@@ -91,7 +84,7 @@ func newRunCmd() *cobra.Command {
 
 func newSemCmd() *cobra.Command {
 	f := &runFlags{}
-	cmd := &cobra.Command{
+	cmd := underCommand(&cobra.Command{
 		Use:   "sem -j N [flags] NAME [--] CMD [ARGS...]",
 		Short: "Run a command holding one of N slots of the semaphore NAME",
 		Long: `Run CMD holding one slot of the counting semaphore NAME of N slots: at
@@ -109,32 +102,51 @@ Waiting, signals, the environment of CMD and the loss of the slot work as for
 		Example: `  baton sem -j 4 gpu -- python train.py --epoch 3
   for f in *.flac; do baton sem -j 8 enc -- ffmpeg -i "$f" "${f%.flac}.mp3" & done; wait
   baton sem -j 8 --wait enc`,
-		Args:              cobra.ArbitraryArgs,
-		ValidArgsFunction: completeNames,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runUnder(cmd, f, args, true)
-		},
-	}
+	}, f, true)
 	fl := cmd.Flags()
-	fl.SetInterspersed(false)
 	fl.VarP(&f.jobs, "jobs", "j", "number of slots `N` (required): N, or +N, -N, N% of the CPUs as GNU sem reads them")
 	fl.BoolVar(&f.waitAll, "wait", false, "wait until every slot is free; run no command")
 	addCommonFlags(cmd, f)
 	return cmd
 }
 
-func addCommonFlags(cmd *cobra.Command, f *runFlags) {
+// underCommand completes cmd as a command that takes what f asks for on
+// NAME: flags are read up to NAME, the rest is the command.
+func underCommand(cmd *cobra.Command, f *runFlags, sem bool) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.ValidArgsFunction = completeNames
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return runUnder(cmd, f, args, sem) }
+	cmd.Flags().SetInterspersed(false)
+	return cmd
+}
+
+// addModeFlags adds the flags of lock and run that choose the lock mode.
+func addModeFlags(cmd *cobra.Command, f *runFlags) {
+	fl := cmd.Flags()
+	fl.BoolVarP(&f.shared, "shared", "s", false, "take a shared lock (with other -s holders)")
+	fl.BoolVarP(&f.exclusive, "exclusive", "x", false, "take an exclusive lock (the default)")
+}
+
+// addWaitFlags adds the flags of lock, run and sem: how long to wait, and
+// what to say.
+func addWaitFlags(cmd *cobra.Command, f *runFlags) {
 	fl := cmd.Flags()
 	fl.BoolVarP(&f.nonblock, "nonblock", "n", false, "fail at once (with the conflict code) if busy")
 	fl.VarP(&f.timeout, "timeout", "w", "give up after `DUR` (1.5 = seconds, or 500ms, 2m); 0 means -n")
 	fl.IntVarP(&f.conflict, "conflict-exit-code", "E", exitConflict, "exit with `N` (0-255) when busy with -n or after -w")
-	fl.StringVarP(&f.command, "command", "c", "", "run `STR` with $SHELL -c (default: exec CMD without a shell)")
-	fl.BoolVarP(&f.close, "close", "o", false, "accepted for flock compatibility: the command never inherits the lock")
-	fl.Var(&f.ttl, "ttl", "lease TTL `DUR` on Redis and etcd (default: the backend's, 10s; ignored on local)")
-	fl.StringVar(&f.onLost, "on-lost", "term", "`action` when the lock is lost: term (SIGTERM, SIGKILL after --grace), kill (SIGKILL) or ignore")
-	fl.Var(&f.grace, "grace", "wait `DUR` between SIGTERM and SIGKILL after a loss (default 5s)")
+	fl.Var(&f.ttl, "ttl", "lease TTL `DUR` on network backends (default: the backend's, 10s; ignored on local)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "report the wait time and the token on standard error")
 	fl.Var(&f.noticeEvery, "notice-every", "when standard error is not a terminal, repeat the waiting notice every `DUR` (default 30s; 0: once)")
+}
+
+// addCommonFlags adds the flags of run and sem.
+func addCommonFlags(cmd *cobra.Command, f *runFlags) {
+	addWaitFlags(cmd, f)
+	fl := cmd.Flags()
+	fl.StringVarP(&f.command, "command", "c", "", "run `STR` with $SHELL -c (default: exec CMD without a shell)")
+	fl.BoolVarP(&f.close, "close", "o", false, "accepted for flock compatibility: the command never inherits the lock")
+	fl.StringVar(&f.onLost, "on-lost", "term", "`action` when the lock is lost: term (SIGTERM, SIGKILL after --grace), kill (SIGKILL) or ignore")
+	fl.Var(&f.grace, "grace", "wait `DUR` between SIGTERM and SIGKILL after a loss (default 5s)")
 	_ = cmd.RegisterFlagCompletionFunc("on-lost", cobra.FixedCompletions([]string{"term", "kill", "ignore"}, cobra.ShellCompDirectiveNoFileComp))
 }
 

@@ -46,13 +46,10 @@ func startRedis() (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	p, err := run(nil, "redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err != nil {
-		return "", nil, err
-	}
 	addr := loopback(port)
-	if err := waitFor(10*time.Second, func() bool { return dials(addr) }); err != nil {
-		p.stop()
+	p, err := serve(nil, 10*time.Second, func() bool { return dials(addr) },
+		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err != nil {
 		return "", nil, err
 	}
 	return "redis://" + addr, p.stop, nil
@@ -80,6 +77,20 @@ func run(p *proc, name string, args ...string) (*proc, error) {
 		return nil, fmt.Errorf("start %s (install it, or give the URL of a running server): %w", name, err)
 	}
 	p.cmd = cmd
+	return p, nil
+}
+
+// serve runs name as run does and waits at most d until ready reports
+// true; a server not ready by then is stopped.
+func serve(p *proc, d time.Duration, ready func() bool, name string, args ...string) (*proc, error) {
+	p, err := run(p, name, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(d, ready); err != nil {
+		p.stop()
+		return nil, err
+	}
 	return p, nil
 }
 

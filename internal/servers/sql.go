@@ -49,18 +49,14 @@ func startPostgres() (string, func(), error) {
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
-	p, err := run(&proc{dir: dir, cred: cred}, filepath.Join(bin, "postgres"), "-D", data, "-k", dir,
-		"-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off")
-	if err != nil {
-		return "", nil, err
-	}
 	ready := func() bool {
 		b, _ := os.ReadFile(filepath.Join(data, "postmaster.pid"))
 		ls := strings.Split(string(b), "\n")
 		return len(ls) > 7 && strings.TrimSpace(ls[7]) == "ready"
 	}
-	if err := waitFor(60*time.Second, ready); err != nil {
-		p.stop()
+	p, err := serve(&proc{dir: dir, cred: cred}, 60*time.Second, ready, filepath.Join(bin, "postgres"), "-D", data, "-k", dir,
+		"-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off")
+	if err != nil {
 		return "", nil, err
 	}
 	return "postgres://postgres@" + loopback(port) + "/postgres", p.stop, nil
@@ -112,15 +108,11 @@ func startMariaDB() (string, func(), error) {
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
-	p, err := run(&proc{dir: dir}, bin, "--no-defaults", "--datadir="+data, "--socket="+filepath.Join(dir, "sock"),
+	ready := func() bool { _, err := os.Stat(filepath.Join(dir, "pid")); return err == nil && dials(loopback(port)) }
+	p, err := serve(&proc{dir: dir}, 60*time.Second, ready, bin, "--no-defaults", "--datadir="+data, "--socket="+filepath.Join(dir, "sock"),
 		"--port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--user="+u, "--innodb-log-file-size=8M",
 		"--skip-name-resolve", "--log-error="+filepath.Join(dir, "err.log"), "--pid-file="+filepath.Join(dir, "pid"))
 	if err != nil {
-		return "", nil, err
-	}
-	ready := func() bool { _, err := os.Stat(filepath.Join(dir, "pid")); return err == nil && dials(loopback(port)) }
-	if err := waitFor(60*time.Second, ready); err != nil {
-		p.stop()
 		return "", nil, err
 	}
 	if err := createDatabase(loopback(port)); err != nil {

@@ -39,10 +39,7 @@ func Write(t testing.TB) Files {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	caDER := sign(t, caTmpl, caTmpl, caKey, caKey)
 	ca, err := x509.ParseCertificate(caDER)
 	if err != nil {
 		t.Fatal(err)
@@ -61,10 +58,7 @@ func Write(t testing.TB) Files {
 			DNSNames:     []string{"localhost"},
 			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
+		der := sign(t, tmpl, ca, k, caKey)
 		kder, err := x509.MarshalPKCS8PrivateKey(k)
 		if err != nil {
 			t.Fatal(err)
@@ -77,6 +71,16 @@ func Write(t testing.TB) Files {
 	f.ServerCert, f.ServerKey = leaf(2, "server", x509.ExtKeyUsageServerAuth)
 	f.ClientCert, f.ClientKey = leaf(3, "client", x509.ExtKeyUsageClientAuth)
 	return f
+}
+
+// sign returns the certificate of tmpl for k's public key, issued by parent
+// with parentKey.
+func sign(t testing.TB, tmpl, parent *x509.Certificate, k, parentKey *ecdsa.PrivateKey) []byte {
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &k.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
 }
 
 func key(t testing.TB) *ecdsa.PrivateKey {

@@ -51,37 +51,23 @@ func invalid(format string, args ...any) error {
 // with an error matching baton.ErrInvalidArgument.
 func Take(q url.Values) (Common, error) {
 	var c Common
-	get := func(name string) (string, bool, error) {
+	given := make(map[string]string, 5)
+	for _, name := range []string{CA, Cert, Key, PasswordFile, PasswordEnv} {
 		vs, ok := q[name]
 		if !ok {
-			return "", false, nil
+			continue
 		}
 		delete(q, name)
 		if len(vs) != 1 || vs[0] == "" {
-			return "", false, invalid("%s must be given once, not empty", name)
+			return c, invalid("%s must be given once, not empty", name)
 		}
-		return vs[0], true, nil
+		given[name] = vs[0]
 	}
-	ca, hasCA, err := get(CA)
-	if err != nil {
-		return c, err
-	}
-	cert, hasCert, err := get(Cert)
-	if err != nil {
-		return c, err
-	}
-	key, hasKey, err := get(Key)
-	if err != nil {
-		return c, err
-	}
-	pf, hasPF, err := get(PasswordFile)
-	if err != nil {
-		return c, err
-	}
-	pe, hasPE, err := get(PasswordEnv)
-	if err != nil {
-		return c, err
-	}
+	ca, hasCA := given[CA]
+	cert, hasCert := given[Cert]
+	key, hasKey := given[Key]
+	pf, hasPF := given[PasswordFile]
+	pe, hasPE := given[PasswordEnv]
 	if hasCA {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
