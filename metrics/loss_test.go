@@ -3,9 +3,11 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,4 +169,95 @@ func TestLossCountedWhenItFires(t *testing.T) {
 			t.Errorf("EventLost %+v: want Op hold, an ErrLost, backend redis", e)
 		}
 	}
+}
+
+// TestLossHammer: goroutines on three handles of one Redis Mutex lock and
+// unlock while another goroutine keeps removing the lock's keys, so that
+// holds are lost at every point: held, being passed between handles, being
+// given back. Every hold whose Unlock reports ErrLost is counted lost
+// exactly once, and no other.
+func TestLossHammer(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server not on PATH (CI): %v", err)
+		}
+		t.Skip("redis-server not on PATH")
+	}
+	u, stop, err := servers.Serve(servers.Redis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	ctx := context.Background()
+	b, err := baton.Open(ctx, u+"?ttl=300ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	log := &lossLog{}
+	if err := baton.Observe(b, log); err != nil {
+		t.Fatal(err)
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(opt)
+	defer rc.Close()
+	var ms [3]baton.Mutex
+	for i := range ms {
+		if ms[i], err = b.Mutex(ctx, "hammer"); err != nil {
+			t.Fatal(err)
+		}
+		defer ms[i].Close()
+	}
+	done := make(chan struct{})
+	var remover sync.WaitGroup
+	remover.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(3 * time.Millisecond):
+			}
+			keys, err := rc.Keys(ctx, "*hammer*").Result()
+			if err == nil && len(keys) > 0 {
+				_ = rc.Del(ctx, keys...).Err()
+			}
+		}
+	})
+	var lost, held atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 9 {
+		wg.Go(func() {
+			m := ms[g%3]
+			for range 60 {
+				lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := m.Lock(lctx)
+				cancel()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				held.Add(1)
+				time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+				switch err := m.Unlock(ctx); {
+				case errors.Is(err, baton.ErrLost):
+					lost.Add(1)
+				case err != nil:
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	remover.Wait()
+	// A loss reported when it fired is in the log before its Unlock
+	// returned; none can come after.
+	if got := int64(len(log.events())); got != lost.Load() || lost.Load() == 0 {
+		t.Errorf("%d EventLost for %d holds lost (of %d), want as many and some", got, lost.Load(), held.Load())
+	}
+	t.Logf("%d holds, %d lost", held.Load(), lost.Load())
 }
