@@ -199,7 +199,7 @@ func (m rwHandle) Downgrade(ctx context.Context) (Hold, error) {
 		return Hold{}, m.h.fail("downgrade", err)
 	}
 	if m.h.b.obs.Load() != nil {
-		m.h.downgraded()
+		m.h.downgraded(hd)
 	}
 	return hd, nil
 }

@@ -18,10 +18,17 @@ const (
 
 // Holder describes one current holder of a named object, as far as the
 // backend knows it. Zero fields are unknown.
+//
+// Owner names the holder below its process, where the backend records
+// it: the Owner (WithOwner) of a futex Mutex hold taken without waiting,
+// in decimal; on ZooKeeper the id of the holding Backend (a random id that
+// begins every node id of the Backend); on MySQL the owner id of the
+// hold's row (the Backend's id and a count).
 type Holder struct {
 	PID   int           `json:"pid,omitempty"`
 	Host  string        `json:"host,omitempty"`
-	Since time.Time     `json:"since,omitzero"` // when the hold began
+	Owner string        `json:"owner,omitempty"` // see above
+	Since time.Time     `json:"since,omitzero"`  // when the hold began
 	Token Token         `json:"token,omitempty"`
 	Mode  string        `json:"mode,omitempty"` // "exclusive" or "shared"
 	N     int64         `json:"n,omitempty"`    // permits, for semaphores

@@ -12,8 +12,10 @@ import (
 // Backend it is attached to (see Observe): acquisitions as they start and
 // end, releases, handoffs between handles, losses and errors. The core calls
 // Observe synchronously, in the goroutine of the operation and outside the
-// handle's locks, so an Observer must be safe for concurrent use and quick:
-// count, log, or hand the event off; never call the Backend from it.
+// handle's locks (a loss as it fires: in the goroutine that found it, which
+// may hold a lock of the backend), so an Observer must be safe for
+// concurrent use and quick: count, log, or hand the event off; never call
+// the Backend from it.
 type Observer interface {
 	Observe(Event)
 }
@@ -37,8 +39,17 @@ const (
 	// Semaphore Held is 0: permits of a handle are not told apart, so a
 	// release cannot be matched with its acquisition.
 	EventReleased
-	// EventLost: a hold turned out lost when it was given back (Err
-	// matches ErrLost).
+	// EventLost: a hold was lost (Err matches ErrLost), reported once per
+	// hold. A hold taken while the Backend is observed is reported when its
+	// loss fires (the lease expired, the session or the node is gone, the
+	// server refused a renewal), with Op "hold", in the goroutine that
+	// found the loss (a lease timer, a watch, the caller of Hold.Err), even
+	// if the holder never gives it back; its release then reports no
+	// second EventLost. A hold found lost only when given back (the loss
+	// fired before the Observer was attached, or the release found it)
+	// is reported then, with the release's Op. A handle whose holds share
+	// one Loss (same-host mechanisms: the file or set of the handle) reports
+	// that Loss once.
 	EventLost
 	// EventPassed: a Mutex hold went from the handle that unlocked it to
 	// the next goroutine waiting on another handle of the Backend, with no
@@ -65,7 +76,7 @@ type Event struct {
 	Backend string        // the backend's kind: "local", "redis", ...
 	Kind    Kind          // the primitive; "" for the Backend itself
 	Name    string        // the name; "" for the Backend itself
-	Op      string        // "lock", "rlock", "acquire", "unlock", "wait", "open", ...
+	Op      string        // "lock", "rlock", "acquire", "unlock", "wait", "open", "hold" (a loss), ...
 	Mode    Mode          // of a lock acquisition or release
 	N       int64         // permits, for a Semaphore
 	Wait    time.Duration // EventAcquired, EventFailed: since the acquisition started

@@ -178,11 +178,68 @@ type PermitCounter interface {
 // Use NewLoss (the zero Loss works too). A nil *Loss never fires. A Loss
 // makes its channel only when Done is first called, since most are never
 // waited on.
+//
+// The core may Watch a Loss, to report a loss when it fires rather than
+// when the hold is given back.
 type Loss struct {
 	deadline atomic.Int64          // monotonic ns since monoEpoch; 0: none
 	err      atomic.Pointer[error] // set once, under mu, before ch is closed
 	mu       sync.Mutex
 	ch       chan struct{} // guarded by mu; made by the first Done
+	watcher  LossWatcher   // guarded by mu; told when the Loss fires
+	told     bool          // guarded by mu: a watcher was told of the loss
+}
+
+// LossWatcher is told that a Loss fired, with the error that Err returns.
+// LossFired runs in the goroutine that fires the Loss, which may hold a
+// lock of the driver or of its lease keeper: it must be quick and must not
+// call the driver.
+type LossWatcher interface {
+	LossFired(err error)
+}
+
+// Watch has w told when l fires. A Loss tells one watcher, once: Watch
+// replaces the watcher set before, and when l has fired already and no
+// watcher was told of it, w is told at once, in the caller's goroutine.
+func (l *Loss) Watch(w LossWatcher) {
+	if l == nil || w == nil {
+		return
+	}
+	l.mu.Lock()
+	p := l.err.Load()
+	if p == nil {
+		l.watcher = w
+		l.mu.Unlock()
+		return
+	}
+	tell := !l.told
+	l.told = true
+	l.mu.Unlock()
+	if tell {
+		w.LossFired(*p)
+	}
+}
+
+// Unwatch takes l's watcher off, so that a loss that fires after it tells
+// no one, and reports Told.
+func (l *Loss) Unwatch() (told bool) {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.watcher = nil
+	return l.told
+}
+
+// Told reports whether a watcher was told that l fired (by Fire or Watch).
+func (l *Loss) Told() bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.told
 }
 
 // monoEpoch is the origin of Loss deadlines: durations since it are read
@@ -229,14 +286,15 @@ func (l *Loss) check() {
 func NewLoss() *Loss { return &Loss{} }
 
 // Fire marks the hold lost with cause (which is wrapped so that
-// errors.Is(err, baton.ErrLost) holds). Only the first call has an effect.
+// errors.Is(err, baton.ErrLost) holds) and tells the watcher, if any. Only
+// the first call has an effect.
 func (l *Loss) Fire(cause error) {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.err.Load() != nil {
+		l.mu.Unlock()
 		return
 	}
 	err := errs.Lost
@@ -246,6 +304,13 @@ func (l *Loss) Fire(cause error) {
 	l.err.Store(&err)
 	if l.ch != nil {
 		close(l.ch)
+	}
+	w := l.watcher
+	l.watcher = nil
+	l.told = w != nil
+	l.mu.Unlock()
+	if w != nil {
+		w.LossFired(err)
 	}
 }
 

@@ -20,7 +20,7 @@
 //	baton_hold_seconds{backend,primitive,name}                histogram: hold time of lock releases
 //	baton_waiters{backend,primitive,name}                     acquisitions in progress
 //	baton_releases_total{backend,primitive,name}
-//	baton_losses_total{backend,primitive,name}                holds given back lost
+//	baton_losses_total{backend,primitive,name}                holds lost (counted when the loss fires)
 //	baton_handoffs_total{backend,primitive,name}              holds passed between handles of a Backend
 //	baton_errors_total{backend,primitive,name,op,class}       class: baton.ErrorClass
 //
@@ -130,7 +130,7 @@ func New(opts ...Option) *Collector {
 		waiters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: cfg.namespace, Name: "waiters",
 			Help: "Acquisitions in progress.", ConstLabels: cfg.constant}, labels),
 		releases: counter("releases_total", "Successful releases."),
-		losses:   counter("losses_total", "Holds found lost when given back."),
+		losses:   counter("losses_total", "Holds lost, counted when the loss fires."),
 		handoffs: counter("handoffs_total", "Holds passed to another handle of the same Backend."),
 		errors:   counter("errors_total", "Failed calls, by operation and error class.", "op", "class"),
 		names:    make(map[string]struct{}),

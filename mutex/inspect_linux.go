@@ -4,11 +4,13 @@ package mutex
 
 import (
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/shm"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -41,7 +43,14 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 	}
 	lo := uint32(s)
 	if pid := int(lo & pidMask); pid != 0 {
-		info.Holders = append(info.Holders, baton.Holder{PID: pid, Token: baton.Token(last), Mode: "exclusive"})
+		h := baton.Holder{PID: pid, Token: baton.Token(last), Mode: "exclusive"}
+		// The owner slot holds the Owner of a hold taken on the word (0:
+		// none), or word.Driver for one the driver gave, whose owner only
+		// the holding process knows.
+		if o := atomic.LoadUint64(m.slot()); o != 0 && o != word.Driver {
+			h.Owner = strconv.FormatUint(o, 10)
+		}
+		info.Holders = append(info.Holders, h)
 		if m.ownerDead(s) {
 			info.Detail += ", owner dead"
 		}

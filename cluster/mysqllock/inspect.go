@@ -98,12 +98,12 @@ func (b *backend) inspectKey(ctx context.Context, k string) (baton.Info, error) 
 	if k[0] == 'm' {
 		info.Impl = "row+get_lock"
 		if owner != "" && left.Int64 > 0 {
-			info.Holders = []baton.Holder{{Token: baton.Token(token), Mode: "exclusive", TTL: time.Duration(left.Int64) * time.Microsecond}}
+			info.Holders = []baton.Holder{{Owner: owner, Token: baton.Token(token), Mode: "exclusive", TTL: time.Duration(left.Int64) * time.Microsecond}}
 		}
 		return info, nil
 	}
 	info.Impl, info.Waiters = "rows", 0
-	rows, err := b.db.QueryContext(ctx, `SELECT mode, n, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires)
+	rows, err := b.db.QueryContext(ctx, `SELECT mode, n, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires), owner
 		FROM `+b.t.hold+` WHERE name = ? AND expires > UTC_TIMESTAMP(6) ORDER BY token`, k)
 	if err != nil {
 		return info, err
@@ -114,7 +114,7 @@ func (b *backend) inspectKey(ctx context.Context, k string) (baton.Info, error) 
 		var h baton.Holder
 		var tok uint64
 		var us int64
-		if err := rows.Scan(&mode, &h.N, &tok, &us); err != nil {
+		if err := rows.Scan(&mode, &h.N, &tok, &us, &h.Owner); err != nil {
 			return info, err
 		}
 		if mode == modeWaiting {

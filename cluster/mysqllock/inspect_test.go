@@ -22,7 +22,7 @@ func TestInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, err := in.Inspect(ctx, baton.KindMutex, name)
-	if err != nil || len(info.Holders) != 1 || info.Holders[0].Token != h.Token() || info.LastToken != h.Token() {
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].Token != h.Token() || info.LastToken != h.Token() || info.Holders[0].Owner == "" {
 		t.Fatalf("Inspect of a held mutex: %+v, %v", info, err)
 	}
 	sem, _ := b.Semaphore(ctx, name, 3)
@@ -30,7 +30,7 @@ func TestInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, err = in.Inspect(ctx, baton.KindSemaphore, name)
-	if err != nil || len(info.Holders) != 1 || info.Holders[0].N != 2 || info.Capacity != 3 {
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].N != 2 || info.Capacity != 3 || info.Holders[0].Owner == "" {
 		t.Fatalf("Inspect of a semaphore: %+v, %v", info, err)
 	}
 	list, err := in.List(ctx)

@@ -43,6 +43,7 @@ type backend struct {
 	bid        string        // random, the first part of every node id
 	seq        atomic.Uint64 // numbers node ids
 	negotiated *atomic.Int64 // session timeout the server granted, ns; 0 unknown
+	acl        []zk.ACL      // of every node the backend creates
 
 	epochMu sync.Mutex
 	cur     atomic.Pointer[epoch]
@@ -67,7 +68,7 @@ func New(conn *zk.Conn, opts ...lease.Option) (baton.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return baton.NewBackend(newBackend(conn, false, o, new(atomic.Int64))), nil
+	return baton.NewBackend(newBackend(conn, false, o, new(atomic.Int64), zk.WorldACL(zk.PermAll))), nil
 }
 
 func buildConfig(opts []lease.Option) (lease.Config, error) {
@@ -88,10 +89,10 @@ func buildConfig(opts []lease.Option) (lease.Config, error) {
 	return o, nil
 }
 
-func newBackend(c *zk.Conn, own bool, o lease.Config, neg *atomic.Int64) *backend {
+func newBackend(c *zk.Conn, own bool, o lease.Config, neg *atomic.Int64, acl []zk.ACL) *backend {
 	var r [8]byte
 	_, _ = rand.Read(r[:])
-	b := &backend{c: c, own: own, o: o, bid: hex.EncodeToString(r[:]), stop: make(chan struct{}), negotiated: neg}
+	b := &backend{c: c, own: own, o: o, bid: hex.EncodeToString(r[:]), stop: make(chan struct{}), negotiated: neg, acl: acl}
 	b.bg.Add(1)
 	go b.heartbeats()
 	return b
@@ -157,7 +158,7 @@ func (b *backend) ensure(path string, data []byte) error {
 		if i == len(path) {
 			d = data
 		}
-		_, err := b.c.Create(path[:i], d, 0, zk.WorldACL(zk.PermAll))
+		_, err := b.c.Create(path[:i], d, 0, b.acl)
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return err
 		}
@@ -233,7 +234,7 @@ func (b *backend) create(ctx context.Context, dir string, dirData []byte, tag by
 	do := func() error {
 		for range 2 {
 			res, err := b.c.Multi(
-				&zk.CreateRequest{Path: prefix, Data: data, Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagEphemeral | zk.FlagSequence},
+				&zk.CreateRequest{Path: prefix, Data: data, Acl: b.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
 				&zk.SetDataRequest{Path: q, Version: -1},
 			)
 			if err == nil {

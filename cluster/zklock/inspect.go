@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -101,7 +102,9 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 	info.LastToken = token(r.lastTok)
 	holder := func(i int, mode string, n int64) baton.Holder {
 		st := r.stats[i]
-		return baton.Holder{Since: time.UnixMilli(st.Ctime).UTC(), Token: token(st.Czxid), Mode: mode, N: n}
+		// The node's id begins with the id of the Backend that made it.
+		owner, _, _ := strings.Cut(idOf(r.es[i].name), ".")
+		return baton.Holder{Owner: owner, Since: time.UnixMilli(st.Ctime).UTC(), Token: token(st.Czxid), Mode: mode, N: n}
 	}
 	held := 0
 	switch kind {

@@ -86,6 +86,17 @@ func TestInspect(t *testing.T) {
 	if _, ok := got["mutex a/b"]; !ok || len(list) != 3 {
 		t.Errorf("List: %+v", list)
 	}
+	// The owner is the holding Backend's id, the same for every hold of b.
+	ownerOf := func(i baton.Info) string {
+		if len(i.Holders) == 0 {
+			return ""
+		}
+		return i.Holders[0].Owner
+	}
+	owner := ownerOf(info)
+	if len(owner) != 16 || ownerOf(got["rwmutex rw"]) != owner || ownerOf(got["semaphore sem"]) != owner {
+		t.Errorf("owners: mutex %q, rwmutex %+v, semaphore %+v; want one 16-digit id", owner, got["rwmutex rw"].Holders, got["semaphore sem"].Holders)
+	}
 	if err := in.Remove(ctx, baton.KindMutex, "a/b"); err != nil {
 		t.Fatal(err)
 	}

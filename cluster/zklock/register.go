@@ -10,6 +10,7 @@ import (
 // imports the package.
 func init() {
 	baton.Register("zk", openURL)
+	baton.Register("zks", openURL)
 }
 
 func openURL(ctx context.Context, rawURL string) (baton.Backend, error) { return OpenURL(ctx, rawURL) }

@@ -42,8 +42,10 @@ func needServer(t testing.TB) {
 type zkServer struct {
 	id    int
 	dir   string
-	addr  string // client address
-	quorm string // server.N line, ensembles only
+	addr  string   // client address
+	quorm string   // server.N line, ensembles only
+	extra []string // more zoo.cfg lines
+	jvm   []string // more JVM flags
 	cmd   *exec.Cmd
 }
 
@@ -83,6 +85,7 @@ func (s *zkServer) config(peers []string) string {
 		"globalOutstandingLimit=10000",
 	}
 	lines = append(lines, peers...)
+	lines = append(lines, s.extra...)
 	return strings.Join(lines, "\n") + "\n"
 }
 
@@ -107,8 +110,8 @@ func (s *zkServer) start(t testing.TB, peers []string) {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	cmd := exec.Command("java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dzookeeper.log.dir="+s.dir, "-cp", zkClasspath, main, cfg)
+	args := append([]string{"-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dzookeeper.log.dir=" + s.dir}, s.jvm...)
+	cmd := exec.Command("java", append(args, "-cp", zkClasspath, main, cfg)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

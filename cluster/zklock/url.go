@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -20,25 +21,39 @@ import (
 	"github.com/batonlock/baton/internal/urlparam"
 )
 
-const urlForms = "zk://host:port[,host:port...][/prefix][?ttl=10s&...]"
+const urlForms = "zk://[user[:password]@]host:port[,host:port...][/prefix][?ttl=10s&...], or zks://... for TLS"
 
 // target is what a zk URL says.
 type target struct {
-	servers []string
-	opts    []lease.Option
+	servers  []string
+	opts     []lease.Option
+	tls      bool   // zks://
+	user     string // digest authentication, when not empty
+	password string
+	sec      urlparam.Common
 }
 
-// parseURL reads zk://host[:port][,host[:port]...][/prefix][?params]. A
-// host without a port gets 2181; the path, when present, is the prefix;
-// the query holds the common lease parameters (ttl is the session timeout).
+// parseURL reads zk[s]://[user[:password]@]host[:port][,host[:port]...][/prefix][?params].
+// A host without a port gets 2181; the path, when present, is the prefix;
+// the query holds the common lease parameters (ttl is the session timeout)
+// and the shared TLS and password parameters (internal/urlparam).
 func parseURL(raw string) (target, error) {
 	var t target
 	bad := func(format string, args ...any) (target, error) {
-		return target{}, fmt.Errorf("%w: URL %q: "+format+"; accepted form: %s",
-			append(append([]any{baton.ErrInvalidArgument, raw}, args...), urlForms)...)
+		return target{}, fmt.Errorf("%w: URL %q: "+format+"; accepted forms: %s",
+			append(append([]any{baton.ErrInvalidArgument, baton.RedactURL(raw)}, args...), urlForms)...)
+	}
+	badOpt := func(err error) (target, error) {
+		return target{}, fmt.Errorf("zklock: URL %q: %w; accepted forms: %s", baton.RedactURL(raw), err, urlForms)
 	}
 	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok || !strings.EqualFold(scheme, "zk") {
+	switch {
+	case !ok:
+		return bad("scheme")
+	case strings.EqualFold(scheme, "zk"):
+	case strings.EqualFold(scheme, "zks"):
+		t.tls = true
+	default:
 		return bad("scheme")
 	}
 	if strings.Contains(rest, "#") {
@@ -46,8 +61,20 @@ func parseURL(raw string) (target, error) {
 	}
 	rest, query, _ := strings.Cut(rest, "?")
 	hosts, path, hasPath := strings.Cut(rest, "/")
-	if strings.Contains(hosts, "@") {
-		return bad("user information is not supported")
+	hasPass := false
+	if at := strings.LastIndexByte(hosts, '@'); at >= 0 {
+		user, pass, withPass := strings.Cut(hosts[:at], ":")
+		var err error
+		if t.user, err = url.PathUnescape(user); err != nil || t.user == "" || strings.Contains(t.user, ":") {
+			return bad("user name")
+		}
+		if withPass {
+			if t.password, err = url.PathUnescape(pass); err != nil {
+				return bad("password")
+			}
+			hasPass = true
+		}
+		hosts = hosts[at+1:]
 	}
 	for h := range strings.SplitSeq(hosts, ",") {
 		host, port, err := net.SplitHostPort(h)
@@ -60,7 +87,7 @@ func parseURL(raw string) (target, error) {
 		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
 			return bad("port %q", port)
 		}
-		if host == "" || strings.ContainsAny(host, " \t\x00/") {
+		if host == "" || strings.ContainsAny(host, " \t\x00/@") {
 			return bad("host %q", h)
 		}
 		t.servers = append(t.servers, net.JoinHostPort(host, port))
@@ -73,12 +100,21 @@ func parseURL(raw string) (target, error) {
 		return bad("both a path and a prefix parameter")
 	}
 	if t.opts, err = lease.FromQuery(q); err != nil {
-		return target{}, err
+		return badOpt(err)
 	}
-	for _, k := range []string{urlparam.CA, urlparam.Cert, urlparam.Key, urlparam.PasswordFile, urlparam.PasswordEnv} {
-		if q.Has(k) {
-			return bad("parameter %q: zk:// has no TLS and no authentication", k)
-		}
+	if t.sec, err = urlparam.Take(q); err != nil {
+		return badOpt(err)
+	}
+	if t.password, err = t.sec.PasswordOr(t.password, hasPass); err != nil {
+		return badOpt(err)
+	}
+	switch {
+	case t.sec.HasTLS() && !t.tls:
+		return badOpt(urlparam.NoTLS("zk", "zks"))
+	case t.sec.HasPassword && t.user == "":
+		return bad("a password parameter with no user name (zk://user@host?%s=...)", urlparam.PasswordEnv)
+	case t.user != "" && !hasPass && !t.sec.HasPassword:
+		return bad("user %q with no password (digest authentication needs one: user:password@, %s or %s)", t.user, urlparam.PasswordFile, urlparam.PasswordEnv)
 	}
 	for k := range q {
 		return bad("unknown parameter %q", k)
@@ -93,11 +129,37 @@ func parseURL(raw string) (target, error) {
 	return t, nil
 }
 
-// OpenURL dials the servers of a zk:// URL with a session timeout of the
-// TTL (the ttl parameter, or an option) and returns a Backend that closes
-// the connection when it is closed. Options given here come after the
-// URL's parameters and override them. The deadlines of holds are counted
-// with the timeout the server granted, when it is shorter than the TTL.
+// acl is the ACL of the nodes a Backend of t creates: every permission for
+// the digest identity of the URL, and none for anyone else, so that another
+// identity can neither read, take nor delete them; without a user, every
+// permission for everyone (ZooKeeper's open ACL).
+func (t target) acl() []zk.ACL {
+	if t.user == "" {
+		return zk.WorldACL(zk.PermAll)
+	}
+	return zk.DigestACL(zk.PermAll, t.user, t.password)
+}
+
+// OpenURL dials the servers of a zk:// or zks:// URL with a session
+// timeout of the TTL (the ttl parameter, or an option) and returns a
+// Backend that closes the connection when it is closed. Options given here
+// come after the URL's parameters and override them. The deadlines of
+// holds are counted with the timeout the server granted, when it is
+// shorter than the TTL.
+//
+//	zk://h1:2181,h2:2181/app             the prefix /app
+//	zk://app:secret@h1:2181/app          digest authentication as app
+//	zk://app@h1:2181/app?password_env=ZK_PASSWORD
+//	zks://h1:2281/app?ca=ca.pem&cert=client.pem&key=client-key.pem
+//
+// zks:// speaks TLS to the servers' secure client port (secureClientPort),
+// verifying them with the system's roots or the ca file; cert and key are
+// the client certificate the server may ask for. With a user, the session
+// adds the digest identity user:password (again after every reconnection),
+// and the nodes the Backend creates carry an ACL that gives that identity
+// every permission and no one else any: another identity cannot delete a
+// holder's node, nor take or list the locks. Every client of a prefix must
+// then use the same identity.
 func OpenURL(ctx context.Context, raw string, opts ...lease.Option) (baton.Backend, error) {
 	b, err := dial(ctx, raw, opts)
 	if err != nil {
@@ -128,7 +190,7 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 			last.Close()
 			last = nil
 		}
-		c, err := net.DialTimeout(network, addr, timeout)
+		c, err := dialServer(t, network, addr, timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -152,7 +214,7 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 		return nil, fmt.Errorf("%w: %v", baton.ErrInvalidArgument, err)
 	}
 	mu.Lock()
-	b = newBackend(c, true, o, neg)
+	b = newBackend(c, true, o, neg, t.acl())
 	mu.Unlock()
 	// Wait for a session, so that a server that cannot be reached is an
 	// error here rather than at the first acquisition.
@@ -164,7 +226,28 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	if t.user != "" {
+		// The client sends the identity again on every new connection.
+		if err := c.AddAuth("digest", []byte(t.user+":"+t.password)); err != nil {
+			_ = b.Close()
+			return nil, fmt.Errorf("authenticate as %q: %w", t.user, err)
+		}
+	}
 	return b, nil
+}
+
+// dialServer opens a connection to one server: TCP, or TLS for zks://,
+// verifying the server's certificate for the host it is dialled by.
+func dialServer(t target, network, addr string, timeout time.Duration) (net.Conn, error) {
+	if !t.tls {
+		return net.DialTimeout(network, addr, timeout)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	cfg := t.sec.TLSConfig(nil, host)
+	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, network, addr, cfg)
 }
 
 // zkLogger passes what the ZooKeeper client logs (with WithLogInfo(false):

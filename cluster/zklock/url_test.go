@@ -3,7 +3,6 @@ package zklock
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -79,16 +78,5 @@ func TestGrantedTimeout(t *testing.T) {
 	defer b.Close()
 	if got := b.timeout(); got != time.Minute {
 		t.Errorf("session timeout counted: %v, want the granted 1m", got)
-	}
-}
-
-// The TLS and password parameters of the other network URLs are refused by
-// name, before any connection: ZooKeeper is reached without them.
-func TestParseURLRefusesSecrets(t *testing.T) {
-	for _, p := range []string{"ca=/x.pem", "cert=/c.pem&key=/k.pem", "password_env=ZK_PW", "password_file=/pw"} {
-		_, err := parseURL("zk://127.0.0.1:1/app?" + p)
-		if !errors.Is(err, baton.ErrInvalidArgument) || !strings.Contains(err.Error(), "no TLS and no authentication") {
-			t.Errorf("%s: %v", p, err)
-		}
 	}
 }

@@ -135,7 +135,7 @@ func (v *valueDriver) create(ctx context.Context, data []byte) (uint64, error) {
 	for range 2 {
 		res, err := req(v.b, ctx, func() ([]zk.MultiResponse, error) {
 			return v.b.c.Multi(
-				&zk.CreateRequest{Path: v.path, Data: data, Acl: zk.WorldACL(zk.PermAll)},
+				&zk.CreateRequest{Path: v.path, Data: data, Acl: v.b.acl},
 				&zk.SetDataRequest{Path: v.path, Data: data, Version: 0},
 			)
 		})

@@ -35,6 +35,7 @@ type jsonObject struct {
 type jsonHolder struct {
 	PID        int      `json:"pid,omitempty"`
 	Host       string   `json:"host,omitempty"`
+	Owner      string   `json:"owner,omitempty"`       // baton.Holder.Owner
 	Since      string   `json:"since,omitempty"`       // RFC 3339, when known
 	AgeSeconds *float64 `json:"age_seconds,omitempty"` // when Since is known
 	Token      uint64   `json:"token,omitempty,string"`
@@ -48,7 +49,7 @@ func toJSON(in baton.Info, now time.Time) jsonObject {
 		Holders: []jsonHolder{}, Waiters: in.Waiters, Capacity: in.Capacity,
 		LastToken: uint64(in.LastToken), Detail: in.Detail}
 	for _, h := range in.Holders {
-		j := jsonHolder{PID: h.PID, Host: h.Host, Token: uint64(h.Token), Mode: h.Mode, N: h.N}
+		j := jsonHolder{PID: h.PID, Host: h.Host, Owner: h.Owner, Token: uint64(h.Token), Mode: h.Mode, N: h.N}
 		if !h.Since.IsZero() {
 			j.Since = h.Since.UTC().Format(time.RFC3339Nano)
 			age := now.Sub(h.Since).Seconds()
@@ -143,6 +144,9 @@ func holderText(h baton.Holder) string {
 	}
 	if h.Host != "" {
 		who += " on " + h.Host
+	}
+	if h.Owner != "" {
+		who += " (owner " + h.Owner + ")"
 	}
 	parts = append(parts, who)
 	if h.Mode != "" {

@@ -96,7 +96,7 @@ func ago(d time.Duration) string {
 // line.
 func writeLive(w io.Writer, infos []baton.Info, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tWAITERS\tPID\tHOST\tMODE\tTOKEN\tHELD FOR\tLEASE LEFT")
+	fmt.Fprintln(tw, "NAME\tKIND\tWAITERS\tPID\tHOST\tOWNER\tMODE\tTOKEN\tHELD FOR\tLEASE LEFT")
 	for _, in := range infos {
 		kind := string(in.Kind)
 		if in.Capacity > 0 {
@@ -107,7 +107,7 @@ func writeLive(w io.Writer, infos []baton.Info, now time.Time) {
 			waiters = fmt.Sprint(in.Waiters)
 		}
 		if len(in.Holders) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\tfree\t-\t-\t-\n", in.Name, kind, waiters)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\tfree\t-\t-\t-\n", in.Name, kind, waiters)
 			continue
 		}
 		for i, h := range in.Holders {
@@ -129,7 +129,7 @@ func writeLive(w io.Writer, infos []baton.Info, now time.Time) {
 			if !h.Since.IsZero() {
 				held = now.Sub(h.Since)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, kind, waiters, pid, orDash(h.Host), mode, token, ago(held), ago(h.TTL))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, kind, waiters, pid, orDash(h.Host), orDash(h.Owner), mode, token, ago(held), ago(h.TTL))
 		}
 	}
 	_ = tw.Flush()

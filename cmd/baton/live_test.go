@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -15,13 +16,18 @@ import (
 )
 
 // The shared setup of the live view's tests: one baton holding a lock and
-// one waiting for it, on a fresh namespace.
+// one waiting for it, on a fresh namespace, and a futex Mutex that the test
+// process holds under an Owner.
 
-// liveScene is a lock held by one baton process while another waits.
+// liveScene is a lock held by one baton process while another waits, and
+// a Mutex held by this process.
 type liveScene struct {
 	backend string
 	name    string
 	pid     int // of the holding baton
+
+	owned string // the name of the Mutex this process holds
+	owner string // its Owner, as the Inspector shows it
 }
 
 // startLiveScene starts the holder, then the waiter, and returns once the
@@ -29,7 +35,7 @@ type liveScene struct {
 func startLiveScene(t *testing.T) liveScene {
 	t.Helper()
 	ns := namespace(t)
-	s := liveScene{backend: ns, name: "jobs/deploy"}
+	s := liveScene{backend: ns, name: "jobs/deploy", owned: "jobs/owned"}
 	ready := filepath.Join(t.TempDir(), "ready")
 	h := command(ns, "run", s.name, "sh", "-c", `touch "$0"; exec sleep 60`, ready)
 	if err := h.Start(); err != nil {
@@ -52,6 +58,24 @@ func startLiveScene(t *testing.T) liveScene {
 	}
 	defer b.Close()
 	in := b.(baton.Inspector)
+	hb, err := local.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hb.Close() })
+	m, err := hb.Mutex(context.Background(), s.owned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx := baton.WithOwner(context.Background())
+	if _, err := m.Lock(octx); err != nil {
+		t.Fatal(err)
+	}
+	s.owner = strconv.FormatUint(uint64(baton.OwnerOf(octx)), 10)
+	info, err := in.Inspect(context.Background(), baton.KindMutex, s.owned)
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].Owner != s.owner || info.Holders[0].PID != os.Getpid() {
+		t.Fatalf("Inspect of %s held by owner %s of pid %d: %+v, %v", s.owned, s.owner, os.Getpid(), info, err)
+	}
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		info, err := in.Inspect(context.Background(), baton.KindRWMutex, s.name)
 		if err == nil && info.Waiters == 1 && len(info.Holders) == 1 && info.Holders[0].PID == s.pid {

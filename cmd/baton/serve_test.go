@@ -82,14 +82,20 @@ func TestServeJSONAndMetrics(t *testing.T) {
 	if err := json.Unmarshal([]byte(get(t, base+"/api/objects?sort=wait")), &rep); err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	found, owned := false, false
 	for _, o := range rep.Objects {
 		if o.Name == s.name && o.Waiters == 1 && len(o.Holders) == 1 && o.Holders[0].PID == s.pid {
 			found = true
 		}
+		if o.Name == s.owned && len(o.Holders) == 1 && o.Holders[0].Owner == s.owner {
+			owned = true
+		}
 	}
 	if !found || rep.Schema != jsonSchema || rep.Sort != "wait" {
 		t.Errorf("/api/objects lacks %s held by %d with a waiter: %+v", s.name, s.pid, rep)
+	}
+	if !owned {
+		t.Errorf("/api/objects lacks %s held by owner %s: %+v", s.owned, s.owner, rep)
 	}
 	m := get(t, base+"/metrics")
 	lbl := fmt.Sprintf(`{backend="local",name=%q,primitive="rwmutex"}`, s.name)
@@ -105,7 +111,8 @@ func TestServeJSONAndMetrics(t *testing.T) {
 
 // TestServePageInChromium loads the status page of baton serve in headless
 // Chromium while one baton holds a lock and another waits, and finds the
-// holder's pid and the waiter on the lock's row of the rendered page.
+// holder's pid and the waiter on the lock's row of the rendered page, and
+// the owner of a Mutex held under an Owner on its row.
 func TestServePageInChromium(t *testing.T) {
 	chromium := needTool(t, "chromium")
 	s := startLiveScene(t)
@@ -145,8 +152,15 @@ func TestServePageInChromium(t *testing.T) {
 	if pid != strconv.Itoa(s.pid) || waiters != "1" || mode != "exclusive" {
 		t.Errorf("the page's row of %s: pid %q, waiters %q, mode %q; want %d, 1, exclusive", s.name, pid, waiters, mode, s.pid)
 	}
-	if status := text("#status"); !strings.Contains(status, "1 held, 1 waiting") {
-		t.Errorf("status line %q, want 1 held, 1 waiting", status)
+	owned := fmt.Sprintf(`tr[data-name=%q]`, s.owned)
+	if owner, pid := text(owned+" td.owner"), text(owned+" td.pid"); owner != s.owner || pid != strconv.Itoa(os.Getpid()) {
+		t.Errorf("the page's row of %s: owner %q, pid %q; want %s, %d", s.owned, owner, pid, s.owner, os.Getpid())
+	}
+	if owner := text(row + " td.owner"); owner != "-" {
+		t.Errorf("the page's row of %s: owner %q, want - (the RW lock records none)", s.name, owner)
+	}
+	if status := text("#status"); !strings.Contains(status, "2 held, 1 waiting") {
+		t.Errorf("status line %q, want 2 held, 1 waiting", status)
 	}
 	if f := docsFile("serve.png"); f != "" {
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())

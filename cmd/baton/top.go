@@ -15,9 +15,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
-const topLong = `Show every object of the backend with its holders (pid, host, mode,
-token, how long held, lease time left) and how many wait, refreshed every
---interval, in the manner of top(1).
+const topLong = `Show every object of the backend with its holders (pid, host, owner,
+mode, token, how long held, lease time left) and how many wait, refreshed
+every --interval, in the manner of top(1). The owner is shown where the
+backend records it: the owner (within its process) of a futex mutex hold,
+the id of the holding client on ZooKeeper and MySQL.
 
 --sort orders the objects: wait (most waiters first, the default), held
 (longest held first) or name. On a terminal the keys w, h and n change the

@@ -12,8 +12,8 @@ import (
 
 // TestTopInTmux runs baton top in a terminal (a tmux session on a server of
 // its own) while one baton holds a lock and another waits: the screen
-// shows the holder's pid on the lock's line with one waiter, the n key
-// sorts by name, and q quits.
+// shows the holder's pid on the lock's line with one waiter and the owner
+// of a Mutex held under an Owner, the n key sorts by name, and q quits.
 func TestTopInTmux(t *testing.T) {
 	tmux := needTool(t, "tmux")
 	s := startLiveScene(t)
@@ -53,6 +53,20 @@ func TestTopInTmux(t *testing.T) {
 		}
 		return false
 	}, fmt.Sprintf("%s with 1 waiter held by pid %s", s.name, pid))
+	// NAME KIND WAITERS PID HOST OWNER: the Mutex this process holds shows
+	// its owner.
+	mine := strconv.Itoa(os.Getpid())
+	got = screen(func(sc string) bool {
+		for _, l := range strings.Split(sc, "\n") {
+			if f := strings.Fields(l); len(f) >= 6 && f[0] == s.owned && f[3] == mine && f[5] == s.owner {
+				return true
+			}
+		}
+		return false
+	}, fmt.Sprintf("%s held by owner %s of pid %s", s.owned, s.owner, mine))
+	if !strings.Contains(got, "OWNER") {
+		t.Errorf("the screen lacks the OWNER column:\n%s", got)
+	}
 	if !strings.Contains(got, "sort: wait") || !strings.Contains(got, "1 waiting") {
 		t.Errorf("the screen lacks the header:\n%s", got)
 	}
