@@ -114,6 +114,17 @@ func (s *supervisor) stop() {
 	s.cmd = nil
 }
 
+// crash ends the server by an immediate shutdown (SIGQUIT): it will run
+// crash recovery on its next start, which empties unlogged tables.
+func (s *supervisor) crash() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
 // runServer is the supervisor's main.
 func runServer() int {
 	fail := func(err error) int { fmt.Println("error", err); return 1 }
@@ -177,8 +188,12 @@ func runServer() int {
 			if !ok {
 				return 0
 			}
-			if l == "restart" {
-				s.stop()
+			if l == "restart" || l == "crash" {
+				if l == "crash" {
+					s.crash()
+				} else {
+					s.stop()
+				}
 				if err := s.start(); err != nil {
 					return fail(err)
 				}
@@ -265,11 +280,17 @@ func (s *pgServer) url() string {
 
 // restart stops the server (fast shutdown) and starts it again on the same
 // port and data.
-func (s *pgServer) restart(t testing.TB) {
+func (s *pgServer) restart(t testing.TB) { s.bounce(t, "restart") }
+
+// crash stops the server as a crash would and starts it again: it
+// recovers, and its unlogged tables are empty.
+func (s *pgServer) crash(t testing.TB) { s.bounce(t, "crash") }
+
+func (s *pgServer) bounce(t testing.TB, how string) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fmt.Fprintln(s.in, "restart")
+	fmt.Fprintln(s.in, how)
 	line, err := s.out.ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "ok" {
 		t.Fatalf("restart: %q %v", line, err)
