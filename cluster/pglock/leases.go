@@ -27,7 +27,10 @@ import (
 // again after recovery.
 //
 // Statements of an acquisition are built of a lock part, which takes the
-// advisory lock and sets the session's idle timeout (columns ok and prev),
+// advisory lock and sets the session's idle timeout (columns ok and prev)
+// and makes the commit asynchronous: what it writes need not outlive a
+// crash (the lease table is emptied, and a sequence value that was not
+// flushed is covered by the marker's move),
 // and a draw part, which reads the marker, draws the token and records
 // the lease, run only once the lock is granted (the materialised CTEs read
 // one another in order). $1 kind, $2 name, $3 key, $4 idle timeout and
@@ -38,13 +41,17 @@ import (
 // the marker's when the name has no row.
 const (
 	lockPart = `WITH l AS MATERIALIZED (SELECT pg_advisory_lock($3)::text AS g, true AS ok,
-	current_setting('idle_session_timeout') AS prev, set_config('idle_session_timeout', $4, false) AS s),`
+	current_setting('idle_session_timeout') AS prev, set_config('idle_session_timeout', $4, false) AS s,
+	set_config('synchronous_commit', 'off', true) AS c),`
 	tryPart = `WITH a AS MATERIALIZED (SELECT pg_try_advisory_lock($3) AS ok, current_setting('idle_session_timeout') AS prev),
-l AS MATERIALIZED (SELECT ok, prev, set_config('idle_session_timeout', CASE WHEN ok THEN $4 ELSE prev END, false) AS s FROM a),`
+l AS MATERIALIZED (SELECT ok, prev, set_config('idle_session_timeout', CASE WHEN ok THEN $4 ELSE prev END, false) AS s,
+	set_config('synchronous_commit', 'off', true) AS c FROM a),`
 	lockSPart = `WITH l AS MATERIALIZED (SELECT pg_advisory_lock_shared($3)::text AS g, true AS ok,
-	current_setting('idle_session_timeout') AS prev, set_config('idle_session_timeout', $4, false) AS s),`
+	current_setting('idle_session_timeout') AS prev, set_config('idle_session_timeout', $4, false) AS s,
+	set_config('synchronous_commit', 'off', true) AS c),`
 	trySPart = `WITH a AS MATERIALIZED (SELECT pg_try_advisory_lock_shared($3) AS ok, current_setting('idle_session_timeout') AS prev),
-l AS MATERIALIZED (SELECT ok, prev, set_config('idle_session_timeout', CASE WHEN ok THEN $4 ELSE prev END, false) AS s FROM a),`
+l AS MATERIALIZED (SELECT ok, prev, set_config('idle_session_timeout', CASE WHEN ok THEN $4 ELSE prev END, false) AS s,
+	set_config('synchronous_commit', 'off', true) AS c FROM a),`
 	// After markSQL, on the connection that already holds the lock.
 	heldPart = `WITH l AS (SELECT true AS ok, ''::text AS prev, $3::bigint AS k, $4::text AS i),`
 
