@@ -40,16 +40,14 @@ import (
 // left on the row (a holder whose session ended without a release), or
 // the marker's when the name has no row.
 const (
-	lockPart = `WITH l AS MATERIALIZED (SELECT pg_advisory_lock($3)::text AS g, true AS ok,
+	lockPart  = `WITH l AS MATERIALIZED (SELECT pg_advisory_lock` + lockTail
+	lockSPart = `WITH l AS MATERIALIZED (SELECT pg_advisory_lock_shared` + lockTail
+	lockTail  = `($3)::text AS g, true AS ok,
 	current_setting('idle_session_timeout') AS prev, set_config('idle_session_timeout', $4, false) AS s,
 	set_config('synchronous_commit', 'off', true) AS c),`
-	tryPart = `WITH a AS MATERIALIZED (SELECT pg_try_advisory_lock($3) AS ok, current_setting('idle_session_timeout') AS prev),
-l AS MATERIALIZED (SELECT ok, prev, set_config('idle_session_timeout', CASE WHEN ok THEN $4 ELSE prev END, false) AS s,
-	set_config('synchronous_commit', 'off', true) AS c FROM a),`
-	lockSPart = `WITH l AS MATERIALIZED (SELECT pg_advisory_lock_shared($3)::text AS g, true AS ok,
-	current_setting('idle_session_timeout') AS prev, set_config('idle_session_timeout', $4, false) AS s,
-	set_config('synchronous_commit', 'off', true) AS c),`
-	trySPart = `WITH a AS MATERIALIZED (SELECT pg_try_advisory_lock_shared($3) AS ok, current_setting('idle_session_timeout') AS prev),
+	tryPart  = `WITH a AS MATERIALIZED (SELECT pg_try_advisory_lock` + tryTail
+	trySPart = `WITH a AS MATERIALIZED (SELECT pg_try_advisory_lock_shared` + tryTail
+	tryTail  = `($3) AS ok, current_setting('idle_session_timeout') AS prev),
 l AS MATERIALIZED (SELECT ok, prev, set_config('idle_session_timeout', CASE WHEN ok THEN $4 ELSE prev END, false) AS s,
 	set_config('synchronous_commit', 'off', true) AS c FROM a),`
 	// After markSQL, on the connection that already holds the lock.

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 )
 
 // One throwaway PostgreSQL instance serves the whole test package. It is run
@@ -297,16 +300,30 @@ func (s *pgServer) bounce(t testing.TB, how string) {
 	}
 }
 
+// adminConn opens a connection of its own to the server, closed when the
+// test ends; ctx bounds its statements.
+func adminConn(t testing.TB) (context.Context, *pgx.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, err := pgx.Connect(ctx, need(t))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(ctx); cancel() })
+	return ctx, c
+}
+
+// advisoryKey is the advisory lock key of a name of a kind (default
+// prefix).
+func advisoryKey(kind baton.Kind, name string) int64 {
+	return (&backend{o: lease.Config{Prefix: DefaultPrefix}}).key(kind, name)
+}
+
 // admin runs sql on a connection of its own.
 func admin(t testing.TB, sql string, args ...any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, need(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	ctx, c := adminConn(t)
 	if _, err := c.Exec(ctx, sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
