@@ -50,6 +50,7 @@ type backend struct {
 	own  bool
 	o    lease.Config
 	idle string            // idle_session_timeout of a holding session, in ms
+	ms   int64             // the same, as a number
 	sql  map[string]string // the statements with the prefix in place
 
 	schemaMu sync.Mutex
@@ -77,7 +78,7 @@ func newBackend(pool *pgxpool.Pool, own bool, o lease.Config) *backend {
 	// The server may end the session no sooner than the client gives up:
 	// rounded up to whole milliseconds.
 	ms := (o.TTL + time.Millisecond - 1) / time.Millisecond
-	b := &backend{pool: pool, own: own, o: o, idle: strconv.FormatInt(int64(ms), 10), sql: map[string]string{}}
+	b := &backend{pool: pool, own: own, o: o, idle: strconv.FormatInt(int64(ms), 10), ms: int64(ms), sql: map[string]string{}}
 	r := strings.NewReplacer("baton_", o.Prefix, "'"+channel+"'", "'"+o.Prefix+channel+"'")
 	for _, q := range statements {
 		b.sql[q] = r.Replace(q)
@@ -112,6 +113,24 @@ CREATE TABLE IF NOT EXISTS baton_cond (
 CREATE INDEX IF NOT EXISTS baton_cond_name ON baton_cond (name, id);
 CREATE TABLE IF NOT EXISTS baton_values (
 	name text PRIMARY KEY, version bigint NOT NULL, data bytea NOT NULL);
+DO $$
+BEGIN
+	IF to_regclass('baton_token_seq') IS NULL THEN
+		CREATE SEQUENCE baton_token_seq AS bigint INCREMENT BY 16;
+		-- Above every token the counter rows gave a lock, passes included.
+		PERFORM setval('baton_token_seq', coalesce(max(n), 0) + 16) FROM baton_tokens WHERE kind IN ('mutex', 'rwmutex');
+	END IF;
+	IF to_regclass('baton_leases') IS NULL THEN
+		CREATE UNLOGGED TABLE baton_leases (
+			kind text NOT NULL, name text NOT NULL, n bigint NOT NULL,
+			expires timestamptz, prev_expires timestamptz,
+			PRIMARY KEY (kind, name));
+		INSERT INTO baton_leases SELECT kind, name, n, expires, prev_expires
+			FROM baton_tokens WHERE kind IN ('mutex', 'rwmutex');
+		-- A new table lost nothing: its marker is old.
+		INSERT INTO baton_leases (kind, name, n, expires) VALUES ('', '', 0, 'epoch');
+	END IF;
+END $$;
 `
 
 // Schema returns the SQL that creates the tables of a backend with prefix
@@ -137,7 +156,10 @@ func (b *backend) schema(ctx context.Context) error {
 		return nil
 	}
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, b.q(schemaSQL), pgx.QueryExecModeSimpleProtocol)
+		if _, err := tx.Exec(ctx, b.q(schemaSQL), pgx.QueryExecModeSimpleProtocol); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, b.q(ttlSQL), b.ms)
 		return err
 	})
 	if err != nil {
@@ -263,7 +285,7 @@ type hold struct {
 	shared bool    // a read lock (set by Downgrade, read by Release: never at once)
 	slots  []int32 // semaphore slots held; guarded by mu
 	renew  []any   // arguments of renewSQL for an exclusive lock; nil otherwise
-	tok    int64   // the token drawn from the counter row, for locks
+	tok    int64   // the token drawn from the sequence, for locks
 	passes int64   // how many times the hold was passed (Mutex only)
 
 	mu sync.Mutex // serialises statements on c (pings, downgrade, release)

@@ -6,26 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/lease"
 )
 
 // lockRows counts the granted and the waiting advisory locks of a name.
 func lockRows(t *testing.T, kind baton.Kind, name string) (granted, waiting int) {
 	t.Helper()
-	k := (&backend{o: lease.Config{Prefix: DefaultPrefix}}).key(kind, name)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, need(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	err = c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)
+	ctx, c := adminConn(t)
+	err := c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted)
 		FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
-		AND classid::bigint = ($1::bigint >> 32) & 4294967295 AND objid::bigint = $1::bigint & 4294967295`, k).Scan(&granted, &waiting)
+		AND classid::bigint = ($1::bigint >> 32) & 4294967295 AND objid::bigint = $1::bigint & 4294967295`, advisoryKey(kind, name)).Scan(&granted, &waiting)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,9 +30,10 @@
 //     Rows are never deleted, so versions never go back.
 //
 // The fencing token of a hold is drawn, in the statement that takes the
-// lock and only once it is granted, from a counter row per name
-// (baton_tokens), so tokens increase strictly per name across clients and
-// their restarts. The tables are created on first use (Schema). The pool
+// lock and only once it is granted, from one sequence (baton_token_seq),
+// so tokens increase strictly per name across clients and their restarts,
+// and drawing one writes nothing. The tables are created on first use
+// (Schema). The pool
 // must reach PostgreSQL directly or through a pooler in session mode:
 // advisory locks belong to the server session.
 //
@@ -51,16 +52,20 @@
 //
 // A session can also end under a live client (pg_terminate_backend, a
 // server restart), which frees its locks before the client can know. An
-// exclusive hold therefore records on its counter row until when its lease
-// runs, renewals push that back and the release clears it; the next holder
-// of the name, reader or writer, waits out a lease left there before its
-// Lock returns. A holder that dies thus frees a Mutex or a write lock after
-// its TTL. Semaphore permits are not covered: they are freed when the
-// session ends, and the fencing token is what protects a resource then.
+// exclusive hold therefore records on the name's row of baton_leases until
+// when its lease runs, renewals push that back and the release clears it;
+// the next holder of the name, reader or writer, waits out a lease left
+// there before its Lock returns. A holder that dies thus frees a Mutex or
+// a write lock after its TTL. The table is UNLOGGED, so its writes cost no
+// WAL, and the server empties it after a crash: a marker row says when it
+// was last found empty, and a name without a row waits until the marker is
+// a TTL old (see leases.go). Semaphore permits are not covered: they are
+// freed when the session ends, and the fencing token is what protects a
+// resource then.
 //
 // The handles of one Backend pass a Mutex among themselves with no
-// statement (see pass.go): a Mutex acquisition reserves 15 tokens above its
-// own on the counter row, and a passed hold takes the next of them.
+// statement (see pass.go): the token sequence moves by 16, and a passed
+// hold takes the next of the 15 values above its acquisition's token.
 //
 // # Inspection
 //
@@ -69,7 +74,7 @@
 // named by the server process of its session (Holder.PID, the process
 // pg_terminate_backend takes) and the session's client address, not by the
 // client's own process; an exclusive holder also shows its token and what
-// is left of its lease. Remove of a Mutex or RWMutex gives its counter row
+// is left of its lease. Remove of a Mutex or RWMutex gives its lease row
 // a new token, so that the exclusive holder's renewals fail, and ends the
 // sessions that hold it, so that the lock is free and every holder's Loss
 // fires; the row stays, with the lease it had, so tokens keep increasing

@@ -44,16 +44,9 @@ func mutexT(t *testing.T, b baton.Backend, name string) baton.Mutex {
 // a name of a kind (default prefix).
 func holderPIDs(t *testing.T, kind baton.Kind, name string) []int32 {
 	t.Helper()
-	k := (&backend{o: lease.Config{Prefix: DefaultPrefix}}).key(kind, name)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, need(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	ctx, c := adminConn(t)
 	rows, err := c.Query(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
-		AND classid::bigint = ($1::bigint >> 32) & 4294967295 AND objid::bigint = $1::bigint & 4294967295`, k)
+		AND classid::bigint = ($1::bigint >> 32) & 4294967295 AND objid::bigint = $1::bigint & 4294967295`, advisoryKey(kind, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,18 +60,23 @@ func holderPIDs(t *testing.T, kind baton.Kind, name string) []int32 {
 // sessionAlive reports whether the server still has a session of pid.
 func sessionAlive(t *testing.T, pid int32) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, need(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	ctx, c := adminConn(t)
 	var n int
 	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n > 0
+}
+
+// terminateHolder ends the session of the one holder of a name: the
+// server frees its lock at once.
+func terminateHolder(t *testing.T, kind baton.Kind, name string) {
+	t.Helper()
+	pids := holderPIDs(t, kind, name)
+	if len(pids) != 1 {
+		t.Fatalf("holders on the server: %v", pids)
+	}
+	admin(t, "SELECT pg_terminate_backend($1)", pids[0])
 }
 
 // afterLoss takes the lock on m2 and checks that h1's Loss fired (before
@@ -126,11 +124,7 @@ func TestTerminatedHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pids := holderPIDs(t, baton.KindMutex, "fault-terminate")
-	if len(pids) != 1 {
-		t.Fatalf("holders on the server: %v", pids)
-	}
-	admin(t, "SELECT pg_terminate_backend($1)", pids[0])
+	terminateHolder(t, baton.KindMutex, "fault-terminate")
 	h2 := afterLoss(t, h1, m2, true)
 	if err := m1.Unlock(ctx); !errors.Is(err, baton.ErrLost) {
 		t.Errorf("Unlock of the terminated hold: %v, want ErrLost", err)
@@ -325,11 +319,7 @@ func TestTerminatedWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pids := holderPIDs(t, baton.KindRWMutex, "fault-terminate-rw")
-	if len(pids) != 1 {
-		t.Fatalf("holders on the server: %v", pids)
-	}
-	admin(t, "SELECT pg_terminate_backend($1)", pids[0])
+	terminateHolder(t, baton.KindRWMutex, "fault-terminate-rw")
 	h2, err := r.RLock(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -27,10 +27,10 @@ WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.database = (SELECT oid FR
 	AND l.classid = (($1::bigint >> 32) & 4294967295)::oid AND l.objid = ($1::bigint & 4294967295)::oid
 ORDER BY l.granted DESC, l.pid`
 
-	// $1 kind, $2 name: the counter row, and how long its lease still
+	// $1 kind, $2 name: the lease row, and how long its lease still
 	// runs in ms (an exclusive holder's).
 	inspectRowSQL = `SELECT n, coalesce(ceil(extract(epoch FROM expires - clock_timestamp()) * 1000), 0)::bigint
-FROM baton_tokens WHERE kind = $1 AND name = $2`
+FROM baton_leases WHERE kind = $1 AND name = $2`
 
 	// $1 slot prefix, $2 capacity: the sessions holding slots and how
 	// many each.
@@ -42,7 +42,7 @@ JOIN pg_locks l ON l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
 LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 GROUP BY l.pid ORDER BY l.pid`
 
-	inspectListSQL = `SELECT kind, name FROM baton_tokens WHERE kind IN ('mutex', 'rwmutex')
+	inspectListSQL = `SELECT kind, name FROM baton_leases WHERE kind IN ('mutex', 'rwmutex')
 UNION SELECT 'semaphore', name FROM baton_semaphores
 UNION SELECT 'cond', name FROM baton_cond
 ORDER BY 1, 2`
@@ -51,7 +51,7 @@ ORDER BY 1, 2`
 	// holder's next renewal (WHERE n = its token) fails and its Loss
 	// fires; the lease left on the row is kept, so that the next holder
 	// waits it out as after any session that ended holding.
-	removeRowSQL = `UPDATE baton_tokens SET n = n + 1 WHERE kind = $1 AND name = $2 RETURNING n`
+	removeRowSQL = `UPDATE baton_leases SET n = nextval('baton_token_seq') WHERE kind = $1 AND name = $2 RETURNING n`
 
 	// $1 key: ends the sessions that hold the lock, which frees it; their
 	// renewals fail, and their Losses fire. Waiters stay queued.
@@ -79,7 +79,7 @@ func init() {
 		removeRowSQL, terminateSQL, terminateSlotsSQL, inspectCondSQL, inspectCapSQL, inspectTokenSQL, removeSemSQL, removeCondSQL)
 }
 
-// List returns every name with a counter row (locks), a capacity row
+// List returns every name with a lease row (locks), a capacity row
 // (semaphores) or a registration (conds).
 func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 	if err := b.schema(ctx); err != nil {
@@ -116,7 +116,7 @@ func notExist(kind baton.Kind, name string) error {
 }
 
 // Inspect reads who holds and waits from the server's lock table, and the
-// last token from the name's counter row.
+// last token from the name's lease row.
 func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
 	info := baton.Info{Name: name, Kind: kind, Backend: b.Kind(), Holders: []baton.Holder{}}
 	if err := b.schema(ctx); err != nil {
@@ -180,8 +180,8 @@ func (b *backend) inspectLock(ctx context.Context, info baton.Info) (baton.Info,
 		}
 		h := baton.Holder{PID: l.pid, Host: l.host, Mode: "shared"}
 		if l.exclusive {
-			// The counter row is drawn only by the acquisition that
-			// holds: n is the exclusive holder's token.
+			// Only exclusive acquisitions write n on the lease row:
+			// n is the exclusive holder's token.
 			h.Mode, h.Token = "exclusive", baton.Token(n)
 			h.TTL = time.Duration(max(left, 0)) * time.Millisecond
 		}
@@ -237,7 +237,7 @@ func (b *backend) inspectSem(ctx context.Context, info baton.Info) (baton.Info, 
 }
 
 // Remove frees a name and ends its holds. A Mutex or RWMutex keeps its
-// counter row, with a new token, so that tokens keep increasing; the
+// lease row, with a new token, so that tokens keep increasing; the
 // sessions holding the lock are ended, so the holders'
 // renewals fail and their Losses fire, and the next holder waits out the
 // lease the exclusive holder left. A Semaphore loses its capacity row (it

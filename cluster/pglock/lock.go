@@ -13,71 +13,21 @@ import (
 	"github.com/batonlock/baton/driver"
 )
 
-// An acquisition is one statement: the advisory lock, then (only once it is
-// granted, since the CTE is materialised before the INSERT reads it) the
-// token drawn from the name's counter row, and the session's idle timeout
-// set to the lease. It returns the token and the idle timeout it replaced.
-// $1 kind, $2 name, $3 key, $4 idle timeout in ms.
+// The statements that take a lock are in leases.go.
 const (
-	// An exclusive acquisition also records, on the counter row, until when
-	// the hold's lease runs (expires, server time, pushed back by every
-	// renewal and cleared by the release) and the previous holder's
-	// (prev_expires). A holder whose session ended without a release (it
-	// was terminated, the server restarted) leaves its lease there; the
-	// next holder waits it out before Lock returns, so that the old
-	// holder's Loss has fired by then. The release clears expires before
-	// it unlocks and commits after: the next holder's upsert waits for the
-	// row lock, so it reads the cleared value.
-	// $1 kind, $2 name, $3 key, $4 idle timeout and lease in ms, $5 how
-	// far the counter moves (a Mutex reserves tokens to pass). Returns
-	// the token, the idle timeout replaced, and how long the previous
-	// holder's lease still runs, in ms.
-	lockXSQL = `WITH l AS MATERIALIZED (SELECT pg_advisory_lock($3)::text AS g, current_setting('idle_session_timeout') AS prev,
-	set_config('idle_session_timeout', $4, false) AS s),
-u AS (INSERT INTO baton_tokens AS t (kind, name, n, expires)
-	SELECT $1, $2, 1, clock_timestamp() + $4::bigint * interval '1 millisecond' FROM l
-	ON CONFLICT (kind, name) DO UPDATE SET n = t.n + $5::bigint, expires = EXCLUDED.expires, prev_expires = t.expires
-	RETURNING t.n, t.prev_expires)
-SELECT u.n, l.prev, coalesce(ceil(extract(epoch FROM u.prev_expires - clock_timestamp()) * 1000), 0)::bigint FROM u, l`
-
-	tryXSQL = `WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock($3) AS ok, current_setting('idle_session_timeout') AS prev),
-s AS MATERIALIZED (SELECT set_config('idle_session_timeout', CASE WHEN ok THEN $4 ELSE prev END, false) FROM l),
-u AS (INSERT INTO baton_tokens AS t (kind, name, n, expires)
-	SELECT $1, $2, 1, clock_timestamp() + $4::bigint * interval '1 millisecond' FROM l, s WHERE l.ok
-	ON CONFLICT (kind, name) DO UPDATE SET n = t.n + $5::bigint, expires = EXCLUDED.expires, prev_expires = t.expires
-	RETURNING t.n, t.prev_expires)
-SELECT u.n, l.prev, coalesce(ceil(extract(epoch FROM u.prev_expires - clock_timestamp()) * 1000), 0)::bigint FROM u, l`
-
 	// $1 key, $2 idle timeout to restore, $3 kind, $4 name, $5 token. A
 	// previous holder's lease that still runs (an acquisition given up
-	// while waiting it out) is put back. The commit need not wait for the
-	// disk: a clear lost in a crash leaves a lease that the next holder
-	// waits out, which is safe.
-	unlockXSQL = `WITH c AS MATERIALIZED (UPDATE baton_tokens SET expires =
+	// while waiting it out) is put back.
+	unlockXSQL = `WITH c AS MATERIALIZED (UPDATE baton_leases SET expires =
 	CASE WHEN prev_expires > clock_timestamp() THEN prev_expires END
 	WHERE kind = $3 AND name = $4 AND n = $5 RETURNING 1),
 u AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS ok FROM (SELECT count(*) FROM c) x),
-x AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false),
-	set_config('synchronous_commit', 'off', true) FROM u)
+x AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false) FROM u)
 SELECT ok FROM u, x`
 
 	// $1 kind, $2 name, $3 token, $4 lease in ms.
-	renewSQL = `UPDATE baton_tokens SET expires = clock_timestamp() + $4::bigint * interval '1 millisecond'
+	renewSQL = `UPDATE baton_leases SET expires = clock_timestamp() + $4::bigint * interval '1 millisecond'
 WHERE kind = $1 AND name = $2 AND n = $3`
-
-	// Readers record no lease of their own, but wait out a writer's that
-	// was not released, as writers do.
-	lockSSQL = `WITH l AS MATERIALIZED (SELECT pg_advisory_lock_shared($3)::text AS g, current_setting('idle_session_timeout') AS prev,
-	set_config('idle_session_timeout', $4, false) AS s)
-INSERT INTO baton_tokens AS t (kind, name, n) SELECT $1, $2, 1 FROM l
-ON CONFLICT (kind, name) DO UPDATE SET n = t.n + 1
-RETURNING t.n, (SELECT prev FROM l), coalesce(ceil(extract(epoch FROM t.expires - clock_timestamp()) * 1000), 0)::bigint`
-
-	trySSQL = `WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock_shared($3) AS ok, current_setting('idle_session_timeout') AS prev),
-s AS MATERIALIZED (SELECT set_config('idle_session_timeout', CASE WHEN ok THEN $4 ELSE prev END, false) FROM l)
-INSERT INTO baton_tokens AS t (kind, name, n) SELECT $1, $2, 1 FROM l, s WHERE l.ok
-ON CONFLICT (kind, name) DO UPDATE SET n = t.n + 1
-RETURNING t.n, (SELECT prev FROM l), coalesce(ceil(extract(epoch FROM t.expires - clock_timestamp()) * 1000), 0)::bigint`
 
 	unlockSSQL = `WITH u AS MATERIALIZED (SELECT pg_advisory_unlock_shared($1) AS ok),
 x AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false) FROM u)
@@ -87,7 +37,7 @@ SELECT ok FROM u, x`
 	// once (the session's own lock does not conflict, and waiters queue
 	// behind it), so no other writer can come between. The lease record
 	// goes first, as in a release. $1 key, $2 kind, $3 name, $4 token.
-	downgradeSQL = `WITH c AS MATERIALIZED (UPDATE baton_tokens SET expires =
+	downgradeSQL = `WITH c AS MATERIALIZED (UPDATE baton_leases SET expires =
 	CASE WHEN prev_expires > clock_timestamp() THEN prev_expires END
 	WHERE kind = $2 AND name = $3 AND n = $4 RETURNING 1),
 s AS MATERIALIZED (SELECT pg_advisory_lock_shared($1)::text FROM (SELECT count(*) FROM c) x)
@@ -100,7 +50,7 @@ var (
 )
 
 // statements lists every statement, for the backend to put its prefix in.
-var statements = []string{schemaSQL, abandonSQL, lockXSQL, lockSSQL, tryXSQL, trySSQL, unlockXSQL, unlockSSQL, renewSQL, downgradeSQL,
+var statements = []string{schemaSQL, abandonSQL, unlockXSQL, unlockSSQL, renewSQL, downgradeSQL,
 	semOpenSQL, semGateSQL, semTryGateSQL, semSlotsSQL, semGrantSQL, semReleaseSQL,
 	condPrepareSQL, condRefreshSQL, condWithdrawSQL, condSignalSQL}
 
@@ -131,16 +81,7 @@ func (b *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, er
 	return b.openLock(ctx, baton.KindRWMutex, name)
 }
 
-func (d *lockDriver) args(shared bool) []any {
-	if shared {
-		return []any{string(d.kind), d.name, d.key, d.b.idle}
-	}
-	step := int64(1)
-	if d.kind == baton.KindMutex {
-		step = passTokens + 1
-	}
-	return []any{string(d.kind), d.name, d.key, d.b.idle, step}
-}
+func (d *lockDriver) args() []any { return []any{string(d.kind), d.name, d.key, d.b.idle} }
 
 // newHold returns the hold of a grant with token tok on c.
 func (d *lockDriver) newHold(c *pgxpool.Conn, shared bool, tok int64, prev string) *hold {
@@ -151,42 +92,75 @@ func (d *lockDriver) newHold(c *pgxpool.Conn, shared bool, tok int64, prev strin
 	return h
 }
 
+// attempt is the result of an acquiring statement: the token (0 when the
+// lease table's marker was missing), the idle timeout it replaced, how
+// long to wait out a previous lease, and when the statement was sent.
+type attempt struct {
+	tok, wait int64
+	prev      string
+	sent      time.Time
+}
+
+// begin takes a connection for an acquisition.
+func (d *lockDriver) begin(ctx context.Context) (*pgxpool.Conn, *attempt, error) {
+	c, err := d.b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, &attempt{sent: time.Now()}, nil
+}
+
+// grant makes the hold of a lock granted on c. When the marker was
+// missing, it is put back and the token drawn again first; if that fails,
+// c is destroyed, and its session ends with the lock.
+func (d *lockDriver) grant(c *pgxpool.Conn, shared bool, a *attempt) (*hold, error) {
+	if a.tok == 0 {
+		var err error
+		if a.tok, a.wait, err = d.remark(c, shared); err != nil {
+			destroy(c)
+			return nil, err
+		}
+	}
+	return d.newHold(c, shared, a.tok, a.prev), nil
+}
+
 func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	q := lockXSQL
-	if mode == driver.Shared {
+	q, shared := lockXSQL, mode == driver.Shared
+	if shared {
 		q = lockSSQL
 	}
-	for attempt := 0; ; attempt++ {
-		c, err := d.b.pool.Acquire(ctx)
+	for try := 0; ; try++ {
+		c, a, err := d.begin(ctx)
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		var tok, wait int64
-		var prev string
-		sent := time.Now()
-		interrupted, err := waitRow(ctx, c, d.b.q(q), d.args(mode == driver.Shared), &tok, &prev, &wait)
+		interrupted, err := waitRow(ctx, c, d.b.q(q), d.args(), &a.tok, &a.prev, &a.wait)
 		if interrupted {
-			if err == nil && tok != 0 {
+			if err == nil {
 				// Granted as the context ended: give it back properly.
-				_ = d.newHold(c, mode == driver.Shared, tok, prev).end(d.unlockSQL(mode == driver.Shared), d.unlockArgs(mode == driver.Shared, prev, tok)...)
+				_ = d.newHold(c, shared, a.tok, a.prev).end(d.unlockSQL(shared), d.unlockArgs(shared, a.prev, a.tok)...)
 			} else {
-				d.b.abandon(c, prev)
+				d.b.abandon(c, a.prev)
 			}
 			return driver.Grant{}, ctx.Err()
 		}
+		var h *hold
 		if err != nil {
 			destroy(c)
+		} else {
+			h, err = d.grant(c, shared, a)
+		}
+		if err != nil {
 			// A connection of the pool that died with its session (the
 			// server restarted): the next one is fresh. Taking the lock
 			// again is safe, since the session of a failed statement holds
 			// nothing once destroyed.
-			if attempt < 3 && connLost(err) {
+			if try < 3 && connLost(err) {
 				continue
 			}
 			return driver.Grant{}, err
 		}
-		h := d.newHold(c, mode == driver.Shared, tok, prev)
-		if err := h.start(sent, d.name); err != nil {
+		if err := h.start(a.sent, d.name); err != nil {
 			destroy(c)
 			// The session ended while the grant was on its way: take it
 			// again.
@@ -195,10 +169,10 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 			}
 			continue
 		}
-		if err := d.outwait(ctx, h, wait); err != nil {
+		if err := d.outwait(ctx, h, a.wait); err != nil {
 			return driver.Grant{}, err
 		}
-		return driver.Grant{Token: uint64(tok), Loss: h.loss, Data: h}, nil
+		return driver.Grant{Token: uint64(h.tok), Loss: h.loss, Data: h}, nil
 	}
 }
 
@@ -242,27 +216,24 @@ func (d *lockDriver) unlockArgs(shared bool, prev string, tok int64) []any {
 }
 
 func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	q := tryXSQL
-	if mode == driver.Shared {
+	q, shared := tryXSQL, mode == driver.Shared
+	if shared {
 		q = trySSQL
 	}
-	c, err := d.b.pool.Acquire(ctx)
+	c, a, err := d.begin(ctx)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	var tok, wait int64
-	var prev string
-	sent := time.Now()
 	// A try does not wait: it runs to its end, as releases do.
 	rctx, cancel := d.b.rctx()
-	err = c.QueryRow(rctx, d.b.q(q), d.args(mode == driver.Shared)...).Scan(&tok, &prev, &wait)
+	err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&a.tok, &a.prev, &a.wait)
 	if err != nil && connLost(err) {
 		destroy(c)
 		if c, err = d.b.pool.Acquire(ctx); err != nil {
 			cancel()
 			return driver.Grant{}, err
 		}
-		err = c.QueryRow(rctx, d.b.q(q), d.args(mode == driver.Shared)...).Scan(&tok, &prev, &wait)
+		err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&a.tok, &a.prev, &a.wait)
 	}
 	cancel()
 	switch {
@@ -273,17 +244,20 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 		destroy(c)
 		return driver.Grant{}, err
 	}
-	h := d.newHold(c, mode == driver.Shared, tok, prev)
-	if wait > 0 {
+	h, err := d.grant(c, shared, a)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if a.wait > 0 {
 		// The previous holder's lease still runs: as taken.
-		_ = h.end(d.unlockSQL(h.shared), d.unlockArgs(h.shared, prev, tok)...)
+		_ = h.end(d.unlockSQL(h.shared), d.unlockArgs(h.shared, h.prev, h.tok)...)
 		return driver.Grant{}, baton.ErrLocked
 	}
-	if err := h.start(sent, d.name); err != nil {
+	if err := h.start(a.sent, d.name); err != nil {
 		destroy(c)
 		return driver.Grant{}, err
 	}
-	return driver.Grant{Token: uint64(tok), Loss: h.loss, Data: h}, nil
+	return driver.Grant{Token: uint64(h.tok), Loss: h.loss, Data: h}, nil
 }
 
 func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {

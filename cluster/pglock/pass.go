@@ -9,12 +9,11 @@ import (
 // A Mutex's advisory lock belongs to a session of the Backend's pool, not
 // to the handle that took it, so the core may pass it among the handles of
 // one Backend with no statement (driver.Passer): the holding connection,
-// its lease and its row go with the grant. An exclusive acquisition of a
-// Mutex moves the counter row by passTokens+1 and takes the value it
-// reaches as its token; its k-th pass gets token+k, for k up to
-// passTokens, and the next acquisition's token is higher than all of them.
-// The lease row keeps the acquisition's token (renewals and the release
-// match it).
+// its lease and its row go with the grant. The token sequence moves by
+// passTokens+1 (INCREMENT BY 16 in the schema): an acquisition takes a
+// value as its token, its k-th pass gets token+k, for k up to passTokens,
+// and the next acquisition's token is higher than all of them. The lease
+// row keeps the acquisition's token (renewals and the release match it).
 const passTokens = 15
 
 // mutexDriver is a lockDriver of a Mutex name; only these pass holds.

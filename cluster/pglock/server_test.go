@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 )
 
 // One throwaway PostgreSQL instance serves the whole test package. It is run
@@ -114,6 +117,17 @@ func (s *supervisor) stop() {
 	s.cmd = nil
 }
 
+// crash ends the server by an immediate shutdown (SIGQUIT): it will run
+// crash recovery on its next start, which empties unlogged tables.
+func (s *supervisor) crash() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
 // runServer is the supervisor's main.
 func runServer() int {
 	fail := func(err error) int { fmt.Println("error", err); return 1 }
@@ -177,8 +191,12 @@ func runServer() int {
 			if !ok {
 				return 0
 			}
-			if l == "restart" {
-				s.stop()
+			if l == "restart" || l == "crash" {
+				if l == "crash" {
+					s.crash()
+				} else {
+					s.stop()
+				}
 				if err := s.start(); err != nil {
 					return fail(err)
 				}
@@ -265,27 +283,47 @@ func (s *pgServer) url() string {
 
 // restart stops the server (fast shutdown) and starts it again on the same
 // port and data.
-func (s *pgServer) restart(t testing.TB) {
+func (s *pgServer) restart(t testing.TB) { s.bounce(t, "restart") }
+
+// crash stops the server as a crash would and starts it again: it
+// recovers, and its unlogged tables are empty.
+func (s *pgServer) crash(t testing.TB) { s.bounce(t, "crash") }
+
+func (s *pgServer) bounce(t testing.TB, how string) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fmt.Fprintln(s.in, "restart")
+	fmt.Fprintln(s.in, how)
 	line, err := s.out.ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "ok" {
 		t.Fatalf("restart: %q %v", line, err)
 	}
 }
 
+// adminConn opens a connection of its own to the server, closed when the
+// test ends; ctx bounds its statements.
+func adminConn(t testing.TB) (context.Context, *pgx.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, err := pgx.Connect(ctx, need(t))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(ctx); cancel() })
+	return ctx, c
+}
+
+// advisoryKey is the advisory lock key of a name of a kind (default
+// prefix).
+func advisoryKey(kind baton.Kind, name string) int64 {
+	return (&backend{o: lease.Config{Prefix: DefaultPrefix}}).key(kind, name)
+}
+
 // admin runs sql on a connection of its own.
 func admin(t testing.TB, sql string, args ...any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, need(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
+	ctx, c := adminConn(t)
 	if _, err := c.Exec(ctx, sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
