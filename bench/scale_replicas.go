@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -27,11 +28,12 @@ type replicaEnv struct {
 func openReplicaEnv(ctx context.Context, pin pinning, logf func(string, ...any)) (*replicaEnv, error) {
 	re := &replicaEnv{}
 	var err error
-	if re.master, err = startRedisArgs(ctx, pin); err != nil {
+	// Each in a directory of its own: a full sync writes an RDB file.
+	if re.master, err = startRedisInDir(ctx, pin); err != nil {
 		return nil, err
 	}
 	host, port, _ := strings.Cut(re.master.addr, ":")
-	if re.replica, err = startRedisArgs(ctx, pin, "--replicaof", host, port); err != nil {
+	if re.replica, err = startRedisInDir(ctx, pin, "--replicaof", host, port); err != nil {
 		re.close()
 		return nil, err
 	}
@@ -59,6 +61,22 @@ func openReplicaEnv(ctx context.Context, pin pinning, logf func(string, ...any))
 		re.subjects = append(re.subjects, batonSubject(v.name, v.id, "redis", false, b, true, false, false))
 	}
 	return re, nil
+}
+
+// startRedisInDir starts a redis-server whose files go to a new directory,
+// removed when it stops.
+func startRedisInDir(ctx context.Context, pin pinning, extra ...string) (*redisServer, error) {
+	dir, err := os.MkdirTemp("", "baton-bench-replica-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := startRedisArgs(ctx, pin, append([]string{"--dir", dir}, extra...)...)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s.dir = dir
+	return s, nil
 }
 
 // waitReplicaLink returns once the master counts one connected replica
