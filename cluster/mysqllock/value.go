@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -53,7 +53,7 @@ func (v *value) Load(ctx context.Context) ([]byte, uint64, error) {
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, ctxErr(ctx, err)
+		return nil, 0, lease.CtxErr(ctx, err)
 	}
 	if data == nil {
 		data = []byte{}
@@ -76,18 +76,18 @@ func (v *value) CompareAndSwap(ctx context.Context, old uint64, data []byte) (ui
 			data, v.name, old)
 	}
 	if err != nil {
-		return 0, ctxErr(ctx, err)
+		return 0, lease.CtxErr(ctx, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, ctxErr(ctx, err)
+		return 0, lease.CtxErr(ctx, err)
 	}
 	if n == 0 {
 		// A statement of its own: it sees the write that refused this one.
 		var now uint64
 		err := v.b.db.QueryRowContext(ctx, `SELECT COALESCE((SELECT version FROM `+v.b.t.value+` WHERE name = ?), 0)`, v.name).Scan(&now)
 		if err != nil {
-			return 0, ctxErr(ctx, err)
+			return 0, lease.CtxErr(ctx, err)
 		}
 		return now, baton.ErrConflict
 	}
@@ -115,24 +115,6 @@ func (v *value) Wait(ctx context.Context, ver uint64) ([]byte, uint64, error) {
 }
 
 func (v *value) Close() error { return nil }
-
-// ctxErr returns an error matching the context's when ctx is done or past
-// its deadline, else err: a statement cut short by its context can fail
-// with the error of what it was doing then (a dial's i/o timeout, which
-// can come before the context's own timer has marked it done).
-func ctxErr(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	cerr := ctx.Err()
-	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
-		cerr = context.DeadlineExceeded
-	}
-	if cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w (%v)", cerr, err)
-	}
-	return err
-}
 
 // valuePoll is the poller of one name in a Backend: it runs while the name
 // has waiters and closes its channel whenever it sees a version other than

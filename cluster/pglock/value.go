@@ -3,12 +3,11 @@ package pglock
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -59,7 +58,7 @@ func (v *valueDriver) Load(ctx context.Context) ([]byte, uint64, error) {
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, ctxErr(ctx, err)
+		return nil, 0, lease.CtxErr(ctx, err)
 	}
 	if data == nil {
 		data = []byte{}
@@ -82,7 +81,7 @@ func (v *valueDriver) CompareAndSwap(ctx context.Context, old uint64, data []byt
 		return v.conflict(ctx)
 	}
 	if err != nil {
-		return 0, ctxErr(ctx, err)
+		return 0, lease.CtxErr(ctx, err)
 	}
 	return uint64(ver), nil
 }
@@ -93,7 +92,7 @@ func (v *valueDriver) CompareAndSwap(ctx context.Context, old uint64, data []byt
 func (v *valueDriver) conflict(ctx context.Context) (uint64, error) {
 	var ver int64
 	if err := v.b.pool.QueryRow(ctx, v.b.q(valueVersionSQL), v.name).Scan(&ver); err != nil {
-		return 0, ctxErr(ctx, err)
+		return 0, lease.CtxErr(ctx, err)
 	}
 	return uint64(ver), baton.ErrConflict
 }
@@ -121,23 +120,5 @@ func (v *valueDriver) Wait(ctx context.Context, ver uint64) ([]byte, uint64, err
 }
 
 func (v *valueDriver) Close() error { return nil }
-
-// ctxErr returns an error matching the context's when ctx is done or past
-// its deadline, else err: a statement cut short by its context can fail
-// with the error of what it was doing then (a dial's i/o timeout, which
-// can come before the context's own timer has marked it done).
-func ctxErr(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	cerr := ctx.Err()
-	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
-		cerr = context.DeadlineExceeded
-	}
-	if cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w (%v)", cerr, err)
-	}
-	return err
-}
 
 var _ driver.ValueOpener = (*backend)(nil)

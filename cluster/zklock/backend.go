@@ -427,12 +427,4 @@ func waitEvent(ctx context.Context, e *epoch, w <-chan zk.Event) error {
 	}
 }
 
-// ctxErr returns an error matching ctx.Err() when ctx is done, else err.
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w (%v)", cerr, err)
-	}
-	return err
-}
-
 var _ driver.Backend = (*backend)(nil)

@@ -8,6 +8,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -30,7 +31,7 @@ func (b *backend) OpenCond(_ context.Context, name string) (driver.Cond, error) 
 func (d *condDriver) Prepare(ctx context.Context) (any, error) {
 	n, err := d.b.create(ctx, d.dir, nil, 'c', nil)
 	if err != nil {
-		return nil, ctxErr(ctx, err)
+		return nil, lease.CtxErr(ctx, err)
 	}
 	return &condTicket{n}, nil
 }
@@ -70,7 +71,7 @@ func (d *condDriver) Wait(ctx context.Context, ticket any) error {
 			}
 		}
 		d.withdraw(t)
-		return ctxErr(ctx, err)
+		return lease.CtxErr(ctx, err)
 	}
 }
 
@@ -107,7 +108,7 @@ func (d *condDriver) waiters(ctx context.Context) ([]entry, error) {
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
 	}
-	return parseQueue(names), ctxErr(ctx, err)
+	return parseQueue(names), lease.CtxErr(ctx, err)
 }
 
 // Signal deletes the oldest waiter's node.

@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -65,7 +66,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 				}
 				continue
 			}
-			return driver.Grant{}, ctxErr(ctx, err)
+			return driver.Grant{}, lease.CtxErr(ctx, err)
 		}
 		if err := d.wait(ctx, n, mode, true); err != nil {
 			d.b.forget(n, nil)
@@ -79,7 +80,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	n, err := d.b.create(ctx, d.dir, nil, d.tag(mode), nil)
 	if err != nil {
-		return driver.Grant{}, ctxErr(ctx, err)
+		return driver.Grant{}, lease.CtxErr(ctx, err)
 	}
 	if err := d.wait(ctx, n, mode, false); err != nil {
 		d.b.forget(n, nil)
@@ -108,21 +109,11 @@ func (d *lockDriver) wait(ctx context.Context, n *node, mode driver.Mode, block 
 			}
 		}
 		if ctx.Err() != nil {
-			return ctxErr(ctx, err)
+			return lease.CtxErr(ctx, err)
 		}
-		if n.e.ended() != nil {
-			if err := d.b.revive(ctx, n); err != nil {
-				return err
-			}
-			continue
-		}
-		if !transient(err) {
+		if err := d.b.retry(ctx, n, err, &attempt); err != nil {
 			return err
 		}
-		if err := d.b.backoff(ctx, n.e, attempt); err != nil && n.e.ended() == nil {
-			return err
-		}
-		attempt++
 	}
 }
 
@@ -290,6 +281,23 @@ func (d *lockDriver) Close() error { return nil }
 func transient(err error) bool {
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
 		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrNothing)
+}
+
+// retry decides what a queue round that failed with err does next: an
+// ended session is revived and the round runs again at once, a transient
+// error backs off first, any other error is returned.
+func (b *backend) retry(ctx context.Context, n *node, err error, attempt *int) error {
+	if n.e.ended() != nil {
+		return b.revive(ctx, n)
+	}
+	if !transient(err) {
+		return err
+	}
+	if err := b.backoff(ctx, n.e, *attempt); err != nil && n.e.ended() == nil {
+		return err
+	}
+	*attempt++
+	return nil
 }
 
 // backoff waits before a retry; it returns an error when ctx ends, the

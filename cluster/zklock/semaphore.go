@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -59,7 +60,7 @@ func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64)
 		return struct{}{}, nil
 	})
 	if err != nil {
-		return nil, ctxErr(ctx, err)
+		return nil, lease.CtxErr(ctx, err)
 	}
 	return d, nil
 }
@@ -84,7 +85,7 @@ func (d *semDriver) acquire(ctx context.Context, k int64, block bool) (driver.Gr
 				}
 				continue
 			}
-			return driver.Grant{}, ctxErr(ctx, err)
+			return driver.Grant{}, lease.CtxErr(ctx, err)
 		}
 		if err := d.wait(ctx, n, k, block); err != nil {
 			d.b.forget(n, nil)
@@ -164,21 +165,11 @@ func (d *semDriver) wait(ctx context.Context, n *node, k int64, block bool) erro
 	for attempt := 0; ; {
 		err := d.round(ctx, n, k, block)
 		if err == nil || errors.Is(err, baton.ErrLocked) || ctx.Err() != nil {
-			return ctxErr(ctx, err)
+			return lease.CtxErr(ctx, err)
 		}
-		if n.e.ended() != nil {
-			if err := d.b.revive(ctx, n); err != nil {
-				return err
-			}
-			continue
-		}
-		if !transient(err) {
+		if err := d.b.retry(ctx, n, err, &attempt); err != nil {
 			return err
 		}
-		if err := d.b.backoff(ctx, n.e, attempt); err != nil && n.e.ended() == nil {
-			return err
-		}
-		attempt++
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -74,7 +75,7 @@ func (v *valueDriver) get(ctx context.Context) ([]byte, uint64, *zk.Stat, error)
 		return nil, 0, nil, nil
 	}
 	if err != nil {
-		return nil, 0, nil, ctxErr(ctx, err)
+		return nil, 0, nil, lease.CtxErr(ctx, err)
 	}
 	v.remember(r.st)
 	if r.data == nil {
@@ -107,7 +108,7 @@ func (v *valueDriver) CompareAndSwap(ctx context.Context, old uint64, data []byt
 		if now < old {
 			// The server may trail the write that made old.
 			if _, err := req(v.b, ctx, func() (string, error) { return v.b.c.Sync(v.path) }); err != nil {
-				return 0, ctxErr(ctx, err)
+				return 0, lease.CtxErr(ctx, err)
 			}
 			if _, now, st, err = v.get(ctx); err != nil {
 				return 0, err
@@ -123,7 +124,7 @@ func (v *valueDriver) CompareAndSwap(ctx context.Context, old uint64, data []byt
 		return v.conflict(ctx)
 	}
 	if err != nil {
-		return 0, ctxErr(ctx, err)
+		return 0, lease.CtxErr(ctx, err)
 	}
 	v.remember(st)
 	return uint64(st.Mzxid), nil
@@ -146,12 +147,12 @@ func (v *valueDriver) create(ctx context.Context, data []byte) (uint64, error) {
 		case errors.Is(err, zk.ErrNodeExists):
 			return v.conflict(ctx)
 		case !errors.Is(err, zk.ErrNoNode):
-			return 0, ctxErr(ctx, err)
+			return 0, lease.CtxErr(ctx, err)
 		}
 		if _, err := req(v.b, ctx, func() (struct{}, error) {
 			return struct{}{}, v.b.ensure(v.b.o.Prefix+"/"+string(baton.KindValue), nil)
 		}); err != nil {
-			return 0, ctxErr(ctx, err)
+			return 0, lease.CtxErr(ctx, err)
 		}
 	}
 	return 0, zk.ErrNoNode
@@ -192,7 +193,7 @@ func (v *valueDriver) Wait(ctx context.Context, ver uint64) ([]byte, uint64, err
 			}
 			continue
 		case err != nil:
-			return nil, 0, ctxErr(ctx, err)
+			return nil, 0, lease.CtxErr(ctx, err)
 		}
 		attempt = 0
 		var now uint64
