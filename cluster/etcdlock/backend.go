@@ -326,6 +326,21 @@ func retry(ctx context.Context, s *session, attempt int, err error) error {
 	return nil
 }
 
+// again decides after a failed write of a new acquisition on s: a
+// blocking one (wait) as retry does; a try is tried again only once, on a
+// new session, when the server no longer knows the lease, and otherwise
+// returns the error.
+func again(ctx context.Context, s *session, wait bool, attempt int, err error) error {
+	if wait {
+		return retry(ctx, s, attempt, err)
+	}
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+		s.leaseGone()
+		return nil
+	}
+	return ctxErr(ctx, err)
+}
+
 // backoff waits before a retry; it returns an error when ctx is done or the
 // session ended first.
 func backoff(ctx context.Context, s *session, attempt int) error {

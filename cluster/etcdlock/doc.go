@@ -67,6 +67,10 @@
 // queued returns an error matching baton.ErrLost. After a loss the Backend
 // takes a new lease for the next acquisition.
 //
+// A lock whose holder died comes free when etcd revokes the lease, which
+// the server does from a loop that looks for expired leases every 500 ms:
+// from the TTL after the holder's last renewal to half a second later.
+//
 // # Failures
 //
 // A failed or cancelled acquisition deletes the key it may have written; when

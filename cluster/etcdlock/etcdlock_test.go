@@ -34,6 +34,8 @@ func TestOneMember(t *testing.T) {
 	t.Run("ReleasedNotLost", func(t *testing.T) { testReleasedNotLost(t, c) })
 	t.Run("RemoveRacesUnlock", func(t *testing.T) { testRemoveRacesUnlock(t, c) })
 	t.Run("NamesDisjoint", func(t *testing.T) { testNamesDisjoint(t, c) })
+	t.Run("CutOffHolder", func(t *testing.T) { testCutOffHolder(t, c) })
+	t.Run("UnnoticedLeaseGone", func(t *testing.T) { testUnnoticedLeaseGone(t, c) })
 	t.Run("CancelledWrites", func(t *testing.T) { testCancelledWrites(t, c) })
 	t.Run("Pass", func(t *testing.T) { testPass(t, c) })
 }

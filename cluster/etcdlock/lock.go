@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
@@ -81,50 +80,78 @@ func keysOf(q, w string) []string {
 	return []string{q, w}
 }
 
-func (d *lockDriver) grant(s *session, id, q, w string, rev int64) driver.Grant {
+// entry is an acquisition's keys, written at revision rev.
+type entry struct {
+	s        *session
+	id, q, w string
+	rev      int64
+}
+
+func (d *lockDriver) grant(e entry) driver.Grant {
 	loss := driver.NewLoss()
-	s.track(loss, q, rev)
-	tok := uint64(rev)
+	e.s.track(loss, e.q, e.rev)
+	tok := uint64(e.rev)
 	if !d.rw {
-		tok = mutexToken(rev, 0)
+		tok = mutexToken(e.rev, 0)
 	}
 	return driver.Grant{
 		Token: tok,
 		Loss:  loss,
-		Data:  &lockGrant{s: s, id: id, q: q, w: w, rev: rev, loss: loss, hw: d.b.watchHold(s, q, rev, loss)},
+		Data:  &lockGrant{s: e.s, id: e.id, q: e.q, w: e.w, rev: e.rev, loss: loss, hw: d.b.watchHold(e.s, e.q, e.rev, loss)},
+	}
+}
+
+// enqueue writes the keys of a new acquisition of mode on the current
+// session. For Acquire (wait) the transaction also reads the two newest
+// blockers, and a transient failure is tried again; for TryAcquire it
+// writes only if there is no blocker (resp.Succeeded), and it is tried
+// again only once, on a new session, when the server no longer knows the
+// lease.
+func (d *lockDriver) enqueue(ctx context.Context, mode driver.Mode, wait bool) (entry, *clientv3.TxnResponse, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := d.b.session(ctx)
+		if err != nil {
+			return entry{}, nil, err
+		}
+		e := entry{s: s}
+		var ops []clientv3.Op
+		e.id, e.q, e.w, ops = d.puts(s, mode)
+		if wait {
+			// The newest key in the blockers' directory is the caller's
+			// own (writers) or older than it (readers): the two newest
+			// tell who comes just before.
+			ops = append(ops, clientv3.OpGet(d.blockers(mode), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)))
+		}
+		resp, err := d.b.commit(ctx, s, keysOf(e.q, e.w), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			txn := d.b.c.Txn(ctx)
+			if !wait {
+				txn = txn.If(clientv3.Compare(clientv3.CreateRevision(d.blockers(mode)), "=", 0).WithPrefix())
+			}
+			return txn.Then(ops...).Commit()
+		})
+		if err == nil {
+			e.rev = resp.Header.Revision
+			return e, resp, nil
+		}
+		if err := again(ctx, s, wait, attempt, err); err != nil {
+			return entry{}, nil, err
+		}
 	}
 }
 
 // Acquire enqueues a key and waits until no key that blocks it is older.
 func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	for attempt := 0; ; attempt++ {
-		s, err := d.b.session(ctx)
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		id, q, w, ops := d.puts(s, mode)
-		// The newest key in the blockers' directory is the caller's own
-		// (writers) or older than it (readers): the two newest tell who
-		// comes just before.
-		get := clientv3.OpGet(d.blockers(mode), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))
-		resp, err := d.b.commit(ctx, s, keysOf(q, w), func(ctx context.Context) (*clientv3.TxnResponse, error) {
-			return d.b.c.Txn(ctx).Then(append(ops, get)...).Commit()
-		})
-		if err != nil {
-			if err := retry(ctx, s, attempt, err); err != nil {
-				return driver.Grant{}, err
-			}
-			continue
-		}
-		rev := resp.Header.Revision
-		pred := before(resp.Responses[len(ops)].GetResponseRange().Kvs, rev)
-		if err := d.wait(ctx, s, q, rev, mode, pred, rev); err != nil {
-			d.drop(s, id, q, w)
-			return driver.Grant{}, err
-		}
-		return d.grant(s, id, q, w, rev), nil
+	e, resp, err := d.enqueue(ctx, mode, true)
+	if err != nil {
+		return driver.Grant{}, err
 	}
+	pred := before(resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs, e.rev)
+	if err := d.wait(ctx, e.s, e.q, e.rev, mode, pred, e.rev); err != nil {
+		d.drop(e.s, e.id, e.q, e.w)
+		return driver.Grant{}, err
+	}
+	return d.grant(e), nil
 }
 
 // before returns the first of kvs (sorted newest first) older than rev.
@@ -184,29 +211,15 @@ func (d *lockDriver) wait(ctx context.Context, s *session, q string, rev int64, 
 
 // TryAcquire writes the key only if no key blocks it, in one transaction.
 func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	for attempt := 0; ; attempt++ {
-		s, err := d.b.session(ctx)
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		id, q, w, ops := d.puts(s, mode)
-		free := clientv3.Compare(clientv3.CreateRevision(d.blockers(mode)), "=", 0).WithPrefix()
-		resp, err := d.b.commit(ctx, s, keysOf(q, w), func(ctx context.Context) (*clientv3.TxnResponse, error) {
-			return d.b.c.Txn(ctx).If(free).Then(ops...).Commit()
-		})
-		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.leaseGone()
-				continue
-			}
-			return driver.Grant{}, ctxErr(ctx, err)
-		}
-		if !resp.Succeeded {
-			d.ids.put(s, id) // nothing was written
-			return driver.Grant{}, baton.ErrLocked
-		}
-		return d.grant(s, id, q, w, resp.Header.Revision), nil
+	e, resp, err := d.enqueue(ctx, mode, false)
+	if err != nil {
+		return driver.Grant{}, err
 	}
+	if !resp.Succeeded {
+		d.ids.put(e.s, e.id) // nothing was written
+		return driver.Grant{}, baton.ErrLocked
+	}
+	return d.grant(e), nil
 }
 
 // Release deletes the hold's keys if they are still the ones it wrote.

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
@@ -129,9 +128,18 @@ func (d *semDriver) grant(s *session, id, key string, rev, n int64) driver.Grant
 	return driver.Grant{Token: uint64(rev), Loss: loss, N: n, Data: &semGrant{s: s, id: id, key: key, rev: rev, loss: loss, hw: d.b.watchHold(s, key, rev, loss)}}
 }
 
-// Acquire enqueues a key for n permits and waits until the permits of all
-// keys up to its own fit in the capacity.
 func (d *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
+	return d.acquire(ctx, n, true)
+}
+
+func (d *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
+	return d.acquire(ctx, n, false)
+}
+
+// acquire enqueues a key for n permits. Acquire (wait) then waits until the
+// permits of all keys up to its own fit in the capacity, and tries a failed
+// write again; TryAcquire keeps the key only if they fit at once.
+func (d *semDriver) acquire(ctx context.Context, n int64, wait bool) (driver.Grant, error) {
 	for attempt := 0; ; attempt++ {
 		s, err := d.b.session(ctx)
 		if err != nil {
@@ -139,12 +147,18 @@ func (d *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 		}
 		id, key, rev, older, err := d.enqueue(ctx, s, n)
 		if err != nil {
-			if err := retry(ctx, s, attempt, err); err != nil {
+			if err := again(ctx, s, wait, attempt, err); err != nil {
 				return driver.Grant{}, err
 			}
 			continue
 		}
-		if err := d.wait(ctx, s, key, rev, n, older, rev); err != nil {
+		switch {
+		case wait:
+			err = d.wait(ctx, s, key, rev, n, older, rev)
+		case sum(older)+n > d.capacity:
+			err = baton.ErrLocked
+		}
+		if err != nil {
 			d.drop(s, id, key)
 			return driver.Grant{}, err
 		}
@@ -242,29 +256,6 @@ func (d *semDriver) watch(ctx context.Context, s *session, key string, rev, n in
 		if sum(older)+n <= d.capacity {
 			return nil
 		}
-	}
-}
-
-// TryAcquire enqueues a key and keeps it only if it fits at once.
-func (d *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, error) {
-	for attempt := 0; ; attempt++ {
-		s, err := d.b.session(ctx)
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		id, key, rev, older, err := d.enqueue(ctx, s, n)
-		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-				s.leaseGone()
-				continue
-			}
-			return driver.Grant{}, ctxErr(ctx, err)
-		}
-		if sum(older)+n > d.capacity {
-			d.drop(s, id, key)
-			return driver.Grant{}, baton.ErrLocked
-		}
-		return d.grant(s, id, key, rev, n), nil
 	}
 }
 
