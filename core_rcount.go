@@ -1,7 +1,6 @@
 package baton
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/batonlock/baton/driver"
@@ -28,18 +27,6 @@ func newReadState(d driver.Lock) *readState {
 		r.rd, r.rloss = rc.ReadCounter()
 	}
 	return r
-}
-
-// anonCtx reports whether ctx may take or give back a hold on the count:
-// not nil, without owner, and (for a take) not done.
-func anonCtx(ctx context.Context, take bool) bool {
-	if plainCtx(ctx) {
-		return true
-	}
-	if ctx == nil || take && ctx.Err() != nil {
-		return false
-	}
-	return OwnerOf(ctx) == 0
 }
 
 // The count path itself is written out in rwHandle's RLock, TryRLock and

@@ -184,7 +184,7 @@ func (m rwHandle) RLock(ctx context.Context) (Hold, error) {
 	// The count path (core_rcount.go) spelled out: an uncontended RLock
 	// is one call.
 	h := m.h
-	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || anonCtx(ctx, true)) {
+	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0) {
 		if held, added := r.rd.TryRLock(); held || r.rd.RLock(added) {
 			if !h.closedA.Load() {
 				return Hold{mode: Shared, loss: r.rloss}, nil
@@ -196,7 +196,7 @@ func (m rwHandle) RLock(ctx context.Context) (Hold, error) {
 }
 func (m rwHandle) TryRLock(ctx context.Context) (Hold, error) {
 	h := m.h
-	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || anonCtx(ctx, true)) {
+	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0) {
 		if held, added := r.rd.TryRLock(); held || r.rd.RLock(added) {
 			if !h.closedA.Load() {
 				return Hold{mode: Shared, loss: r.rloss}, nil
@@ -209,7 +209,7 @@ func (m rwHandle) TryRLock(ctx context.Context) (Hold, error) {
 func (m rwHandle) Unlock(ctx context.Context) error { return m.h.unlockOp(ctx, false) }
 func (m rwHandle) RUnlock(ctx context.Context) error {
 	h := m.h
-	if r := h.r; r.rd != nil && r.anonA.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || anonCtx(ctx, false)) {
+	if r := h.r; r.rd != nil && r.anonA.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && OwnerOf(ctx) == 0) {
 		if done, taken := r.rd.TryRUnlock(); done || r.rd.RUnlockMore(taken) {
 			return nil
 		}
