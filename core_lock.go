@@ -62,7 +62,7 @@ func (h *lockHandle) mu() *sync.Mutex {
 func newLockHandle(b *coreBackend, kind Kind, name string, d driver.Lock, line *passLine) *lockHandle {
 	h := &lockHandle{b: b, name: name, d: d, line: line}
 	if kind == KindRWMutex {
-		h.r = &readState{}
+		h.r = newReadState(d)
 	}
 	if wl, ok := d.(driver.WordLocker); ok && kind == KindMutex {
 		h.word, h.wordLoss = wl.WordLock()
@@ -174,6 +174,9 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 	}
 	w := newWaiter(mode, owner, nil)
 	h.q.push(w)
+	if h.r.queueWriter(mode) {
+		defer h.r.unqueueWriter()
+	}
 	for {
 		if h.closed {
 			h.q.leave(w)

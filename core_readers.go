@@ -3,17 +3,27 @@ package baton
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/word"
 )
 
 // Readers of one handle share one Shared grant of the driver; this file
-// keeps their holds and decides when a new reader may join it.
+// keeps their holds and decides when a new reader may join it. Anonymous
+// readers of a driver that counts them take the count path instead while
+// they can (core_rcount.go).
 
 // readState is the reader bookkeeping of an RWMutex handle, guarded by the
-// handle's mutex.
+// handle's mutex but for the count path's fields.
 type readState struct {
+	// The count path (driver.ReadCounter); rd is nil without one.
+	rd      *word.Readers
+	rloss   *driver.Loss
+	anonA   atomic.Int64 // anon, readable without mu
+	writers atomic.Int32 // writers of the handle queued in lock
+
 	readers   int // local read holds, owned and anonymous
 	anon      int // anonymous read holds (part of readers)
 	owners    map[Owner]int
@@ -29,6 +39,7 @@ func (h *lockHandle) addReader(owner Owner) {
 	r.readers++
 	if owner == 0 {
 		r.anon++
+		r.anonA.Store(int64(r.anon))
 		return
 	}
 	if r.owners == nil {
@@ -42,6 +53,7 @@ func (r *readState) drop(owner Owner) bool {
 	switch {
 	case owner == 0 && r.anon > 0:
 		r.anon--
+		r.anonA.Store(int64(r.anon))
 	case owner != 0 && r.owners[owner] > 0:
 		if r.owners[owner]--; r.owners[owner] == 0 {
 			delete(r.owners, owner)
@@ -57,6 +69,7 @@ func (r *readState) drop(owner Owner) bool {
 func (r *readState) clear() {
 	if r != nil {
 		r.readers, r.anon, r.owners = 0, 0, nil
+		r.anonA.Store(0)
 	}
 }
 
@@ -201,6 +214,12 @@ func (h *lockHandle) runlock(ctx context.Context) error {
 	h.mu().Lock()
 	h.waitIdle()
 	if !h.r.drop(owner) {
+		if owner == 0 {
+			if done, err := h.runlockCount(); done {
+				h.mu().Unlock()
+				return err
+			}
+		}
 		closed := h.closed
 		h.mu().Unlock()
 		if closed {

@@ -181,13 +181,39 @@ func (m rwHandle) TryLock(ctx context.Context) (Hold, error) {
 	return m.h.lockOp("trylock", ctx, Exclusive, true)
 }
 func (m rwHandle) RLock(ctx context.Context) (Hold, error) {
-	return m.h.lockOp("rlock", ctx, Shared, false)
+	// The count path (core_rcount.go) spelled out: an uncontended RLock
+	// is one call.
+	h := m.h
+	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0) {
+		if held, added := r.rd.TryRLock(); held || r.rd.RLock(added) {
+			if !h.closedA.Load() {
+				return Hold{mode: Shared, loss: r.rloss}, nil
+			}
+			h.rlockClosed()
+		}
+	}
+	return h.lockOp("rlock", ctx, Shared, false)
 }
 func (m rwHandle) TryRLock(ctx context.Context) (Hold, error) {
-	return m.h.lockOp("tryrlock", ctx, Shared, true)
+	h := m.h
+	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0) {
+		if held, added := r.rd.TryRLock(); held || r.rd.RLock(added) {
+			if !h.closedA.Load() {
+				return Hold{mode: Shared, loss: r.rloss}, nil
+			}
+			h.rlockClosed()
+		}
+	}
+	return h.lockOp("tryrlock", ctx, Shared, true)
 }
 func (m rwHandle) Unlock(ctx context.Context) error { return m.h.unlockOp(ctx, false) }
 func (m rwHandle) RUnlock(ctx context.Context) error {
+	h := m.h
+	if r := h.r; r.rd != nil && r.anonA.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && OwnerOf(ctx) == 0) {
+		if done, taken := r.rd.TryRUnlock(); done || r.rd.RUnlockMore(taken) {
+			return nil
+		}
+	}
 	if o := m.h.b.observer(); o != nil {
 		return m.h.runlockObserved(o, ctx)
 	}

@@ -16,8 +16,9 @@ type goal struct {
 	subject string
 	// kind: "cost" (subject's cost over refs[0]'s, at most bound), "speedup"
 	// (the best of refs' cost over the subject's, at least bound),
-	// "fairness" (at least bound), "worst_wait" and "median" (the worst
-	// wait or the median latency, at most bound, in ns).
+	// "fairness" (at least bound), "worst_wait", "median" and "p99" (the
+	// worst wait, the median or the 99th percentile latency, at most bound,
+	// in ns).
 	kind  string
 	refs  []string
 	bound float64
@@ -38,6 +39,8 @@ var goals = []goal{
 	{"Semaphore, uncontended Acquire(1)+Release(1) ≤ 3× a buffered channel", "sem-uncontended", "baton local/shm", "cost", []string{"buffered chan"}, 3},
 	{"Semaphore, capacity 1, 4 processes: throughput ≥ 20× raw semop", "sem-p4", "baton local/shm", "speedup", []string{"raw semop"}, 20},
 	{"Semaphore, capacity 1, 4 processes: worst wait ≤ 10 ms", "sem-p4", "baton local/shm", "worst_wait", nil, 10e6},
+	{"RWMutex, writer SIGKILLed: kill to the next grant p99 ≤ 5 ms", "rw-kill", "baton local/shm", "p99", nil, 5e6},
+	{"Semaphore, permit holder SIGKILLed: kill to the next grant p99 ≤ 5 ms", "sem-kill", "baton local/shm", "p99", nil, 5e6},
 	{"PostgreSQL, uncontended Lock+Unlock ≤ 1.3× the raw floor", "pg-uncontended", "baton pglock", "cost", []string{"raw pg_advisory_lock"}, 1.3},
 	{"PostgreSQL, handoff to another client ≤ 2 ms median", "pg-handoff", "baton pglock", "median", nil, 2e6},
 	{"PostgreSQL, 16 clients on one name: fairness ≥ 0.9", "pg-c16", "baton pglock", "fairness", nil, 0.9},
@@ -143,12 +146,16 @@ func checkGoal(res *results, g goal) goalResult {
 			v[i] = s.Fairness
 		}
 		gr.Measured = medianCI(label, v)
-	case "worst_wait", "median":
+	case "worst_wait", "median", "p99":
 		v := make([]float64, len(r.Samples))
 		for i, s := range r.Samples {
-			v[i] = float64(s.WorstWait)
-			if g.kind == "median" {
+			switch g.kind {
+			case "median":
 				v[i] = float64(s.P50)
+			case "p99":
+				v[i] = float64(s.P99)
+			default:
+				v[i] = float64(s.WorstWait)
 			}
 		}
 		gr.Measured = medianCI(label, v)
@@ -169,7 +176,7 @@ func (gr goalResult) shown() string {
 			return fmt.Sprintf("%.2f", iv.Value)
 		}
 		return fmt.Sprintf("%.2f [%.2f–%.2f]", iv.Value, iv.Lo, iv.Hi)
-	case "worst_wait", "median":
+	case "worst_wait", "median", "p99":
 		if !iv.known() {
 			return fmtDur(iv.Value)
 		}

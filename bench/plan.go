@@ -225,6 +225,10 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			rrefs, rw, uncontendedRun("rw", "uncontended", 0, cfg, nil)))
 		ts = append(ts, newPlanned("rw-read-heavy", sec, fmt.Sprintf("RWMutex, %d goroutines, 95%% reads", cfg.rwG), "throughput", "rw",
 			rrefs, rw, contendedRun("rw", "readheavy", cfg.rwG, 0, 20, cfg, nil)))
+		ts = append(ts, newPlanned("rw-kill", sec, "RWMutex writer SIGKILLed: kill to a writer in another process holding", "latency", "rw",
+			[]string{"raw flock", "raw semop"}, pick(rw, func(s *subject) bool { return s.proc }), func(ctx context.Context, s *subject) (sample, error) {
+				return killGrant(ctx, s, dir, "rw", "kill", cfg.kills)
+			}))
 
 		sem := pick(host, hasSem)
 		srefs := []string{"raw semop", "buffered chan"}
@@ -243,6 +247,10 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			t.done = pp.close
 			ts = append(ts, t)
 		}
+		ts = append(ts, newPlanned("sem-kill", sec, "Semaphore (capacity 1) permit holder SIGKILLed: kill to a waiter in another process holding", "latency", "sem",
+			[]string{"raw semop"}, pick(sem, func(s *subject) bool { return s.proc }), func(ctx context.Context, s *subject) (sample, error) {
+				return killGrant(ctx, s, dir, "sem", "kill", cfg.kills)
+			}))
 	}
 
 	var redisSubs, etcdSubs []*subject

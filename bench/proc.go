@@ -23,7 +23,7 @@ const workerEnv = "BATON_BENCH_WORKER"
 
 type workerArgs struct {
 	Role    string        `json:"role"`           // "contend" or "hold"
-	Prim    string        `json:"prim,omitempty"` // "mutex" (default) or "sem"
+	Prim    string        `json:"prim,omitempty"` // "mutex" (default), "sem", or "rw" (hold only)
 	Permits int           `json:"permits,omitempty"`
 	Subject string        `json:"subject"`
 	Key     string        `json:"key"`
@@ -96,6 +96,9 @@ func runWorker(a workerArgs) error {
 		return err
 	}
 	in := bufio.NewReader(os.Stdin)
+	if a.Role == "hold" && a.Prim != "" && a.Prim != "mutex" {
+		return holdWorker(ctx, s, a, in)
+	}
 	if a.Prim == "sem" {
 		if s.sem == nil || a.Role != "contend" {
 			return fmt.Errorf("no semaphore %s of %s", a.Role, s.name)

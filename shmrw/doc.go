@@ -14,25 +14,34 @@
 // both. Flags: waiters sleep on the word; the writer is draining readers;
 // a writer waits.
 //
-// A slot is one 64-bit word written by its handle only: the handle's
-// process (pid and start-time tag, as in the state word), plus a bit "holds
-// a read lock" and a bit "waits to write". A handle claims a free slot when
-// it is opened and frees it when it is closed.
+// A slot has two 64-bit words written by its handle only (and by whoever
+// reclaims it from a dead process). The first names the handle's process
+// (pid and start-time tag, as in the state word), plus a bit "holds a read
+// lock" (the driver's read grant) and a bit "waits to write". The second
+// counts the handle's anonymous read holds that baton's core takes
+// without calling the driver (package internal/word): a generation in the
+// high half, the number of holds in the low half. A handle claims a free
+// slot when it is opened, starting a new generation, and frees it when it
+// is closed, starting another, so that a stale handle's compare-and-swap
+// of the count can never succeed on a slot claimed since.
 //
 // # Readers and writers
 //
-// A reader stores its slot with the read bit and then loads the state
-// word: if no writer holds, drains or waits, it holds; otherwise it clears
-// the bit and waits on the word. RUnlock stores the slot without the bit,
+// A reader stores its slot with the read bit (or adds one to its count
+// with a compare-and-swap) and then loads the state word: if no writer
+// holds, drains or waits, it holds; otherwise it undoes its write and
+// waits on the word. RUnlock clears the bit (or takes one off the count)
 // and wakes the drain futex only when the state word says a writer drains.
-// So an uncontended RLock+RUnlock is two stores to the handle's own slot
-// and one load of the state word, with no system call and no write to a
-// line that other readers write.
+// So an uncontended RLock+RUnlock is one atomic write to the handle's own
+// slot and one load of the state word each way, with no system call and
+// no write to a line that other readers write.
 //
 // A writer takes the state word with one compare-and-swap (writer bits
 // set), which from then on turns away new readers, and then drains: it
-// scans the slots in use for read bits and sleeps on the drain futex until
-// none is left. Both sides store first and load second with sequentially
+// scans the slots in use for read bits and counts (its own slot's count
+// too: the core counts its goroutines' holds there while another of them
+// asks for the write lock) and sleeps on the drain futex until none is
+// left. Both sides store first and load second with sequentially
 // consistent atomics, so a reader and a writer that race cannot both miss
 // each other: either the writer's scan sees the reader's bit, or the
 // reader's load sees the writer. Downgrade sets the handle's read bit and
@@ -60,7 +69,10 @@
 // pending, or its pid reused by a process with another start time), and
 // take a dead writer's word over (the grant reports Recovered when the
 // writer held the lock, not when it was still draining) or free a dead
-// reader's slot. A slot of a dead process that held nothing is reused by a
+// reader's slot. A reclaimer reads the count before the owner and clears
+// it by a compare-and-swap that starts a new generation: a handle that
+// claimed the slot after the read makes it fail, and a thread of the dead
+// process still running for an instant cannot add to it after. A slot of a dead process that held nothing is reused by a
 // later opener when the table is full.
 //
 // # Fencing

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 )
@@ -56,6 +57,21 @@ func runRole(role string) int {
 			return fail(err)
 		}
 		fmt.Printf("held %d\n", g.Token)
+		time.Sleep(time.Hour)
+	case "countread":
+		// Goroutines of one handle take anonymous read locks through the
+		// core (the count path) and keep them.
+		b := baton.NewBackend(shmDriver{ns})
+		m, err := b.RWMutex(ctx, os.Getenv(envName))
+		if err != nil {
+			return fail(err)
+		}
+		for range 4 {
+			if _, err := m.RLock(ctx); err != nil {
+				return fail(err)
+			}
+		}
+		fmt.Println("held")
 		time.Sleep(time.Hour)
 	case "waitwrite":
 		fmt.Println("waiting")

@@ -16,7 +16,8 @@ import (
 const Backend = "local"
 
 // Inspect describes the lock name without changing it: the writer (pid
-// and the last token, which is the writer's), each reader's pid, and the
+// and the last token, which is the writer's), the pid of each handle that
+// reads (once per handle, however many of its goroutines read), and the
 // live handles waiting to write (a writer still draining readers counts
 // as waiting; waiting readers are not counted). Readers and waiting
 // writers of dead processes are only counted in Detail; the next waiter
@@ -55,16 +56,18 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 	}
 	for i := range min(int(l.bound.Load()), maxSlots) {
 		v := l.slotAt(i).Load()
-		if v&(sRead|sWrite) == 0 {
+		n := l.countAt(i).Load() & countLow
+		if v&(sRead|sWrite) == 0 && n == 0 {
 			continue
 		}
 		if l.dead(v) {
 			dead++
 			continue
 		}
-		if v&sRead != 0 {
+		if v&sRead != 0 || n != 0 {
 			in.Holders = append(in.Holders, baton.Holder{PID: int(v & pidMask), Mode: driver.Shared.String()})
-		} else {
+		}
+		if v&sWrite != 0 {
 			in.Waiters++
 		}
 	}

@@ -15,13 +15,14 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/internal/shm"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
 
 const (
 	kind       = "shmrw"
-	magic      = 0x62747277 // "btrw"
+	magic      = 0x62747232 // "btr2"
 	offMagic   = 0          // uint32
 	offState   = 8          // uint64; its low half is the futex word
 	offFence   = 16         // uint64: the last writer token
@@ -40,8 +41,13 @@ const (
 	ownerMask = 0xffffffff_00000000 | pidMask
 	lowHalf   = 0xffffffff
 
-	sRead  = 1 << 22 // slot: holds a read lock
+	sRead  = 1 << 22 // slot: holds a read lock (the driver's grant)
 	sWrite = 1 << 23 // slot: waits to write
+
+	// The second word of a slot (slotCount) counts the handle's anonymous
+	// read holds (word.Readers): generation << 32 | holds.
+	slotCount = 8
+	countLow  = 0xffffffff
 
 	deadCheck   = time.Millisecond
 	maxTryAgain = 8
@@ -62,6 +68,8 @@ type RW struct {
 	bound  *atomic.Uint32
 	slots  unsafe.Pointer
 	slot   *atomic.Uint64 // this handle's slot
+	count  *atomic.Uint64 // this handle's read count (slotCount)
+	rd     *word.Readers
 	idx    int
 	me     uint64 // tag<<32 | pid
 	self   ipc.Proc
@@ -75,8 +83,9 @@ type RW struct {
 }
 
 var (
-	_ driver.Lock     = (*RW)(nil)
-	_ driver.TryFirst = (*RW)(nil)
+	_ driver.Lock        = (*RW)(nil)
+	_ driver.TryFirst    = (*RW)(nil)
+	_ driver.ReadCounter = (*RW)(nil)
 )
 
 var errRemoved = errors.New("shared-memory rwlock file removed or replaced")
@@ -115,9 +124,10 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 		r.Close()
 		return nil, err
 	}
-	l.slot = l.slotAt(l.idx)
+	l.slot, l.count = l.slotAt(l.idx), l.countAt(l.idx)
 	l.rsync = shm.RaceSync(uint64(st.Dev), st.Ino)
 	l.freed = new(atomic.Bool)
+	l.rd = word.NewReaders(l.count, l.state, &l.gone, l.rsync, l.wakeDrain, pidMask|fWW, fDrain, l.count.Load())
 	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
 	l.loss = driver.NewLoss()
 	l.stopWatch = ipc.WatchLoss(func() error {
@@ -132,21 +142,37 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 	// that Close did not free (a grant still held) is freed then.
 	runtime.AddCleanup(l, func(c cleanup) {
 		if !c.freed.Swap(true) {
+			newGen(c.count)
 			if v := c.slot.Load(); v&ownerMask == c.me {
 				c.slot.CompareAndSwap(v, 0)
 			}
 		}
 		c.r.Close()
-	}, cleanup{l.r, l.slot, l.freed, l.me})
+	}, cleanup{l.r, l.slot, l.count, l.freed, l.me})
 	return l, nil
 }
 
 type cleanup struct {
-	r     *ipc.Region
-	slot  *atomic.Uint64
-	freed *atomic.Bool
-	me    uint64
+	r           *ipc.Region
+	slot, count *atomic.Uint64
+	freed       *atomic.Bool
+	me          uint64
 }
+
+// newGen starts a new generation of a count word with no holds, and
+// returns the holds of the old one.
+func newGen(c *atomic.Uint64) uint64 {
+	for {
+		v := c.Load()
+		if c.CompareAndSwap(v, (v>>32+1)<<32) {
+			return v & countLow
+		}
+	}
+}
+
+// ReadCounter returns the handle's count of anonymous read holds
+// (driver.ReadCounter) and the Loss of every grant of the handle.
+func (l *RW) ReadCounter() (*word.Readers, *driver.Loss) { return l.rd, l.loss }
 
 func on(r *ipc.Region, name string) *RW {
 	base := unsafe.Pointer(&r.Bytes()[0])
@@ -175,6 +201,10 @@ func (l *RW) slotAt(i int) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Add(l.slots, i*slotStride))
 }
 
+func (l *RW) countAt(i int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(l.slots, i*slotStride+slotCount))
+}
+
 func (l *RW) checkMagic() error {
 	p := (*atomic.Uint32)(unsafe.Pointer(&l.r.Bytes()[offMagic]))
 	if p.CompareAndSwap(0, magic) {
@@ -190,9 +220,14 @@ func (l *RW) checkMagic() error {
 // done: then it returns an error matching ctx.Err() within about a
 // millisecond and holds nothing.
 func (l *RW) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	if mode == driver.Shared && !l.closed && l.tryRead() {
-		shm.RaceAcquire(l.rsync)
-		return driver.Grant{Loss: l.loss, Data: sharedGrant}, nil
+	if mode == driver.Shared && !l.closed {
+		// tryRead spelled out.
+		l.slot.Store(l.me | sRead)
+		if l.state.Load()&(pidMask|fWW) == 0 {
+			shm.RaceAcquire(l.rsync)
+			return driver.Grant{Loss: l.loss, Data: sharedGrant}, nil
+		}
+		l.leaveRead()
 	}
 	return l.acquire(ctx, mode, true)
 }
@@ -250,9 +285,14 @@ func (l *RW) tryRead() bool {
 func (l *RW) leaveRead() {
 	l.slot.Store(l.me)
 	if l.state.Load()&fDrain != 0 {
-		l.drain.Add(1)
-		ipc.FutexWake((*uint32)(unsafe.Pointer(l.drain)), 1)
+		l.wakeDrain()
 	}
+}
+
+// wakeDrain wakes the writer that drains readers.
+func (l *RW) wakeDrain() {
+	l.drain.Add(1)
+	ipc.FutexWake((*uint32)(unsafe.Pointer(l.drain)), 1)
 }
 
 func (l *RW) readGrant(recovered bool) driver.Grant {
@@ -354,7 +394,7 @@ func (l *RW) writerWaits() bool {
 		if !l.dead(v) {
 			return true
 		}
-		p.CompareAndSwap(v, 0)
+		l.reap(i)
 	}
 	return false
 }
@@ -366,10 +406,12 @@ func (l *RW) Release(ctx context.Context, g driver.Grant) error {
 	shm.RaceRelease(l.rsync)
 	switch g.Data {
 	case sharedGrant:
-		if l.slot.Load() != l.me|sRead {
+		if !l.slot.CompareAndSwap(l.me|sRead, l.me) {
 			return fmt.Errorf("read: %w", baton.ErrLost)
 		}
-		l.leaveRead()
+		if l.state.Load()&fDrain != 0 {
+			l.wakeDrain()
+		}
 	case exclusiveGrant:
 		if !l.state.CompareAndSwap(l.me, 0) && !l.unlockWord() {
 			return fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
@@ -401,8 +443,10 @@ func (l *RW) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error
 	return driver.Grant{Token: g.Token, Loss: l.loss, Data: sharedGrant}, nil
 }
 
-// Close frees the handle's slot and stops its watcher; Acquire and
-// TryAcquire fail after it. The core gives back any grant first.
+// Close gives back the read holds counted in the handle's slot, frees the
+// slot and stops its watcher; Acquire and TryAcquire fail after it. The
+// core gives back any grant first (a slot that still holds one is freed
+// when the handle is unreachable).
 func (l *RW) Close() error {
 	if l.closed {
 		return nil
@@ -410,6 +454,12 @@ func (l *RW) Close() error {
 	l.closed = true
 	if l.stopWatch != nil {
 		l.stopWatch()
+	}
+	if l.freed.Load() {
+		return nil
+	}
+	if newGen(l.count) != 0 && l.state.Load()&fDrain != 0 {
+		l.wakeDrain()
 	}
 	if l.slot.Load() == l.me && !l.freed.Swap(true) {
 		l.slot.CompareAndSwap(l.me, 0)

@@ -4,10 +4,12 @@ package shmrw
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -26,9 +28,10 @@ import (
 // stores, so a SIGKILL loses nothing written before it, at no system call
 // per hold.
 const (
-	logRecs = 1 << 21
-	logSize = 8 + logRecs*32
-	envLog  = "BATON_SHMRW_LOG"
+	logRecs    = 1 << 21
+	logSize    = 8 + logRecs*32
+	envLog     = "BATON_SHMRW_LOG"
+	envCounted = "BATON_SHMRW_COUNTED" // the stress role also reads on the count
 )
 
 type holdLog struct {
@@ -109,11 +112,15 @@ func stressRole() error {
 		return err
 	}
 	ctx := context.Background()
-	errc := make(chan error, 3)
+	errc := make(chan error, 6)
+	counted := os.Getenv(envCounted) != ""
 	for range 3 {
 		l, err := Open(ns, os.Getenv(envName))
 		if err != nil {
 			return err
+		}
+		if counted {
+			go func() { errc <- countedReads(l, lg) }()
 		}
 		go func() {
 			for {
@@ -160,12 +167,41 @@ func stressRole() error {
 	return <-errc
 }
 
+// countedReads takes read holds on l's count (as the core's count path
+// does, beside the driver calls of another goroutine of the handle) and
+// records them, until the log is full.
+func countedReads(l *RW, lg *holdLog) error {
+	for {
+		if held, added := l.rd.TryRLock(); !held && !l.rd.RLock(added) {
+			time.Sleep(10 * time.Microsecond) // a writer holds or waits
+			continue
+		}
+		i := lg.count.Add(1) - 1
+		if i >= logRecs {
+			return nil
+		}
+		r := lg.rec(i)
+		r[0] = locktest.Mono()
+		runtime.Gosched() // held across a reschedule, as a reader may be
+		r[1] = locktest.Mono()
+		if done, taken := l.rd.TryRUnlock(); !done && !l.rd.RUnlockMore(taken) {
+			return errors.New("counted read lost")
+		}
+	}
+}
+
 // TestKillStress runs processes of 3 handles each that take the lock in
 // random modes, SIGKILLs and SIGSTOPs them at random (holders among them),
 // and replaces the killed: the history of every hold shows no overlap with
 // a write and strictly increasing writer tokens, and at the end, every
 // process dead, the lock is free.
-func TestKillStress(t *testing.T) {
+func TestKillStress(t *testing.T) { killStress(t, false) }
+
+// TestKillStressCounted is TestKillStress with, beside each handle's
+// goroutine, another that reads on the handle's count.
+func TestKillStressCounted(t *testing.T) { killStress(t, true) }
+
+func killStress(t *testing.T, counted bool) {
 	procs, wantAcq, wantKills := 5, int64(1_000_000), 100
 	if testing.Short() {
 		wantAcq, wantKills = 100_000, 20
@@ -187,7 +223,11 @@ func TestKillStress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := spawn(t, ns, "stress", "stress", envLog+"="+path)
+		env := []string{envLog + "=" + path}
+		if counted {
+			env = append(env, envCounted+"=1")
+		}
+		p := spawn(t, ns, "stress", "stress", env...)
 		h := live{p, lg, p.cmd.Process.Pid}
 		all = append(all, h)
 		return h

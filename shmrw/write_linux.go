@@ -123,10 +123,13 @@ func (l *RW) clearFlag(f uint64) {
 	}
 }
 
-// readers returns the slots (other than this handle's) with the read bit.
+// readers returns the slots with read holds: another handle's read grant,
+// or holds counted by any handle, this one's included (the core takes
+// counted holds of this handle's goroutines while it asks for the write
+// lock).
 func (l *RW) readers(buf []int) []int {
 	for i := range int(l.bound.Load()) {
-		if i != l.idx && l.slotAt(i).Load()&sRead != 0 {
+		if i != l.idx && l.slotAt(i).Load()&sRead != 0 || l.countAt(i).Load()&countLow != 0 {
 			buf = append(buf, i)
 		}
 	}
@@ -138,16 +141,12 @@ func (l *RW) readers(buf []int) []int {
 func (l *RW) reapReaders(rs []int) bool {
 	live := false
 	for _, i := range rs {
-		p := l.slotAt(i)
-		v := p.Load()
-		if v&sRead == 0 {
+		if l.slotAt(i).Load()&sRead == 0 && l.countAt(i).Load()&countLow == 0 {
 			continue
 		}
-		if l.dead(v) {
-			p.CompareAndSwap(v, 0)
-			continue
+		if !l.reap(i) {
+			live = true
 		}
-		live = true
 	}
 	return live
 }

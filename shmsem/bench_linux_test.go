@@ -5,6 +5,7 @@ package shmsem
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -140,6 +141,9 @@ func BenchmarkProcs4Cap1(b *testing.B) {
 			line, _ := p.out.ReadString('\n')
 			if _, err := fmt.Sscan(line, &n, &w); err != nil {
 				b.Fatalf("helper: %q", line)
+			}
+			if os.Getenv("BATON_SHMSEM_WAITS") != "" {
+				fmt.Fprintf(os.Stderr, "%s: %s", role, line)
 			}
 			total += n
 			worst = max(worst, w)

@@ -54,11 +54,16 @@
 // the head of the queue takes permits and then serves the next ticket. As
 // with sync.Mutex, others may take free permits past a head that has
 // waited less than starveAfter, which keeps permits busy while the head's
-// process is being woken; a head that has waited longer sets the starving
-// word, and then only the head may take until it is served. So a large
-// request is not starved by small ones, in this process or another: it
-// waits for the heads before it, each served within about starveAfter
-// plus a hold once it is head.
+// process is being woken; once the head has waited longer, the starving
+// word is set, and then only the head may take until it is served. The
+// wait counts from when the head's ticket was served (a time in the
+// header, CLOCK_MONOTONIC), not from when the head next ran, and whoever
+// releases or fails to take past the head sets the word too: a head whose
+// process the scheduler is slow to run is not overtaken meanwhile by
+// processes that keep the CPUs it waits for. So a large request is not
+// starved by small ones, in this process or another: it waits for the
+// heads before it, each served within about starveAfter plus a hold once
+// it is head.
 //
 // A waiter sleeps on a futex word of its own slot, which whoever may have
 // made room for it (a release, the head before it) bumps; the word's low

@@ -71,18 +71,25 @@ func runRole(role string) int {
 		// then "COUNT WORST-WAIT-NS".
 		stop := time.Now().Add(time.Duration(n) * time.Millisecond)
 		count, worst := 0, int64(0)
+		var over [4]int // waits over 1, 2, 5 and 10 ms
 		for ; count%64 != 0 || time.Now().Before(stop); count++ {
 			t0 := time.Now()
 			g, err := s.Acquire(ctx, 1)
 			if err != nil {
 				return fail(err)
 			}
-			worst = max(worst, int64(time.Since(t0)))
+			w := int64(time.Since(t0))
+			worst = max(worst, w)
+			for i, d := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond} {
+				if w > int64(d) {
+					over[i]++
+				}
+			}
 			if err := s.Release(ctx, g, 1); err != nil {
 				return fail(err)
 			}
 		}
-		fmt.Println(count, worst)
+		fmt.Println(count, worst, over[0], over[1], over[2], over[3])
 	case "cycle":
 		fmt.Println("ready")
 		for {

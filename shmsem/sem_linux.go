@@ -27,6 +27,7 @@ const (
 	offTickets = 16         // uint64: next ticket << 32 | ticket served
 	offBound   = 24         // uint32: above every slot ever claimed
 	offStarve  = 28         // uint32: 1 while a head has waited past starveAfter
+	offHeadAt  = 32         // uint64: CLOCK_MONOTONIC ns when the served ticket was last served
 	offSlots   = 64
 	slotStride = 64
 	maxSlots   = 1024
@@ -61,6 +62,7 @@ type Sem struct {
 	tickets  *atomic.Uint64
 	bound    *atomic.Uint32
 	starve   *atomic.Uint32
+	headAt   *atomic.Int64
 	slots    unsafe.Pointer
 	ident    *atomic.Uint64 // this handle's slot
 	held     *atomic.Uint64
@@ -170,6 +172,7 @@ func on(r *ipc.Region, name string) *Sem {
 		tickets: (*atomic.Uint64)(unsafe.Add(base, offTickets)),
 		bound:   (*atomic.Uint32)(unsafe.Add(base, offBound)),
 		starve:  (*atomic.Uint32)(unsafe.Add(base, offStarve)),
+		headAt:  (*atomic.Int64)(unsafe.Add(base, offHeadAt)),
 		slots:   unsafe.Add(base, offSlots),
 	}
 }
@@ -352,6 +355,13 @@ func (s *Sem) kick() {
 	t := s.tickets.Load()
 	if queueEmpty(t) {
 		return
+	}
+	if s.starve.Load() == 0 && mono()-s.headAt.Load() > int64(starveAfter) {
+		// The head was served starveAfter ago and has not taken its
+		// permits: it has not run since (the scheduler has not got to
+		// it), and those who overtake it keep the CPUs it waits for. From
+		// now on they queue.
+		s.starve.Store(1)
 	}
 	head := tHas | uint64(uint32(t))
 	b := int(s.bound.Load())

@@ -13,6 +13,7 @@ import (
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
+	"golang.org/x/sys/unix"
 )
 
 // Acquire takes n permits, waiting in FIFO order behind the acquisitions
@@ -33,11 +34,15 @@ func (s *Sem) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	}
 	bell := (*uint32)(unsafe.Pointer(s.bell))
 	spins := 0
-	var since time.Time // when this waiter became the head
+	var since int64 // when this waiter's ticket was served (mono)
 queue:
 	for {
 		s.ticket.Store(tTaking)
-		my := uint32(s.tickets.Add(1<<32)>>32 - 1)
+		t := s.tickets.Add(1 << 32)
+		my := uint32(t>>32 - 1)
+		if uint32(t) == my {
+			s.headAt.Store(mono()) // the head at once
+		}
 		s.ticket.Store(tHas | uint64(my))
 		for {
 			w := s.bell.Load()
@@ -66,12 +71,22 @@ queue:
 					s.kick()
 					return s.grant(n), nil
 				}
-				if since.IsZero() {
-					since = time.Now()
-				} else if s.starve.Load() == 0 && time.Since(since) > starveAfter {
-					// From now on nobody overtakes this head.
-					s.starve.Store(1)
-					continue
+				if s.starve.Load() == 0 {
+					// The time as head counts from when the ticket was
+					// served, not from when this waiter next ran: a
+					// head that the scheduler is slow to wake is not
+					// overtaken for that much longer.
+					now := mono()
+					if since == 0 {
+						if since = s.headAt.Load(); since == 0 || since > now {
+							since = now
+						}
+					}
+					if now-since > int64(starveAfter) {
+						// From now on nobody overtakes this head.
+						s.starve.Store(1)
+						continue
+					}
 				}
 				if spins < maxSpin {
 					// A holder running elsewhere may be about to release:
@@ -136,6 +151,8 @@ func (s *Sem) advance(h uint32) bool {
 			if uint32(t>>32) == h+1 {
 				// The queue is empty: nobody starves.
 				s.starve.Store(0)
+			} else {
+				s.headAt.Store(mono())
 			}
 			return true
 		}
@@ -225,3 +242,17 @@ func (s *Sem) Close() error {
 	}
 	return nil
 }
+
+// mono returns CLOCK_MONOTONIC in ns, one clock for every process, read
+// through the runtime's clock (a system call per read would cost more
+// than a grant): the two differ by a constant, taken once.
+func mono() int64 { return monoBase + int64(time.Since(monoEpoch)) }
+
+var (
+	monoEpoch = time.Now()
+	monoBase  = func() int64 {
+		var ts unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		return ts.Nano() - int64(time.Since(monoEpoch))
+	}()
+)

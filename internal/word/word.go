@@ -2,7 +2,9 @@
 // a free lock word and giving it back with one compare-and-swap each. The
 // futex mutex (package mutex) lays out the word in shared memory and serves
 // every other case; baton's core calls these methods so that a Lock+Unlock
-// nobody contends makes no call into the driver and no system call.
+// nobody contends makes no call into the driver and no system call. Readers
+// is the same for the read holds of the shared-memory RW lock (package
+// shmrw).
 package word
 
 import "sync/atomic"

@@ -1,0 +1,82 @@
+//go:build linux
+
+package shmsem
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+// A head of the queue that has not run since its ticket was served (its
+// process not scheduled; here, stopped) is not overtaken for longer than
+// starveAfter: those who would take the permits past it queue behind it,
+// rather than keep the CPUs it waits for.
+func TestHeadNotRunningNotOvertaken(t *testing.T) {
+	ns := newNS(t)
+	ctx := context.Background()
+	s := open(t, ns, "st", 1)
+	c := open(t, ns, "st", 1)
+	g, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// c queues first, the helper second.
+	cg := make(chan error, 1)
+	go func() {
+		g, err := c.Acquire(ctx, 1)
+		if err == nil {
+			err = c.Release(ctx, g, 1)
+		}
+		cg <- err
+	}()
+	waitFor(t, "c to queue", func() bool {
+		in, _ := Inspect(ns, "st")
+		return in.Waiters == 1
+	})
+	h := spawn(t, ns, "st", "hold", 1, 1)
+	waitFor(t, "the helper to queue", func() bool {
+		in, _ := Inspect(ns, "st")
+		return in.Waiters == 2
+	})
+	time.Sleep(5 * time.Millisecond) // asleep in the queue by now
+	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer h.cmd.Process.Signal(syscall.SIGCONT)
+	// c is served, and the stopped helper becomes the head.
+	if err := s.Release(ctx, g, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-cg; err != nil {
+		t.Fatal(err)
+	}
+	barged := 0
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		g, err := s.TryAcquire(ctx, 1)
+		if errors.Is(err, baton.ErrLocked) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		barged++
+		if err := s.Release(ctx, g, 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if _, err := s.TryAcquire(ctx, 1); !errors.Is(err, baton.ErrLocked) {
+		t.Fatalf("after %d acquisitions past a head served while stopped, for 1s: TryAcquire %v", barged, err)
+	}
+	t.Logf("%d acquisitions past the stopped head", barged)
+	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(t, "held")
+}
