@@ -283,14 +283,6 @@ func (b *backend) commit(ctx context.Context, s *session, keys []string, txn fun
 	}
 }
 
-// ctxErr returns an error matching ctx.Err() when ctx is done, else err.
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w (%v)", cerr, err)
-	}
-	return err
-}
-
 // transient reports whether a failed request may succeed if tried again: the
 // cluster has no leader for a moment, a member is unreachable, or the request
 // timed out.
@@ -318,7 +310,7 @@ func retry(ctx context.Context, s *session, attempt int, err error) error {
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.leaseGone()
 	} else if ctx.Err() != nil || !transient(err) {
-		return ctxErr(ctx, err)
+		return lease.CtxErr(ctx, err)
 	}
 	if berr := backoff(ctx, s, attempt); berr != nil && ctx.Err() != nil {
 		return ctx.Err()
@@ -338,7 +330,7 @@ func again(ctx context.Context, s *session, wait bool, attempt int, err error) e
 		s.leaseGone()
 		return nil
 	}
-	return ctxErr(ctx, err)
+	return lease.CtxErr(ctx, err)
 }
 
 // backoff waits before a retry; it returns an error when ctx is done or the

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -46,7 +47,7 @@ func (d *condDriver) Prepare(ctx context.Context) (any, error) {
 		return d.b.c.Txn(ctx).Then(clientv3.OpPut(key, d.b.holderValue("", 0), clientv3.WithLease(s.id))).Commit()
 	})
 	if err != nil {
-		return nil, ctxErr(ctx, err)
+		return nil, lease.CtxErr(ctx, err)
 	}
 	return &condTicket{s: s, id: id, key: key, rev: resp.Header.Revision}, nil
 }
@@ -121,7 +122,7 @@ func (d *condDriver) Signal(ctx context.Context) error {
 		resp, err := d.b.c.Get(rctx, d.queue, append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())...)
 		cancel()
 		if err != nil {
-			return ctxErr(ctx, err)
+			return lease.CtxErr(ctx, err)
 		}
 		if len(resp.Kvs) == 0 {
 			return nil
@@ -134,7 +135,7 @@ func (d *condDriver) Signal(ctx context.Context) error {
 			Commit()
 		cancel()
 		if err != nil {
-			return ctxErr(ctx, err)
+			return lease.CtxErr(ctx, err)
 		}
 		if tresp.Succeeded {
 			return nil
@@ -148,7 +149,7 @@ func (d *condDriver) Broadcast(ctx context.Context) error {
 	rctx, cancel := d.b.rctx(ctx)
 	defer cancel()
 	if _, err := d.b.c.Delete(rctx, d.queue, clientv3.WithPrefix()); err != nil {
-		return ctxErr(ctx, err)
+		return lease.CtxErr(ctx, err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 )
 
 // object gathers the keys of one named object read from etcd.
@@ -136,7 +137,7 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 	defer cancel()
 	resp, err := b.c.Get(rctx, b.o.prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, ctxErr(ctx, err)
+		return nil, lease.CtxErr(ctx, err)
 	}
 	ttls := map[int64]time.Duration{}
 	var out []baton.Info
@@ -176,7 +177,7 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 	defer cancel()
 	resp, err := b.c.Txn(rctx).Then(b.objectOps(kind, name, clientv3.OpGet)...).Commit()
 	if err != nil {
-		return baton.Info{}, ctxErr(ctx, err)
+		return baton.Info{}, lease.CtxErr(ctx, err)
 	}
 	var kvs []*mvccpb.KeyValue
 	for _, r := range resp.Responses {
@@ -201,7 +202,7 @@ func (b *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 	defer cancel()
 	resp, err := b.c.Txn(rctx).Then(b.objectOps(kind, name, clientv3.OpDelete)...).Commit()
 	if err != nil {
-		return ctxErr(ctx, err)
+		return lease.CtxErr(ctx, err)
 	}
 	var deleted int64
 	for _, r := range resp.Responses {

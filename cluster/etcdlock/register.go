@@ -1,16 +1,9 @@
 package etcdlock
 
-import (
-	"context"
-
-	"github.com/batonlock/baton"
-)
+import "github.com/batonlock/baton/cluster/lease"
 
 // The schemes of OpenURL are opened by baton.Open in every program that
 // imports the package.
 func init() {
-	baton.Register("etcd", openURL)
-	baton.Register("etcds", openURL)
+	lease.Register(OpenURL, "etcd", "etcds")
 }
-
-func openURL(ctx context.Context, rawURL string) (baton.Backend, error) { return OpenURL(ctx, rawURL) }

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -47,7 +48,7 @@ func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64)
 		Else(clientv3.OpGet(d.meta)).
 		Commit()
 	if err != nil {
-		return nil, ctxErr(ctx, err)
+		return nil, lease.CtxErr(ctx, err)
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs

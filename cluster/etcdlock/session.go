@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -45,7 +46,7 @@ func newSession(ctx context.Context, c *clientv3.Client, o *options) (*session, 
 	resp, err := c.Grant(rctx, int64(o.ttl/time.Second))
 	cancel()
 	if err != nil {
-		return nil, ctxErr(ctx, fmt.Errorf("grant lease: %w", err))
+		return nil, lease.CtxErr(ctx, fmt.Errorf("grant lease: %w", err))
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	s := &session{

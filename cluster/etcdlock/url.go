@@ -190,7 +190,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	defer cancel()
 	if _, err := b.session(dctx); err != nil {
 		_ = b.Close()
-		return nil, fmt.Errorf("etcdlock: %v: %w", t.endpoints, ctxErr(ctx, err))
+		return nil, fmt.Errorf("etcdlock: %v: %w", t.endpoints, lease.CtxErr(ctx, err))
 	}
 	return baton.NewBackend(b), nil
 }

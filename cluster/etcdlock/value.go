@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -35,7 +36,7 @@ func (v *valueDriver) Load(ctx context.Context) ([]byte, uint64, error) {
 	defer cancel()
 	resp, err := v.b.c.Get(rctx, v.key)
 	if err != nil {
-		return nil, 0, ctxErr(ctx, err)
+		return nil, 0, lease.CtxErr(ctx, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, 0, nil
@@ -54,7 +55,7 @@ func (v *valueDriver) CompareAndSwap(ctx context.Context, old uint64, data []byt
 		Else(clientv3.OpGet(v.key, clientv3.WithKeysOnly())).
 		Commit()
 	if err != nil {
-		return 0, ctxErr(ctx, err)
+		return 0, lease.CtxErr(ctx, err)
 	}
 	if resp.Succeeded {
 		return uint64(resp.Header.Revision), nil
@@ -113,7 +114,7 @@ func (v *valueDriver) waitOnce(ctx context.Context, ver uint64) (data []byte, no
 			resp, err := v.b.c.Get(rctx, v.key)
 			rcancel()
 			if err != nil {
-				return nil, 0, false, ctxErr(ctx, err)
+				return nil, 0, false, lease.CtxErr(ctx, err)
 			}
 			rev = resp.Header.Revision
 			if len(resp.Kvs) == 0 {
