@@ -186,9 +186,16 @@ type Loss struct {
 	err      atomic.Pointer[error] // set once, under mu, before ch is closed
 	mu       sync.Mutex
 	ch       chan struct{} // guarded by mu; made by the first Done
-	watcher  LossWatcher   // guarded by mu; told when the Loss fires
-	told     bool          // guarded by mu: a watcher was told of the loss
+	// watcher is told when the Loss fires, then replaced by toldMark
+	// (which keeps the Loss at 48 bytes where a flag would not); guarded
+	// by mu.
+	watcher LossWatcher
 }
+
+// toldMark stands in a Loss's watcher field once a watcher was told.
+type toldMark struct{}
+
+func (toldMark) LossFired(error) {}
 
 // LossWatcher is told that a Loss fired, with the error that Err returns.
 // LossFired runs in the goroutine that fires the Loss, which may hold a
@@ -212,8 +219,8 @@ func (l *Loss) Watch(w LossWatcher) {
 		l.mu.Unlock()
 		return
 	}
-	tell := !l.told
-	l.told = true
+	tell := l.watcher != LossWatcher(toldMark{})
+	l.watcher = toldMark{}
 	l.mu.Unlock()
 	if tell {
 		w.LossFired(*p)
@@ -228,8 +235,11 @@ func (l *Loss) Unwatch() (told bool) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.watcher == LossWatcher(toldMark{}) {
+		return true
+	}
 	l.watcher = nil
-	return l.told
+	return false
 }
 
 // Told reports whether a watcher was told that l fired (by Fire or Watch).
@@ -239,7 +249,7 @@ func (l *Loss) Told() bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.told
+	return l.watcher == LossWatcher(toldMark{})
 }
 
 // monoEpoch is the origin of Loss deadlines: durations since it are read
@@ -306,8 +316,9 @@ func (l *Loss) Fire(cause error) {
 		close(l.ch)
 	}
 	w := l.watcher
-	l.watcher = nil
-	l.told = w != nil
+	if w != nil {
+		l.watcher = toldMark{}
+	}
 	l.mu.Unlock()
 	if w != nil {
 		w.LossFired(err)
