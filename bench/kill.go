@@ -55,12 +55,17 @@ func holdWorker(ctx context.Context, s *subject, a workerArgs, in *bufio.Reader)
 }
 
 // killGrant measures, n times, the time from SIGKILL of a worker holding
-// prim ("rw" or "sem", see holdWorker) on key to a waiter of this process
-// holding it: a writer for "rw", an Acquire(1) of a capacity-1 semaphore
-// for "sem".
+// prim ("mutex", "rw" or "sem") on key to a waiter of this process holding
+// it: a writer for "rw", an Acquire(1) of a capacity-1 semaphore for "sem".
 func killGrant(ctx context.Context, s *subject, dir, prim, key string, n int) (sample, error) {
 	var w op
 	switch prim {
+	case "mutex":
+		h, err := s.mutex(ctx, key)
+		if err != nil {
+			return sample{}, err
+		}
+		w = mutexOp(h)
 	case "rw":
 		h, err := s.rw(ctx, key)
 		if err != nil {

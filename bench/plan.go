@@ -216,7 +216,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			[]string{"sync.Mutex", "raw flock"}, mut, handoffRun("handoff", cfg.handoffs, time.Millisecond)))
 		ts = append(ts, newPlanned("mutex-kill", sec, "Holder SIGKILLed: kill to a waiter in another process holding", "latency", "mutex",
 			[]string{"raw flock", "raw semop"}, procs, func(ctx context.Context, s *subject) (sample, error) {
-				return killHandoff(ctx, s, dir, "kill", cfg.kills)
+				return killGrant(ctx, s, dir, "mutex", "kill", cfg.kills)
 			}))
 
 		rw := pick(host, hasRW)
