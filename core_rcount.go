@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/batonlock/baton/driver"
@@ -31,12 +32,20 @@ func newReadState(d driver.Lock) *readState {
 
 // The count path itself is written out in rwHandle's RLock, TryRLock and
 // RUnlock (core_word.go), so that an uncontended call is one call: RLock
-// and TryRLock take a hold on the count when no writer of the handle
-// queues, the context has no owner and is not done, and the driver's
+// and TryRLock take a hold on the count when countable, and the driver's
 // count admits it; RUnlock gives one back when no anonymous hold is on
 // the grant and the count has one. Whatever they cannot do there, the
 // regular path does. Neither looks at closedA first: a count that Close
 // gave back refuses them.
+
+// countable reports whether a read hold of ctx may be taken on the count:
+// the driver counts, no writer of the handle queues, no observer watches,
+// and the context has no owner and is not done. It inlines.
+func (h *lockHandle) countable(ctx context.Context) bool {
+	r := h.r
+	return r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil &&
+		(plainCtx(ctx) || ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0)
+}
 
 // rlockClosed gives back a hold just taken on the count of a handle being
 // closed. Close may have given it back already (the driver's Close starts

@@ -3,7 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
-	"reflect"
+	"unsafe"
 
 	"github.com/batonlock/baton/driver"
 )
@@ -12,19 +12,24 @@ import (
 // RWMutex methods, which wrap the causes of the handle's failures in one
 // *Error.
 
-// The dynamic types of context.Background() and context.TODO(): a context
-// of either type has no values and is never done, so the word path can skip
-// asking it (two dynamic calls, a fifth of an uncontended Lock+Unlock).
+// The interface tables of context.Background() and context.TODO() as
+// Contexts: a context of either type has no values and is never done, so
+// the word path can skip asking it (two dynamic calls, a fifth of an
+// uncontended Lock+Unlock). The runtime keeps one table per pair of
+// interface and dynamic type, so comparing the first word of the
+// interface value is a type check, one load cheaper than reflect.TypeOf.
 var (
-	backgroundType = reflect.TypeOf(context.Background())
-	todoType       = reflect.TypeOf(context.TODO())
+	backgroundTab = ctxTab(context.Background())
+	todoTab       = ctxTab(context.TODO())
 )
+
+func ctxTab(ctx context.Context) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&ctx)) }
 
 // plainCtx reports whether ctx is of the type of context.Background() or
 // context.TODO().
 func plainCtx(ctx context.Context) bool {
-	t := reflect.TypeOf(ctx)
-	return t == backgroundType || t == todoType
+	t := ctxTab(ctx)
+	return t == backgroundTab || t == todoTab
 }
 
 // wordCtx returns the owner in ctx and whether ctx is usable for the word
@@ -181,35 +186,31 @@ func (m rwHandle) TryLock(ctx context.Context) (Hold, error) {
 	return m.h.lockOp("trylock", ctx, Exclusive, true)
 }
 func (m rwHandle) RLock(ctx context.Context) (Hold, error) {
-	// The count path (core_rcount.go) spelled out: an uncontended RLock
-	// is one call.
-	h := m.h
-	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0) {
-		if held, added := r.rd.TryRLock(); held || r.rd.RLock(added) {
+	if h := m.h; h.countable(ctx) {
+		if held, added := h.r.rd.TryRLock(); held || h.r.rd.RLock(added) {
 			if !h.closedA.Load() {
-				return Hold{mode: Shared, loss: r.rloss}, nil
+				return Hold{mode: Shared, loss: h.r.rloss}, nil
 			}
 			h.rlockClosed()
 		}
 	}
-	return h.lockOp("rlock", ctx, Shared, false)
+	return m.h.lockOp("rlock", ctx, Shared, false)
 }
 func (m rwHandle) TryRLock(ctx context.Context) (Hold, error) {
-	h := m.h
-	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0) {
-		if held, added := r.rd.TryRLock(); held || r.rd.RLock(added) {
+	if h := m.h; h.countable(ctx) {
+		if held, added := h.r.rd.TryRLock(); held || h.r.rd.RLock(added) {
 			if !h.closedA.Load() {
-				return Hold{mode: Shared, loss: r.rloss}, nil
+				return Hold{mode: Shared, loss: h.r.rloss}, nil
 			}
 			h.rlockClosed()
 		}
 	}
-	return h.lockOp("tryrlock", ctx, Shared, true)
+	return m.h.lockOp("tryrlock", ctx, Shared, true)
 }
 func (m rwHandle) Unlock(ctx context.Context) error { return m.h.unlockOp(ctx, false) }
 func (m rwHandle) RUnlock(ctx context.Context) error {
 	h := m.h
-	if r := h.r; r.rd != nil && r.anonA.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && OwnerOf(ctx) == 0) {
+	if r := h.r; r.rd != nil && r.anonA.Load() == 0 && h.b.obs.Load() == nil && ctx != nil && (lastOwner.Load() == 0 || plainCtx(ctx) || ownerIn(ctx) == 0) {
 		if done, taken := r.rd.TryRUnlock(); done || r.rd.RUnlockMore(taken) {
 			return nil
 		}
