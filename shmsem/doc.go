@@ -55,15 +55,17 @@
 // with sync.Mutex, others may take free permits past a head that has
 // waited less than starveAfter, which keeps permits busy while the head's
 // process is being woken; once the head has waited longer, the starving
-// word is set, and then only the head may take until it is served. The
-// wait counts from when the head's ticket was served (a time in the
+// word is set, and then only the head may take. It stays set while the
+// queue drains in order, until a head is served that waited less than
+// starveAfter since it queued, or the queue is empty: otherwise each head
+// behind the first would face a fresh starveAfter of overtaking. The
+// head's wait counts from when the head's ticket was served (a time in the
 // header, CLOCK_MONOTONIC), not from when the head next ran, and whoever
 // releases or fails to take past the head sets the word too: a head whose
 // process the scheduler is slow to run is not overtaken meanwhile by
 // processes that keep the CPUs it waits for. So a large request is not
-// starved by small ones, in this process or another: it waits for the
-// heads before it, each served within about starveAfter plus a hold once
-// it is head.
+// starved by small ones, in this process or another: it waits for about
+// starveAfter, then for the holds of the heads before it.
 //
 // A waiter sleeps on a futex word of its own slot, which whoever may have
 // made room for it (a release, the head before it) bumps; the word's low
@@ -73,5 +75,5 @@
 // the head, is skipped: a waiter behind a served ticket that no live slot
 // claims advances it. A waiter that finds its ticket passed takes a new
 // one. The starving word names nobody: a head that dies with it set leaves
-// it to the next head served, which clears it.
+// it to the heads served after it, which clear it as above.
 package shmsem

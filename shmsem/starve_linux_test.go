@@ -80,3 +80,58 @@ func TestHeadNotRunningNotOvertaken(t *testing.T) {
 	}
 	h.expect(t, "held")
 }
+
+// Once a head has starved, the waiters queued behind it that have waited
+// as long are served in order: none of them faces a fresh starveAfter of
+// others taking past it. Here the head, c, is served after waiting well
+// past starveAfter and gives its permit back at once; the next in line, a
+// helper process, is stopped, so nothing but the starving word keeps s
+// from taking past it.
+func TestStarvingQueueDrainsInOrder(t *testing.T) {
+	ns := newNS(t)
+	ctx := context.Background()
+	s := open(t, ns, "dr", 1)
+	c := open(t, ns, "dr", 1)
+	g, err := s.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := make(chan error, 1)
+	go func() {
+		g, err := c.Acquire(ctx, 1)
+		if err == nil {
+			err = c.Release(ctx, g, 1)
+		}
+		cg <- err
+	}()
+	waitFor(t, "c to queue", func() bool {
+		in, _ := Inspect(ns, "dr")
+		return in.Waiters == 1
+	})
+	h := spawn(t, ns, "dr", "hold", 1, 1)
+	waitFor(t, "the helper to queue", func() bool {
+		in, _ := Inspect(ns, "dr")
+		return in.Waiters == 2
+	})
+	time.Sleep(20 * starveAfter) // both have waited long
+	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer h.cmd.Process.Signal(syscall.SIGCONT)
+	if err := s.Release(ctx, g, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-cg; err != nil {
+		t.Fatal(err)
+	}
+	if g, err := s.TryAcquire(ctx, 1); !errors.Is(err, baton.ErrLocked) {
+		if err == nil {
+			s.Release(ctx, g, 1)
+		}
+		t.Fatalf("TryAcquire past a stopped head that queued %v ago, right after the starving head before it: %v", 20*starveAfter, err)
+	}
+	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(t, "held")
+}

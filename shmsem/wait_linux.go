@@ -35,6 +35,7 @@ func (s *Sem) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	bell := (*uint32)(unsafe.Pointer(s.bell))
 	spins := 0
 	var since int64 // when this waiter's ticket was served (mono)
+	queued := mono()
 queue:
 	for {
 		s.ticket.Store(tTaking)
@@ -63,8 +64,13 @@ queue:
 			switch {
 			case serve == my:
 				if s.take(n, true) {
-					if s.starve.Load() != 0 {
-						s.starve.Store(0) // served: the next head starts afresh
+					if s.starve.Load() != 0 && mono()-queued <= int64(starveAfter) {
+						// This waiter was not kept long, so the queue
+						// behind it is short: overtaking may resume. A
+						// waiter kept long leaves the queue in order, so
+						// that each one behind it is not made to starve
+						// afresh (advance ends it when the queue empties).
+						s.starve.Store(0)
 					}
 					s.advance(my)
 					s.ticket.Store(0)
