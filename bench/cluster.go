@@ -8,15 +8,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/batonlock/baton"
 	"io"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/etcdlock"
 	"github.com/batonlock/baton/cluster/redislock"
 	"github.com/batonlock/baton/cluster/redlock"
@@ -91,14 +92,46 @@ func (s *redisServer) stop() {
 	}
 }
 
-// etcdServer is an embedded single-member etcd on loopback ports.
+// etcdServer is an embedded single-member etcd on loopback ports: in this
+// process (e), or in a worker process (w) that serves it.
 type etcdServer struct {
 	e    *embed.Etcd
+	w    *worker
 	dir  string
 	addr string
 }
 
+// startEtcd starts the etcd section's server in a worker process of its
+// own, as redis-server and postgres are: in this process its allocations
+// would count in the Go heap of the memory tables, and its goroutines and
+// collections would share the clients' scheduler.
 func startEtcd() (*etcdServer, error) {
+	w, err := startWorker(workerArgs{Role: "etcd"})
+	if err != nil {
+		return nil, err
+	}
+	line, err := w.out.ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "etcd ")
+	if err != nil || !ok {
+		w.kill()
+		return nil, fmt.Errorf("etcd worker: said %q (%v)", line, err)
+	}
+	return &etcdServer{w: w, addr: addr}, nil
+}
+
+// etcdWorker serves an embedded etcd until stdin closes.
+func etcdWorker(in io.Reader) error {
+	s, err := embedEtcd()
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	fmt.Println("etcd " + s.addr)
+	_, _ = io.Copy(io.Discard, in)
+	return nil
+}
+
+func embedEtcd() (*etcdServer, error) {
 	dir, err := os.MkdirTemp("", "baton-bench-etcd-")
 	if err != nil {
 		return nil, err
@@ -140,6 +173,11 @@ func startEtcd() (*etcdServer, error) {
 }
 
 func (s *etcdServer) stop() {
+	if s.w != nil {
+		s.w.in.Close()
+		_ = s.w.cmd.Wait()
+		return
+	}
 	s.e.Close()
 	os.RemoveAll(s.dir)
 }

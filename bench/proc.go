@@ -22,7 +22,7 @@ import (
 const workerEnv = "BATON_BENCH_WORKER"
 
 type workerArgs struct {
-	Role    string        `json:"role"`           // "contend" or "hold"
+	Role    string        `json:"role"`           // "contend", "hold" or "etcd"
 	Prim    string        `json:"prim,omitempty"` // "mutex" (default), "sem", or "rw" (hold only)
 	Permits int           `json:"permits,omitempty"`
 	Subject string        `json:"subject"`
@@ -85,6 +85,9 @@ func workerMain() (bool, int) {
 }
 
 func runWorker(a workerArgs) error {
+	if a.Role == "etcd" {
+		return etcdWorker(os.Stdin)
+	}
 	ctx := context.Background()
 	he, err := openHostEnv(a.Dir)
 	if err != nil {

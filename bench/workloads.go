@@ -359,9 +359,7 @@ func handoff(ctx context.Context, holder, waiter mutexH, n int, settle time.Dura
 // memory reports the Go heap bytes per handle: k handles on distinct
 // names (per lock) or on one name (per handle).
 func memory(ctx context.Context, open func(ctx context.Context, key string) (mutexH, error), k int, distinct bool, tag string) (sample, error) {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := settledHeap()
 	hs := make([]mutexH, 0, k)
 	defer func() {
 		for _, h := range hs {
@@ -379,8 +377,27 @@ func memory(ctx context.Context, open func(ctx context.Context, key string) (mut
 		}
 		hs = append(hs, h)
 	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	after := settledHeap()
 	runtime.KeepAlive(hs)
-	return sample{Ops: int64(k), Bytes: (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(k)}, nil
+	return sample{Ops: int64(k), Bytes: (after - before) / int64(k)}, nil
+}
+
+// settledHeap returns the live Go heap once it has stopped moving: what
+// the previous subject closed (sessions revoked, streams torn down) is
+// freed by its clients' goroutines a little after Close returns, and would
+// otherwise be subtracted from the next subject's handles.
+func settledHeap() int64 {
+	var m runtime.MemStats
+	prev := int64(-1)
+	for range 25 {
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		cur := int64(m.HeapAlloc)
+		if prev >= 0 && cur-prev < 2048 && prev-cur < 2048 {
+			return cur
+		}
+		prev = cur
+		time.Sleep(20 * time.Millisecond)
+	}
+	return int64(m.HeapAlloc)
 }
