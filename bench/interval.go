@@ -8,7 +8,8 @@ import (
 	"slices"
 )
 
-// interval is a point estimate with a 95% bootstrap interval. Lo and Hi are
+// interval is a point estimate with a 95% interval (pairedStat says
+// which). Lo and Hi are
 // NaN when the repetitions are too few for an interval (unknown); they are
 // omitted from JSON then, so "no interval" reads the same in old and new
 // results files.
@@ -83,11 +84,20 @@ func percentiles(est []float64) (float64, float64) {
 	return at(0.025), at(0.975)
 }
 
-// pairedStat bootstraps stat over paired repetitions: cols[j][k] is column
-// j's figure in repetition k; each round draws repetitions (the same k for
-// every column, keeping the pairing of an interleaved run) and evaluates
-// stat on the medians of the columns over the draw. The value is stat of
-// the medians of all repetitions.
+// pairedStat is stat over paired repetitions, with its interval: cols[j][k]
+// is column j's figure in repetition k.
+//
+// With minOrderN repetitions or more, stat is taken of each repetition
+// (the same k for every column: the pairing of an interleaved run cancels
+// what moved them all), and the value is the median of those, with the
+// distribution-free interval of a median from order statistics: it covers
+// at least 95% for any distribution of independent repetitions, where a
+// bootstrap of a median from a dozen repetitions covers less (two runs of
+// the same code then disagree more often than one in twenty).
+//
+// With fewer, each bootstrap round draws repetitions (again the same k for
+// every column) and evaluates stat on the medians of the columns over the
+// draw; the value is stat of the medians of all repetitions.
 func pairedStat(label string, cols [][]float64, stat func(meds []float64) float64) interval {
 	n := -1
 	for _, c := range cols {
@@ -97,6 +107,11 @@ func pairedStat(label string, cols [][]float64, stat func(meds []float64) float6
 	}
 	if n <= 0 {
 		return unknown(math.NaN())
+	}
+	if n >= minOrderN {
+		if iv, ok := perRepetition(cols, n, stat); ok {
+			return iv
+		}
 	}
 	meds := make([]float64, len(cols))
 	for j, c := range cols {
@@ -131,7 +146,63 @@ func pairedStat(label string, cols [][]float64, stat func(meds []float64) float6
 	return interval{Value: v, Lo: lo, Hi: hi}
 }
 
-// ratioCI is the ratio of medians a/b with its paired interval.
+// minOrderN is the fewest repetitions whose extremes bound the median with
+// 95% confidence (1 - 2·2^-6 > 95%).
+const minOrderN = 6
+
+// perRepetition is pairedStat's order-statistic case: stat of each of the n
+// repetitions, their median, and the interval between the k-th smallest
+// and the k-th largest, for the largest k whose chance that the true
+// median lies outside, 2·P(Binomial(n, 1/2) < k), is at most 5%. A
+// repetition whose stat is not finite (a zero reference) leaves it to the
+// bootstrap.
+func perRepetition(cols [][]float64, n int, stat func(meds []float64) float64) (interval, bool) {
+	vals, ok := repStats(cols, n, stat)
+	if !ok {
+		return interval{}, false
+	}
+	v := medianInPlace(vals)
+	k := orderRank(n)
+	return interval{Value: v, Lo: vals[k-1], Hi: vals[n-k]}, true
+}
+
+// repStats is stat of each of the first n repetitions of cols, and
+// whether every one is finite.
+func repStats(cols [][]float64, n int, stat func(meds []float64) float64) ([]float64, bool) {
+	vals := make([]float64, n)
+	rep := make([]float64, len(cols))
+	for k := range n {
+		for j, c := range cols {
+			rep[j] = c[k]
+		}
+		vals[k] = stat(rep)
+		if math.IsNaN(vals[k]) || math.IsInf(vals[k], 0) {
+			return nil, false
+		}
+	}
+	return vals, true
+}
+
+// orderRank is the k of perRepetition for n repetitions (n ≥ minOrderN).
+func orderRank(n int) int {
+	// tail = P(Binomial(n, 1/2) < k+1), grown one term at a time.
+	term := math.Pow(0.5, float64(n)) // P(X = 0)
+	tail := term
+	k := 0
+	for k+1 <= n/2 {
+		if 2*tail > 0.05 {
+			break
+		}
+		k++
+		term *= float64(n-k+1) / float64(k) // P(X = k)
+		tail += term
+	}
+	return max(k, 1)
+}
+
+// ratioCI is the ratio a/b with its paired interval (pairedStat): for
+// enough repetitions the median of the per-repetition ratios, for fewer
+// the ratio of medians.
 func ratioCI(label string, a, b []float64) interval {
 	return pairedStat(label, [][]float64{a, b}, func(m []float64) float64 {
 		if m[1] <= 0 {
@@ -156,6 +227,13 @@ func changeCI(label string, a, b []float64) interval {
 // repetitions of two runs), each keeping the pairing of its own
 // repetitions.
 func runChange(label string, old, new [][]float64, stat func(meds []float64) float64) interval {
+	// Where pairedStat takes the median of per-repetition figures, so does
+	// the change: each run is then one column of them.
+	if ro, ok := repColumn(old, stat); ok {
+		if rn, ok := repColumn(new, stat); ok {
+			old, new, stat = [][]float64{ro}, [][]float64{rn}, func(m []float64) float64 { return m[0] }
+		}
+	}
 	vo := pairedStat(label+"/old", old, stat)
 	vn := pairedStat(label+"/new", new, stat)
 	v := vn.Value / vo.Value
@@ -194,6 +272,21 @@ func runChange(label string, old, new [][]float64, stat func(meds []float64) flo
 	}
 	lo, hi := percentiles(est)
 	return interval{Value: v, Lo: lo, Hi: hi}
+}
+
+// repColumn is the per-repetition figures of cols when pairedStat takes
+// them (minOrderN repetitions or more, all finite).
+func repColumn(cols [][]float64, stat func(meds []float64) float64) ([]float64, bool) {
+	n := -1
+	for _, c := range cols {
+		if n < 0 || len(c) < n {
+			n = len(c)
+		}
+	}
+	if n < minOrderN {
+		return nil, false
+	}
+	return repStats(cols, n, stat)
 }
 
 // Verdicts of a goal.

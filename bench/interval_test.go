@@ -164,3 +164,29 @@ func TestChangeCI(t *testing.T) {
 		t.Errorf("two repetitions: %+v judged %q", iv, judge(iv, 0.05))
 	}
 }
+
+// The order-statistic rank: the interval from the k-th smallest to the
+// k-th largest of n repetitions is the narrowest whose miss chance,
+// 2·P(Binomial(n, 1/2) < k), is at most 5% (the known table values).
+func TestOrderRank(t *testing.T) {
+	for n, want := range map[int]int{6: 1, 7: 1, 8: 1, 9: 2, 10: 2, 11: 2, 12: 3, 13: 3, 14: 3, 15: 4, 20: 6, 25: 8, 30: 10} {
+		if got := orderRank(n); got != want {
+			t.Errorf("orderRank(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+// From minOrderN repetitions on, a ratio is the median of the paired
+// per-repetition ratios, bounded by order statistics of them.
+func TestRatioCIOrderStatistics(t *testing.T) {
+	a := []float64{2, 4, 6, 8, 10, 12, 14, 16, 18}
+	b := []float64{1, 1, 2, 2, 2, 3, 2, 4, 3} // ratios 2 4 3 4 5 4 7 4 6
+	iv := ratioCI("o", a, b)
+	if iv.Value != 4 || iv.Lo != 3 || iv.Hi != 6 {
+		t.Fatalf("got %+v, want 4 [3–6] (median, 2nd smallest, 2nd largest of the ratios)", iv)
+	}
+	b[3] = 0 // no ratio in that repetition: the ratio of medians, bootstrapped
+	if iv := ratioCI("o", a, b); iv.Value != 10.0/2 {
+		t.Fatalf("with a zero reference in one repetition: %+v, want the ratio of medians 5", iv)
+	}
+}
