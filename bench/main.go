@@ -12,8 +12,7 @@
 //	go run . -full    # everything; writes BENCH.md, results.json, charts/
 //	go run . -compare OLD.json NEW.json   # every row's change, regressions flagged
 //
-// Ratios come with a 95% interval bootstrapped over the paired
-// repetitions, and every performance goal of the project gets a verdict:
+// Ratios come with a 95% interval over the paired repetitions, and every performance goal of the project gets a verdict:
 // met, not met, or undecided when the interval straddles the goal. A
 // subject that fails is reported as failed and the run exits non-zero.
 //

@@ -30,10 +30,12 @@ func markdown(res *results) string {
 	b.WriteString("## Goals\n\n")
 	goalsMarkdown(&b, res.Goals)
 	b.WriteString(`
-A ratio is the ratio of medians of the two rows' costs, with a 95% interval
-bootstrapped over the repetitions (each draw keeps the pairing: both rows'
-runs of the same repetition). "≥ N× the best peer" divides the cost of the
-peer with the lowest median cost by baton's. A goal is **met** when the
+A ratio pairs the two rows' runs of the same repetition. From six
+repetitions on, it is the median of the per-repetition ratios, with the
+distribution-free 95% interval of a median between two order statistics of
+them; with fewer, the ratio of medians with a bootstrap interval (each draw
+keeps the pairing). "≥ N× the best peer" divides, in each repetition, the
+lowest cost among the peers by baton's. A goal is **met** when the
 whole interval satisfies it, **not met** when none of it does, and
 **undecided** when the interval straddles the goal.
 

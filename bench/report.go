@@ -55,8 +55,8 @@ type row struct {
 	// per operation (throughput tables), median latency (latency tables)
 	// or bytes (memory tables). Below 1 is better than the reference.
 	Cost map[string]float64 `json:"cost_vs,omitempty"`
-	// Ratios is Cost with its 95% interval, bootstrapped over the paired
-	// repetitions (the reference's run in the same repetition).
+	// Ratios is Cost with its 95% interval over the paired repetitions
+	// (the reference's run in the same repetition; see pairedStat).
 	Ratios map[string]interval `json:"ratios,omitempty"`
 	// TwinOf names the subject this row measures a second time, in the
 	// same repetitions: its ratio to it is the machine's own noise.
@@ -162,8 +162,11 @@ func finishTable(t *table) {
 					r.Cost = map[string]float64{}
 					r.Ratios = map[string]interval{}
 				}
-				r.Cost[ref] = c / rc
-				r.Ratios[ref] = t.ratio(r, rr)
+				iv := t.ratio(r, rr)
+				r.Cost[ref], r.Ratios[ref] = c/rc, iv
+				if !math.IsNaN(iv.Value) {
+					r.Cost[ref] = iv.Value // one figure of the ratio, the interval's
+				}
 			}
 		}
 	}
