@@ -29,14 +29,14 @@ type lockHandle struct {
 	wordLoss *driver.Loss // goes with every hold taken on the word
 	closedA  atomic.Bool  // closed, readable without mu
 
-	// When the write hold and the first current read hold began, kept on
-	// the observed paths only (core_observe.go); nil until then.
-	since atomic.Pointer[holdTimes]
-
 	// Guarded by mu; here to share a word with closedA.
 	acquiring bool // a goroutine is in the driver's Acquire or TryAcquire
 	held      bool // a grant is held (writer || readers > 0)
 	writer    bool // the grant is Exclusive and held locally
+
+	// When the write hold and the first current read hold began, kept on
+	// the observed paths only (core_observe.go); nil until then.
+	since atomic.Pointer[holdTimes]
 
 	// A Mutex whose driver is a driver.Passer is on its name's pass line
 	// (core_pass.go), and mu is the line's mutex.
