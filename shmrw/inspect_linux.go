@@ -87,8 +87,5 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // openers get a new, free lock whose tokens start again from 1. It returns
 // an error matching fs.ErrNotExist when there is no such lock.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := ipc.RemoveRegion(ns, kind, name); err != nil {
-		return fmt.Errorf("shmrw %q: %w", name, err)
-	}
-	return nil
+	return ipc.RemoveKind(ns, kind, name, "shmrw")
 }

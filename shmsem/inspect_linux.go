@@ -72,8 +72,5 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // later openers get a new semaphore with every permit free. It returns an
 // error matching fs.ErrNotExist when there is no such semaphore.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := ipc.RemoveRegion(ns, kind, name); err != nil {
-		return fmt.Errorf("shmsem %q: %w", name, err)
-	}
-	return nil
+	return ipc.RemoveKind(ns, kind, name, "shmsem")
 }
