@@ -40,8 +40,5 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // still use it keep waiting on a mapping no new opener sees: wake them
 // first. It returns an error matching fs.ErrNotExist when there is none.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := ipc.RemoveRegion(ns, Kind, name); err != nil {
-		return fmt.Errorf("condvar: %q: %w", name, err)
-	}
-	return nil
+	return ipc.RemoveKind(ns, Kind, name, "condvar:")
 }

@@ -281,6 +281,16 @@ func ListKind(ns *Namespace, kind string, inspect func(*Namespace, string) (bato
 	return collect(make([]baton.Info, 0, len(names)), names, func(n string) (baton.Info, error) { return inspect(ns, n) })
 }
 
+// RemoveKind removes the region of name, as the Remove of each
+// region-backed primitive does, and names the primitive (what) in the
+// error: one matching fs.ErrNotExist when there is no such object.
+func RemoveKind(ns *Namespace, kind, name, what string) error {
+	if err := RemoveRegion(ns, kind, name); err != nil {
+		return fmt.Errorf("%s %q: %w", what, name, err)
+	}
+	return nil
+}
+
 // collect appends get(name) to out for each of names, skipping the names
 // whose object vanished (get returns an error matching fs.ErrNotExist). On
 // another error it returns what it has with the error.

@@ -3,6 +3,7 @@ package locktest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"sync"
 	"testing"
@@ -86,23 +87,10 @@ func testCondChurn(t *testing.T, e *env) {
 		})
 	}
 	go func() { wg.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(30 * time.Second):
-		_, err := m.Lock(ctx)
-		ok(t, "Lock", err)
-		n, r := done, gen
+	unstick(t, m, c, finished, func() string {
 		stop = true
-		ok(t, "Broadcast", c.Broadcast(ctx))
-		ok(t, "Unlock", m.Unlock(ctx))
-		select {
-		case <-finished:
-		case <-time.After(5 * time.Second):
-			c.Close() // wakes whatever Broadcast did not reach
-			<-finished
-		}
-		t.Fatalf("%d of %d goroutines finished in 30 s, at round %d of %d: a wake-up was lost", n, workers, r, rounds)
-	}
+		return fmt.Sprintf("%d of %d goroutines finished in 30 s, at round %d of %d: a wake-up was lost", done, workers, gen, rounds)
+	})
 	if waitErr != nil {
 		t.Fatalf("churn: %v", waitErr)
 	}
@@ -298,22 +286,41 @@ func condProduceConsume(t *testing.T, ctx context.Context, m baton.Mutex, c bato
 	}
 	all := make(chan struct{})
 	go func() { wg.Wait(); close(all) }()
-	select {
-	case <-all:
-	case <-time.After(30 * time.Second):
-		_, err := m.Lock(ctx)
-		ok(t, "Lock", err)
-		left, got := items, consumed
+	unstick(t, m, c, all, func() string {
 		stop = true
-		ok(t, "Broadcast", c.Broadcast(ctx))
-		ok(t, "Unlock", m.Unlock(ctx))
-		<-all
-		t.Fatalf("consumers took %d of %d items in 30 s, %d left unconsumed: a wake-up was lost", got, n/2*per, left)
-	}
+		return fmt.Sprintf("consumers took %d of %d items in 30 s, %d left unconsumed: a wake-up was lost", consumed, n/2*per, items)
+	})
 	if firstErr != nil {
 		t.Fatalf("produce/consume: %v", firstErr)
 	}
 	if items != 0 || consumed != n/2*per {
 		t.Fatalf("consumed %d of %d items, %d left", consumed, n/2*per, items)
 	}
+}
+
+// unstick returns once finished is closed. If that takes more than 30 s, a
+// wake-up was lost: it takes m, calls stop (which tells the goroutines to
+// stop and says what it saw, both under m), wakes every waiter (closing c
+// for any Broadcast does not reach) and fails with stop's words once the
+// goroutines have left.
+func unstick(t *testing.T, m baton.Mutex, c baton.Cond, finished <-chan struct{}, stop func() string) {
+	t.Helper()
+	select {
+	case <-finished:
+		return
+	case <-time.After(30 * time.Second):
+	}
+	ctx := t.Context()
+	_, err := m.Lock(ctx)
+	ok(t, "Lock", err)
+	msg := stop()
+	ok(t, "Broadcast", c.Broadcast(ctx))
+	ok(t, "Unlock", m.Unlock(ctx))
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Second):
+		c.Close()
+		<-finished
+	}
+	t.Fatal(msg)
 }

@@ -170,57 +170,60 @@ func helperLocker(b baton.Backend, a helperArgs) error {
 		return err
 	}
 	defer f.Close()
-	var hist History
-	var wg sync.WaitGroup
-	errs := make(chan error, a.Handles*a.Goroutines)
-	for h := 0; h < a.Handles; h++ {
-		var (
-			m  baton.Mutex
-			rw baton.RWMutex
-		)
+	open := func() (baton.Mutex, error) {
 		if a.ReadPercent > 0 {
-			rw, err = b.RWMutex(ctx, a.Name)
-			m = rw
+			return b.RWMutex(ctx, a.Name)
+		}
+		return b.Mutex(ctx, a.Name)
+	}
+	return runWorkers(a, open, func(m baton.Mutex, who string, hist *History) error {
+		read := a.ReadPercent > 0 && rand.IntN(100) < a.ReadPercent
+		var hd baton.Hold
+		var err error
+		if read {
+			hd, err = m.(baton.RWMutex).RLock(ctx)
 		} else {
-			m, err = b.Mutex(ctx, a.Name)
+			hd, err = m.Lock(ctx)
 		}
 		if err != nil {
 			return err
 		}
-		defer m.Close()
+		start := Mono()
+		if !read {
+			if err := bump(f); err != nil {
+				return err
+			}
+		}
+		end := Mono()
+		hist.Add(Rec{Start: start, End: end, Exclusive: !read, Token: uint64(hd.Token()), N: 1, Who: who})
+		if read {
+			return m.(baton.RWMutex).RUnlock(ctx)
+		}
+		return m.Unlock(ctx)
+	})
+}
+
+// runWorkers opens a.Handles handles and runs a.Goroutines workers on
+// each, every worker calling step a.Iterations times (who names the
+// worker in the history); a worker stops at its first error. It then
+// returns the first error, or writes the history to a.History.
+func runWorkers[H interface{ Close() error }](a helperArgs, open func() (H, error), step func(h H, who string, hist *History) error) error {
+	var hist History
+	var wg sync.WaitGroup
+	errs := make(chan error, a.Handles*a.Goroutines)
+	for h := 0; h < a.Handles; h++ {
+		hd, err := open()
+		if err != nil {
+			return err
+		}
+		defer hd.Close()
 		for g := 0; g < a.Goroutines; g++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				who := fmt.Sprintf("p%d/h%d/g%d", os.Getpid(), h, g)
 				for i := 0; i < a.Iterations; i++ {
-					read := a.ReadPercent > 0 && rand.IntN(100) < a.ReadPercent
-					var hd baton.Hold
-					var err error
-					if read {
-						hd, err = rw.RLock(ctx)
-					} else {
-						hd, err = m.Lock(ctx)
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
-					start := Mono()
-					if !read {
-						if err := bump(f); err != nil {
-							errs <- err
-							return
-						}
-					}
-					end := Mono()
-					hist.Add(Rec{Start: start, End: end, Exclusive: !read, Token: uint64(hd.Token()), N: 1, Who: who})
-					if read {
-						err = rw.RUnlock(ctx)
-					} else {
-						err = m.Unlock(ctx)
-					}
-					if err != nil {
+					if err := step(hd, who, &hist); err != nil {
 						errs <- err
 						return
 					}
@@ -257,40 +260,19 @@ func writeHistory(path string, h *History) error {
 // helperSem acquires random counts of permits.
 func helperSem(b baton.Backend, a helperArgs) error {
 	ctx := context.Background()
-	var hist History
-	var wg sync.WaitGroup
-	errs := make(chan error, a.Handles*a.Goroutines)
-	for h := 0; h < a.Handles; h++ {
-		s, err := b.Semaphore(ctx, a.Name, a.Capacity)
+	open := func() (baton.Semaphore, error) { return b.Semaphore(ctx, a.Name, a.Capacity) }
+	return runWorkers(a, open, func(s baton.Semaphore, who string, hist *History) error {
+		n := 1 + rand.Int64N(a.MaxN)
+		hd, err := s.Acquire(ctx, n)
 		if err != nil {
 			return err
 		}
-		defer s.Close()
-		for g := 0; g < a.Goroutines; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				who := fmt.Sprintf("p%d/h%d/g%d", os.Getpid(), h, g)
-				for i := 0; i < a.Iterations; i++ {
-					n := 1 + rand.Int64N(a.MaxN)
-					hd, err := s.Acquire(ctx, n)
-					if err != nil {
-						errs <- err
-						return
-					}
-					start := Mono()
-					time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
-					end := Mono()
-					hist.Add(Rec{Start: start, End: end, Token: uint64(hd.Token()), N: n, Who: who})
-					if err := s.Release(ctx, n); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-	}
-	return finishHistory(&wg, errs, a.History, &hist)
+		start := Mono()
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+		end := Mono()
+		hist.Add(Rec{Start: start, End: end, Token: uint64(hd.Token()), N: n, Who: who})
+		return s.Release(ctx, n)
+	})
 }
 
 // helperHold takes a lock (Kind "mutex", "rw", "sem"), says "held TOKEN",

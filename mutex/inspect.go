@@ -1,8 +1,6 @@
 package mutex
 
 import (
-	"fmt"
-
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/ipc"
 )
@@ -18,8 +16,5 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // get a new, unlocked mutex whose tokens start again from 1. It returns an
 // error matching fs.ErrNotExist when there is no such mutex.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := ipc.RemoveRegion(ns, Kind, name); err != nil {
-		return fmt.Errorf("futex mutex %q: %w", name, err)
-	}
-	return nil
+	return ipc.RemoveKind(ns, Kind, name, "futex mutex")
 }

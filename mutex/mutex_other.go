@@ -3,17 +3,17 @@
 package mutex
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/nolock"
 	"github.com/batonlock/baton/ipc"
 )
 
 // Mutex is the futex mutex; on this system it cannot be opened.
-type Mutex struct{}
+type Mutex struct{ nolock.Lock }
 
 var _ driver.Lock = (*Mutex)(nil)
 
@@ -30,22 +30,6 @@ func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
 
 // OpenEntry returns an error matching errors.ErrUnsupported on this system.
 func OpenEntry(e ipc.Entry) (*Mutex, error) { return nil, errNoFutex }
-
-func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	return driver.Grant{}, errNoFutex
-}
-
-func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	return driver.Grant{}, errNoFutex
-}
-
-func (m *Mutex) Release(ctx context.Context, g driver.Grant) error { return errNoFutex }
-
-func (m *Mutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
-	return driver.Grant{}, errNoFutex
-}
-
-func (m *Mutex) Close() error { return nil }
 
 // Inspect returns an error matching errors.ErrUnsupported on this
 // system.

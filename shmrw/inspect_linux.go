@@ -13,7 +13,7 @@ import (
 )
 
 // Backend is the backend name reported in baton.Info.
-const Backend = "local"
+const Backend = shm.Backend
 
 // Inspect describes the lock name without changing it: the writer (pid
 // and the last token, which is the writer's), the pid of each handle that
@@ -24,57 +24,44 @@ const Backend = "local"
 // reclaims them. It returns an error matching
 // fs.ErrNotExist when there is no such lock and never creates one.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	r, err := shm.OpenExisting(ns, kind, name, size, magic, "shared-memory rwlock")
-	if err != nil {
-		return baton.Info{}, err
-	}
-	defer r.Close()
-	l := on(r, name)
-	l.self, _ = ipc.Self()
-	l.idx = -1
-	s := l.state.Load()
-	last := atomic.LoadUint64(l.fence)
-	in := baton.Info{
-		Name:      name,
-		Kind:      baton.KindRWMutex,
-		Backend:   Backend,
-		Impl:      kind,
-		Holders:   []baton.Holder{},
-		LastToken: baton.Token(last),
-		Detail:    fmt.Sprintf("state %#016x", s),
-	}
-	dead := 0
-	if pid := int(s & pidMask); pid != 0 {
-		if s&fDrain != 0 {
-			in.Waiters++
-		} else {
-			in.Holders = append(in.Holders, baton.Holder{PID: pid, Token: baton.Token(last), Mode: driver.Exclusive.String()})
+	return shm.Inspect(ns, kind, name, size, magic, "shared-memory rwlock", func(r *ipc.Region, in *baton.Info) (dead int) {
+		l := on(r, name)
+		l.self, _ = ipc.Self()
+		l.idx = -1
+		s := l.state.Load()
+		last := atomic.LoadUint64(l.fence)
+		in.Kind = baton.KindRWMutex
+		in.LastToken = baton.Token(last)
+		in.Detail = fmt.Sprintf("state %#016x", s)
+		if pid := int(s & pidMask); pid != 0 {
+			if s&fDrain != 0 {
+				in.Waiters++
+			} else {
+				in.Holders = append(in.Holders, baton.Holder{PID: pid, Token: baton.Token(last), Mode: driver.Exclusive.String()})
+			}
+			if l.dead(s) {
+				dead++
+			}
 		}
-		if l.dead(s) {
-			dead++
+		for i := range min(int(l.bound.Load()), maxSlots) {
+			v := l.slotAt(i).Load()
+			n := l.countAt(i).Load() & countLow
+			if v&(sRead|sWrite) == 0 && n == 0 {
+				continue
+			}
+			if l.dead(v) {
+				dead++
+				continue
+			}
+			if v&sRead != 0 || n != 0 {
+				in.Holders = append(in.Holders, baton.Holder{PID: int(v & pidMask), Mode: driver.Shared.String()})
+			}
+			if v&sWrite != 0 {
+				in.Waiters++
+			}
 		}
-	}
-	for i := range min(int(l.bound.Load()), maxSlots) {
-		v := l.slotAt(i).Load()
-		n := l.countAt(i).Load() & countLow
-		if v&(sRead|sWrite) == 0 && n == 0 {
-			continue
-		}
-		if l.dead(v) {
-			dead++
-			continue
-		}
-		if v&sRead != 0 || n != 0 {
-			in.Holders = append(in.Holders, baton.Holder{PID: int(v & pidMask), Mode: driver.Shared.String()})
-		}
-		if v&sWrite != 0 {
-			in.Waiters++
-		}
-	}
-	if dead > 0 {
-		in.Detail += fmt.Sprintf(", %d dead (the next waiter reclaims them)", dead)
-	}
-	return in, nil
+		return dead
+	})
 }
 
 // List describes every shared-memory rwlock of ns (see Inspect).
@@ -87,8 +74,5 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // openers get a new, free lock whose tokens start again from 1. It returns
 // an error matching fs.ErrNotExist when there is no such lock.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := ipc.RemoveRegion(ns, kind, name); err != nil {
-		return fmt.Errorf("shmrw %q: %w", name, err)
-	}
-	return nil
+	return ipc.RemoveKind(ns, kind, name, "shmrw")
 }

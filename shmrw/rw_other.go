@@ -3,12 +3,12 @@
 package shmrw
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/nolock"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -16,7 +16,7 @@ const kind = "shmrw"
 
 // RW is the shared-memory read-write lock; on this system it cannot be
 // opened.
-type RW struct{}
+type RW struct{ nolock.Lock }
 
 var _ driver.Lock = (*RW)(nil)
 
@@ -29,18 +29,6 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 	}
 	return nil, errNoFutex
 }
-
-func (l *RW) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	return driver.Grant{}, errNoFutex
-}
-func (l *RW) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	return driver.Grant{}, errNoFutex
-}
-func (l *RW) Release(ctx context.Context, g driver.Grant) error { return errNoFutex }
-func (l *RW) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
-	return driver.Grant{}, errNoFutex
-}
-func (l *RW) Close() error { return nil }
 
 // Inspect returns an error matching errors.ErrUnsupported.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) { return baton.Info{}, errNoFutex }

@@ -13,7 +13,7 @@ import (
 )
 
 // Backend is the backend name reported in baton.Info.
-const Backend = "local"
+const Backend = shm.Backend
 
 // Inspect describes the semaphore name without changing it: its capacity,
 // the permits each holding handle has (with its pid), the handles queued,
@@ -21,45 +21,32 @@ const Backend = "local"
 // them). It returns an error matching fs.ErrNotExist when there is no such
 // semaphore and never creates one.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	r, err := shm.OpenExisting(ns, kind, name, size, magic, "shared-memory semaphore")
-	if err != nil {
-		return baton.Info{}, err
-	}
-	defer r.Close()
-	b := r.Bytes()
-	s := on(r, name)
-	s.self, _ = ipc.Self()
-	t := s.tickets.Load()
-	in := baton.Info{
-		Name:     name,
-		Kind:     baton.KindSemaphore,
-		Backend:  Backend,
-		Impl:     kind,
-		Holders:  []baton.Holder{},
-		Capacity: int64((*atomic.Uint64)(unsafe.Pointer(&b[offCap])).Load()),
-		Detail:   fmt.Sprintf("tickets next %d served %d", uint32(t>>32), uint32(t)),
-	}
-	dead := 0
-	for i := range min(int(s.bound.Load()), maxSlots) {
-		id, held, ticket := s.slotAt(i)
-		v, c, tk := id.Load(), int64(held.Load()&countMask), ticket.Load()
-		if v == 0 || c == 0 && tk == 0 {
-			continue
+	return shm.Inspect(ns, kind, name, size, magic, "shared-memory semaphore", func(r *ipc.Region, in *baton.Info) (dead int) {
+		b := r.Bytes()
+		s := on(r, name)
+		s.self, _ = ipc.Self()
+		t := s.tickets.Load()
+		in.Kind = baton.KindSemaphore
+		in.Capacity = int64((*atomic.Uint64)(unsafe.Pointer(&b[offCap])).Load())
+		in.Detail = fmt.Sprintf("tickets next %d served %d", uint32(t>>32), uint32(t))
+		for i := range min(int(s.bound.Load()), maxSlots) {
+			id, held, ticket := s.slotAt(i)
+			v, c, tk := id.Load(), int64(held.Load()&countMask), ticket.Load()
+			if v == 0 || c == 0 && tk == 0 {
+				continue
+			}
+			if c > 0 {
+				in.Holders = append(in.Holders, baton.Holder{PID: int(v & pidMask), N: c})
+			}
+			if tk&tHas != 0 {
+				in.Waiters++
+			}
+			if s.dead(v) {
+				dead++
+			}
 		}
-		if c > 0 {
-			in.Holders = append(in.Holders, baton.Holder{PID: int(v & pidMask), N: c})
-		}
-		if tk&tHas != 0 {
-			in.Waiters++
-		}
-		if s.dead(v) {
-			dead++
-		}
-	}
-	if dead > 0 {
-		in.Detail += fmt.Sprintf(", %d dead (the next waiter reclaims them)", dead)
-	}
-	return in, nil
+		return dead
+	})
 }
 
 // List describes every shared-memory semaphore of ns (see Inspect).
@@ -72,8 +59,5 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // later openers get a new semaphore with every permit free. It returns an
 // error matching fs.ErrNotExist when there is no such semaphore.
 func Remove(ns *ipc.Namespace, name string) error {
-	if err := ipc.RemoveRegion(ns, kind, name); err != nil {
-		return fmt.Errorf("shmsem %q: %w", name, err)
-	}
-	return nil
+	return ipc.RemoveKind(ns, kind, name, "shmsem")
 }

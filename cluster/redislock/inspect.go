@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -51,11 +50,6 @@ func inspectKind(kk string) (baton.Kind, bool) {
 	return "", false
 }
 
-type objKey struct {
-	kind baton.Kind
-	name string
-}
-
 // List returns every mutex, rwmutex, semaphore and cond that has a key
 // under the prefix. An object whose keys expire between the scan and its
 // inspection is left out.
@@ -64,29 +58,7 @@ func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redislock: list: %w", err)
 	}
-	seen := map[objKey]bool{}
-	var out []baton.Info
-	for _, k := range keys {
-		kk, name, ok := redisnode.ParseKey(d.o.Prefix, k)
-		if !ok {
-			continue
-		}
-		kind, ok := inspectKind(kk)
-		if !ok || seen[objKey{kind, name}] || baton.ValidateName(name) != nil {
-			continue
-		}
-		seen[objKey{kind, name}] = true
-		info, err := d.Inspect(ctx, kind, name)
-		switch {
-		case err == nil:
-			out = append(out, info)
-		case errors.Is(err, fs.ErrNotExist):
-		default:
-			return nil, err
-		}
-	}
-	redisnode.SortInfos(out)
-	return out, nil
+	return redisnode.InspectKeys(ctx, d.o.Prefix, keys, inspectKind, d.Inspect)
 }
 
 // objectKeys returns the keys of one object and the script's name for its

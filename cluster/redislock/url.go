@@ -76,12 +76,8 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 		if err := redisnode.CheckPort(u.Host); err != nil {
 			return nil, err
 		}
-		o, err := redis.ParseURL(u.String())
+		o, err := redisnode.NodeOptions(u, sec, scheme, "redislock: URL")
 		if err != nil {
-			return nil, fmt.Errorf("redislock: URL: %v: %w", err, baton.ErrInvalidArgument)
-		}
-		o.ContextTimeoutEnabled = true
-		if err := redisnode.ApplyParams(o, sec, scheme); err != nil {
 			return nil, err
 		}
 		c := redis.NewClient(o)

@@ -91,28 +91,13 @@ func (r *rlDriver) List(ctx context.Context) ([]baton.Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redlock: redlock list: %w", err)
 	}
-	seen := map[string]bool{}
-	var out []baton.Info
+	var keys []string
 	for _, v := range got {
-		keys, _ := v.([]string)
-		for _, k := range keys {
-			kk, name, ok := redisnode.ParseKey(r.o.Prefix, k)
-			if !ok || kk != keyKind || seen[name] || baton.ValidateName(name) != nil {
-				continue
-			}
-			seen[name] = true
-			info, err := r.Inspect(ctx, baton.KindMutex, name)
-			switch {
-			case err == nil:
-				out = append(out, info)
-			case errors.Is(err, fs.ErrNotExist):
-			default:
-				return nil, err
-			}
-		}
+		k, _ := v.([]string)
+		keys = append(keys, k...)
 	}
-	redisnode.SortInfos(out)
-	return out, nil
+	mutexOnly := func(kk string) (baton.Kind, bool) { return baton.KindMutex, kk == keyKind }
+	return redisnode.InspectKeys(ctx, r.o.Prefix, keys, mutexOnly, r.Inspect)
 }
 
 func (r *rlDriver) keys(name string) []string {

@@ -73,12 +73,8 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 			one.Scheme = "rediss"
 		}
 		one.Host = h
-		o, err := redis.ParseURL(one.String())
+		o, err := redisnode.NodeOptions(&one, sec, scheme, "redlock: URL host "+h)
 		if err != nil {
-			return nil, fmt.Errorf("redlock: URL host %s: %v: %w", h, err, baton.ErrInvalidArgument)
-		}
-		o.ContextTimeoutEnabled = true
-		if err := redisnode.ApplyParams(o, sec, scheme); err != nil {
 			return nil, err
 		}
 		nodeOpts = append(nodeOpts, o)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/batonlock/baton"
@@ -56,6 +58,22 @@ func withInspector(cmd *cobra.Command, timeout time.Duration, fn func(ctx contex
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	b, in, raw, err := inspector(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer closeBackend(b, releaseTimeout)
+	return fn(ctx, in, raw)
+}
+
+// live opens the backend of cmd as an Inspector within inspectTimeout and
+// calls fn with a context that ends at SIGINT or SIGTERM: the frame of the
+// live views, top and serve.
+func live(cmd *cobra.Command, fn func(ctx context.Context, in baton.Inspector, raw string) error) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	octx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	b, in, raw, err := inspector(octx, cmd)
+	cancel()
 	if err != nil {
 		return err
 	}

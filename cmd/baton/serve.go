@@ -7,10 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/batonlock/baton"
@@ -67,32 +64,25 @@ type liveReport struct {
 }
 
 func runServe(cmd *cobra.Command, addr string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	octx, cancel := context.WithTimeout(ctx, inspectTimeout)
-	b, in, raw, err := inspector(octx, cmd)
-	cancel()
-	if err != nil {
-		return err
-	}
-	defer closeBackend(b, releaseTimeout)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return usageErrorf("--http %s: %v", addr, err)
-	}
-	srv := &http.Server{Handler: liveHandler(in, raw), ReadHeaderTimeout: 10 * time.Second}
-	cmd.PrintErrf("baton: serving %s on http://%s/\n", baton.RedactURL(raw), ln.Addr())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err = <-done:
-		return exitWith(exitBackend, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	return nil
+	return live(cmd, func(ctx context.Context, in baton.Inspector, raw string) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return usageErrorf("--http %s: %v", addr, err)
+		}
+		srv := &http.Server{Handler: liveHandler(in, raw), ReadHeaderTimeout: 10 * time.Second}
+		cmd.PrintErrf("baton: serving %s on http://%s/\n", baton.RedactURL(raw), ln.Addr())
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ln) }()
+		select {
+		case err = <-done:
+			return exitWith(exitBackend, err)
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return nil
+	})
 }
 
 // liveHandler serves the page, its JSON and the metrics of in.

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/batonlock/baton"
@@ -54,48 +52,41 @@ func newTopCmd() *cobra.Command {
 }
 
 func runTop(cmd *cobra.Command, interval time.Duration, sortKey string, once bool) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	octx, cancel := context.WithTimeout(ctx, inspectTimeout)
-	b, in, raw, err := inspector(octx, cmd)
-	cancel()
-	if err != nil {
-		return err
-	}
-	defer closeBackend(b, releaseTimeout)
-	out := cmd.OutOrStdout()
-	if once {
-		return topFrame(ctx, out, in, raw, sortKey, false)
-	}
-	f, isFile := out.(*os.File)
-	tty := isFile && isTerminal(int(f.Fd()))
-	keys := make(chan byte, 8)
-	if restore, ok := keyboard(keys); ok {
-		defer restore()
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := topFrame(ctx, out, in, raw, sortKey, tty); err != nil {
-			return err
+	return live(cmd, func(ctx context.Context, in baton.Inspector, raw string) error {
+		out := cmd.OutOrStdout()
+		if once {
+			return topFrame(ctx, out, in, raw, sortKey, false)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case k := <-keys:
-			switch k {
-			case 'q', 'Q':
+		f, isFile := out.(*os.File)
+		tty := isFile && isTerminal(int(f.Fd()))
+		keys := make(chan byte, 8)
+		if restore, ok := keyboard(keys); ok {
+			defer restore()
+		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if err := topFrame(ctx, out, in, raw, sortKey, tty); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
 				return nil
-			case 'w':
-				sortKey = "wait"
-			case 'h':
-				sortKey = "held"
-			case 'n':
-				sortKey = "name"
+			case <-t.C:
+			case k := <-keys:
+				switch k {
+				case 'q', 'Q':
+					return nil
+				case 'w':
+					sortKey = "wait"
+				case 'h':
+					sortKey = "held"
+				case 'n':
+					sortKey = "name"
+				}
 			}
 		}
-	}
+	})
 }
 
 // topFrame writes one screen: a header and the table, after clearing the

@@ -34,3 +34,24 @@ func OpenExisting(ns *ipc.Namespace, kind, name string, size int, magic uint32, 
 	}
 	return r, nil
 }
+
+// Inspect maps the file of name among kind as OpenExisting does and
+// returns what describe reads from it, with the fields that every
+// shared-memory primitive reports alike filled in first: Name, Backend,
+// Impl (kind) and an empty Holders. describe returns how many slots belong
+// to dead processes, which Detail then mentions.
+func Inspect(ns *ipc.Namespace, kind, name string, size int, magic uint32, what string, describe func(r *ipc.Region, in *baton.Info) (dead int)) (baton.Info, error) {
+	r, err := OpenExisting(ns, kind, name, size, magic, what)
+	if err != nil {
+		return baton.Info{}, err
+	}
+	defer r.Close()
+	in := baton.Info{Name: name, Backend: Backend, Impl: kind, Holders: []baton.Holder{}}
+	if dead := describe(r, &in); dead > 0 {
+		in.Detail += fmt.Sprintf(", %d dead (the next waiter reclaims them)", dead)
+	}
+	return in, nil
+}
+
+// Backend is the backend name of every shared-memory primitive.
+const Backend = "local"

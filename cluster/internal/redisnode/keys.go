@@ -3,7 +3,9 @@ package redisnode
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,10 +100,42 @@ func ScanKeys(ctx context.Context, c redis.UniversalClient, pattern string) ([]s
 	return all, err
 }
 
-func SortInfos(out []baton.Info) {
+// InspectKeys inspects, once each, the objects that keys (found under
+// prefix, on one node or several) belong to, and returns them sorted by
+// name and kind. kind maps the kind part of a key onto the Inspector's
+// kind, or refuses it; keys that are not an object's, or whose name is not
+// valid, are passed over, and so are objects that inspect finds gone
+// (their keys expired since the scan).
+func InspectKeys(ctx context.Context, prefix string, keys []string, kind func(kk string) (baton.Kind, bool), inspect func(context.Context, baton.Kind, string) (baton.Info, error)) ([]baton.Info, error) {
+	type object struct {
+		kind baton.Kind
+		name string
+	}
+	seen := map[object]bool{}
+	var out []baton.Info
+	for _, k := range keys {
+		kk, name, ok := ParseKey(prefix, k)
+		if !ok {
+			continue
+		}
+		o := object{name: name}
+		if o.kind, ok = kind(kk); !ok || seen[o] || baton.ValidateName(name) != nil {
+			continue
+		}
+		seen[o] = true
+		info, err := inspect(ctx, o.kind, name)
+		switch {
+		case err == nil:
+			out = append(out, info)
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			return nil, err
+		}
+	}
 	slices.SortFunc(out, func(x, y baton.Info) int {
 		return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Kind, y.Kind))
 	})
+	return out, nil
 }
 
 // ParseMeta reads "pid host".

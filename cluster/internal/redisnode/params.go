@@ -2,8 +2,11 @@ package redisnode
 
 import (
 	"crypto/tls"
+	"fmt"
+	"net/url"
 	"strings"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/urlparam"
 	"github.com/redis/go-redis/v9"
 )
@@ -12,6 +15,23 @@ import (
 // TLS material of the URL's shared parameters.
 func ApplyParams(o *redis.Options, c urlparam.Common, scheme string) error {
 	return apply(c, scheme, &o.Password, &o.TLSConfig)
+}
+
+// NodeOptions reads the options of one node from u (redis:// or
+// rediss://), with ContextTimeoutEnabled set and the password and TLS
+// material of the URL's shared parameters c applied. A URL go-redis
+// rejects returns an error prefixed by what and matching
+// baton.ErrInvalidArgument.
+func NodeOptions(u *url.URL, c urlparam.Common, scheme, what string) (*redis.Options, error) {
+	o, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: %w", what, err, baton.ErrInvalidArgument)
+	}
+	o.ContextTimeoutEnabled = true
+	if err := ApplyParams(o, c, scheme); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 // ApplyClusterParams is ApplyParams for Redis Cluster options.
