@@ -94,6 +94,7 @@ func (b *backend) ValidateName(string) error { return nil }
 
 func (b *backend) Close() error {
 	b.lis.close()
+	b.clearMarks()
 	if b.own {
 		b.pool.Close()
 	}
@@ -229,6 +230,7 @@ func (b *backend) abandon(c *pgxpool.Conn, prev string) {
 		destroy(c)
 		return
 	}
+	forgetMarks(c)
 	c.Release()
 }
 
@@ -343,7 +345,11 @@ func (h *hold) ping(ctx context.Context) (time.Time, error) {
 // back to the pool when the release confirms the hold, and is destroyed
 // otherwise. It returns an error matching baton.ErrLost when the hold was
 // lost.
-func (h *hold) end(sql string, args ...any) error {
+func (h *hold) end(sql string, args ...any) error { return h.finish(sql, nil, args...) }
+
+// finish is end for a statement that also says whether it took the
+// hold's release mark; marked then records it on the connection.
+func (h *hold) finish(sql string, marked func(*pgxpool.Conn), args ...any) error {
 	if h.keeper != nil {
 		h.keeper.Stop()
 	}
@@ -355,8 +361,12 @@ func (h *hold) end(sql string, args ...any) error {
 	}
 	ctx, cancel := h.b.rctx()
 	defer cancel()
-	var held bool
-	err := h.c.QueryRow(ctx, h.b.q(sql), args...).Scan(&held)
+	var held, took bool
+	dest := []any{&held}
+	if marked != nil {
+		dest = append(dest, &took)
+	}
+	err := h.c.QueryRow(ctx, h.b.q(sql), args...).Scan(dest...)
 	switch {
 	case err != nil:
 		destroy(h.c)
@@ -365,6 +375,9 @@ func (h *hold) end(sql string, args ...any) error {
 		destroy(h.c)
 		h.loss.Fire(errors.New("the server no longer had the lock"))
 		return h.loss.Err()
+	}
+	if took {
+		marked(h.c)
 	}
 	h.c.Release()
 	return nil

@@ -15,9 +15,9 @@ import (
 
 // The statements that take a lock are in leases.go.
 const (
-	// $1 key, $2 idle timeout to restore, $3 kind, $4 name, $5 token. A
-	// previous holder's lease that still runs (an acquisition given up
-	// while waiting it out) is put back.
+	// The end of a hold given up while it waited out a previous holder's
+	// lease, which it puts back before it unlocks. $1 key, $2 idle
+	// timeout to restore, $3 kind, $4 name, $5 token.
 	unlockXSQL = `WITH c AS MATERIALIZED (UPDATE baton_leases SET expires =
 	CASE WHEN prev_expires > clock_timestamp() THEN prev_expires END
 	WHERE kind = $3 AND name = $4 AND n = $5 RETURNING 1),
@@ -81,7 +81,11 @@ func (b *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, er
 	return b.openLock(ctx, baton.KindRWMutex, name)
 }
 
-func (d *lockDriver) args() []any { return []any{string(d.kind), d.name, d.key, d.b.idle} }
+// args are those of an acquiring statement on c.
+func (d *lockDriver) args(c *pgxpool.Conn, shared bool) []any {
+	held, drop := d.b.markArgs(c, d.key, !shared)
+	return []any{string(d.kind), d.name, d.key, d.b.idle, held, drop}
+}
 
 // newHold returns the hold of a grant with token tok on c.
 func (d *lockDriver) newHold(c *pgxpool.Conn, shared bool, tok int64, prev string) *hold {
@@ -134,7 +138,10 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		interrupted, err := waitRow(ctx, c, d.b.q(q), d.args(), &a.tok, &a.prev, &a.wait)
+		interrupted, err := waitRow(ctx, c, d.b.q(q), d.args(c, shared), &a.tok, &a.prev, &a.wait)
+		if err == nil {
+			d.b.granted(c)
+		}
 		if interrupted {
 			if err == nil {
 				// Granted as the context ended: give it back properly.
@@ -226,16 +233,19 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 	}
 	// A try does not wait: it runs to its end, as releases do.
 	rctx, cancel := d.b.rctx()
-	err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&a.tok, &a.prev, &a.wait)
+	err = c.QueryRow(rctx, d.b.q(q), d.args(c, shared)...).Scan(&a.tok, &a.prev, &a.wait)
 	if err != nil && connLost(err) {
 		destroy(c)
 		if c, err = d.b.pool.Acquire(ctx); err != nil {
 			cancel()
 			return driver.Grant{}, err
 		}
-		err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&a.tok, &a.prev, &a.wait)
+		err = c.QueryRow(rctx, d.b.q(q), d.args(c, shared)...).Scan(&a.tok, &a.prev, &a.wait)
 	}
 	cancel()
+	if err == nil {
+		d.b.granted(c)
+	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		c.Release()
@@ -265,7 +275,11 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 	if !ok {
 		return fmt.Errorf("foreign grant: %w", baton.ErrNotHeld)
 	}
-	return h.end(d.unlockSQL(h.shared), d.unlockArgs(h.shared, h.prev, h.tok)...)
+	if h.shared {
+		return h.end(unlockSSQL, d.key, h.prev)
+	}
+	// A release writes nothing: it leaves its mark (released.go).
+	return h.finish(releaseXSQL, func(c *pgxpool.Conn) { d.b.marked(c, d.key, h.tok) }, d.key, h.prev, h.tok)
 }
 
 func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
