@@ -52,6 +52,7 @@ type backend struct {
 	idle string            // idle_session_timeout of a holding session, in ms
 	ms   int64             // the same, as a number
 	sql  map[string]string // the statements with the prefix in place
+	mk   string            // where a connection keeps its marks (released.go)
 
 	schemaMu sync.Mutex
 	schemaOK bool // guarded by schemaMu
@@ -78,7 +79,8 @@ func newBackend(pool *pgxpool.Pool, own bool, o lease.Config) *backend {
 	// The server may end the session no sooner than the client gives up:
 	// rounded up to whole milliseconds.
 	ms := (o.TTL + time.Millisecond - 1) / time.Millisecond
-	b := &backend{pool: pool, own: own, o: o, idle: strconv.FormatInt(int64(ms), 10), ms: int64(ms), sql: map[string]string{}}
+	b := &backend{pool: pool, own: own, o: o, idle: strconv.FormatInt(int64(ms), 10), ms: int64(ms), sql: map[string]string{},
+		mk: marksData + o.Prefix}
 	r := strings.NewReplacer("baton_", o.Prefix, "'"+channel+"'", "'"+o.Prefix+channel+"'")
 	for _, q := range statements {
 		b.sql[q] = r.Replace(q)
@@ -288,6 +290,7 @@ type hold struct {
 	slots  []int32 // semaphore slots held; guarded by mu
 	renew  []any   // arguments of renewSQL for an exclusive lock; nil otherwise
 	tok    int64   // the token drawn from the sequence, for locks
+	key    int64   // the advisory key, for locks
 	passes int64   // how many times the hold was passed (Mutex only)
 
 	mu sync.Mutex // serialises statements on c (pings, downgrade, release)
@@ -345,11 +348,12 @@ func (h *hold) ping(ctx context.Context) (time.Time, error) {
 // back to the pool when the release confirms the hold, and is destroyed
 // otherwise. It returns an error matching baton.ErrLost when the hold was
 // lost.
-func (h *hold) end(sql string, args ...any) error { return h.finish(sql, nil, args...) }
+func (h *hold) end(sql string, args ...any) error { return h.finish(sql, false, args...) }
 
-// finish is end for a statement that also says whether it took the
-// hold's release mark; marked then records it on the connection.
-func (h *hold) finish(sql string, marked func(*pgxpool.Conn), args ...any) error {
+// finish is end, for a statement that also says whether it took the
+// hold's release mark when mark is set; the mark is then recorded on the
+// connection.
+func (h *hold) finish(sql string, mark bool, args ...any) error {
 	if h.keeper != nil {
 		h.keeper.Stop()
 	}
@@ -362,9 +366,9 @@ func (h *hold) finish(sql string, marked func(*pgxpool.Conn), args ...any) error
 	ctx, cancel := h.b.rctx()
 	defer cancel()
 	var held, took bool
-	dest := []any{&held}
-	if marked != nil {
-		dest = append(dest, &took)
+	dest := []any{&held, &took}
+	if !mark {
+		dest = dest[:1]
 	}
 	err := h.c.QueryRow(ctx, h.b.q(sql), args...).Scan(dest...)
 	switch {
@@ -377,7 +381,7 @@ func (h *hold) finish(sql string, marked func(*pgxpool.Conn), args ...any) error
 		return h.loss.Err()
 	}
 	if took {
-		marked(h.c)
+		h.b.marked(h.c, h.key, h.tok)
 	}
 	h.c.Release()
 	return nil

@@ -36,7 +36,8 @@ SELECT ok FROM u, x`
 	// Taking the shared lock while holding the exclusive one is granted at
 	// once (the session's own lock does not conflict, and waiters queue
 	// behind it), so no other writer can come between. The lease record
-	// goes first, as in a release. $1 key, $2 kind, $3 name, $4 token.
+	// is cleared first, so that the next writer does not wait it out (a
+	// reader takes no release mark). $1 key, $2 kind, $3 name, $4 token.
 	downgradeSQL = `WITH c AS MATERIALIZED (UPDATE baton_leases SET expires =
 	CASE WHEN prev_expires > clock_timestamp() THEN prev_expires END
 	WHERE kind = $2 AND name = $3 AND n = $4 RETURNING 1),
@@ -60,13 +61,16 @@ type lockDriver struct {
 	kind baton.Kind
 	name string
 	key  int64
+	base [4]any // kind, name, key and idle timeout, boxed once
 }
 
 func (b *backend) openLock(ctx context.Context, kind baton.Kind, name string) (*lockDriver, error) {
 	if err := b.schema(ctx); err != nil {
 		return nil, err
 	}
-	return &lockDriver{b: b, kind: kind, name: name, key: b.key(kind, name)}, nil
+	d := &lockDriver{b: b, kind: kind, name: name, key: b.key(kind, name)}
+	d.base = [4]any{string(kind), name, d.key, b.idle}
+	return d, nil
 }
 
 func (b *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
@@ -84,12 +88,12 @@ func (b *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, er
 // args are those of an acquiring statement on c.
 func (d *lockDriver) args(c *pgxpool.Conn, shared bool) []any {
 	held, drop := d.b.markArgs(c, d.key, !shared)
-	return []any{string(d.kind), d.name, d.key, d.b.idle, held, drop}
+	return []any{d.base[0], d.base[1], d.base[2], d.base[3], held, drop}
 }
 
 // newHold returns the hold of a grant with token tok on c.
 func (d *lockDriver) newHold(c *pgxpool.Conn, shared bool, tok int64, prev string) *hold {
-	h := &hold{b: d.b, c: c, loss: driver.NewLoss(), shared: shared, prev: prev, tok: tok}
+	h := &hold{b: d.b, c: c, loss: driver.NewLoss(), shared: shared, prev: prev, tok: tok, key: d.key}
 	if !shared {
 		h.renew = []any{string(d.kind), d.name, tok, d.b.idle}
 	}
@@ -279,7 +283,7 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 		return h.end(unlockSSQL, d.key, h.prev)
 	}
 	// A release writes nothing: it leaves its mark (released.go).
-	return h.finish(releaseXSQL, func(c *pgxpool.Conn) { d.b.marked(c, d.key, h.tok) }, d.key, h.prev, h.tok)
+	return h.finish(releaseXSQL, true, d.base[2], h.prev, h.tok)
 }
 
 func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {

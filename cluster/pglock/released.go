@@ -69,22 +69,26 @@ func (b *backend) marked(c *pgxpool.Conn, key, tok int64) {
 
 func (b *backend) marksOf(c *pgxpool.Conn, create bool) *marks {
 	cd := c.Conn().PgConn().CustomData()
-	m, _ := cd[marksData+b.o.Prefix].(*marks)
+	m, _ := cd[b.mk].(*marks)
 	if m == nil && create {
 		m = &marks{byKey: map[int64]mark{}}
-		cd[marksData+b.o.Prefix] = m
+		cd[b.mk] = m
 	}
 	return m
 }
 
+// noMarks is the argument for a connection without marks.
+var noMarks any = []int64(nil)
+
 // markArgs returns the tokens of the marks c holds, and those an
 // acquisition of key gives up once granted: those whose leases have run
-// out, and key's own when the acquisition is exclusive. The slices are
-// the connection's scratch, valid until its next acquisition.
-func (b *backend) markArgs(c *pgxpool.Conn, key int64, exclusive bool) (held, drop []int64) {
+// out, and key's own when the acquisition is exclusive. They point to the
+// connection's scratch, valid until its next acquisition (pointers, so
+// that passing them allocates nothing).
+func (b *backend) markArgs(c *pgxpool.Conn, key int64, exclusive bool) (held, drop any) {
 	m := b.marksOf(c, false)
 	if m == nil {
-		return nil, nil
+		return noMarks, noMarks
 	}
 	// The row's lease runs at most a TTL from the release, by the server's
 	// clock; the drift margin covers the two clocks' rates.
@@ -96,7 +100,7 @@ func (b *backend) markArgs(c *pgxpool.Conn, key int64, exclusive bool) (held, dr
 			m.drop = append(m.drop, e.tok)
 		}
 	}
-	return m.held, m.drop
+	return &m.held, &m.drop
 }
 
 // granted forgets the marks that an acquisition on c gave up: it returned
@@ -156,7 +160,7 @@ func (b *backend) clearMarks() {
 			destroy(c)
 			continue
 		}
-		delete(c.Conn().PgConn().CustomData(), marksData+b.o.Prefix)
+		delete(c.Conn().PgConn().CustomData(), b.mk)
 		c.Release()
 	}
 }
