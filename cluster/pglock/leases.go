@@ -60,7 +60,7 @@ m AS MATERIALIZED (SELECT (SELECT expires FROM baton_leases WHERE kind = '' AND 
 
 	// An exclusive hold records until when its lease runs (server time,
 	// pushed back by every renewal) and keeps the previous holder's when
-	// that one did not release (see releasedRow).
+	// that one did not release (see released.go).
 	drawXPart = markPart + `
 u AS (INSERT INTO baton_leases AS t (kind, name, n, expires)
 	SELECT $1, $2, nextval('baton_token_seq'), clock_timestamp() + $4::bigint * interval '1 millisecond' FROM m WHERE m.trust IS NOT NULL
