@@ -52,7 +52,6 @@ type backend struct {
 	idle string            // idle_session_timeout of a holding session, in ms
 	ms   int64             // the same, as a number
 	sql  map[string]string // the statements with the prefix in place
-	mk   string            // where a connection keeps its marks (released.go)
 
 	schemaMu sync.Mutex
 	schemaOK bool // guarded by schemaMu
@@ -79,8 +78,7 @@ func newBackend(pool *pgxpool.Pool, own bool, o lease.Config) *backend {
 	// The server may end the session no sooner than the client gives up:
 	// rounded up to whole milliseconds.
 	ms := (o.TTL + time.Millisecond - 1) / time.Millisecond
-	b := &backend{pool: pool, own: own, o: o, idle: strconv.FormatInt(int64(ms), 10), ms: int64(ms), sql: map[string]string{},
-		mk: marksData + o.Prefix}
+	b := &backend{pool: pool, own: own, o: o, idle: strconv.FormatInt(int64(ms), 10), ms: int64(ms), sql: map[string]string{}}
 	r := strings.NewReplacer("baton_", o.Prefix, "'"+channel+"'", "'"+o.Prefix+channel+"'")
 	for _, q := range statements {
 		b.sql[q] = r.Replace(q)
@@ -96,7 +94,6 @@ func (b *backend) ValidateName(string) error { return nil }
 
 func (b *backend) Close() error {
 	b.lis.close()
-	b.clearMarks()
 	if b.own {
 		b.pool.Close()
 	}
@@ -232,7 +229,6 @@ func (b *backend) abandon(c *pgxpool.Conn, prev string) {
 		destroy(c)
 		return
 	}
-	forgetMarks(c)
 	c.Release()
 }
 
@@ -290,7 +286,6 @@ type hold struct {
 	slots  []int32 // semaphore slots held; guarded by mu
 	renew  []any   // arguments of renewSQL for an exclusive lock; nil otherwise
 	tok    int64   // the token drawn from the sequence, for locks
-	key    int64   // the advisory key, for locks
 	passes int64   // how many times the hold was passed (Mutex only)
 
 	mu sync.Mutex // serialises statements on c (pings, downgrade, release)
@@ -348,12 +343,7 @@ func (h *hold) ping(ctx context.Context) (time.Time, error) {
 // back to the pool when the release confirms the hold, and is destroyed
 // otherwise. It returns an error matching baton.ErrLost when the hold was
 // lost.
-func (h *hold) end(sql string, args ...any) error { return h.finish(sql, false, args...) }
-
-// finish is end, for a statement that also says whether it took the
-// hold's release mark when mark is set; the mark is then recorded on the
-// connection.
-func (h *hold) finish(sql string, mark bool, args ...any) error {
+func (h *hold) end(sql string, args ...any) error {
 	if h.keeper != nil {
 		h.keeper.Stop()
 	}
@@ -365,12 +355,8 @@ func (h *hold) finish(sql string, mark bool, args ...any) error {
 	}
 	ctx, cancel := h.b.rctx()
 	defer cancel()
-	var held, took bool
-	dest := []any{&held, &took}
-	if !mark {
-		dest = dest[:1]
-	}
-	err := h.c.QueryRow(ctx, h.b.q(sql), args...).Scan(dest...)
+	var held bool
+	err := h.c.QueryRow(ctx, h.b.q(sql), args...).Scan(&held)
 	switch {
 	case err != nil:
 		destroy(h.c)
@@ -379,9 +365,6 @@ func (h *hold) finish(sql string, mark bool, args ...any) error {
 		destroy(h.c)
 		h.loss.Fire(errors.New("the server no longer had the lock"))
 		return h.loss.Err()
-	}
-	if took {
-		h.b.marked(h.c, h.key, h.tok)
 	}
 	h.c.Release()
 	return nil

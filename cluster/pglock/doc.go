@@ -53,16 +53,9 @@
 // A session can also end under a live client (pg_terminate_backend, a
 // server restart), which frees its locks before the client can know. An
 // exclusive hold therefore records on the name's row of baton_leases until
-// when its lease runs, and renewals push that back; the release writes
-// nothing, but before it unlocks, its session takes an advisory lock keyed
-// by the hold's token, its release mark, and keeps it while the lease may
-// run. The next holder of the name, reader or writer, waits out a lease
-// left on the row unless the mark of the row's token is held (see
-// released.go): a session that ends holding never took it. A session that
-// released and then ended (its process died) took its marks with it, so
-// the next holder waits out what is left of that lease; Close clears the
-// leases of its marks, so that a Backend closed after its releases makes
-// no one wait. A holder that dies thus frees a Mutex or
+// when its lease runs, renewals push that back and the release clears it;
+// the next holder of the name, reader or writer, waits out a lease left
+// there before its Lock returns. A holder that dies thus frees a Mutex or
 // a write lock after its TTL. The table is UNLOGGED, so its writes cost no
 // WAL, and the server empties it after a crash: a marker row says when it
 // was last found empty, and a name without a row waits until the marker is
@@ -85,8 +78,7 @@
 // a new token, so that the exclusive holder's renewals fail, and ends the
 // sessions that hold it, so that the lock is free and every holder's Loss
 // fires; the row stays, with the lease it had, so tokens keep increasing
-// and the next holder waits that lease out (unless its holder had released
-// it). Remove of a Semaphore deletes
+// and the next holder waits that lease out. Remove of a Semaphore deletes
 // its capacity row and ends the sessions holding permits; of a Cond, its
 // registrations, which wakes the waiters. Ending another role's sessions
 // needs the privileges of pg_signal_backend.

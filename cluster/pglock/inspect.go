@@ -50,11 +50,8 @@ ORDER BY 1, 2`
 	// Remove of a lock: a new token on the row, so that the exclusive
 	// holder's next renewal (WHERE n = its token) fails and its Loss
 	// fires; the lease left on the row is kept, so that the next holder
-	// waits it out as after any session that ended holding, unless its
-	// holder released it (its release mark is held: released.go).
-	removeRowSQL = `UPDATE baton_leases AS t SET n = nextval('baton_token_seq'), expires = CASE
-	WHEN pg_try_advisory_lock_shared(` + markKey + `t.n, 0)) THEN CASE WHEN pg_advisory_unlock_shared(` + markKey + `t.n, 0)) THEN t.expires END END
-WHERE kind = $1 AND name = $2 RETURNING n`
+	// waits it out as after any session that ended holding.
+	removeRowSQL = `UPDATE baton_leases SET n = nextval('baton_token_seq') WHERE kind = $1 AND name = $2 RETURNING n`
 
 	// $1 key: ends the sessions that hold the lock, which frees it; their
 	// renewals fail, and their Losses fire. Waiters stay queued.

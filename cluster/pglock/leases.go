@@ -34,8 +34,7 @@ import (
 // and a draw part, which reads the marker, draws the token and records
 // the lease, run only once the lock is granted (the materialised CTEs read
 // one another in order). $1 kind, $2 name, $3 key, $4 idle timeout and
-// lease in ms, $5 and $6 the release marks the session holds and those it
-// gives up (see released.go). They return the token (0 when the marker is missing: the
+// lease in ms. They return the token (0 when the marker is missing: the
 // caller then marks and draws again), the idle timeout replaced, and how
 // long the acquisition must still wait, in ms: the previous holder's lease
 // left on the row (a holder whose session ended without a release), or
@@ -59,42 +58,29 @@ m AS MATERIALIZED (SELECT (SELECT expires FROM baton_leases WHERE kind = '' AND 
 	EXISTS (SELECT FROM baton_leases WHERE kind = $1 AND name = $2) AS had FROM l WHERE l.ok),`
 
 	// An exclusive hold records until when its lease runs (server time,
-	// pushed back by every renewal) and keeps the previous holder's when
-	// that one did not release (see released.go).
+	// pushed back by every renewal, cleared by the release) and keeps the
+	// previous holder's. The release clears expires before it unlocks and
+	// commits after: the next holder's upsert waits for the row lock, so
+	// it reads the cleared value.
 	drawXPart = markPart + `
 u AS (INSERT INTO baton_leases AS t (kind, name, n, expires)
 	SELECT $1, $2, nextval('baton_token_seq'), clock_timestamp() + $4::bigint * interval '1 millisecond' FROM m WHERE m.trust IS NOT NULL
-	ON CONFLICT (kind, name) DO UPDATE SET n = EXCLUDED.n, expires = EXCLUDED.expires, prev_expires = ` + leftLease + `
+	ON CONFLICT (kind, name) DO UPDATE SET n = EXCLUDED.n, expires = EXCLUDED.expires, prev_expires = t.expires
 	RETURNING t.n, t.prev_expires AS until)` + drawTail
 
 	// Readers record no lease of their own, but wait out a writer's that
 	// was not released, as writers do; the upsert, which changes nothing,
-	// waits for the row lock of a write to the row in progress (a given
-	// up acquisition putting a lease back) and reads what it wrote.
+	// is there to wait for a release's row lock and read what it wrote.
 	drawSPart = markPart + `
 k AS MATERIALIZED (SELECT nextval('baton_token_seq') AS n FROM m WHERE m.trust IS NOT NULL),
 u AS (INSERT INTO baton_leases AS t (kind, name, n) SELECT $1, $2, k.n FROM k
 	ON CONFLICT (kind, name) DO UPDATE SET n = t.n
-	RETURNING (SELECT n FROM k) AS n, ` + leftLease + ` AS until)` + drawTail
+	RETURNING (SELECT n FROM k) AS n, t.expires AS until)` + drawTail
 
-	// The lease left on row t, when its holder did not release: NULL when
-	// it ran out or when the release mark of its token is held, by this
-	// session ($5, the tokens whose marks it holds) or another.
-	leftLease = `CASE WHEN t.expires > clock_timestamp() THEN CASE
-	WHEN t.n = ANY($5::bigint[]) THEN NULL
-	WHEN pg_try_advisory_lock_shared(` + markKey + `(t.n), 0)) THEN CASE WHEN pg_advisory_unlock_shared(` + markKey + `(t.n), 0)) THEN t.expires END
-	END END`
-
-	// markKey( token , 0)) is the advisory key of a token's release mark.
-	markKey = `hashtextextended('baton_/released/' || `
-
-	// Once granted, the marks of $6 are given up: the acquisition
-	// replaced their row's token, or their leases have run out.
-	drawTail = `,
-z AS MATERIALIZED (SELECT count(pg_advisory_unlock(` + markKey + `e, 0))) AS z FROM m, unnest($6::bigint[]) e)
+	drawTail = `
 SELECT coalesce(u.n, 0), l.prev, coalesce(ceil(extract(epoch FROM greatest(u.until,
 	CASE WHEN NOT m.had THEN m.trust END) - clock_timestamp()) * 1000), 0)::bigint
-FROM l JOIN m ON true LEFT JOIN u ON true CROSS JOIN z`
+FROM l JOIN m ON true LEFT JOIN u ON true`
 
 	lockXSQL = lockPart + drawXPart
 	tryXSQL  = tryPart + drawXPart
@@ -144,9 +130,6 @@ func (d *lockDriver) remark(c *pgxpool.Conn, shared bool) (tok, wait int64, err 
 		q = drawSSQL
 	}
 	var prev string
-	err = c.QueryRow(ctx, d.b.q(q), d.args(c, shared)...).Scan(&tok, &prev, &wait)
-	if err == nil {
-		d.b.granted(c)
-	}
+	err = c.QueryRow(ctx, d.b.q(q), d.args()...).Scan(&tok, &prev, &wait)
 	return tok, wait, err
 }

@@ -15,9 +15,9 @@ import (
 
 // The statements that take a lock are in leases.go.
 const (
-	// The end of a hold given up while it waited out a previous holder's
-	// lease, which it puts back before it unlocks. $1 key, $2 idle
-	// timeout to restore, $3 kind, $4 name, $5 token.
+	// $1 key, $2 idle timeout to restore, $3 kind, $4 name, $5 token. A
+	// previous holder's lease that still runs (an acquisition given up
+	// while waiting it out) is put back.
 	unlockXSQL = `WITH c AS MATERIALIZED (UPDATE baton_leases SET expires =
 	CASE WHEN prev_expires > clock_timestamp() THEN prev_expires END
 	WHERE kind = $3 AND name = $4 AND n = $5 RETURNING 1),
@@ -36,8 +36,7 @@ SELECT ok FROM u, x`
 	// Taking the shared lock while holding the exclusive one is granted at
 	// once (the session's own lock does not conflict, and waiters queue
 	// behind it), so no other writer can come between. The lease record
-	// is cleared first, so that the next writer does not wait it out (a
-	// reader takes no release mark). $1 key, $2 kind, $3 name, $4 token.
+	// goes first, as in a release. $1 key, $2 kind, $3 name, $4 token.
 	downgradeSQL = `WITH c AS MATERIALIZED (UPDATE baton_leases SET expires =
 	CASE WHEN prev_expires > clock_timestamp() THEN prev_expires END
 	WHERE kind = $2 AND name = $3 AND n = $4 RETURNING 1),
@@ -61,7 +60,7 @@ type lockDriver struct {
 	kind baton.Kind
 	name string
 	key  int64
-	base [4]any // kind, name, key and idle timeout, boxed once
+	base [4]any // kind, name, key and idle timeout
 }
 
 func (b *backend) openLock(ctx context.Context, kind baton.Kind, name string) (*lockDriver, error) {
@@ -85,15 +84,13 @@ func (b *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, er
 	return b.openLock(ctx, baton.KindRWMutex, name)
 }
 
-// args are those of an acquiring statement on c.
-func (d *lockDriver) args(c *pgxpool.Conn, shared bool) []any {
-	held, drop := d.b.markArgs(c, d.key, !shared)
-	return []any{d.base[0], d.base[1], d.base[2], d.base[3], held, drop}
-}
+// args are those of an acquiring statement; the values are boxed once per
+// handle, so that an acquisition allocates only the slice.
+func (d *lockDriver) args() []any { return []any{d.base[0], d.base[1], d.base[2], d.base[3]} }
 
 // newHold returns the hold of a grant with token tok on c.
 func (d *lockDriver) newHold(c *pgxpool.Conn, shared bool, tok int64, prev string) *hold {
-	h := &hold{b: d.b, c: c, loss: driver.NewLoss(), shared: shared, prev: prev, tok: tok, key: d.key}
+	h := &hold{b: d.b, c: c, loss: driver.NewLoss(), shared: shared, prev: prev, tok: tok}
 	if !shared {
 		h.renew = []any{string(d.kind), d.name, tok, d.b.idle}
 	}
@@ -142,10 +139,7 @@ func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Gran
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		interrupted, err := waitRow(ctx, c, d.b.q(q), d.args(c, shared), &a.tok, &a.prev, &a.wait)
-		if err == nil {
-			d.b.granted(c)
-		}
+		interrupted, err := waitRow(ctx, c, d.b.q(q), d.args(), &a.tok, &a.prev, &a.wait)
 		if interrupted {
 			if err == nil {
 				// Granted as the context ended: give it back properly.
@@ -223,7 +217,7 @@ func (d *lockDriver) unlockArgs(shared bool, prev string, tok int64) []any {
 	if shared {
 		return []any{d.key, prev}
 	}
-	return []any{d.key, prev, string(d.kind), d.name, tok}
+	return []any{d.base[2], prev, d.base[0], d.base[1], tok}
 }
 
 func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
@@ -237,19 +231,16 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 	}
 	// A try does not wait: it runs to its end, as releases do.
 	rctx, cancel := d.b.rctx()
-	err = c.QueryRow(rctx, d.b.q(q), d.args(c, shared)...).Scan(&a.tok, &a.prev, &a.wait)
+	err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&a.tok, &a.prev, &a.wait)
 	if err != nil && connLost(err) {
 		destroy(c)
 		if c, err = d.b.pool.Acquire(ctx); err != nil {
 			cancel()
 			return driver.Grant{}, err
 		}
-		err = c.QueryRow(rctx, d.b.q(q), d.args(c, shared)...).Scan(&a.tok, &a.prev, &a.wait)
+		err = c.QueryRow(rctx, d.b.q(q), d.args()...).Scan(&a.tok, &a.prev, &a.wait)
 	}
 	cancel()
-	if err == nil {
-		d.b.granted(c)
-	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		c.Release()
@@ -279,11 +270,7 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 	if !ok {
 		return fmt.Errorf("foreign grant: %w", baton.ErrNotHeld)
 	}
-	if h.shared {
-		return h.end(unlockSSQL, d.key, h.prev)
-	}
-	// A release writes nothing: it leaves its mark (released.go).
-	return h.finish(releaseXSQL, true, d.base[2], h.prev, h.tok)
+	return h.end(d.unlockSQL(h.shared), d.unlockArgs(h.shared, h.prev, h.tok)...)
 }
 
 func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
