@@ -65,6 +65,19 @@ func BenchmarkUncontendedParts(b *testing.B) {
 		run(c, lockPart+` x AS (SELECT $1::text, $2::text) SELECT prev FROM l`, []any{"mutex", n, k, idle}, &prev)
 		run(c, rawUnlock, []any{k}, &ok)
 	})
+	// Then the marker's and the row's reads, then the token's draw: the
+	// acquisition but its upsert.
+	add("lock+reads+plainunlock", func(c *pgx.Conn, k int64, n string) {
+		var ok, had bool
+		run(c, lockPart+markPart+` x AS (SELECT $4::text) SELECT m.had FROM m`, []any{"mutex", n, k, idle}, &had)
+		run(c, rawUnlock, []any{k}, &ok)
+	})
+	add("lock+reads+draw+plainunlock", func(c *pgx.Conn, k int64, n string) {
+		var ok bool
+		var tok int64
+		run(c, lockPart+markPart+` x AS (SELECT $4::text) SELECT nextval('baton_token_seq') FROM m`, []any{"mutex", n, k, idle}, &tok)
+		run(c, rawUnlock, []any{k}, &ok)
+	})
 	add("acquire+plainunlock", func(c *pgx.Conn, k int64, n string) {
 		var tok, wait int64
 		var prev string
