@@ -130,6 +130,6 @@ func (d *lockDriver) remark(c *pgxpool.Conn, shared bool) (tok, wait int64, err 
 		q = drawSSQL
 	}
 	var prev string
-	err = c.QueryRow(ctx, d.b.q(q), string(d.kind), d.name, d.key, d.b.idle).Scan(&tok, &prev, &wait)
+	err = c.QueryRow(ctx, d.b.q(q), d.args()...).Scan(&tok, &prev, &wait)
 	return tok, wait, err
 }

@@ -60,13 +60,16 @@ type lockDriver struct {
 	kind baton.Kind
 	name string
 	key  int64
+	base [4]any // kind, name, key and idle timeout
 }
 
 func (b *backend) openLock(ctx context.Context, kind baton.Kind, name string) (*lockDriver, error) {
 	if err := b.schema(ctx); err != nil {
 		return nil, err
 	}
-	return &lockDriver{b: b, kind: kind, name: name, key: b.key(kind, name)}, nil
+	d := &lockDriver{b: b, kind: kind, name: name, key: b.key(kind, name)}
+	d.base = [4]any{string(kind), name, d.key, b.idle}
+	return d, nil
 }
 
 func (b *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
@@ -81,7 +84,9 @@ func (b *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, er
 	return b.openLock(ctx, baton.KindRWMutex, name)
 }
 
-func (d *lockDriver) args() []any { return []any{string(d.kind), d.name, d.key, d.b.idle} }
+// args are those of an acquiring statement; the values are boxed once per
+// handle, so that an acquisition allocates only the slice.
+func (d *lockDriver) args() []any { return []any{d.base[0], d.base[1], d.base[2], d.base[3]} }
 
 // newHold returns the hold of a grant with token tok on c.
 func (d *lockDriver) newHold(c *pgxpool.Conn, shared bool, tok int64, prev string) *hold {
@@ -212,7 +217,7 @@ func (d *lockDriver) unlockArgs(shared bool, prev string, tok int64) []any {
 	if shared {
 		return []any{d.key, prev}
 	}
-	return []any{d.key, prev, string(d.kind), d.name, tok}
+	return []any{d.base[2], prev, d.base[0], d.base[1], tok}
 }
 
 func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {

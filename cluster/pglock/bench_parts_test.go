@@ -1,0 +1,131 @@
+package pglock
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonlock/baton/cluster/lease"
+)
+
+// BenchmarkUncontendedParts breaks an uncontended Lock+Unlock down: each
+// variant runs the statements of one part on a connection of its own, all
+// alternated in one loop so that they see the same load, and each reports
+// its time over the raw floor's.
+func BenchmarkUncontendedParts(b *testing.B) {
+	url := need(b)
+	ctx := context.Background()
+	be, err := OpenURL(ctx, url, lease.WithTTL(10*time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	m, err := be.Mutex(ctx, "bench-parts")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	conn := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close(ctx) })
+		return c
+	}
+	run := func(c *pgx.Conn, sql string, args []any, dest ...any) {
+		if err := c.QueryRow(ctx, sql, args...).Scan(dest...); err != nil {
+			b.Fatalf("%s: %v", sql, err)
+		}
+	}
+	const idle = "10000"
+	run0 := time.Now().UnixNano()
+	type variant struct {
+		name string
+		f    func()
+	}
+	var vs []variant
+	add := func(name string, f func(c *pgx.Conn, k int64, n string)) {
+		c, k, n := conn(), int64(1000+len(vs)), fmt.Sprintf("bench-part-%s-%d", name, run0)
+		vs = append(vs, variant{name, func() { f(c, k, n) }})
+	}
+	add("raw", func(c *pgx.Conn, k int64, _ string) {
+		var ok bool
+		var v string
+		run(c, rawLock+"::text", []any{k}, &v)
+		run(c, rawUnlock, []any{k}, &ok)
+	})
+	// The lock part alone: the advisory lock and the two set_config.
+	add("lockpart+plainunlock", func(c *pgx.Conn, k int64, n string) {
+		var ok bool
+		var prev string
+		run(c, lockPart+` x AS (SELECT $1::text, $2::text) SELECT prev FROM l`, []any{"mutex", n, k, idle}, &prev)
+		run(c, rawUnlock, []any{k}, &ok)
+	})
+	// Then the marker's and the row's reads, then the token's draw: the
+	// acquisition but its upsert.
+	add("lock+reads+plainunlock", func(c *pgx.Conn, k int64, n string) {
+		var ok, had bool
+		run(c, lockPart+markPart+` x AS (SELECT $4::text) SELECT m.had FROM m`, []any{"mutex", n, k, idle}, &had)
+		run(c, rawUnlock, []any{k}, &ok)
+	})
+	add("lock+reads+draw+plainunlock", func(c *pgx.Conn, k int64, n string) {
+		var ok bool
+		var tok int64
+		run(c, lockPart+markPart+` x AS (SELECT $4::text) SELECT nextval('baton_token_seq') FROM m`, []any{"mutex", n, k, idle}, &tok)
+		run(c, rawUnlock, []any{k}, &ok)
+	})
+	add("acquire+plainunlock", func(c *pgx.Conn, k int64, n string) {
+		var tok, wait int64
+		var prev string
+		var ok bool
+		run(c, lockXSQL, []any{"mutex", n, k, idle}, &tok, &prev, &wait)
+		run(c, rawUnlock, []any{k}, &ok)
+	})
+	add("acquire+release", func(c *pgx.Conn, k int64, n string) {
+		var tok, wait int64
+		var prev string
+		var ok bool
+		run(c, lockXSQL, []any{"mutex", n, k, idle}, &tok, &prev, &wait)
+		run(c, unlockXSQL, []any{k, prev, "mutex", n, tok}, &ok)
+	})
+	// The release without its write (the row is left as it is, which the
+	// protocol cannot do): what a release that wrote nothing would save.
+	add("acquire+readonlyrelease", func(c *pgx.Conn, k int64, n string) {
+		var tok, wait int64
+		var prev string
+		var ok bool
+		run(c, lockXSQL, []any{"mutex", n, k, idle}, &tok, &prev, &wait)
+		run(c, `WITH u AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS ok),
+x AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false) FROM u)
+SELECT ok FROM u, x`, []any{k, prev}, &ok)
+	})
+	add("mutex", func(*pgx.Conn, int64, string) {
+		if _, err := m.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	})
+	for _, v := range vs {
+		v.f()
+	}
+	ts := make([]time.Duration, len(vs))
+	for b.Loop() {
+		for i, v := range vs {
+			t0 := time.Now()
+			v.f()
+			ts[i] += time.Since(t0)
+		}
+	}
+	for i, v := range vs {
+		b.ReportMetric(float64(ts[i].Nanoseconds())/float64(b.N), v.name+"-ns/op")
+		if i > 0 {
+			b.ReportMetric(float64(ts[i])/float64(ts[0]), v.name+"/raw")
+		}
+	}
+}
