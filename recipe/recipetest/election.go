@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -336,11 +335,11 @@ func testPausedLeader(t *testing.T, e *env) {
 	p := e.spawn(t, "leader", name)
 	p.expect(t, "leader", 30*time.Second)
 	p.expect(t, "ok", 10*time.Second)
-	ok(t, "SIGSTOP", p.cmd.Process.Signal(syscall.SIGSTOP))
+	ok(t, "SIGSTOP", pause(p.cmd.Process))
 	l, err := el.Campaign(ctx20(t), []byte("candidate"))
 	ok(t, "Campaign while the leader is paused", err)
 	elected := locktest.Mono()
-	ok(t, "SIGCONT", p.cmd.Process.Signal(syscall.SIGCONT))
+	ok(t, "SIGCONT", resume(p.cmd.Process))
 	for {
 		line := ""
 		select {

@@ -119,7 +119,7 @@ func (s *Server) Kill() {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	_ = resume(s.cmd.Process)
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
