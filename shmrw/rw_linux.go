@@ -16,7 +16,6 @@ import (
 	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
-	"golang.org/x/sys/unix"
 )
 
 const (
@@ -114,29 +113,22 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 		r.Close()
 		return nil, err
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(r.Path(), &st); err != nil {
+	l.loss = driver.NewLoss()
+	dev, ino, stop, err := shm.WatchFile(r, &l.gone, l.loss, errRemoved)
+	if err != nil {
 		r.Close()
 		return nil, err
 	}
 	if l.idx, err = l.claim(); err != nil {
+		stop()
 		r.Close()
 		return nil, err
 	}
+	l.stopWatch = stop
 	l.slot, l.count = l.slotAt(l.idx), l.countAt(l.idx)
-	l.rsync = shm.RaceSync(uint64(st.Dev), st.Ino)
+	l.rsync = shm.RaceSync(dev, ino)
 	l.freed = new(atomic.Bool)
 	l.rd = word.NewReaders(l.count, l.state, &l.gone, l.rsync, l.wakeDrain, pidMask|fWW, fDrain, l.count.Load())
-	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
-	l.loss = driver.NewLoss()
-	l.stopWatch = ipc.WatchLoss(func() error {
-		var st unix.Stat_t
-		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
-			l.gone.Store(true)
-			return errRemoved
-		}
-		return nil
-	}, l.loss)
 	// The memory stays mapped until the handle is unreachable; a slot
 	// that Close did not free (a grant still held) is freed then.
 	runtime.AddCleanup(l, func(c cleanup) {

@@ -16,7 +16,6 @@ import (
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
-	"golang.org/x/sys/unix"
 )
 
 const (
@@ -121,30 +120,23 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 		r.Close()
 		return nil, err
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(r.Path(), &st); err != nil {
+	s.loss = driver.NewLoss()
+	dev, ino, stop, err := shm.WatchFile(r, &s.gone, s.loss, errRemoved)
+	if err != nil {
 		r.Close()
 		return nil, err
 	}
 	idx, err := s.claim()
 	if err != nil {
+		stop()
 		r.Close()
 		return nil, err
 	}
+	s.stopWatch = stop
 	s.ident, s.held, s.ticket = s.slotAt(idx)
 	s.bell = s.bellAt(idx)
-	s.rsync = shm.RaceSync(uint64(st.Dev), st.Ino)
+	s.rsync = shm.RaceSync(dev, ino)
 	s.freed = new(atomic.Bool)
-	path, dev, ino := r.Path(), uint64(st.Dev), st.Ino
-	s.loss = driver.NewLoss()
-	s.stopWatch = ipc.WatchLoss(func() error {
-		var st unix.Stat_t
-		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
-			s.gone.Store(true)
-			return errRemoved
-		}
-		return nil
-	}, s.loss)
 	// The memory stays mapped until the handle is unreachable; a slot that
 	// Close did not free (permits still held) is given back then, as the
 	// end of the process would.

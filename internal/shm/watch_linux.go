@@ -1,0 +1,33 @@
+package shm
+
+import (
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
+)
+
+// WatchFile watches the file of r for a handle whose holds are lost once
+// that file is removed or replaced (Remove, baton rm): its mapping is then
+// shared with no new opener, so from then on gone is set and loss fires
+// with removed. It returns the file's device and inode (which name the
+// lock to the race detector) and the watch's stop.
+func WatchFile(r *ipc.Region, gone *atomic.Bool, loss *driver.Loss, removed error) (dev, ino uint64, stop func(), err error) {
+	path := r.Path()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, 0, nil, err
+	}
+	dev, ino = uint64(st.Dev), st.Ino
+	stop = ipc.WatchLoss(func() error {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
+			gone.Store(true)
+			return removed
+		}
+		return nil
+	}, loss)
+	return dev, ino, stop, nil
+}
