@@ -12,20 +12,20 @@ import (
 	"github.com/batonlock/baton"
 )
 
-// A head of the queue that has not run since its ticket was served (its
-// process not scheduled; here, stopped) is not overtaken for longer than
-// starveAfter: those who would take the permits past it queue behind it,
-// rather than keep the CPUs it waits for.
-func TestHeadNotRunningNotOvertaken(t *testing.T) {
+// stoppedSecond sets up a queue on a capacity-1 semaphore called name: s
+// holds the permit, c queues first (and gives the permit back as soon as
+// it has it), a helper process queues second. After wait, the helper is
+// stopped and s releases, so that c is served and the stopped helper is
+// the head. It returns s and the helper, continued at the end of the test.
+func stoppedSecond(t *testing.T, name string, wait time.Duration) (*Sem, *proc) {
 	ns := newNS(t)
 	ctx := context.Background()
-	s := open(t, ns, "st", 1)
-	c := open(t, ns, "st", 1)
+	s := open(t, ns, name, 1)
+	c := open(t, ns, name, 1)
 	g, err := s.Acquire(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// c queues first, the helper second.
 	cg := make(chan error, 1)
 	go func() {
 		g, err := c.Acquire(ctx, 1)
@@ -35,26 +35,43 @@ func TestHeadNotRunningNotOvertaken(t *testing.T) {
 		cg <- err
 	}()
 	waitFor(t, "c to queue", func() bool {
-		in, _ := Inspect(ns, "st")
+		in, _ := Inspect(ns, name)
 		return in.Waiters == 1
 	})
-	h := spawn(t, ns, "st", "hold", 1, 1)
+	h := spawn(t, ns, name, "hold", 1, 1)
 	waitFor(t, "the helper to queue", func() bool {
-		in, _ := Inspect(ns, "st")
+		in, _ := Inspect(ns, name)
 		return in.Waiters == 2
 	})
-	time.Sleep(5 * time.Millisecond) // asleep in the queue by now
+	time.Sleep(wait)
 	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	defer h.cmd.Process.Signal(syscall.SIGCONT)
-	// c is served, and the stopped helper becomes the head.
+	t.Cleanup(func() { h.cmd.Process.Signal(syscall.SIGCONT) })
 	if err := s.Release(ctx, g, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-cg; err != nil {
 		t.Fatal(err)
 	}
+	return s, h
+}
+
+// continued lets the stopped helper run and checks that it is served.
+func continued(t *testing.T, h *proc) {
+	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(t, "held")
+}
+
+// A head of the queue that has not run since its ticket was served (its
+// process not scheduled; here, stopped) is not overtaken for longer than
+// starveAfter: those who would take the permits past it queue behind it,
+// rather than keep the CPUs it waits for.
+func TestHeadNotRunningNotOvertaken(t *testing.T) {
+	ctx := context.Background()
+	s, h := stoppedSecond(t, "st", 5*time.Millisecond) // asleep in the queue by then
 	barged := 0
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
@@ -75,10 +92,7 @@ func TestHeadNotRunningNotOvertaken(t *testing.T) {
 		t.Fatalf("after %d acquisitions past a head served while stopped, for 1s: TryAcquire %v", barged, err)
 	}
 	t.Logf("%d acquisitions past the stopped head", barged)
-	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	h.expect(t, "held")
+	continued(t, h)
 }
 
 // Once a head has starved, the waiters queued behind it that have waited
@@ -88,50 +102,13 @@ func TestHeadNotRunningNotOvertaken(t *testing.T) {
 // helper process, is stopped, so nothing but the starving word keeps s
 // from taking past it.
 func TestStarvingQueueDrainsInOrder(t *testing.T) {
-	ns := newNS(t)
 	ctx := context.Background()
-	s := open(t, ns, "dr", 1)
-	c := open(t, ns, "dr", 1)
-	g, err := s.Acquire(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg := make(chan error, 1)
-	go func() {
-		g, err := c.Acquire(ctx, 1)
-		if err == nil {
-			err = c.Release(ctx, g, 1)
-		}
-		cg <- err
-	}()
-	waitFor(t, "c to queue", func() bool {
-		in, _ := Inspect(ns, "dr")
-		return in.Waiters == 1
-	})
-	h := spawn(t, ns, "dr", "hold", 1, 1)
-	waitFor(t, "the helper to queue", func() bool {
-		in, _ := Inspect(ns, "dr")
-		return in.Waiters == 2
-	})
-	time.Sleep(20 * starveAfter) // both have waited long
-	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer h.cmd.Process.Signal(syscall.SIGCONT)
-	if err := s.Release(ctx, g, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-cg; err != nil {
-		t.Fatal(err)
-	}
+	s, h := stoppedSecond(t, "dr", 20*starveAfter) // both have waited long
 	if g, err := s.TryAcquire(ctx, 1); !errors.Is(err, baton.ErrLocked) {
 		if err == nil {
 			s.Release(ctx, g, 1)
 		}
 		t.Fatalf("TryAcquire past a stopped head that queued %v ago, right after the starving head before it: %v", 20*starveAfter, err)
 	}
-	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	h.expect(t, "held")
+	continued(t, h)
 }
