@@ -80,7 +80,6 @@ type Sem struct {
 
 var (
 	_ driver.Semaphore     = (*Sem)(nil)
-	_ driver.TryFirst      = (*Sem)(nil)
 	_ driver.PermitCounter = (*Sem)(nil)
 )
 
@@ -301,10 +300,6 @@ var betweenReads func(slot int)
 // Capacity returns the number of permits of the semaphore.
 func (s *Sem) Capacity() int64 { return s.capacity }
 
-// TryFirst tells the core that TryAcquire costs no more than the first step
-// of Acquire.
-func (s *Sem) TryFirst() bool { return true }
-
 // sum returns the permits in use: the counts of the slots in use.
 func (s *Sem) sum() int64 {
 	var n int64
@@ -372,10 +367,19 @@ func (s *Sem) kick() {
 
 // ring wakes the waiter of a bell. The bell's low bit says that the waiter
 // sleeps, so a ring makes a system call only when it must; a waiter that
-// has not gone to sleep yet finds the bell changed and looks again.
+// has not gone to sleep yet finds the bell changed and looks again. The
+// ring that wakes clears the bit, so that the rings that follow before the
+// waiter has run (a releaser that takes again at once rings at every
+// release) make no system call.
 func ring(bell *atomic.Uint32) {
-	if bell.Add(2)&1 != 0 {
-		ipc.FutexWake((*uint32)(unsafe.Pointer(bell)), 1)
+	for {
+		v := bell.Load()
+		if bell.CompareAndSwap(v, (v+2)&^1) {
+			if v&1 != 0 {
+				ipc.FutexWake((*uint32)(unsafe.Pointer(bell)), 1)
+			}
+			return
+		}
 	}
 }
 
