@@ -70,7 +70,9 @@
 // A waiter sleeps on a futex word of its own slot, which whoever may have
 // made room for it (a release, the head before it) bumps; the word's low
 // bit says that the waiter sleeps, so a bump makes a system call only
-// then. A waiter's slot records its ticket (and, just before it takes one,
+// then, and the bump that wakes clears the bit: a releaser that takes
+// again at once, and bumps at every release, wakes the head once, not at
+// every release until the head has run. A waiter's slot records its ticket (and, just before it takes one,
 // that it is taking one), so a ticket whose waiter died, or gave up behind
 // the head, is skipped: a waiter behind a served ticket that no live slot
 // claims advances it. A waiter that finds its ticket passed takes a new
