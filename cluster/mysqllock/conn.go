@@ -48,6 +48,32 @@ func (m *mutex) getConn(ctx context.Context) (*sconn, error) {
 	if sc != nil {
 		return sc, nil
 	}
+	var c *sql.Conn
+	for try := 0; ; try++ {
+		var err error
+		if c, err = m.openConn(ctx); err == nil {
+			break
+		}
+		// A pooled connection whose session the server ended (KILL, a
+		// restart) fails its first statement; it held nothing, so the
+		// next one of the pool serves.
+		if try == 2 || ctxEnded(ctx) != nil {
+			return nil, err
+		}
+	}
+	sc = &sconn{c: c, lastUsed: time.Now()}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		sc.close(m.b.c.RequestTimeout)
+		return nil, baton.ErrClosed
+	}
+	m.sc = sc
+	return sc, nil
+}
+
+// openConn takes a connection of the pool for the handle.
+func (m *mutex) openConn(ctx context.Context) (*sql.Conn, error) {
 	c, err := m.b.db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -63,15 +89,7 @@ func (m *mutex) getConn(ctx context.Context) (*sconn, error) {
 		c.Close()
 		return nil, err
 	}
-	sc = &sconn{c: c, lastUsed: time.Now()}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		sc.close(m.b.c.RequestTimeout)
-		return nil, baton.ErrClosed
-	}
-	m.sc = sc
-	return sc, nil
+	return c, nil
 }
 
 func (sc *sconn) idle() time.Duration {
