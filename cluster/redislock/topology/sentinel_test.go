@@ -328,7 +328,17 @@ func unacknowledged(t *testing.T, s *sentinelSet, replicas int) {
 			}
 			select {
 			case <-ha.Lost():
-				t.Fatal("A's Loss fired before B was granted: the hazard did not show")
+				// A renewed on the new master before B found it (a slow
+				// failover under load): the hazard did not show this time.
+				_ = b.Unlock(ctx)
+				if err := s.rejoin(killed, newMaster); err != nil {
+					t.Fatal(err)
+				}
+				if attempt < 3 {
+					t.Logf("attempt %d: A's renewal came before B's grant; again", attempt)
+					continue
+				}
+				t.Fatal("A's Loss fired before B was granted in every attempt: the hazard did not show")
 			default:
 			}
 			t.Logf("unsafe as documented: B granted (token %d) while A holds (token %d; earlier token %d)", hb.Token(), ha.Token(), h0.Token())
