@@ -330,6 +330,7 @@ func unacknowledged(t *testing.T, s *sentinelSet, replicas int) {
 			case <-ha.Lost():
 				// A renewed on the new master before B found it (a slow
 				// failover under load): the hazard did not show this time.
+				_ = a.Unlock(ctx)
 				_ = b.Unlock(ctx)
 				if err := s.rejoin(killed, newMaster); err != nil {
 					t.Fatal(err)
