@@ -32,20 +32,17 @@ func newReadState(d driver.Lock) *readState {
 
 // The count path itself is written out in rwHandle's RLock, TryRLock and
 // RUnlock (core_word.go), so that an uncontended call is one call: RLock
-// and TryRLock take a hold on the count when countable, and the driver's
+// and TryRLock take a hold on the count when they may (below), and the driver's
 // count admits it; RUnlock gives one back when no anonymous hold is on
 // the grant and the count has one. Whatever they cannot do there, the
 // regular path does. Neither looks at closedA first: a count that Close
 // gave back refuses them.
 
-// countable reports whether a read hold of ctx may be taken on the count:
-// the driver counts, no writer of the handle queues, no observer watches,
-// and the context has no owner and is not done. It inlines.
-func (h *lockHandle) countable(ctx context.Context) bool {
-	r := h.r
-	return r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil &&
-		(plainCtx(ctx) || ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0)
-}
+// A read hold of ctx may be taken on the count when the driver counts, no
+// writer of the handle queues, no observer watches, and the context has
+// no owner and is not done. RLock and TryRLock check that in line (a call
+// here measurably slows the pair), but for a context that is not a plain
+// one, which anonCtx checks.
 
 // rlockClosed gives back a hold just taken on the count of a handle being
 // closed. Close may have given it back already (the driver's Close starts
@@ -88,3 +85,10 @@ func (r *readState) queueWriter(mode Mode) bool {
 
 // unqueueWriter undoes queueWriter when the writer's Lock returns.
 func (r *readState) unqueueWriter() { r.writers.Add(-1) }
+
+// anonCtx reports whether ctx has no owner and is not done, for a context
+// that is not a plain one. It is out of line so that the check of a plain
+// one stays small.
+//
+//go:noinline
+func anonCtx(ctx context.Context) bool { return ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0 }

@@ -186,10 +186,11 @@ func (m rwHandle) TryLock(ctx context.Context) (Hold, error) {
 	return m.h.lockOp("trylock", ctx, Exclusive, true)
 }
 func (m rwHandle) RLock(ctx context.Context) (Hold, error) {
-	if h := m.h; h.countable(ctx) {
-		if held, added := h.r.rd.TryRLock(); held || h.r.rd.RLock(added) {
+	h := m.h
+	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || anonCtx(ctx)) {
+		if held, added := r.rd.TryRLock(); held || r.rd.RLock(added) {
 			if !h.closedA.Load() {
-				return Hold{mode: Shared, loss: h.r.rloss}, nil
+				return Hold{mode: Shared, loss: r.rloss}, nil
 			}
 			h.rlockClosed()
 		}
@@ -197,10 +198,11 @@ func (m rwHandle) RLock(ctx context.Context) (Hold, error) {
 	return m.h.lockOp("rlock", ctx, Shared, false)
 }
 func (m rwHandle) TryRLock(ctx context.Context) (Hold, error) {
-	if h := m.h; h.countable(ctx) {
-		if held, added := h.r.rd.TryRLock(); held || h.r.rd.RLock(added) {
+	h := m.h
+	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || anonCtx(ctx)) {
+		if held, added := r.rd.TryRLock(); held || r.rd.RLock(added) {
 			if !h.closedA.Load() {
-				return Hold{mode: Shared, loss: h.r.rloss}, nil
+				return Hold{mode: Shared, loss: r.rloss}, nil
 			}
 			h.rlockClosed()
 		}
