@@ -217,10 +217,18 @@ func (m rwHandle) RUnlock(ctx context.Context) error {
 			return nil
 		}
 	}
-	if o := m.h.b.observer(); o != nil {
-		return m.h.runlockObserved(o, ctx)
+	return h.runlockOp(ctx)
+}
+
+// runlockOp is the rest of RUnlock, with its failure wrapped. Kept out of
+// line so that RUnlock's fast path stays small.
+//
+//go:noinline
+func (h *lockHandle) runlockOp(ctx context.Context) error {
+	if o := h.b.observer(); o != nil {
+		return h.runlockObserved(o, ctx)
 	}
-	return m.h.fail("runlock", m.h.runlock(ctx))
+	return h.fail("runlock", h.runlock(ctx))
 }
 func (m rwHandle) Downgrade(ctx context.Context) (Hold, error) {
 	hd, err := m.h.downgrade(ctx)
