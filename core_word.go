@@ -187,7 +187,7 @@ func (m rwHandle) TryLock(ctx context.Context) (Hold, error) {
 }
 func (m rwHandle) RLock(ctx context.Context) (Hold, error) {
 	h := m.h
-	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || anonCtx(ctx)) {
+	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0) {
 		if held, added := r.rd.TryRLock(); held || r.rd.RLock(added) {
 			if !h.closedA.Load() {
 				return Hold{mode: Shared, loss: r.rloss}, nil
@@ -199,7 +199,7 @@ func (m rwHandle) RLock(ctx context.Context) (Hold, error) {
 }
 func (m rwHandle) TryRLock(ctx context.Context) (Hold, error) {
 	h := m.h
-	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || anonCtx(ctx)) {
+	if r := h.r; r.rd != nil && r.writers.Load() == 0 && h.b.obs.Load() == nil && (plainCtx(ctx) || ctx != nil && ctx.Err() == nil && OwnerOf(ctx) == 0) {
 		if held, added := r.rd.TryRLock(); held || r.rd.RLock(added) {
 			if !h.closedA.Load() {
 				return Hold{mode: Shared, loss: r.rloss}, nil
