@@ -31,9 +31,9 @@ func newReadState(d driver.Lock) *readState {
 
 // The count path itself is written out in rwHandle's RLock, TryRLock and
 // RUnlock (core_word.go), so that an uncontended call is one call: RLock
-// and TryRLock take a hold on the count when they may (below), and the driver's
-// count admits it; RUnlock gives one back when no anonymous hold is on
-// the grant and the count has one. Whatever they cannot do there, the
+// and TryRLock take a hold on the count when they may (below), and the
+// driver's count admits it; RUnlock gives one back when no anonymous hold
+// is on the grant and the count has one. Whatever they cannot do there, the
 // regular path does. Neither looks at closedA first: a count that Close
 // gave back refuses them.
 
