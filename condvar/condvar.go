@@ -83,7 +83,8 @@ const (
 	// low half of the state word is the slot's futex word: owner pid (22
 	// bits) and the status bits; the high half is the owner's start time
 	// tag (ipc.Proc.Tag). 0 is a free slot.
-	pidMask    = 1<<22 - 1
+	pidBits    = 22
+	pidMask    = 1<<pidBits - 1
 	sWaiting   = 1 << 22
 	sSignalled = 1 << 23
 	// sKick is set by the owner process to end its own wait (the caller's

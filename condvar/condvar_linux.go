@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -51,22 +52,18 @@ func OpenEntry(e ipc.Entry) (*Cond, error) {
 	if err := e.Check(Kind); err != nil {
 		return nil, err
 	}
-	self, err := ipc.Self()
+	self, err := shm.Self(pidBits)
 	if err != nil {
 		return nil, err
-	}
-	if self.PID > pidMask {
-		return nil, fmt.Errorf("pid %d does not fit in 22 bits: %w", self.PID, baton.ErrUnsupported)
 	}
 	r, err := ipc.OpenRegionEntry(e, fileSize)
 	if err != nil {
 		return nil, err
 	}
 	c := newCond(r)
-	mg := (*atomic.Uint32)(c.at(offMagic))
-	if !mg.CompareAndSwap(0, magic) && mg.Load() != magic {
+	if err := shm.CheckMagic(r, magic, "condition variable"); err != nil {
 		r.Close()
-		return nil, fmt.Errorf("%w: %s is not a condition variable (magic %#x)", baton.ErrMismatch, r.Path(), mg.Load())
+		return nil, err
 	}
 	c.me = uint64(self.Tag())<<32 | uint64(self.PID)
 	c.pid = self.PID

@@ -80,6 +80,9 @@ import "time"
 // Kind is the namespace directory of futex mutexes.
 const Kind = "futex"
 
+// what names the primitive in errors about its file.
+const what = "futex mutex"
+
 const (
 	mutexSize   = 64
 	mutexMagic  = 0x62746d31 // "btm1"

@@ -21,7 +21,7 @@ import (
 // waiting is still counted). It returns an error matching fs.ErrNotExist
 // when there is no such mutex; it never creates one.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	r, err := shm.OpenExisting(ns, Kind, name, mutexSize, mutexMagic, "futex mutex")
+	r, err := shm.OpenExisting(ns, Kind, name, mutexSize, mutexMagic, what)
 	if err != nil {
 		return baton.Info{}, err
 	}

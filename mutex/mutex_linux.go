@@ -65,19 +65,16 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 	if err := e.Check(Kind); err != nil {
 		return nil, err
 	}
-	self, err := ipc.Self()
+	self, err := shm.Self(pidBits)
 	if err != nil {
 		return nil, err
-	}
-	if self.PID >= pidMaxLinux {
-		return nil, fmt.Errorf("pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
 	}
 	r, err := ipc.OpenRegionEntry(e, mutexSize)
 	if err != nil {
 		return nil, err
 	}
 	m := &Mutex{base: unsafe.Pointer(&r.Bytes()[0])}
-	if err := m.checkMagic(r.Path()); err != nil {
+	if err := shm.CheckMagic(r, mutexMagic, what); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -146,17 +143,6 @@ var nativeBigEndian = func() bool {
 	b := (*[2]byte)(unsafe.Pointer(&x))
 	return binary.BigEndian.Uint16(b[:]) == 1
 }()
-
-func (m *Mutex) checkMagic(path string) error {
-	p := (*atomic.Uint32)(unsafe.Add(m.base, offMagic))
-	if p.CompareAndSwap(0, mutexMagic) {
-		return nil
-	}
-	if v := p.Load(); v != mutexMagic {
-		return fmt.Errorf("%w: %s is not a futex mutex (magic %#x)", baton.ErrMismatch, path, v)
-	}
-	return nil
-}
 
 // Acquire takes the lock in Exclusive mode (Shared is refused with
 // ErrUnsupported), waiting until it is free or its owner is found dead, or

@@ -24,7 +24,7 @@ const Backend = shm.Backend
 // reclaims them. It returns an error matching
 // fs.ErrNotExist when there is no such lock and never creates one.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	return shm.Inspect(ns, kind, name, size, magic, "shared-memory rwlock", func(r *ipc.Region, in *baton.Info) (dead int) {
+	return shm.Inspect(ns, kind, name, size, magic, what, func(r *ipc.Region, in *baton.Info) (dead int) {
 		l := on(r, name)
 		l.self, _ = ipc.Self()
 		l.idx = -1

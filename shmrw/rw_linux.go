@@ -18,6 +18,9 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
+// what names the primitive in errors about its file.
+const what = "shared-memory rwlock"
+
 const (
 	kind       = "shmrw"
 	magic      = 0x62747232 // "btr2"
@@ -95,12 +98,9 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 	if _, err := ns.Path(kind, name); err != nil {
 		return nil, err
 	}
-	self, err := ipc.Self()
+	self, err := shm.Self(pidBits)
 	if err != nil {
 		return nil, err
-	}
-	if self.PID > pidMask {
-		return nil, fmt.Errorf("pid %d does not fit in %d bits: %w", self.PID, pidBits, baton.ErrUnsupported)
 	}
 	r, err := ipc.OpenRegion(ns, kind, name, size)
 	if err != nil {
@@ -109,24 +109,15 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 	l := on(r, name)
 	l.self = self
 	l.me = uint64(self.Tag())<<32 | uint64(self.PID)
-	if err := l.checkMagic(); err != nil {
+	if err := shm.CheckMagic(r, magic, what); err != nil {
 		r.Close()
 		return nil, err
 	}
 	l.loss = driver.NewLoss()
-	dev, ino, stop, err := shm.WatchFile(r, &l.gone, l.loss, errRemoved)
-	if err != nil {
-		r.Close()
+	if l.idx, l.stopWatch, l.rsync, err = shm.Attach(r, &l.gone, l.loss, errRemoved, l.claim); err != nil {
 		return nil, err
 	}
-	if l.idx, err = l.claim(); err != nil {
-		stop()
-		r.Close()
-		return nil, err
-	}
-	l.stopWatch = stop
 	l.slot, l.count = l.slotAt(l.idx), l.countAt(l.idx)
-	l.rsync = shm.RaceSync(dev, ino)
 	l.freed = new(atomic.Bool)
 	l.rd = word.NewReaders(l.count, l.state, &l.gone, l.rsync, l.wakeDrain, pidMask|fWW, fDrain, l.count.Load())
 	// The memory stays mapped until the handle is unreachable; a slot
@@ -194,17 +185,6 @@ func (l *RW) slotAt(i int) *atomic.Uint64 {
 
 func (l *RW) countAt(i int) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Add(l.slots, i*slotStride+slotCount))
-}
-
-func (l *RW) checkMagic() error {
-	p := (*atomic.Uint32)(unsafe.Pointer(&l.r.Bytes()[offMagic]))
-	if p.CompareAndSwap(0, magic) {
-		return nil
-	}
-	if v := p.Load(); v != magic {
-		return fmt.Errorf("%w: %s is not a shared-memory rwlock (magic %#x)", baton.ErrMismatch, l.r.Path(), v)
-	}
-	return nil
 }
 
 // Acquire takes the lock in mode, waiting until it can, or until ctx is

@@ -21,7 +21,7 @@ const Backend = shm.Backend
 // them). It returns an error matching fs.ErrNotExist when there is no such
 // semaphore and never creates one.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
-	return shm.Inspect(ns, kind, name, size, magic, "shared-memory semaphore", func(r *ipc.Region, in *baton.Info) (dead int) {
+	return shm.Inspect(ns, kind, name, size, magic, what, func(r *ipc.Region, in *baton.Info) (dead int) {
 		b := r.Bytes()
 		s := on(r, name)
 		s.self, _ = ipc.Self()

@@ -18,6 +18,9 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
+// what names the primitive in errors about its file.
+const what = "shared-memory semaphore"
+
 const (
 	kind       = "shmsem"
 	magic      = 0x62747373 // "btss"
@@ -38,7 +41,8 @@ const (
 	slotHeld   = 8
 	slotTicket = 16
 	slotBell   = 24
-	pidMask    = 1<<22 - 1
+	pidBits    = 22
+	pidMask    = 1<<pidBits - 1
 	countMask  = 0xffffffff
 	tTaking    = 1 << 32 // taking a ticket
 	tHas       = 1 << 33 // low half: the ticket
@@ -100,12 +104,9 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 	if permits > MaxPermits {
 		return nil, fmt.Errorf("%w: %d permits, at most %d", baton.ErrInvalidArgument, permits, MaxPermits)
 	}
-	self, err := ipc.Self()
+	self, err := shm.Self(pidBits)
 	if err != nil {
 		return nil, err
-	}
-	if self.PID > pidMask {
-		return nil, fmt.Errorf("pid %d does not fit in 22 bits: %w", self.PID, baton.ErrUnsupported)
 	}
 	r, err := ipc.OpenRegion(ns, kind, name, size)
 	if err != nil {
@@ -120,21 +121,13 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 		return nil, err
 	}
 	s.loss = driver.NewLoss()
-	dev, ino, stop, err := shm.WatchFile(r, &s.gone, s.loss, errRemoved)
+	idx, stop, rsync, err := shm.Attach(r, &s.gone, s.loss, errRemoved, s.claim)
 	if err != nil {
-		r.Close()
 		return nil, err
 	}
-	idx, err := s.claim()
-	if err != nil {
-		stop()
-		r.Close()
-		return nil, err
-	}
-	s.stopWatch = stop
+	s.stopWatch, s.rsync = stop, rsync
 	s.ident, s.held, s.ticket = s.slotAt(idx)
 	s.bell = s.bellAt(idx)
-	s.rsync = shm.RaceSync(dev, ino)
 	s.freed = new(atomic.Bool)
 	// The memory stays mapped until the handle is unreachable; a slot that
 	// Close did not free (permits still held) is given back then, as the
@@ -178,14 +171,10 @@ func (s *Sem) bellAt(i int) *atomic.Uint32 {
 }
 
 func (s *Sem) checkHeader() error {
-	b := s.r.Bytes()
-	m := (*atomic.Uint32)(unsafe.Pointer(&b[offMagic]))
-	if !m.CompareAndSwap(0, magic) {
-		if v := m.Load(); v != magic {
-			return fmt.Errorf("%w: %s is not a shared-memory semaphore (magic %#x)", baton.ErrMismatch, s.r.Path(), v)
-		}
+	if err := shm.CheckMagic(s.r, magic, what); err != nil {
+		return err
 	}
-	c := (*atomic.Uint64)(unsafe.Pointer(&b[offCap]))
+	c := (*atomic.Uint64)(unsafe.Pointer(&s.r.Bytes()[offCap]))
 	if c.CompareAndSwap(0, uint64(s.capacity)) {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -61,10 +62,9 @@ func OpenEntry(e ipc.Entry) (*Value, error) {
 	v.version = (*atomic.Uint64)(v.at(offVersion))
 	v.writer = (*atomic.Uint64)(v.at(offWriter))
 	v.waiters = (*atomic.Uint32)(v.at(offWaiters))
-	mg := (*atomic.Uint32)(v.at(offMagic))
-	if !mg.CompareAndSwap(0, magic) && mg.Load() != magic {
+	if err := shm.CheckMagic(r, magic, "value"); err != nil {
 		r.Close()
-		return nil, fmt.Errorf("%w: %s is not a value (magic %#x)", baton.ErrMismatch, r.Path(), mg.Load())
+		return nil, err
 	}
 	return v, nil
 }

@@ -1,6 +1,9 @@
-// Package shm holds what the shared-memory RW lock and semaphore (packages
-// shmrw and shmsem) share: the race detector's view of their mappings, and
-// the frame of their Inspect (opening the file, the Info fields alike).
+// Package shm holds what the same-host primitives mapped from a file of
+// the namespace (packages mutex, condvar, shmvalue, shmrw and shmsem)
+// share: the opener's identity check (Self), the magic word (CheckMagic),
+// the watch of the file and the claim of a slot of a slot table (Attach),
+// the race detector's view of their mappings, and the frame of their
+// Inspect (opening the file, the Info fields alike).
 //
 // The race detector does not see memory outside the Go heap, so it misses
 // the ordering that atomics in a shared mapping give the hardware: grants

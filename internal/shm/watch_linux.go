@@ -31,3 +31,21 @@ func WatchFile(r *ipc.Region, gone *atomic.Bool, loss *driver.Loss, removed erro
 	}, loss)
 	return dev, ino, stop, nil
 }
+
+// Attach completes the opening of a handle on the slot table in r, its
+// header checked: it watches r's file as WatchFile does, then claims the
+// handle's slot. Either failing closes r (and stops the watch). It returns
+// the slot, the watch's stop and the file's race-detector word (RaceSync).
+func Attach(r *ipc.Region, gone *atomic.Bool, loss *driver.Loss, removed error, claim func() (int, error)) (slot int, stop func(), rsync *atomic.Uint64, err error) {
+	dev, ino, stop, err := WatchFile(r, gone, loss, removed)
+	if err != nil {
+		r.Close()
+		return 0, nil, nil, err
+	}
+	if slot, err = claim(); err != nil {
+		stop()
+		r.Close()
+		return 0, nil, nil, err
+	}
+	return slot, stop, RaceSync(dev, ino), nil
+}
