@@ -49,22 +49,11 @@ func Open(ns *ipc.Namespace, name string) (*Cond, error) {
 // OpenEntry is Open for a name already resolved in its namespace
 // (ipc.Namespace.Resolve with Kind), which is not checked or encoded again.
 func OpenEntry(e ipc.Entry) (*Cond, error) {
-	if err := e.Check(Kind); err != nil {
-		return nil, err
-	}
-	self, err := shm.Self(pidBits)
-	if err != nil {
-		return nil, err
-	}
-	r, err := ipc.OpenRegionEntry(e, fileSize)
+	r, self, err := shm.OpenEntry(e, Kind, fileSize, magic, "condition variable", pidBits)
 	if err != nil {
 		return nil, err
 	}
 	c := newCond(r)
-	if err := shm.CheckMagic(r, magic, "condition variable"); err != nil {
-		r.Close()
-		return nil, err
-	}
 	c.me = uint64(self.Tag())<<32 | uint64(self.PID)
 	c.pid = self.PID
 	return c, nil

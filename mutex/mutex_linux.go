@@ -62,22 +62,11 @@ func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
 // OpenEntry is Open for a name already resolved in its namespace
 // (ipc.Namespace.Resolve with Kind), which is not checked or encoded again.
 func OpenEntry(e ipc.Entry) (*Mutex, error) {
-	if err := e.Check(Kind); err != nil {
-		return nil, err
-	}
-	self, err := shm.Self(pidBits)
-	if err != nil {
-		return nil, err
-	}
-	r, err := ipc.OpenRegionEntry(e, mutexSize)
+	r, self, err := shm.OpenEntry(e, Kind, mutexSize, mutexMagic, what, pidBits)
 	if err != nil {
 		return nil, err
 	}
 	m := &Mutex{base: unsafe.Pointer(&r.Bytes()[0])}
-	if err := shm.CheckMagic(r, mutexMagic, what); err != nil {
-		r.Close()
-		return nil, err
-	}
 	bits := handleBits.get()
 	m.me = uint64(self.Tag())<<32 | bits<<handleShift | uint64(self.PID)
 	// A handle whose file is removed or replaced (Remove, baton rm)

@@ -95,24 +95,17 @@ var errRemoved = errors.New("shared-memory rwlock file removed or replaced")
 // it does not exist. The name is validated before anything is created. It
 // fails when maxSlots handles are open on the name already.
 func Open(ns *ipc.Namespace, name string) (*RW, error) {
-	if _, err := ns.Path(kind, name); err != nil {
-		return nil, err
-	}
-	self, err := shm.Self(pidBits)
+	e, err := ns.Entry(kind, name)
 	if err != nil {
 		return nil, err
 	}
-	r, err := ipc.OpenRegion(ns, kind, name, size)
+	r, self, err := shm.OpenEntry(e, kind, size, magic, what, pidBits)
 	if err != nil {
 		return nil, err
 	}
 	l := on(r, name)
 	l.self = self
 	l.me = uint64(self.Tag())<<32 | uint64(self.PID)
-	if err := shm.CheckMagic(r, magic, what); err != nil {
-		r.Close()
-		return nil, err
-	}
 	l.loss = driver.NewLoss()
 	if l.idx, l.stopWatch, l.rsync, err = shm.Attach(r, &l.gone, l.loss, errRemoved, l.claim); err != nil {
 		return nil, err

@@ -95,7 +95,8 @@ var errRemoved = errors.New("shared-memory semaphore file removed or replaced")
 // create nothing; an existing semaphore of another capacity gives an error
 // matching baton.ErrMismatch.
 func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
-	if _, err := ns.Path(kind, name); err != nil {
+	e, err := ns.Entry(kind, name)
+	if err != nil {
 		return nil, err
 	}
 	if err := baton.ValidatePermits(permits, 0); err != nil {
@@ -104,11 +105,7 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 	if permits > MaxPermits {
 		return nil, fmt.Errorf("%w: %d permits, at most %d", baton.ErrInvalidArgument, permits, MaxPermits)
 	}
-	self, err := shm.Self(pidBits)
-	if err != nil {
-		return nil, err
-	}
-	r, err := ipc.OpenRegion(ns, kind, name, size)
+	r, self, err := shm.OpenEntry(e, kind, size, magic, what, pidBits)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +113,7 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 	s.capacity = permits
 	s.self = self
 	s.me = uint64(self.Tag())<<32 | uint64(self.PID)
-	if err := s.checkHeader(); err != nil {
+	if err := s.checkCapacity(); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -170,10 +167,9 @@ func (s *Sem) bellAt(i int) *atomic.Uint32 {
 	return (*atomic.Uint32)(unsafe.Add(s.slots, i*slotStride+slotBell))
 }
 
-func (s *Sem) checkHeader() error {
-	if err := shm.CheckMagic(s.r, magic, what); err != nil {
-		return err
-	}
+// checkCapacity sets the capacity of a new semaphore and checks that of
+// an existing one.
+func (s *Sem) checkCapacity() error {
 	c := (*atomic.Uint64)(unsafe.Pointer(&s.r.Bytes()[offCap]))
 	if c.CompareAndSwap(0, uint64(s.capacity)) {
 		return nil

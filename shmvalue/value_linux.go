@@ -47,14 +47,7 @@ type Value struct {
 // OpenEntry opens the value of a resolved entry (ipc.Namespace.Resolve with
 // Kind), creating it, never written, when it does not exist.
 func OpenEntry(e ipc.Entry) (*Value, error) {
-	if err := e.Check(Kind); err != nil {
-		return nil, err
-	}
-	self, err := ipc.Self()
-	if err != nil {
-		return nil, err
-	}
-	r, err := ipc.OpenRegionEntry(e, fileSize)
+	r, self, err := shm.OpenEntry(e, Kind, fileSize, magic, "value", 32) // the writer word has 32 bits for the pid
 	if err != nil {
 		return nil, err
 	}
@@ -62,10 +55,6 @@ func OpenEntry(e ipc.Entry) (*Value, error) {
 	v.version = (*atomic.Uint64)(v.at(offVersion))
 	v.writer = (*atomic.Uint64)(v.at(offWriter))
 	v.waiters = (*atomic.Uint32)(v.at(offWaiters))
-	if err := shm.CheckMagic(r, magic, "value"); err != nil {
-		r.Close()
-		return nil, err
-	}
 	return v, nil
 }
 

@@ -1,9 +1,9 @@
 // Package shm holds what the same-host primitives mapped from a file of
 // the namespace (packages mutex, condvar, shmvalue, shmrw and shmsem)
-// share: the opener's identity check (Self), the magic word (CheckMagic),
-// the watch of the file and the claim of a slot of a slot table (Attach),
-// the race detector's view of their mappings, and the frame of their
-// Inspect (opening the file, the Info fields alike).
+// share: the opening of the file by a handle (OpenEntry: the pid check
+// and the magic word), the watch of the file and the claim of a slot of a
+// slot table (Attach), the race detector's view of their mappings, and the
+// frame of their Inspect (opening the file, the Info fields alike).
 //
 // The race detector does not see memory outside the Go heap, so it misses
 // the ordering that atomics in a shared mapping give the hardware: grants
