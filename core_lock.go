@@ -264,12 +264,7 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 	h.idle.broadcast()
 	if err != nil {
 		h.q.kick()
-		closed := h.closed
-		h.mu().Unlock()
-		if closed {
-			return Hold{}, ErrClosed
-		}
-		return Hold{}, err
+		return Hold{}, h.failed(h.mu(), err)
 	}
 	h.held = true
 	h.grant = g
@@ -347,12 +342,7 @@ func (h *lockHandle) unlock(ctx context.Context) error {
 	h.mu().Lock()
 	h.waitIdle()
 	if !h.writer || h.wOwner != owner {
-		closed := h.closed
-		h.mu().Unlock()
-		if closed {
-			return ErrClosed
-		}
-		return ErrNotHeld
+		return h.failed(h.mu(), ErrNotHeld)
 	}
 	h.wCount--
 	if h.wCount > 0 {

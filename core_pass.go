@@ -158,12 +158,7 @@ func (h *lockHandle) acquireLine(ctx context.Context, owner Owner, try bool) (Ho
 	h.idle.broadcast()
 	if err != nil {
 		h.line.giveTurn()
-		closed := h.closed
-		h.mu().Unlock()
-		if closed {
-			return Hold{}, ErrClosed
-		}
-		return Hold{}, err
+		return Hold{}, h.failed(h.mu(), err)
 	}
 	h.line.since = monoNow()
 	h.held, h.grant, h.writer, h.wOwner, h.wCount = true, g, true, owner, 1

@@ -174,6 +174,18 @@ type handleQueue struct {
 	cancelAcq context.CancelFunc // cancels the Acquire in progress, for Close
 }
 
+// failed returns the error of a call that failed, releasing mu: ErrClosed
+// when the handle was closed meanwhile, which is what the caller must
+// hear whatever else went wrong, and else err.
+func (c *handleQueue) failed(mu *sync.Mutex, err error) error {
+	closed := c.closed
+	mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return err
+}
+
 // closeQueue marks the handle closed, cancels the acquisition in progress
 // and wakes every waiter.
 func (c *handleQueue) closeQueue() {

@@ -220,12 +220,7 @@ func (h *lockHandle) runlock(ctx context.Context) error {
 				return err
 			}
 		}
-		closed := h.closed
-		h.mu().Unlock()
-		if closed {
-			return ErrClosed
-		}
-		return ErrNotHeld
+		return h.failed(h.mu(), ErrNotHeld)
 	}
 	if h.r.readers > 0 || h.writer {
 		h.mu().Unlock()

@@ -151,12 +151,7 @@ func (s *semHandle) acquire(ctx context.Context, n int64, try bool) (Hold, error
 		return Hold{}, ctx.Err()
 	}
 	if err != nil {
-		closed := s.closed
-		s.mu.Unlock()
-		if closed {
-			return Hold{}, ErrClosed
-		}
-		return Hold{}, err
+		return Hold{}, s.failed(&s.mu, err)
 	}
 	g.N = n
 	s.grants = append(s.grants, g)
