@@ -86,6 +86,15 @@ func (h *lockHandle) hold() Hold {
 	return newHold(Token(h.grant.Token), m, h.grant.Recovered, h.grant.Loss)
 }
 
+// join adds a read hold of owner on the Shared grant held and returns it.
+// Entered with h.mu held, returns with it released.
+func (h *lockHandle) join(owner Owner) Hold {
+	h.addReader(owner)
+	hd := h.hold()
+	h.mu().Unlock()
+	return hd
+}
+
 // canAcquire reports whether a goroutine may call the driver for a grant.
 // (A hold on the word is not in held: a goroutine that acquires then waits
 // in the driver, as another process would.)
@@ -141,10 +150,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 		case h.ownerReads(owner) > 0:
 			// A reader that already holds joins even behind a waiting writer:
 			// waiting would deadlock the owner with itself.
-			h.addReader(owner)
-			hd := h.hold()
-			h.mu().Unlock()
-			return hd, nil
+			return h.join(owner), nil
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -159,10 +165,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 			h.probe(ctx)
 		}
 		if mode == Shared && h.canJoin() {
-			h.addReader(owner)
-			hd := h.hold()
-			h.mu().Unlock()
-			return hd, nil
+			return h.join(owner), nil
 		}
 		if h.canAcquire() {
 			return h.acquire(ctx, mode, owner, try, nil)
@@ -190,10 +193,7 @@ func (h *lockHandle) lock(ctx context.Context, mode Mode, try bool) (Hold, error
 			}
 			if mode == Shared && h.canJoin() {
 				h.q.leave(w) // nudges the next, who may join too
-				h.addReader(owner)
-				hd := h.hold()
-				h.mu().Unlock()
-				return hd, nil
+				return h.join(owner), nil
 			}
 			if h.canAcquire() {
 				return h.acquire(ctx, mode, owner, false, w)
