@@ -19,10 +19,7 @@ var errNo = fmt.Errorf("condvar: %w", errors.ErrUnsupported)
 // Open validates name and returns an error matching errors.ErrUnsupported
 // on this system.
 func Open(ns *ipc.Namespace, name string) (*Cond, error) {
-	if _, err := ns.Entry(Kind, name); err != nil {
-		return nil, err
-	}
-	return nil, errNo
+	return ipc.Open(ns, Kind, name, OpenEntry)
 }
 
 // OpenEntry returns an error matching errors.ErrUnsupported on this system.

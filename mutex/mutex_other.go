@@ -22,10 +22,7 @@ var errNoFutex = fmt.Errorf("futex mutex: %w", errors.ErrUnsupported)
 // Open validates name and returns an error matching
 // errors.ErrUnsupported on this system.
 func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
-	if _, err := ns.Entry(Kind, name); err != nil {
-		return nil, err
-	}
-	return nil, errNoFutex
+	return ipc.Open(ns, Kind, name, OpenEntry)
 }
 
 // OpenEntry returns an error matching errors.ErrUnsupported on this system.

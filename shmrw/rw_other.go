@@ -24,10 +24,7 @@ var errNoFutex = fmt.Errorf("shmrw: %w", errors.ErrUnsupported)
 
 // Open validates name and returns an error matching errors.ErrUnsupported.
 func Open(ns *ipc.Namespace, name string) (*RW, error) {
-	if _, err := ns.Path(kind, name); err != nil {
-		return nil, err
-	}
-	return nil, errNoFutex
+	return ipc.Open(ns, kind, name, func(ipc.Entry) (*RW, error) { return nil, errNoFutex })
 }
 
 // Inspect returns an error matching errors.ErrUnsupported.
