@@ -44,13 +44,7 @@ local Q, QEXP, QDATA = KEYS[3], KEYS[4], KEYS[5]
 local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[7]}, {KEYS[1], KEYS[2]}
 -- @include queue_common
 
-local function prune_holders()
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-  for _, id in ipairs(dead) do
-    redis.call('ZREM', KEYS[1], id)
-    redis.call('HDEL', KEYS[2], id)
-  end
-end
+-- @include holders_common
 
 local function holders_mode()
   if redis.call('ZCARD', KEYS[1]) == 0 then return nil end

@@ -16,13 +16,7 @@ local Q, QEXP, QDATA = KEYS[3], KEYS[4], KEYS[5]
 local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[7]}, {KEYS[1], KEYS[2]}
 -- @include queue_common
 
-local function prune_holders()
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-  for _, id in ipairs(dead) do
-    redis.call('ZREM', KEYS[1], id)
-    redis.call('HDEL', KEYS[2], id)
-  end
-end
+-- @include holders_common
 
 -- Returns the capacity, setting it when the semaphore is new, or nil when
 -- another capacity is stored.
