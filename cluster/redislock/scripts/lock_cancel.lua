@@ -111,6 +111,16 @@ local function holders_mode()
   return redis.call('HGET', KEYS[2], '!m')
 end
 
+-- grant_now grants id at once when no one waits and the holders' mode
+-- admits mode (none, or readers for a reader); it returns the token, or nil.
+local function grant_now(id, mode, ttl, meta)
+  local m = holders_mode()
+  if redis.call('ZCARD', KEYS[3]) == 0 and (m == nil or (m == 'r' and mode == 'r')) then
+    return grant(id, mode, ttl, meta)
+  end
+  return nil
+end
+
 local function enqueue(id, mode, ttl, ch, meta)
   local seq = redis.call('INCR', KEYS[7])
   redis.call('ZADD', KEYS[3], seq, id)

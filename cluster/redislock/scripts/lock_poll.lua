@@ -111,6 +111,16 @@ local function holders_mode()
   return redis.call('HGET', KEYS[2], '!m')
 end
 
+-- grant_now grants id at once when no one waits and the holders' mode
+-- admits mode (none, or readers for a reader); it returns the token, or nil.
+local function grant_now(id, mode, ttl, meta)
+  local m = holders_mode()
+  if redis.call('ZCARD', KEYS[3]) == 0 and (m == nil or (m == 'r' and mode == 'r')) then
+    return grant(id, mode, ttl, meta)
+  end
+  return nil
+end
+
 local function enqueue(id, mode, ttl, ch, meta)
   local seq = redis.call('INCR', KEYS[7])
   redis.call('ZADD', KEYS[3], seq, id)
@@ -168,9 +178,8 @@ end
 if redis.call('ZSCORE', KEYS[3], id) then
   redis.call('ZADD', KEYS[4], now + ttl, id)
 else
-  local m = holders_mode()
-  if redis.call('ZCARD', KEYS[3]) == 0 and (m == nil or (m == 'r' and mode == 'r')) then
-    local tok = grant(id, mode, ttl, meta)
+  local tok = grant_now(id, mode, ttl, meta)
+  if tok then
     tidy()
     return {1, tok}
   end
