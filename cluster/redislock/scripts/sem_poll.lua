@@ -136,6 +136,18 @@ local function handoff(cap)
   return u
 end
 
+-- admit begins sem_acquire and sem_poll. It returns their reply when the
+-- marker is missing (-2: the server lost its data or is new, restart.go)
+-- or another capacity than want is stored (-1); else nil, the capacity and
+-- the permits in use once the head of the queue was granted what fits.
+local function admit(want)
+  if redis.call('EXISTS', KEYS[8]) == 0 then return -2 end
+  local cap = capacity(want)
+  if not cap then return -1 end
+  prune_holders()
+  return nil, cap, handoff(cap)
+end
+
 -- sem_poll: a queued waiter checks in (see lock_poll.lua).
 -- KEYS: as in sem_common.lua
 -- ARGV[1] hold id, ARGV[2] n, ARGV[3] lease TTL ms, ARGV[4] meta,
@@ -143,12 +155,8 @@ end
 -- Returns 1 when held (lease renewed from now), 0 when still queued, -1 on
 -- a capacity mismatch, -2 when the marker is missing.
 local id, n, ttl, meta, ch = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
--- The server lost its data (or is new): grant nothing (restart.go).
-if redis.call('EXISTS', KEYS[8]) == 0 then return -2 end
-local cap = capacity(tonumber(ARGV[6]))
-if not cap then return -1 end
-prune_holders()
-local u = handoff(cap)
+local refused, cap, u = admit(tonumber(ARGV[6]))
+if refused then return refused end
 if redis.call('ZSCORE', KEYS[1], id) then
   redis.call('ZADD', KEYS[1], now + ttl, id)
   tidy()

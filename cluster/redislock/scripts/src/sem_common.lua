@@ -75,3 +75,15 @@ local function handoff(cap)
   return u
 end
 
+-- admit begins sem_acquire and sem_poll. It returns their reply when the
+-- marker is missing (-2: the server lost its data or is new, restart.go)
+-- or another capacity than want is stored (-1); else nil, the capacity and
+-- the permits in use once the head of the queue was granted what fits.
+local function admit(want)
+  if redis.call('EXISTS', KEYS[8]) == 0 then return -2 end
+  local cap = capacity(want)
+  if not cap then return -1 end
+  prune_holders()
+  return nil, cap, handoff(cap)
+end
+
