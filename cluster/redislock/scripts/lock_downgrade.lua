@@ -61,6 +61,19 @@ local function remove_waiter(id)
   return r
 end
 
+-- queue_head returns the first waiter in the queue and its data, after
+-- removing the entries before it whose data is gone; nil when no waiter is
+-- left.
+local function queue_head()
+  while true do
+    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not head then return nil end
+    local d = redis.call('HGET', QDATA, head)
+    if d then return head, d end
+    remove_waiter(head)
+  end
+end
+
 local function prune_queue()
   local dead = redis.call('ZRANGEBYSCORE', QEXP, '-inf', now)
   for _, id in ipairs(dead) do remove_waiter(id) end
@@ -135,19 +148,14 @@ local function handoff()
   prune_queue()
   local m = holders_mode()
   while m ~= 'w' do
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    local head, d = queue_head()
     if not head then break end
-    local d = redis.call('HGET', KEYS[5], head)
-    if not d then
-      remove_waiter(head)
-    else
-      local mode, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-      if mode == 'w' and m ~= nil then break end
-      local tok = grant(head, mode, tonumber(ttl), meta)
-      remove_waiter(head)
-      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
-      m = mode
-    end
+    local mode, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    if mode == 'w' and m ~= nil then break end
+    local tok = grant(head, mode, tonumber(ttl), meta)
+    remove_waiter(head)
+    redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
+    m = mode
   end
 end
 

@@ -75,19 +75,14 @@ local function handoff()
   prune_queue()
   local m = holders_mode()
   while m ~= 'w' do
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    local head, d = queue_head()
     if not head then break end
-    local d = redis.call('HGET', KEYS[5], head)
-    if not d then
-      remove_waiter(head)
-    else
-      local mode, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-      if mode == 'w' and m ~= nil then break end
-      local tok = grant(head, mode, tonumber(ttl), meta)
-      remove_waiter(head)
-      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
-      m = mode
-    end
+    local mode, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    if mode == 'w' and m ~= nil then break end
+    local tok = grant(head, mode, tonumber(ttl), meta)
+    remove_waiter(head)
+    redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
+    m = mode
   end
 end
 

@@ -57,20 +57,15 @@ local function handoff(cap)
   prune_queue()
   local u = used()
   while true do
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    local head, d = queue_head()
     if not head then break end
-    local d = redis.call('HGET', KEYS[5], head)
-    if not d then
-      remove_waiter(head)
-    else
-      local n, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-      n = tonumber(n)
-      if u + n > cap then break end
-      grant(head, n, tonumber(ttl), meta)
-      remove_waiter(head)
-      redis.call('PUBLISH', ch, head .. '|0')
-      u = u + n
-    end
+    local n, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    n = tonumber(n)
+    if u + n > cap then break end
+    grant(head, n, tonumber(ttl), meta)
+    remove_waiter(head)
+    redis.call('PUBLISH', ch, head .. '|0')
+    u = u + n
   end
   return u
 end
