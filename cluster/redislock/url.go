@@ -52,24 +52,11 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	if err != nil {
 		return nil, fmt.Errorf("redislock: URL: %v (accepted: %s): %w", err, urlForms, baton.ErrInvalidArgument)
 	}
-	q := u.Query()
-	own, err := lease.FromQuery(q)
+	opts, sec, err := redisnode.Query(u, "URL", opts, replicaQuery, buildOptions)
 	if err != nil {
-		return nil, fmt.Errorf("URL: %w", err)
-	}
-	if own, err = replicaQuery(q, own); err != nil {
-		return nil, fmt.Errorf("URL: %w", err)
+		return nil, err
 	}
 	scheme := strings.ToLower(u.Scheme)
-	sec, err := urlparam.Take(q)
-	if err != nil {
-		return nil, err
-	}
-	opts = append(own, opts...)
-	if _, err := buildOptions(opts); err != nil {
-		return nil, err
-	}
-	u.RawQuery = q.Encode()
 
 	switch scheme {
 	case "redis", "rediss":

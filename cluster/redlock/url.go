@@ -10,7 +10,6 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
-	"github.com/batonlock/baton/internal/urlparam"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,25 +38,10 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	if scheme != "redlock" && scheme != "redlocks" {
 		return nil, fmt.Errorf("redlock: URL scheme %q not accepted (accepted: %s): %w", u.Scheme, urlForms, baton.ErrInvalidArgument)
 	}
-	q := u.Query()
-	own, err := lease.FromQuery(q)
-	if err != nil {
-		return nil, fmt.Errorf("redlock: URL: %w", err)
-	}
-	if d, ok, err := lease.QueryDuration(q, "node_timeout"); err != nil {
-		return nil, fmt.Errorf("redlock: URL: %w", err)
-	} else if ok {
-		own = append(own, WithNodeTimeout(d))
-	}
-	sec, err := urlparam.Take(q)
+	opts, sec, err := redisnode.Query(u, "redlock: URL", opts, nodeTimeoutQuery, buildOptions)
 	if err != nil {
 		return nil, err
 	}
-	opts = append(own, opts...)
-	if _, err := buildOptions(opts); err != nil {
-		return nil, err
-	}
-	u.RawQuery = q.Encode()
 	hosts, err := redisnode.HostList(u, urlForms)
 	if err != nil {
 		return nil, err
@@ -101,4 +85,17 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	}
 	d.closers = closers
 	return baton.NewBackend(d), nil
+}
+
+// nodeTimeoutQuery appends to opts the option of the node_timeout parameter
+// of q, and deletes it from q.
+func nodeTimeoutQuery(q url.Values, opts []lease.Option) ([]lease.Option, error) {
+	d, ok, err := lease.QueryDuration(q, "node_timeout")
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		opts = append(opts, WithNodeTimeout(d))
+	}
+	return opts, nil
 }

@@ -57,32 +57,20 @@ func (d *lockDriver) tag(mode driver.Mode) byte {
 // blocks, so a release wakes one waiter (and the readers behind a writer
 // wake when that writer goes, each on its own watch of it).
 func (d *lockDriver) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	for attempt := 0; ; attempt++ {
-		n, err := d.b.create(ctx, d.dir, nil, d.tag(mode), nil)
-		if err != nil {
-			if ctx.Err() == nil && transient(err) {
-				if err := d.b.backoff(ctx, nil, attempt); err != nil {
-					return driver.Grant{}, err
-				}
-				continue
-			}
-			return driver.Grant{}, lease.CtxErr(ctx, err)
-		}
-		if err := d.wait(ctx, n, mode, true); err != nil {
-			d.b.forget(n, nil)
-			return driver.Grant{}, err
-		}
-		return d.grant(ctx, n)
-	}
+	return d.acquire(ctx, mode, true)
 }
 
 // TryAcquire adds a node and takes it back at once if anything blocks it.
 func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
-	n, err := d.b.create(ctx, d.dir, nil, d.tag(mode), nil)
+	return d.acquire(ctx, mode, false)
+}
+
+func (d *lockDriver) acquire(ctx context.Context, mode driver.Mode, block bool) (driver.Grant, error) {
+	n, err := d.b.enqueue(ctx, d.dir, nil, d.tag(mode), nil, block)
 	if err != nil {
-		return driver.Grant{}, lease.CtxErr(ctx, err)
+		return driver.Grant{}, err
 	}
-	if err := d.wait(ctx, n, mode, false); err != nil {
+	if err := d.wait(ctx, n, mode, block); err != nil {
 		d.b.forget(n, nil)
 		return driver.Grant{}, err
 	}
@@ -281,6 +269,24 @@ func (d *lockDriver) Close() error { return nil }
 func transient(err error) bool {
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
 		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrNothing)
+}
+
+// enqueue adds an acquisition's node to the queue of dir (create). A
+// blocking acquisition tries again after a transient error, as long as ctx
+// lasts; a try gives up at once.
+func (b *backend) enqueue(ctx context.Context, dir string, dirData []byte, tag byte, data []byte, block bool) (*node, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := b.create(ctx, dir, dirData, tag, data)
+		if err == nil {
+			return n, nil
+		}
+		if !block || ctx.Err() != nil || !transient(err) {
+			return nil, lease.CtxErr(ctx, err)
+		}
+		if err := b.backoff(ctx, nil, attempt); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // retry decides what a queue round that failed with err does next: an

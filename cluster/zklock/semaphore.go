@@ -76,29 +76,21 @@ func (d *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 }
 
 func (d *semDriver) acquire(ctx context.Context, k int64, block bool) (driver.Grant, error) {
-	for attempt := 0; ; attempt++ {
-		n, err := d.b.create(ctx, d.dir, d.capData, 's', []byte(strconv.FormatInt(k, 10)))
-		if err != nil {
-			if block && ctx.Err() == nil && transient(err) {
-				if err := d.b.backoff(ctx, nil, attempt); err != nil {
-					return driver.Grant{}, err
-				}
-				continue
-			}
-			return driver.Grant{}, lease.CtxErr(ctx, err)
-		}
-		if err := d.wait(ctx, n, k, block); err != nil {
-			d.b.forget(n, nil)
-			return driver.Grant{}, err
-		}
-		if err := d.b.revive(ctx, n); err != nil {
-			d.b.forget(n, nil)
-			return driver.Grant{}, err
-		}
-		loss := driver.NewLoss()
-		n.e.track(loss)
-		return driver.Grant{Token: n.token, Loss: loss, N: k, Data: &semGrant{n: n, loss: loss, k: k}}, nil
+	n, err := d.b.enqueue(ctx, d.dir, d.capData, 's', []byte(strconv.FormatInt(k, 10)), block)
+	if err != nil {
+		return driver.Grant{}, err
 	}
+	if err := d.wait(ctx, n, k, block); err != nil {
+		d.b.forget(n, nil)
+		return driver.Grant{}, err
+	}
+	if err := d.b.revive(ctx, n); err != nil {
+		d.b.forget(n, nil)
+		return driver.Grant{}, err
+	}
+	loss := driver.NewLoss()
+	n.e.track(loss)
+	return driver.Grant{Token: n.token, Loss: loss, N: k, Data: &semGrant{n: n, loss: loss, k: k}}, nil
 }
 
 // weight is what a node read says: its permits, whether it exists, and a

@@ -7,9 +7,38 @@ import (
 	"strings"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/internal/urlparam"
 	"github.com/redis/go-redis/v9"
 )
+
+// Query reads the query of u for a backend's OpenURL: the common lease
+// parameters, then those that own reads and appends (the backend's), then
+// the shared password and TLS parameters, which it returns. It checks with
+// build (the backend's) the options of the URL followed by opts, which
+// take precedence, and returns them; u keeps the rest of its query, which
+// is go-redis's. The errors of the lease parameters and of own are
+// prefixed with what.
+func Query[O any](u *url.URL, what string, opts []lease.Option, own func(url.Values, []lease.Option) ([]lease.Option, error), build func([]lease.Option) (O, error)) ([]lease.Option, urlparam.Common, error) {
+	q := u.Query()
+	uopts, err := lease.FromQuery(q)
+	if err != nil {
+		return nil, urlparam.Common{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if uopts, err = own(q, uopts); err != nil {
+		return nil, urlparam.Common{}, fmt.Errorf("%s: %w", what, err)
+	}
+	sec, err := urlparam.Take(q)
+	if err != nil {
+		return nil, urlparam.Common{}, err
+	}
+	opts = append(uopts, opts...)
+	if _, err := build(opts); err != nil {
+		return nil, urlparam.Common{}, err
+	}
+	u.RawQuery = q.Encode()
+	return opts, sec, nil
+}
 
 // ApplyParams sets on o, a node of a URL of scheme, the password and the
 // TLS material of the URL's shared parameters.

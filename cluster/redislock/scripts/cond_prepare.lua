@@ -28,6 +28,19 @@ local function remove_waiter(id)
   return r
 end
 
+-- queue_head returns the first waiter in the queue and its data, after
+-- removing the entries before it whose data is gone; nil when no waiter is
+-- left.
+local function queue_head()
+  while true do
+    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not head then return nil end
+    local d = redis.call('HGET', QDATA, head)
+    if d then return head, d end
+    remove_waiter(head)
+  end
+end
+
 local function prune_queue()
   local dead = redis.call('ZRANGEBYSCORE', QEXP, '-inf', now)
   for _, id in ipairs(dead) do remove_waiter(id) end
@@ -63,14 +76,11 @@ local function wake(max)
   prune_queue()
   local woken = 0
   while max == 0 or woken < max do
-    local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+    local head, ch = queue_head()
     if not head then break end
-    local ch = redis.call('HGET', KEYS[3], head)
     remove_waiter(head)
-    if ch then
-      redis.call('PUBLISH', ch, head .. '|0')
-      woken = woken + 1
-    end
+    redis.call('PUBLISH', ch, head .. '|0')
+    woken = woken + 1
   end
   return woken
 end

@@ -61,6 +61,19 @@ local function remove_waiter(id)
   return r
 end
 
+-- queue_head returns the first waiter in the queue and its data, after
+-- removing the entries before it whose data is gone; nil when no waiter is
+-- left.
+local function queue_head()
+  while true do
+    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not head then return nil end
+    local d = redis.call('HGET', QDATA, head)
+    if d then return head, d end
+    remove_waiter(head)
+  end
+end
+
 local function prune_queue()
   local dead = redis.call('ZRANGEBYSCORE', QEXP, '-inf', now)
   for _, id in ipairs(dead) do remove_waiter(id) end
@@ -91,6 +104,13 @@ local function tidy()
   expire_after(QEXP, QUEUE_KEYS)
 end
 
+-- Functions of the holds kept as leases in a zset, shared by lock_common.lua
+-- and sem_common.lua, which include this file at their line
+-- "-- @include holders_common", after defining now (server ms):
+--   KEYS[1]  holders zset, hold id -> lease expiry (server ms)
+--   KEYS[2]  info hash, hold id -> the hold's data
+
+-- prune_holders drops the holds whose lease has expired.
 local function prune_holders()
   local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
   for _, id in ipairs(dead) do
@@ -102,6 +122,16 @@ end
 local function holders_mode()
   if redis.call('ZCARD', KEYS[1]) == 0 then return nil end
   return redis.call('HGET', KEYS[2], '!m')
+end
+
+-- grant_now grants id at once when no one waits and the holders' mode
+-- admits mode (none, or readers for a reader); it returns the token, or nil.
+local function grant_now(id, mode, ttl, meta)
+  local m = holders_mode()
+  if redis.call('ZCARD', KEYS[3]) == 0 and (m == nil or (m == 'r' and mode == 'r')) then
+    return grant(id, mode, ttl, meta)
+  end
+  return nil
 end
 
 local function enqueue(id, mode, ttl, ch, meta)
@@ -118,19 +148,14 @@ local function handoff()
   prune_queue()
   local m = holders_mode()
   while m ~= 'w' do
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    local head, d = queue_head()
     if not head then break end
-    local d = redis.call('HGET', KEYS[5], head)
-    if not d then
-      remove_waiter(head)
-    else
-      local mode, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-      if mode == 'w' and m ~= nil then break end
-      local tok = grant(head, mode, tonumber(ttl), meta)
-      remove_waiter(head)
-      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
-      m = mode
-    end
+    local mode, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    if mode == 'w' and m ~= nil then break end
+    local tok = grant(head, mode, tonumber(ttl), meta)
+    remove_waiter(head)
+    redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
+    m = mode
   end
 end
 
@@ -161,9 +186,8 @@ end
 if redis.call('ZSCORE', KEYS[3], id) then
   redis.call('ZADD', KEYS[4], now + ttl, id)
 else
-  local m = holders_mode()
-  if redis.call('ZCARD', KEYS[3]) == 0 and (m == nil or (m == 'r' and mode == 'r')) then
-    local tok = grant(id, mode, ttl, meta)
+  local tok = grant_now(id, mode, ttl, meta)
+  if tok then
     tidy()
     return {1, tok}
   end

@@ -68,6 +68,19 @@ local function remove_waiter(id)
   return r
 end
 
+-- queue_head returns the first waiter in the queue and its data, after
+-- removing the entries before it whose data is gone; nil when no waiter is
+-- left.
+local function queue_head()
+  while true do
+    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not head then return nil end
+    local d = redis.call('HGET', QDATA, head)
+    if d then return head, d end
+    remove_waiter(head)
+  end
+end
+
 local function prune_queue()
   local dead = redis.call('ZRANGEBYSCORE', QEXP, '-inf', now)
   for _, id in ipairs(dead) do remove_waiter(id) end
@@ -123,18 +136,12 @@ end
 local function handoff()
   if redis.call('EXISTS', KEYS[1]) == 1 then return end
   prune_queue()
-  while true do
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-    if not head then return end
-    local d = redis.call('HGET', KEYS[5], head)
-    remove_waiter(head)
-    if d then
-      local ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|(.*)$')
-      local tok = grant(head, tonumber(ttl), meta)
-      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
-      return
-    end
-  end
+  local head, d = queue_head()
+  if not head then return end
+  remove_waiter(head)
+  local ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|(.*)$')
+  local tok = grant(head, tonumber(ttl), meta)
+  redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
 end
 
 handoff()

@@ -34,6 +34,19 @@ local function remove_waiter(id)
   return r
 end
 
+-- queue_head returns the first waiter in the queue and its data, after
+-- removing the entries before it whose data is gone; nil when no waiter is
+-- left.
+local function queue_head()
+  while true do
+    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not head then return nil end
+    local d = redis.call('HGET', QDATA, head)
+    if d then return head, d end
+    remove_waiter(head)
+  end
+end
+
 local function prune_queue()
   local dead = redis.call('ZRANGEBYSCORE', QEXP, '-inf', now)
   for _, id in ipairs(dead) do remove_waiter(id) end
@@ -64,6 +77,13 @@ local function tidy()
   expire_after(QEXP, QUEUE_KEYS)
 end
 
+-- Functions of the holds kept as leases in a zset, shared by lock_common.lua
+-- and sem_common.lua, which include this file at their line
+-- "-- @include holders_common", after defining now (server ms):
+--   KEYS[1]  holders zset, hold id -> lease expiry (server ms)
+--   KEYS[2]  info hash, hold id -> the hold's data
+
+-- prune_holders drops the holds whose lease has expired.
 local function prune_holders()
   local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
   for _, id in ipairs(dead) do
@@ -111,22 +131,29 @@ local function handoff(cap)
   prune_queue()
   local u = used()
   while true do
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    local head, d = queue_head()
     if not head then break end
-    local d = redis.call('HGET', KEYS[5], head)
-    if not d then
-      remove_waiter(head)
-    else
-      local n, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-      n = tonumber(n)
-      if u + n > cap then break end
-      grant(head, n, tonumber(ttl), meta)
-      remove_waiter(head)
-      redis.call('PUBLISH', ch, head .. '|0')
-      u = u + n
-    end
+    local n, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    n = tonumber(n)
+    if u + n > cap then break end
+    grant(head, n, tonumber(ttl), meta)
+    remove_waiter(head)
+    redis.call('PUBLISH', ch, head .. '|0')
+    u = u + n
   end
   return u
+end
+
+-- admit begins sem_acquire and sem_poll. It returns their reply when the
+-- marker is missing (-2: the server lost its data or is new, restart.go)
+-- or another capacity than want is stored (-1); else nil, the capacity and
+-- the permits in use once the head of the queue was granted what fits.
+local function admit(want)
+  if redis.call('EXISTS', KEYS[8]) == 0 then return -2 end
+  local cap = capacity(want)
+  if not cap then return -1 end
+  prune_holders()
+  return nil, cap, handoff(cap)
 end
 
 -- sem_open: create the semaphore with a capacity, or check the stored one.

@@ -15,14 +15,11 @@ local function wake(max)
   prune_queue()
   local woken = 0
   while max == 0 or woken < max do
-    local head = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
+    local head, ch = queue_head()
     if not head then break end
-    local ch = redis.call('HGET', KEYS[3], head)
     remove_waiter(head)
-    if ch then
-      redis.call('PUBLISH', ch, head .. '|0')
-      woken = woken + 1
-    end
+    redis.call('PUBLISH', ch, head .. '|0')
+    woken = woken + 1
   end
   return woken
 end

@@ -18,9 +18,8 @@ end
 -- @prelude
 prune_holders()
 handoff()
-local m = holders_mode()
-if redis.call('ZCARD', KEYS[3]) == 0 and (m == nil or (m == 'r' and mode == 'r')) then
-  local tok = grant(id, mode, ttl, meta)
+local tok = grant_now(id, mode, ttl, meta)
+if tok then
   tidy()
   return {1, tok}
 end

@@ -44,17 +44,21 @@ local Q, QEXP, QDATA = KEYS[3], KEYS[4], KEYS[5]
 local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[7]}, {KEYS[1], KEYS[2]}
 -- @include queue_common
 
-local function prune_holders()
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-  for _, id in ipairs(dead) do
-    redis.call('ZREM', KEYS[1], id)
-    redis.call('HDEL', KEYS[2], id)
-  end
-end
+-- @include holders_common
 
 local function holders_mode()
   if redis.call('ZCARD', KEYS[1]) == 0 then return nil end
   return redis.call('HGET', KEYS[2], '!m')
+end
+
+-- grant_now grants id at once when no one waits and the holders' mode
+-- admits mode (none, or readers for a reader); it returns the token, or nil.
+local function grant_now(id, mode, ttl, meta)
+  local m = holders_mode()
+  if redis.call('ZCARD', KEYS[3]) == 0 and (m == nil or (m == 'r' and mode == 'r')) then
+    return grant(id, mode, ttl, meta)
+  end
+  return nil
 end
 
 local function enqueue(id, mode, ttl, ch, meta)
@@ -71,19 +75,14 @@ local function handoff()
   prune_queue()
   local m = holders_mode()
   while m ~= 'w' do
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    local head, d = queue_head()
     if not head then break end
-    local d = redis.call('HGET', KEYS[5], head)
-    if not d then
-      remove_waiter(head)
-    else
-      local mode, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-      if mode == 'w' and m ~= nil then break end
-      local tok = grant(head, mode, tonumber(ttl), meta)
-      remove_waiter(head)
-      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
-      m = mode
-    end
+    local mode, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    if mode == 'w' and m ~= nil then break end
+    local tok = grant(head, mode, tonumber(ttl), meta)
+    remove_waiter(head)
+    redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
+    m = mode
   end
 end
 

@@ -59,17 +59,11 @@ end
 local function handoff()
   if redis.call('EXISTS', KEYS[1]) == 1 then return end
   prune_queue()
-  while true do
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-    if not head then return end
-    local d = redis.call('HGET', KEYS[5], head)
-    remove_waiter(head)
-    if d then
-      local ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|(.*)$')
-      local tok = grant(head, tonumber(ttl), meta)
-      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
-      return
-    end
-  end
+  local head, d = queue_head()
+  if not head then return end
+  remove_waiter(head)
+  local ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|(.*)$')
+  local tok = grant(head, tonumber(ttl), meta)
+  redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
 end
 

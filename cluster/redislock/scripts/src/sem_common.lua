@@ -16,13 +16,7 @@ local Q, QEXP, QDATA = KEYS[3], KEYS[4], KEYS[5]
 local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[7]}, {KEYS[1], KEYS[2]}
 -- @include queue_common
 
-local function prune_holders()
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-  for _, id in ipairs(dead) do
-    redis.call('ZREM', KEYS[1], id)
-    redis.call('HDEL', KEYS[2], id)
-  end
-end
+-- @include holders_common
 
 -- Returns the capacity, setting it when the semaphore is new, or nil when
 -- another capacity is stored.
@@ -63,21 +57,28 @@ local function handoff(cap)
   prune_queue()
   local u = used()
   while true do
-    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    local head, d = queue_head()
     if not head then break end
-    local d = redis.call('HGET', KEYS[5], head)
-    if not d then
-      remove_waiter(head)
-    else
-      local n, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
-      n = tonumber(n)
-      if u + n > cap then break end
-      grant(head, n, tonumber(ttl), meta)
-      remove_waiter(head)
-      redis.call('PUBLISH', ch, head .. '|0')
-      u = u + n
-    end
+    local n, ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    n = tonumber(n)
+    if u + n > cap then break end
+    grant(head, n, tonumber(ttl), meta)
+    remove_waiter(head)
+    redis.call('PUBLISH', ch, head .. '|0')
+    u = u + n
   end
   return u
+end
+
+-- admit begins sem_acquire and sem_poll. It returns their reply when the
+-- marker is missing (-2: the server lost its data or is new, restart.go)
+-- or another capacity than want is stored (-1); else nil, the capacity and
+-- the permits in use once the head of the queue was granted what fits.
+local function admit(want)
+  if redis.call('EXISTS', KEYS[8]) == 0 then return -2 end
+  local cap = capacity(want)
+  if not cap then return -1 end
+  prune_holders()
+  return nil, cap, handoff(cap)
 end
 

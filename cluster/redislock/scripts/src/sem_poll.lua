@@ -5,12 +5,8 @@
 -- Returns 1 when held (lease renewed from now), 0 when still queued, -1 on
 -- a capacity mismatch, -2 when the marker is missing.
 local id, n, ttl, meta, ch = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
--- The server lost its data (or is new): grant nothing (restart.go).
-if redis.call('EXISTS', KEYS[8]) == 0 then return -2 end
-local cap = capacity(tonumber(ARGV[6]))
-if not cap then return -1 end
-prune_holders()
-local u = handoff(cap)
+local refused, cap, u = admit(tonumber(ARGV[6]))
+if refused then return refused end
 if redis.call('ZSCORE', KEYS[1], id) then
   redis.call('ZADD', KEYS[1], now + ttl, id)
   tidy()
