@@ -149,34 +149,14 @@ func testSemCancelRace(t *testing.T, e *env) {
 	is(t, "TryAcquire with a done context", err, context.Canceled)
 	is(t, "Release after refused acquisitions", waiter.Release(ctx, 1), baton.ErrNotHeld)
 
-	for i := range e.cancelRounds() {
-		_, err := holder.Acquire(ctx, 1)
-		ok(t, "Acquire 1", err)
-		wctx, cancel := context.WithCancel(ctx)
-		res := make(chan error, 1)
-		go func() {
-			_, err := waiter.Acquire(wctx, 2)
-			res <- err
-		}()
-		time.Sleep(time.Duration(i%5) * 200 * time.Microsecond)
-		cancel()
-		ok(t, "Release 1", holder.Release(ctx, 1))
-		select {
-		case err = <-res:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: cancelled Acquire(2) did not return", i)
-		}
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("round %d: Acquire(2) cancelled before the Release that freed the permits returned %v, want context.Canceled", i, err)
-		}
-		if err := waiter.Release(ctx, 1); !errors.Is(err, baton.ErrNotHeld) {
-			t.Fatalf("round %d: the cancelled waiter holds permits (Release 1: %v)", i, err)
-		}
-		if err := soon(func() error { _, err := check.TryAcquire(ctx, 2); return err }); err != nil {
-			t.Fatalf("round %d: permits not all back after the cancelled Acquire: TryAcquire 2: %v", i, err)
-		}
-		ok(t, "Release 2", check.Release(ctx, 2))
-	}
+	e.cancelRace(t, ctx, cancelRace{
+		hold: call{"Acquire 1", func(ctx context.Context) error { _, err := holder.Acquire(ctx, 1); return err }},
+		free: call{"Release 1", func(ctx context.Context) error { return holder.Release(ctx, 1) }},
+		wait: call{"Acquire(2)", func(ctx context.Context) error { _, err := waiter.Acquire(ctx, 2); return err }},
+		left: call{"Release 1", func(ctx context.Context) error { return waiter.Release(ctx, 1) }},
+		take: call{"TryAcquire 2", func(ctx context.Context) error { _, err := check.TryAcquire(ctx, 2); return err }},
+		give: call{"Release 2", func(ctx context.Context) error { return check.Release(ctx, 2) }},
+	})
 }
 
 // testLockCancelRace is testSemCancelRace for a Mutex: a waiter cancelled
@@ -198,32 +178,59 @@ func testLockCancelRace(t *testing.T, e *env) {
 	_, err := waiter.Lock(done)
 	is(t, "Lock with a done context", err, context.Canceled)
 
+	e.cancelRace(t, ctx, cancelRace{
+		hold: call{"Lock", func(ctx context.Context) error { _, err := holder.Lock(ctx); return err }},
+		free: call{"Unlock", holder.Unlock},
+		wait: call{"Lock", func(ctx context.Context) error { _, err := waiter.Lock(ctx); return err }},
+		left: call{"Unlock", waiter.Unlock},
+		take: call{"TryLock", func(ctx context.Context) error { _, err := check.TryLock(ctx); return err }},
+		give: call{"Unlock", check.Unlock},
+	})
+}
+
+// A call is one step of a cancellation race; what names it in messages.
+type call struct {
+	what string
+	do   func(context.Context) error
+}
+
+// A cancelRace is the steps of testSemCancelRace or testLockCancelRace: the
+// holder takes (hold) and gives back (free) what the waiter waits for
+// (wait); the waiter's release (left) must then find nothing held, and
+// another handle must take it all (take, tried again while it is refused)
+// and give it back (give).
+type cancelRace struct {
+	hold, free, wait, left, take, give call
+}
+
+// cancelRace runs the rounds of r: in each, the waiter's context is
+// cancelled before the release that would have let it in, so the wait must
+// fail with context.Canceled and leave nothing held.
+func (e *env) cancelRace(t *testing.T, ctx context.Context, r cancelRace) {
+	t.Helper()
 	for i := range e.cancelRounds() {
-		_, err := holder.Lock(ctx)
-		ok(t, "Lock", err)
+		ok(t, r.hold.what, r.hold.do(ctx))
 		wctx, cancel := context.WithCancel(ctx)
 		res := make(chan error, 1)
-		go func() {
-			_, err := waiter.Lock(wctx)
-			res <- err
-		}()
+		go func() { res <- r.wait.do(wctx) }()
 		time.Sleep(time.Duration(i%5) * 200 * time.Microsecond)
 		cancel()
-		ok(t, "Unlock", holder.Unlock(ctx))
+		ok(t, r.free.what, r.free.do(ctx))
+		var err error
 		select {
 		case err = <-res:
 		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: cancelled Lock did not return", i)
+			t.Fatalf("round %d: cancelled %s did not return", i, r.wait.what)
 		}
 		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("round %d: Lock cancelled before the Unlock that freed the lock returned %v, want context.Canceled", i, err)
+			t.Fatalf("round %d: %s cancelled before the %s that let it in returned %v, want context.Canceled", i, r.wait.what, r.free.what, err)
 		}
-		if err := waiter.Unlock(ctx); !errors.Is(err, baton.ErrNotHeld) {
-			t.Fatalf("round %d: the cancelled waiter holds the lock (Unlock: %v)", i, err)
+		if err := r.left.do(ctx); !errors.Is(err, baton.ErrNotHeld) {
+			t.Fatalf("round %d: the cancelled waiter holds what it waited for (%s: %v)", i, r.left.what, err)
 		}
-		if err := soon(func() error { _, err := check.TryLock(ctx); return err }); err != nil {
-			t.Fatalf("round %d: lock not free after the cancelled Lock: TryLock: %v", i, err)
+		if err := soon(func() error { return r.take.do(ctx) }); err != nil {
+			t.Fatalf("round %d: not all free after the cancelled %s: %s: %v", i, r.wait.what, r.take.what, err)
 		}
-		ok(t, "Unlock", check.Unlock(ctx))
+		ok(t, r.give.what, r.give.do(ctx))
 	}
 }

@@ -25,15 +25,30 @@ func ok(t *testing.T, what string, err error) {
 	}
 }
 
+// sameObjects notes the backend's objects (Suite.Objects, when it is set)
+// and returns a check that they are still the same: calls that were
+// refused must have created nothing.
+func (e *env) sameObjects(t *testing.T) (check func()) {
+	t.Helper()
+	if e.s.Objects == nil {
+		return func() {}
+	}
+	before, err := e.s.Objects(e.cfg)
+	ok(t, "objects", err)
+	return func() {
+		t.Helper()
+		after, err := e.s.Objects(e.cfg)
+		ok(t, "objects", err)
+		if !slices.Equal(before, after) {
+			t.Errorf("refused calls created objects: before %q, after %q", before, after)
+		}
+	}
+}
+
 func testBadInput(t *testing.T, e *env) {
 	b := e.open(t)
 	ctx := context.Background()
-	var before []string
-	if e.s.Objects != nil {
-		var err error
-		before, err = e.s.Objects(e.cfg)
-		ok(t, "objects", err)
-	}
+	unchanged := e.sameObjects(t)
 	badNames := []string{
 		"", "a\x00b", strings.Repeat("x", 10240), "../../etc/passwd", "/", "\xff\xfe",
 		"a//b", ".", "..", "a/", "/a", "a\nb", "a/../b", "a/./b", "\x7f", "tab\there",
@@ -61,13 +76,7 @@ func testBadInput(t *testing.T, e *env) {
 	cancel()
 	_, err = b.Mutex(cancelled, good)
 	is(t, "Mutex(cancelled ctx)", err, context.Canceled)
-	if e.s.Objects != nil {
-		after, err := e.s.Objects(e.cfg)
-		ok(t, "objects", err)
-		if !slices.Equal(before, after) {
-			t.Errorf("refused calls created objects: before %q, after %q", before, after)
-		}
-	}
+	unchanged()
 
 	m, err := b.Mutex(ctx, good)
 	ok(t, "Mutex", err)

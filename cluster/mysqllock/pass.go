@@ -1,8 +1,7 @@
 package mysqllock
 
 import (
-	"time"
-
+	"github.com/batonlock/baton/cluster/internal/sqlcommon"
 	bdriver "github.com/batonlock/baton/driver"
 )
 
@@ -26,12 +25,8 @@ func (m *mutex) Pass(gr bdriver.Grant) (bdriver.Grant, bool) {
 	if !ok || g.passes >= passTokens || !g.held || gr.Loss.Err() != nil {
 		return bdriver.Grant{}, false
 	}
-	c := &m.b.c
-	if time.Until(g.keeper.Deadline()) < c.TTL-c.Drift-c.RenewEvery {
-		return bdriver.Grant{}, false
-	}
-	loss := bdriver.NewLoss()
-	if !g.keeper.Pass(loss) {
+	loss, passed := sqlcommon.PassLease(g.keeper, &m.b.c)
+	if !passed {
 		return bdriver.Grant{}, false
 	}
 	// The connection is the hold's from here: this handle opens another

@@ -3,11 +3,11 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/sqlcommon"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
@@ -49,16 +49,7 @@ func (v *value) Load(ctx context.Context) ([]byte, uint64, error) {
 	var ver uint64
 	var data []byte
 	err := v.b.db.QueryRowContext(ctx, `SELECT version, data FROM `+v.b.t.value+` WHERE name = ?`, v.name).Scan(&ver, &data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, lease.CtxErr(ctx, err)
-	}
-	if data == nil {
-		data = []byte{}
-	}
-	return data, ver, nil
+	return sqlcommon.ValueRow(ctx, data, ver, err, sql.ErrNoRows)
 }
 
 func (v *value) CompareAndSwap(ctx context.Context, old uint64, data []byte) (uint64, error) {
@@ -100,18 +91,7 @@ func (v *value) CompareAndSwap(ctx context.Context, old uint64, data []byte) (ui
 func (v *value) Wait(ctx context.Context, ver uint64) ([]byte, uint64, error) {
 	p := v.b.valuePoller(v.name)
 	defer v.b.leaveValuePoller(v.name, p)
-	for {
-		ch := p.changed()
-		data, now, err := v.Load(ctx)
-		if err != nil || now != ver {
-			return data, now, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
-		case <-ch:
-		}
-	}
+	return sqlcommon.WaitValue(ctx, ver, p.changed, v.Load)
 }
 
 func (v *value) Close() error { return nil }

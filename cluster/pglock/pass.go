@@ -1,8 +1,7 @@
 package pglock
 
 import (
-	"time"
-
+	"github.com/batonlock/baton/cluster/internal/sqlcommon"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -28,12 +27,8 @@ func (d *mutexDriver) Pass(g driver.Grant) (driver.Grant, bool) {
 	if !ok || h.shared || h.keeper == nil || h.passes >= passTokens || h.loss.Err() != nil {
 		return driver.Grant{}, false
 	}
-	o := &d.b.o
-	if time.Until(h.keeper.Deadline()) < o.TTL-o.Drift-o.RenewEvery {
-		return driver.Grant{}, false
-	}
-	loss := driver.NewLoss()
-	if !h.keeper.Pass(loss) {
+	loss, passed := sqlcommon.PassLease(h.keeper, &d.b.o)
+	if !passed {
 		return driver.Grant{}, false
 	}
 	// The grant passed from is dead from here (the core holds no other

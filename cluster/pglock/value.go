@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/sqlcommon"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
@@ -54,16 +55,7 @@ func (v *valueDriver) Load(ctx context.Context) ([]byte, uint64, error) {
 	var ver int64
 	var data []byte
 	err := v.b.pool.QueryRow(ctx, v.b.q(valueLoadSQL), v.name).Scan(&ver, &data)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, lease.CtxErr(ctx, err)
-	}
-	if data == nil {
-		data = []byte{}
-	}
-	return data, uint64(ver), nil
+	return sqlcommon.ValueRow(ctx, data, uint64(ver), err, pgx.ErrNoRows)
 }
 
 func (v *valueDriver) CompareAndSwap(ctx context.Context, old uint64, data []byte) (uint64, error) {
@@ -106,17 +98,7 @@ func (v *valueDriver) Wait(ctx context.Context, ver uint64) ([]byte, uint64, err
 	wake := make(chan struct{}, 1)
 	v.b.lis.subscribe(v.payload, wake)
 	defer v.b.lis.unsubscribe(v.payload, wake)
-	for {
-		data, now, err := v.Load(ctx)
-		if err != nil || now != ver {
-			return data, now, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
-		case <-wake:
-		}
-	}
+	return sqlcommon.WaitValue(ctx, ver, func() <-chan struct{} { return wake }, v.Load)
 }
 
 func (v *valueDriver) Close() error { return nil }

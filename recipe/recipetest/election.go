@@ -39,6 +39,21 @@ func (e *env) election(t testing.TB, b baton.Backend, name string) *recipe.Elect
 	return el
 }
 
+// campaignLater campaigns for value in a goroutine, for a candidate that
+// waits behind a leader, and sends the leadership it got (nil when the
+// campaign failed, which fails the test).
+func campaignLater(t testing.TB, el *recipe.Election, value string) <-chan *recipe.Leadership {
+	elected := make(chan *recipe.Leadership, 1)
+	go func() {
+		l, err := el.Campaign(ctx20(t), []byte(value))
+		if err != nil {
+			t.Errorf("Campaign %q behind a leader: %v", value, err)
+		}
+		elected <- l
+	}()
+	return elected
+}
+
 // A candidate waits while another leads, is elected when it resigns, and
 // Leader and Observe follow.
 func testElectionHandover(t *testing.T, e *env) {
@@ -71,14 +86,7 @@ func testElectionHandover(t *testing.T, e *env) {
 	if string(got.Value) != "one" || got.Token != l1.Token() {
 		t.Fatalf("Leader = %q/%d, want one/%d", got.Value, got.Token, l1.Token())
 	}
-	elected := make(chan *recipe.Leadership, 1)
-	go func() {
-		l2, err := e2.Campaign(ctx20(t), []byte("two"))
-		if err != nil {
-			t.Errorf("second Campaign: %v", err)
-		}
-		elected <- l2
-	}()
+	elected := campaignLater(t, e2, "two")
 	select {
 	case <-elected:
 		t.Fatal("a second candidate was elected while the first leads")
@@ -137,14 +145,7 @@ func testResignTwice(t *testing.T, e *env) {
 	el, other := e.election(t, e.open(t), name), e.election(t, e.open(t), name)
 	l1, err := el.Campaign(ctx20(t), []byte("one"))
 	ok(t, "Campaign", err)
-	elected := make(chan *recipe.Leadership, 1)
-	go func() {
-		l2, err := el.Campaign(ctx20(t), []byte("two"))
-		if err != nil {
-			t.Errorf("second Campaign: %v", err)
-		}
-		elected <- l2
-	}()
+	elected := campaignLater(t, el, "two")
 	time.Sleep(50 * time.Millisecond)
 	ok(t, "Resign", l1.Resign(bg()))
 	l2 := <-elected

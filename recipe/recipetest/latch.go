@@ -161,12 +161,7 @@ func testLatchKill(t *testing.T, e *env) {
 	for range c {
 		ok(t, "CountDown", l.CountDown(bg()))
 	}
-	select {
-	case err := <-awaited:
-		ok(t, "Await", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("Await never returned after the count reached zero")
-	}
+	returns(t, 20*time.Second, "Await after the count reached zero", awaited)
 }
 
 // Waiters of a set barrier return when it is removed, not before.

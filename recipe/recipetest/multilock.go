@@ -26,6 +26,15 @@ func testMultiLock(t *testing.T, e *env) {
 	})
 }
 
+// multiLock opens the MultiLock of names on b, closed when the test ends.
+func (e *env) multiLock(t testing.TB, b baton.Backend, names []string) *recipe.MultiLock {
+	t.Helper()
+	ml, err := recipe.NewMultiLock(bg(), recipe.Parts(e.s.Name, b, names...)...)
+	ok(t, "NewMultiLock", err)
+	t.Cleanup(func() { _ = ml.Close() })
+	return ml
+}
+
 // names returns n names of the test, listed out of their sorted order.
 func (e *env) names(t *testing.T, n int) []string {
 	base := e.name(t)
@@ -72,9 +81,7 @@ func taken(t *testing.T, b baton.Backend, names ...string) {
 func testMultiOrder(t *testing.T, e *env) {
 	b, other := e.open(t), e.open(t)
 	names := e.names(t, 4)
-	ml, err := recipe.NewMultiLock(bg(), recipe.Parts(e.s.Name, b, names...)...)
-	ok(t, "NewMultiLock", err)
-	defer ml.Close()
+	ml := e.multiLock(t, b, names)
 	h, err := ml.Lock(bg())
 	ok(t, "Lock", err)
 	taken(t, other, names...)
@@ -113,9 +120,7 @@ func testMultiOrder(t *testing.T, e *env) {
 func testMultiTry(t *testing.T, e *env) {
 	b, other := e.open(t), e.open(t)
 	names := e.names(t, 3) // sorted order: names[2], names[1], names[0]
-	ml, err := recipe.NewMultiLock(bg(), recipe.Parts(e.s.Name, b, names...)...)
-	ok(t, "NewMultiLock", err)
-	defer ml.Close()
+	ml := e.multiLock(t, b, names)
 	for _, blocked := range []int{0, 1, 2} {
 		m, err := other.Mutex(bg(), names[blocked])
 		ok(t, "Mutex", err)
@@ -128,7 +133,7 @@ func testMultiTry(t *testing.T, e *env) {
 		ok(t, "Close", m.Close())
 		free(t, other, names...)
 	}
-	_, err = ml.TryLock(bg())
+	_, err := ml.TryLock(bg())
 	ok(t, "TryLock of free parts", err)
 	taken(t, other, names...)
 	ok(t, "Unlock", ml.Unlock(bg()))
@@ -138,9 +143,7 @@ func testMultiTry(t *testing.T, e *env) {
 func testMultiCancel(t *testing.T, e *env) {
 	b, other := e.open(t), e.open(t)
 	names := e.names(t, 3)
-	ml, err := recipe.NewMultiLock(bg(), recipe.Parts(e.s.Name, b, names...)...)
-	ok(t, "NewMultiLock", err)
-	defer ml.Close()
+	ml := e.multiLock(t, b, names)
 	m, err := other.Mutex(bg(), names[0]) // the last in the order
 	ok(t, "Mutex", err)
 	defer m.Close()
@@ -160,12 +163,7 @@ func testMultiCancel(t *testing.T, e *env) {
 	}()
 	time.Sleep(20 * time.Millisecond)
 	ok(t, "Unlock", m.Unlock(bg()))
-	select {
-	case err := <-got:
-		ok(t, "Lock once the part is free", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Lock never returned once the part was free")
-	}
+	returns(t, 30*time.Second, "Lock once the part is free", got)
 	ok(t, "Unlock", ml.Unlock(bg()))
 }
 
@@ -181,9 +179,7 @@ func testMultiLost(t *testing.T, e *env) {
 		t.Skip("the backend is not an Inspector")
 	}
 	names := e.names(t, 3)
-	ml, err := recipe.NewMultiLock(bg(), recipe.Parts(e.s.Name, b, names...)...)
-	ok(t, "NewMultiLock", err)
-	defer ml.Close()
+	ml := e.multiLock(t, b, names)
 	h, err := ml.Lock(bg())
 	ok(t, "Lock", err)
 	ctx, cancel := h.Context(bg())

@@ -151,6 +151,19 @@ func within(t testing.TB, d time.Duration, what string, f func()) {
 	}
 }
 
+// returns waits up to d for the result of a call made in the background
+// (what names it) and fails the test if the call failed or has not
+// returned.
+func returns(t testing.TB, d time.Duration, what string, res <-chan error) {
+	t.Helper()
+	select {
+	case err := <-res:
+		ok(t, what, err)
+	case <-time.After(d):
+		t.Fatalf("%s: not returned after %v", what, d)
+	}
+}
+
 func bg() context.Context { return context.Background() }
 
 // ctx20 returns a context that ends after 20 s or with the test, so that a
