@@ -55,6 +55,16 @@ func New(state *atomic.Uint64, fence, slot *uint64, gone *atomic.Bool, sync *ato
 	return &Lock{state: state, fence: fence, slot: slot, gone: gone, sync: sync, mask: mask, me: me}
 }
 
+// SlotOwner decodes the owner slot as read from the mapping (for
+// inspection): the owner of a hold taken by TryLock, and false when the
+// slot names none (no such hold, or one the driver gave).
+func SlotOwner(slot uint64) (owner uint64, ok bool) {
+	if slot == none || slot == Driver {
+		return 0, false
+	}
+	return slot - 1, true
+}
+
 // TryLock takes the word for owner if it is free and nobody waits, and
 // returns the new token.
 func (w *Lock) TryLock(owner uint64) (uint64, bool) {
