@@ -58,6 +58,14 @@ func BenchmarkUncontendedParts(b *testing.B) {
 		run(c, rawLock+"::text", []any{k}, &v)
 		run(c, rawUnlock, []any{k}, &ok)
 	})
+	// The floor of any design with a token and no lease: the lock and a
+	// draw of the sequence in one statement, and a plain unlock.
+	add("lock+token+plainunlock", func(c *pgx.Conn, k int64, _ string) {
+		var ok bool
+		var tok int64
+		run(c, `SELECT nextval('baton_token_seq') FROM (SELECT pg_advisory_lock($1)) l`, []any{k}, &tok)
+		run(c, rawUnlock, []any{k}, &ok)
+	})
 	// The lock part alone: the advisory lock and the two set_config.
 	add("lockpart+plainunlock", func(c *pgx.Conn, k int64, n string) {
 		var ok bool
