@@ -252,9 +252,6 @@ func (h *lockHandle) acquire(ctx context.Context, mode Mode, owner Owner, try bo
 		if !h.closed {
 			cause = ctx.Err()
 		}
-		if h.word != nil {
-			h.word.Releasing()
-		}
 		h.mu().Unlock()
 		rerr := h.d.Release(context.WithoutCancel(ctx), g)
 		h.mu().Lock()
@@ -388,18 +385,13 @@ func (h *lockHandle) close() error {
 	}
 	h.waitQuiet()
 	var err error
-	if w := h.word; w != nil {
-		// A hold of the handle on the word, or one being taken: Settle lets
-		// a TryLock write its token first (given back before, it would
-		// write that token over newer ones), and that Lock then finds the
-		// hold given back. Its owner's Unlock may be giving it back at this
-		// moment too: whichever comes second finds the word not the
-		// handle's any more, and Close does not mind.
-		w.Settle()
-		if w.HeldOnWord() {
-			if uerr := h.unlockWord(context.Background()); uerr != nil && !isAny(uerr, ErrLost, ErrClosed) {
-				err = uerr
-			}
+	if w := h.word; w != nil && w.HeldOnWord() {
+		// A hold of the handle on the word (or one being taken, whose Lock
+		// then finds it given back). Its owner's Unlock may be giving it
+		// back at this moment too: whichever comes second finds the word
+		// not the handle's any more, and Close does not mind.
+		if uerr := h.unlockWord(context.Background()); uerr != nil && !isAny(uerr, ErrLost, ErrClosed) {
+			err = uerr
 		}
 	}
 	if h.held {

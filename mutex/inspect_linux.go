@@ -44,10 +44,10 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 	lo := uint32(s)
 	if pid := int(lo & pidMask); pid != 0 {
 		h := baton.Holder{PID: pid, Token: baton.Token(last), Mode: "exclusive"}
-		// The owner slot names the Owner of a hold taken on the word, but
-		// not that of one the driver gave, which only the holding process
-		// knows. Owner 0 is the anonymous one.
-		if o, ok := word.SlotOwner(atomic.LoadUint64(m.slot())); ok && o != 0 {
+		// The owner slot holds the Owner of a hold taken on the word (0:
+		// none), or word.Driver for one the driver gave, whose owner only
+		// the holding process knows.
+		if o := atomic.LoadUint64(m.slot()); o != 0 && o != word.Driver {
 			h.Owner = strconv.FormatUint(o, 10)
 		}
 		info.Holders = append(info.Holders, h)
