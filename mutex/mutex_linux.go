@@ -38,6 +38,7 @@ type Mutex struct {
 	// The fields below are used only by the call in progress (one at a
 	// time), or by the file watch.
 	closed bool
+	tok    uint64         // the token of the last grant given, until released
 	watch  *ipc.ProcWatch // the owner last checked, nil if none
 	watchS uint64         // the owner pattern watch refers to
 	// The file's name (its path is built again at each check rather than
@@ -194,10 +195,11 @@ func (m *Mutex) check(mode driver.Mode) error {
 	return nil
 }
 
-// granted completes an acquisition: the holder alone writes the fence.
+// granted completes an acquisition. The fence moves by an add, as on the
+// word (word.Lock.TryLock), so it only grows.
 func (m *Mutex) granted(recovered bool) driver.Grant {
-	t := atomic.LoadUint64(m.fence()) + 1
-	*m.fence() = t
+	t := atomic.AddUint64(m.fence(), 1)
+	m.tok = t
 	return driver.Grant{Token: uint64(t), Recovered: recovered, Loss: m.loss}
 }
 
@@ -342,17 +344,25 @@ func (m *Mutex) unwatch() {
 	m.watch, m.watchS = nil, 0
 }
 
-// Release unlocks the grant g. If the lock is no longer g's (another process
-// took it over, believing this one dead), it returns an error matching
-// baton.ErrLost and changes nothing. Release works after Close too (see
-// driver.WordLocker).
+// Release unlocks the grant g. If the lock is no longer g's (another handle
+// holds it, or another process took it over, believing this one dead), it
+// returns an error matching baton.ErrLost and changes nothing. Release
+// works after Close too (see driver.WordLocker).
+//
+// The word names the handle, so a handle with handle bits need not compare
+// tokens (the fence may have moved past a hold's token: see word.Lock).
+// Handles without bits share one pattern in this process; each compares g
+// with the grant it was last given.
 func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
-	if atomic.LoadUint64(m.fence()) != uint64(g.Token) {
+	if m.wl == nil && uint64(g.Token) != m.tok {
 		return fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 	}
 	var err error
 	if !m.state().CompareAndSwap(m.me, 0) {
 		err = m.unlockSlow(g)
+	}
+	if err == nil && m.wl == nil {
+		m.tok = 0
 	}
 	if err == nil && m.gone.Load() {
 		// Unlocked a word nobody else opens any more.

@@ -22,10 +22,11 @@ const Driver = ^uint64(0)
 // handoff) mean the release must go through the driver.
 //
 // fence is the last token given and slot the owner of the hold within the
-// handle (0 for none, Driver for a driver grant). Both are in the shared
-// mapping beside the state and only the holder writes them: the
-// compare-and-swap that took the word orders those plain stores before any
-// other handle's or process's access.
+// handle (0 for none, Driver for a driver grant), both in the shared
+// mapping beside the state. The fence only grows, by atomic adds (see
+// TryLock). Only the holder writes the slot: the compare-and-swap that took
+// the word orders that plain store before any other handle's or process's
+// access.
 type Lock struct {
 	state *atomic.Uint64
 	fence *uint64
@@ -52,8 +53,12 @@ func (w *Lock) TryLock(owner uint64) (uint64, bool) {
 	if !w.state.CompareAndSwap(0, w.me) {
 		return 0, false
 	}
-	t := atomic.LoadUint64(w.fence) + 1
-	*w.fence = t
+	// An add, not a store of the token read plus one: Close (or an Unlock
+	// that lost a race with it) may give back a hold of this handle before
+	// its TryLock gets here, and a late store would put an old token over
+	// those of later holders. A hold taken from under a TryLock costs a
+	// token that nobody holds.
+	t := atomic.AddUint64(w.fence, 1)
 	*w.slot = owner
 	raceAcquire(w.sync)
 	return t, true
