@@ -170,8 +170,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultPrefix is the default key prefix.
-const DefaultPrefix = "baton:"
+// DefaultPrefix is the default key prefix, that of every Redis backend.
+const DefaultPrefix = redisnode.DefaultPrefix
 
 // options is what New and OpenURL make of their lease.Options.
 type options struct {
@@ -180,11 +180,8 @@ type options struct {
 }
 
 func buildOptions(opts []lease.Option) (options, error) {
-	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix, Accept: []lease.AnyKey{replicasKey, replicaTimeoutKey}}, opts)
+	c, err := redisnode.Config(opts, replicasKey, replicaTimeoutKey)
 	if err != nil {
-		return options{}, err
-	}
-	if err := redisnode.CheckPrefix(c.Prefix); err != nil {
 		return options{}, err
 	}
 	rep, err := buildReplication(&c)

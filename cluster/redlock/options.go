@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultPrefix is the default key prefix, the same as redislock's: the
-// baton command's status, ls and rm see the locks of both.
-const DefaultPrefix = "baton:"
+// DefaultPrefix is the default key prefix, that of every Redis backend:
+// the baton command's status, ls and rm see the locks of all of them.
+const DefaultPrefix = redisnode.DefaultPrefix
 
 // DefaultNodeTimeout is the default time a request waits for one node.
 const DefaultNodeTimeout = 50 * time.Millisecond
@@ -37,11 +37,8 @@ type options struct {
 }
 
 func buildOptions(opts []lease.Option) (options, error) {
-	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix, Accept: []lease.AnyKey{nodeTimeoutKey}}, opts)
+	c, err := redisnode.Config(opts, nodeTimeoutKey)
 	if err != nil {
-		return options{}, err
-	}
-	if err := redisnode.CheckPrefix(c.Prefix); err != nil {
 		return options{}, err
 	}
 	o := options{Config: c, nodeTimeout: min(DefaultNodeTimeout, c.TTL/10)}

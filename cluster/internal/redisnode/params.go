@@ -12,6 +12,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// DefaultPrefix is the key prefix of every Redis backend by default, so
+// that the baton command's status, ls and rm see the locks of all of them.
+const DefaultPrefix = "baton:"
+
+// Config builds the lease options of a Redis backend that also accepts
+// the keys of accept, and refuses a key prefix the keys cannot hold: '{'
+// or '}' would break the hash tag. (The common rules are those of
+// lease.WithPrefix.)
+func Config(opts []lease.Option, accept ...lease.AnyKey) (lease.Config, error) {
+	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix, Accept: accept}, opts)
+	if err != nil {
+		return lease.Config{}, err
+	}
+	if strings.ContainsAny(c.Prefix, "{}") {
+		return lease.Config{}, fmt.Errorf("%w: key prefix %q: '{' and '}' would break the hash tag", baton.ErrInvalidArgument, c.Prefix)
+	}
+	return c, nil
+}
+
 // Query reads the query of u for a backend's OpenURL: the common lease
 // parameters, then those that own reads and appends (the backend's), then
 // the shared password and TLS parameters, which it returns. It checks with
