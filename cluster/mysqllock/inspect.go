@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
-	"sort"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/listing"
 )
 
 // kinds maps the key prefix of a row to the kind of its object.
@@ -32,31 +32,22 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	var keys []string
+	var refs []listing.Ref
 	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		keys = append(keys, k)
+		if len(k) >= 3 && kinds[k[0]] != "" {
+			refs = append(refs, listing.Ref{Kind: kinds[k[0]], Name: k[2:]})
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	sort.Strings(keys)
-	out := make([]baton.Info, 0, len(keys))
-	for _, k := range keys {
-		if len(k) < 3 || kinds[k[0]] == "" {
-			continue
-		}
-		info, err := b.inspectKey(ctx, k)
-		if err == nil {
-			out = append(out, info)
-		}
-	}
-	return out, nil
+	return listing.Inspect(ctx, refs, b.Inspect)
 }
 
 func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/listing"
 )
 
 // The server's lock table (pg_locks) is what says who holds and who waits:
@@ -89,26 +90,15 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	type kn struct{ kind, name string }
-	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (kn, error) {
-		var v kn
-		return v, r.Scan(&v.kind, &v.name)
+	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (listing.Ref, error) {
+		var kind, name string
+		err := r.Scan(&kind, &name)
+		return listing.Ref{Kind: baton.Kind(kind), Name: name}, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]baton.Info, 0, len(all))
-	for _, v := range all {
-		info, err := b.Inspect(ctx, baton.Kind(v.kind), v.name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed meanwhile
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, info)
-	}
-	return out, nil
+	return listing.Inspect(ctx, refs, b.Inspect)
 }
 
 func notExist(kind baton.Kind, name string) error {

@@ -13,13 +13,14 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/listing"
 )
 
 var kinds = []baton.Kind{baton.KindMutex, baton.KindRWMutex, baton.KindSemaphore, baton.KindCond}
 
 // List returns every name of every kind under the prefix.
 func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
-	var out []baton.Info
+	var refs []listing.Ref
 	for _, k := range kinds {
 		names, err := req(b, ctx, func() ([]string, error) {
 			ns, _, err := b.c.Children(b.o.Prefix + "/" + string(k))
@@ -33,17 +34,10 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 			if err != nil {
 				continue // not a directory of ours
 			}
-			info, err := b.Inspect(ctx, k, name)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // removed meanwhile
-			}
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, info)
+			refs = append(refs, listing.Ref{Kind: k, Name: name})
 		}
 	}
-	return out, nil
+	return listing.Inspect(ctx, refs, b.Inspect)
 }
 
 // Inspect reads the queue of one name and works out who holds, by the

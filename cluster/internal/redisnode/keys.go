@@ -1,17 +1,13 @@
 package redisnode
 
 import (
-	"cmp"
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/listing"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -107,35 +103,17 @@ func ScanKeys(ctx context.Context, c redis.UniversalClient, pattern string) ([]s
 // valid, are passed over, and so are objects that inspect finds gone
 // (their keys expired since the scan).
 func InspectKeys(ctx context.Context, prefix string, keys []string, kind func(kk string) (baton.Kind, bool), inspect func(context.Context, baton.Kind, string) (baton.Info, error)) ([]baton.Info, error) {
-	type object struct {
-		kind baton.Kind
-		name string
-	}
-	seen := map[object]bool{}
-	var out []baton.Info
+	var refs []listing.Ref
 	for _, k := range keys {
 		kk, name, ok := ParseKey(prefix, k)
 		if !ok {
 			continue
 		}
-		o := object{name: name}
-		if o.kind, ok = kind(kk); !ok || seen[o] || baton.ValidateName(name) != nil {
-			continue
-		}
-		seen[o] = true
-		info, err := inspect(ctx, o.kind, name)
-		switch {
-		case err == nil:
-			out = append(out, info)
-		case errors.Is(err, fs.ErrNotExist):
-		default:
-			return nil, err
+		if k, ok := kind(kk); ok && baton.ValidateName(name) == nil {
+			refs = append(refs, listing.Ref{Kind: k, Name: name})
 		}
 	}
-	slices.SortFunc(out, func(x, y baton.Info) int {
-		return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Kind, y.Kind))
-	})
-	return out, nil
+	return listing.Inspect(ctx, refs, inspect)
 }
 
 // ParseMeta reads "pid host".
@@ -143,14 +121,4 @@ func ParseMeta(s string, h *baton.Holder) {
 	pid, host, _ := strings.Cut(s, " ")
 	h.PID, _ = strconv.Atoi(pid)
 	h.Host = host
-}
-
-// CheckPrefix refuses a key prefix that the keys of Redis backends cannot
-// hold: '{' or '}' would break the hash tag. (The common rules are those of
-// lease.WithPrefix.)
-func CheckPrefix(p string) error {
-	if strings.ContainsAny(p, "{}") {
-		return fmt.Errorf("%w: key prefix %q: '{' and '}' would break the hash tag", baton.ErrInvalidArgument, p)
-	}
-	return nil
 }
