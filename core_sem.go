@@ -41,33 +41,32 @@ func (s *semHandle) fail(op string, err error) error {
 }
 
 func (s *semHandle) Acquire(ctx context.Context, n int64) (Hold, error) {
-	if r := s.b.obs.Load(); r != nil {
-		return s.acquireObserved(r.o, "acquire", ctx, n, false)
-	}
-	if s.pool != nil {
+	if s.pool != nil && s.b.obs.Load() == nil {
 		if hd, ok := s.takePermits(ctx, n); ok {
 			return hd, nil
 		}
 	}
-	hd, err := s.acquire(ctx, n, false)
-	if err != nil {
-		return Hold{}, s.fail("acquire", err)
-	}
-	return hd, nil
+	return s.acquireOp("acquire", ctx, n, false)
 }
 
 func (s *semHandle) TryAcquire(ctx context.Context, n int64) (Hold, error) {
-	if r := s.b.obs.Load(); r != nil {
-		return s.acquireObserved(r.o, "tryacquire", ctx, n, true)
-	}
-	if s.pool != nil {
+	if s.pool != nil && s.b.obs.Load() == nil {
 		if hd, ok := s.takePermits(ctx, n); ok {
 			return hd, nil
 		}
 	}
-	hd, err := s.acquire(ctx, n, true)
+	return s.acquireOp("tryacquire", ctx, n, true)
+}
+
+// acquireOp is the rest of Acquire and TryAcquire, with its failure
+// wrapped: observed, or through the handle's queue and the driver.
+func (s *semHandle) acquireOp(op string, ctx context.Context, n int64, try bool) (Hold, error) {
+	if r := s.b.obs.Load(); r != nil {
+		return s.acquireObserved(r.o, op, ctx, n, try)
+	}
+	hd, err := s.acquire(ctx, n, try)
 	if err != nil {
-		return Hold{}, s.fail("tryacquire", err)
+		return Hold{}, s.fail(op, err)
 	}
 	return hd, nil
 }
