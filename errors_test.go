@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"testing"
 
 	"github.com/batonlock/baton/driver"
@@ -179,3 +180,36 @@ func TestErrors(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestErrorClass checks every class, through the wrapping a failed call
+// returns, and that the first class in ErrorClass's order wins.
+func TestErrorClass(t *testing.T) {
+	wrap := func(err error) error {
+		return &Error{Op: "lock", Backend: "fake", Kind: KindMutex, Name: "x", Err: err}
+	}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{wrap(ErrLocked), "locked"},
+		{wrap(context.Canceled), "canceled"},
+		{wrap(context.DeadlineExceeded), "deadline"},
+		{wrap(ErrLost), "lost"},
+		{wrap(ErrClosed), "closed"},
+		{wrap(ErrNotHeld), "not_held"},
+		{wrap(ErrInvalidName), "invalid"},
+		{wrap(ErrInvalidArgument), "invalid"},
+		{wrap(ErrUpgrade), "upgrade"},
+		{wrap(ErrMismatch), "mismatch"},
+		{wrap(ErrUnsupported), "unsupported"},
+		{wrap(fs.ErrNotExist), "not_found"},
+		{wrap(errors.New("boom")), "other"},
+		{errors.Join(ErrLost, ErrLocked), "locked"},
+		{errors.Join(fs.ErrNotExist, context.Canceled), "canceled"},
+	} {
+		if got := ErrorClass(c.err); got != c.want {
+			t.Errorf("ErrorClass(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}

@@ -136,33 +136,34 @@ func (m multiObserver) Observe(e Event) {
 // "canceled", "deadline", "lost", "closed", "not_held", "invalid",
 // "upgrade", "mismatch", "unsupported", "not_found" or "other".
 func ErrorClass(err error) string {
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
-	case errors.Is(err, ErrLocked):
-		return "locked"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline"
-	case errors.Is(err, ErrLost):
-		return "lost"
-	case errors.Is(err, ErrClosed):
-		return "closed"
-	case errors.Is(err, ErrNotHeld):
-		return "not_held"
-	case errors.Is(err, ErrInvalidName), errors.Is(err, ErrInvalidArgument):
-		return "invalid"
-	case errors.Is(err, ErrUpgrade):
-		return "upgrade"
-	case errors.Is(err, ErrMismatch):
-		return "mismatch"
-	case errors.Is(err, ErrUnsupported):
-		return "unsupported"
-	case errors.Is(err, fs.ErrNotExist):
-		return "not_found"
+	}
+	for _, c := range errorClasses {
+		if errors.Is(err, c.err) {
+			return c.class
+		}
 	}
 	return "other"
+}
+
+// errorClasses are the classes of ErrorClass, the first match winning.
+var errorClasses = []struct {
+	err   error
+	class string
+}{
+	{ErrLocked, "locked"},
+	{context.Canceled, "canceled"},
+	{context.DeadlineExceeded, "deadline"},
+	{ErrLost, "lost"},
+	{ErrClosed, "closed"},
+	{ErrNotHeld, "not_held"},
+	{ErrInvalidName, "invalid"},
+	{ErrInvalidArgument, "invalid"},
+	{ErrUpgrade, "upgrade"},
+	{ErrMismatch, "mismatch"},
+	{ErrUnsupported, "unsupported"},
+	{fs.ErrNotExist, "not_found"},
 }
 
 // observerRef boxes the Observer so that one atomic pointer holds it.
