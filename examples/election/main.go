@@ -61,6 +61,20 @@ func main() {
 	}
 }
 
+// join opens a Backend of its own and the election on it, as a process of
+// its own would; leave closes both.
+func join(ctx context.Context, backend, dir, name string) (el *recipe.Election, leave func(), err error) {
+	b, err := open(ctx, backend, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if el, err = recipe.NewElection(ctx, b, name); err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	return el, func() { el.Close(); b.Close() }, nil
+}
+
 func run(backend string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -71,16 +85,11 @@ func run(backend string) error {
 	defer os.RemoveAll(dir)
 	name := fmt.Sprintf("examples/election/%d", os.Getpid())
 
-	ob, err := open(ctx, backend, dir)
+	observer, leave, err := join(ctx, backend, dir, name)
 	if err != nil {
 		return err
 	}
-	defer ob.Close()
-	observer, err := recipe.NewElection(ctx, ob, name)
-	if err != nil {
-		return err
-	}
-	defer observer.Close()
+	defer leave()
 	octx, stopObserving := context.WithCancel(ctx)
 	defer stopObserving()
 	observed := make(chan struct{})
@@ -101,16 +110,11 @@ func run(backend string) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	for i := range 3 {
-		b, err := open(ctx, backend, dir)
+		el, leave, err := join(ctx, backend, dir, name)
 		if err != nil {
 			return err
 		}
-		defer b.Close()
-		el, err := recipe.NewElection(ctx, b, name)
-		if err != nil {
-			return err
-		}
-		defer el.Close()
+		defer leave()
 		wg.Go(func() {
 			me := fmt.Sprintf("candidate-%d", i)
 			l, err := el.Campaign(ctx, []byte(me)) // waits until leader
