@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/closing"
 )
 
 // NewBackend wraps a driver.Backend in the core, which gives every backend the
@@ -211,22 +212,20 @@ func (b *coreBackend) Cond(ctx context.Context, name string) (Cond, error) {
 // the driver. Later calls return nil. The error joins those of the
 // handles' Close and the driver's.
 func (b *coreBackend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	var handles []closer
+	if !closing.First(&b.mu, &b.closed, func() {
+		handles = make([]closer, 0, len(b.locks)+len(b.others))
+		for h := range b.locks {
+			handles = append(handles, h)
+		}
+		for h := range b.others {
+			handles = append(handles, h)
+		}
+		clear(b.locks)
+		clear(b.others)
+	}) {
 		return nil
 	}
-	b.closed = true
-	handles := make([]closer, 0, len(b.locks)+len(b.others))
-	for h := range b.locks {
-		handles = append(handles, h)
-	}
-	for h := range b.others {
-		handles = append(handles, h)
-	}
-	clear(b.locks)
-	clear(b.others)
-	b.mu.Unlock()
 	var errs []error
 	for _, h := range handles {
 		if err := h.close(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/closing"
 	"github.com/batonlock/baton/internal/shm"
 	"github.com/batonlock/baton/ipc"
 )
@@ -389,20 +390,17 @@ func (c *Cond) foreignDead(v uint64) bool {
 // Close wakes the Waits in progress on this handle (they return ErrClosed
 // and withdraw) and unmaps the condition variable.
 func (c *Cond) Close() error {
-	c.amu.Lock()
-	if c.closed {
-		c.amu.Unlock()
+	if !closing.First(&c.amu, &c.closed, func() {
+		for w := range c.mine {
+			c.kick(w.slot)
+		}
+		for k, w := range c.watches {
+			w.Close()
+			delete(c.watches, k)
+		}
+	}) {
 		return nil
 	}
-	c.closed = true
-	for w := range c.mine {
-		c.kick(w.slot)
-	}
-	for k, w := range c.watches {
-		w.Close()
-		delete(c.watches, k)
-	}
-	c.amu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Registrations prepared but never waited on.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/sleep"
 )
 
 // The file has two slots, one block apart so that a torn write of one
@@ -184,12 +185,8 @@ func (f *File) lock(ctx context.Context, mode int) error {
 		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
 			return &os.PathError{Op: "flock", Path: f.path, Err: err}
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep.For(ctx, wait); err != nil {
+			return err
 		}
 		wait = min(2*wait, 16*time.Millisecond)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/closing"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -251,18 +252,15 @@ func (h *handle) file() (*lockFile, error) {
 
 // close closes the lock file and then runs more, the first time only.
 func (h *handle) close(more func() error) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	err := h.lf.close()
-	if more != nil {
-		if merr := more(); err == nil {
-			err = merr
+	var err error
+	closing.First(&h.mu, &h.closed, func() {
+		err = h.lf.close()
+		if more != nil {
+			if merr := more(); err == nil {
+				err = merr
+			}
 		}
-	}
+	})
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/closing"
 )
 
 // cond is a Cond handle. A waiter is a row of the cond table (its id is the
@@ -201,14 +202,9 @@ func (c *cond) kickSelf() {
 }
 
 func (c *cond) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !closing.First(&c.mu, &c.closed, func() { close(c.done) }) {
 		return nil
 	}
-	c.closed = true
-	close(c.done)
-	c.mu.Unlock()
 	c.wg.Wait()
 	c.b.untrack(c)
 	return nil

@@ -167,6 +167,7 @@ import (
 	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/closing"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -333,14 +334,10 @@ func (d *backend) OpenCond(ctx context.Context, name string) (driver.Cond, error
 }
 
 func (d *backend) Close() error {
-	d.closeMu.Lock()
-	if d.closed {
-		d.closeMu.Unlock()
+	var closers []io.Closer
+	if !closing.First(&d.closeMu, &d.closed, func() { closers = d.closers }) {
 		return nil
 	}
-	d.closed = true
-	closers := d.closers
-	d.closeMu.Unlock()
 	err := d.n.close()
 	if e := d.closeValues(); e != nil && err == nil {
 		err = e

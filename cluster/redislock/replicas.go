@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/internal/sleep"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -137,12 +138,8 @@ func (d *backend) run(ctx context.Context, s *redis.Script, keys []string, args 
 		// A slot moving between Cluster masters: go-redis follows the
 		// redirection for lone commands; this pipeline goes to one node,
 		// so it follows it itself.
-		t := time.NewTimer(time.Duration(min(attempt+1, 10)) * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, false, ctx.Err()
-		case <-t.C:
+		if err := sleep.For(ctx, time.Duration(min(attempt+1, 10))*time.Millisecond); err != nil {
+			return nil, false, err
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/internal/sleep"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -60,12 +61,8 @@ func (d *backend) awaitReady(ctx context.Context, marker string) error {
 		if err != nil || left == 0 {
 			return err
 		}
-		t := time.NewTimer(left)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep.For(ctx, left); err != nil {
+			return err
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/closing"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -147,15 +148,14 @@ func errRedlockOnly(kind string) error {
 }
 
 func (r *rlDriver) Close() error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	var subs []*redis.PubSub
+	var closers []io.Closer
+	if !closing.First(&r.mu, &r.closed, func() {
+		subs, closers = r.subs, r.closers
+		r.subs = nil
+	}) {
 		return nil
 	}
-	r.closed = true
-	subs, closers := r.subs, r.closers
-	r.subs = nil
-	r.mu.Unlock()
 	for _, ps := range subs {
 		_ = ps.Close()
 	}
