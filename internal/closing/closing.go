@@ -13,14 +13,13 @@ import "sync"
 // must not race with the readers of *closed.
 func First(mu *sync.Mutex, closed *bool, take func()) bool {
 	mu.Lock()
+	defer mu.Unlock()
 	if *closed {
-		mu.Unlock()
 		return false
 	}
 	*closed = true
 	if take != nil {
 		take()
 	}
-	mu.Unlock()
 	return true
 }
