@@ -28,11 +28,7 @@ func testValue(t *testing.T, e *env) {
 		is(t, "Value of a backend without values", err, baton.ErrUnsupported)
 		return
 	}
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T, *env)
-		need bool
-	}{
+	e.run(t, []subtest{
 		{"Basics", testValueBasics, true},
 		{"BadInput", testValueBadInput, true},
 		{"Counter", testValueCounter, true},
@@ -40,11 +36,7 @@ func testValue(t *testing.T, e *env) {
 		{"Close", testValueClose, true},
 		{"CrossProcess", testValueCrossProcess, e.s.Caps.CrossProcess},
 		{"Kill", testValueKill, e.s.Caps.CrossProcess},
-	} {
-		if tc.need {
-			t.Run(tc.name, func(t *testing.T) { tc.fn(t, e) })
-		}
-	}
+	})
 }
 
 // counterData is the data of a counter at n: the count and a filler that
