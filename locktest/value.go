@@ -369,12 +369,8 @@ func testValueClose(t *testing.T, e *env) {
 		time.Sleep(time.Duration(1+rand.IntN(10)) * time.Millisecond)
 		ok(t, "Close", v.Close())
 		wg.Wait()
-		select {
-		case err := <-waiting:
-			is(t, "Wait on a closing handle", err, baton.ErrClosed)
-		case <-time.After(10 * time.Second):
-			t.Fatal("Wait did not end when its handle closed")
-		}
+		err = result(t, waiting, 10*time.Second, "Wait did not end when its handle closed")
+		is(t, "Wait on a closing handle", err, baton.ErrClosed)
 		_, _, err = v.Load(ctx)
 		is(t, "Load after Close", err, baton.ErrClosed)
 		_, err = v.CompareAndSwap(ctx, 0, nil)
