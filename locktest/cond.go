@@ -40,12 +40,8 @@ func testCondBasics(t *testing.T, e *env) {
 	ready.Store(true)
 	ok(t, "Signal", c.Signal(ctx))
 	ok(t, "Unlock", m.Unlock(ctx))
-	select {
-	case err := <-done:
-		ok(t, "waiter", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Signal did not wake the waiter")
-	}
+	err = result(t, done, 5*time.Second, "Signal did not wake the waiter")
+	ok(t, "waiter", err)
 
 	// Broadcast wakes every waiter.
 	const n = 3

@@ -170,12 +170,7 @@ func helperLocker(b baton.Backend, a helperArgs) error {
 		return err
 	}
 	defer f.Close()
-	open := func() (baton.Mutex, error) {
-		if a.ReadPercent > 0 {
-			return b.RWMutex(ctx, a.Name)
-		}
-		return b.Mutex(ctx, a.Name)
-	}
+	open := func() (baton.Mutex, error) { return openMutex(ctx, b, a.Name, a.ReadPercent > 0) }
 	return runWorkers(a, open, func(m baton.Mutex, who string, hist *History) error {
 		read := a.ReadPercent > 0 && rand.IntN(100) < a.ReadPercent
 		var hd baton.Hold
@@ -279,44 +274,38 @@ func helperSem(b baton.Backend, a helperArgs) error {
 // and keeps it until it is killed or HoldFor has passed.
 func helperHold(b baton.Backend, a helperArgs) error {
 	ctx := context.Background()
-	var tok baton.Token
-	switch a.Kind {
-	case "sem":
+	var h baton.Hold
+	if a.Kind == "sem" {
 		s, err := b.Semaphore(ctx, a.Name, a.Capacity)
 		if err != nil {
 			return err
 		}
-		h, err := s.Acquire(ctx, a.MaxN)
+		if h, err = s.Acquire(ctx, a.MaxN); err != nil {
+			return err
+		}
+	} else {
+		m, err := openMutex(ctx, b, a.Name, a.Kind == "rw")
 		if err != nil {
 			return err
 		}
-		tok = h.Token()
-	case "rw":
-		rw, err := b.RWMutex(ctx, a.Name)
-		if err != nil {
+		if h, err = m.Lock(ctx); err != nil {
 			return err
 		}
-		h, err := rw.Lock(ctx)
-		if err != nil {
-			return err
-		}
-		tok = h.Token()
-	default:
-		m, err := b.Mutex(ctx, a.Name)
-		if err != nil {
-			return err
-		}
-		h, err := m.Lock(ctx)
-		if err != nil {
-			return err
-		}
-		tok = h.Token()
 	}
-	fmt.Printf("held %d\n", tok)
+	fmt.Printf("held %d\n", h.Token())
 	hold := a.HoldFor
 	if hold == 0 {
 		hold = time.Hour
 	}
 	time.Sleep(hold)
 	return nil
+}
+
+// openMutex opens name as an RWMutex when rw is set, else as a Mutex; the
+// Lock of an RWMutex is its write lock.
+func openMutex(ctx context.Context, b baton.Backend, name string, rw bool) (baton.Mutex, error) {
+	if rw {
+		return b.RWMutex(ctx, name)
+	}
+	return b.Mutex(ctx, name)
 }

@@ -140,11 +140,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 		s.Caps.CancelBound = 50 * time.Millisecond
 	}
 	e := &env{s: s, cfg: cfg}
-	tests := []struct {
-		name string
-		fn   func(*testing.T, *env)
-		need bool
-	}{
+	e.run(t, []subtest{
 		{"BadInput", testBadInput, true},
 		{"MutexBasics", testMutexBasics, true},
 		{"Reentrancy", testReentrancy, true},
@@ -171,26 +167,46 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"CrossProcessSemaphore", testCrossProcessSem, s.Caps.CrossProcess && s.Caps.Semaphore},
 		{"KillHolder", testKillHolder, s.Caps.CrossProcess && s.Caps.KillBound > 0},
 		{"Value", testValue, true},
-	}
+	}, checkLeaks)
+}
+
+// subtest is a test of the suite, run when need is set.
+type subtest struct {
+	name string
+	fn   func(*testing.T, *env)
+	need bool
+}
+
+// run runs the tests that are needed as subtests of t, each after the
+// setups given.
+func (e *env) run(t *testing.T, tests []subtest, setup ...func(*testing.T)) {
 	for _, tc := range tests {
 		if !tc.need {
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			g0, fd0 := runtime.NumGoroutine(), openFDs()
-			// Registered first, so it runs after the test's own cleanups
-			// have closed what it opened.
-			t.Cleanup(func() {
-				if t.Failed() {
-					return
-				}
-				if err := settle(g0, fd0, 5*time.Second); err != nil {
-					t.Errorf("leak: %v", err)
-				}
-			})
+			for _, f := range setup {
+				f(t)
+			}
 			tc.fn(t, e)
 		})
 	}
+}
+
+// checkLeaks fails t, unless it failed already, when its goroutines and
+// fds are not back to their number at its start after its cleanups.
+func checkLeaks(t *testing.T) {
+	g0, fd0 := runtime.NumGoroutine(), openFDs()
+	// Registered first, so it runs after the test's own cleanups
+	// have closed what it opened.
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		if err := settle(g0, fd0, 5*time.Second); err != nil {
+			t.Errorf("leak: %v", err)
+		}
+	})
 }
 
 // env is what the tests share.

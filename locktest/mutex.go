@@ -15,12 +15,20 @@ import (
 // Mutex tests: basics, reentrancy, goroutines sharing a handle,
 // cancellation, fencing and Close.
 
-func testMutexBasics(t *testing.T, e *env) {
+// twoMutexes opens the backend of a test and two handles of one Mutex
+// name of its own on it.
+func (e *env) twoMutexes(t *testing.T) (ctx context.Context, name string, m1, m2 baton.Mutex) {
+	t.Helper()
 	b, ctx, name := e.start(t)
 	m1, err := b.Mutex(ctx, name)
 	ok(t, "Mutex", err)
-	m2, err := b.Mutex(ctx, name)
+	m2, err = b.Mutex(ctx, name)
 	ok(t, "Mutex", err)
+	return ctx, name, m1, m2
+}
+
+func testMutexBasics(t *testing.T, e *env) {
+	ctx, name, m1, m2 := e.twoMutexes(t)
 	if m1.Name() != name {
 		t.Errorf("Name() = %q, want %q", m1.Name(), name)
 	}
@@ -94,18 +102,10 @@ func testReentrancy(t *testing.T, e *env) {
 	}
 	unlocked := make(chan error, 1)
 	go func() { unlocked <- m.Unlock(o1) }()
-	select {
-	case err := <-unlocked:
-		ok(t, "last Unlock o1", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the owner's last Unlock hangs while another goroutine waits")
-	}
-	select {
-	case err := <-waited:
-		ok(t, "waiter after the owner's last Unlock", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter did not get the lock after the owner's last Unlock")
-	}
+	err = result(t, unlocked, 5*time.Second, "the owner's last Unlock hangs while another goroutine waits")
+	ok(t, "last Unlock o1", err)
+	err = result(t, waited, 5*time.Second, "waiter did not get the lock after the owner's last Unlock")
+	ok(t, "waiter after the owner's last Unlock", err)
 	ok(t, "Unlock", m.Unlock(ctx))
 
 	// Without an owner a second Lock waits, like sync.Mutex.
@@ -119,11 +119,7 @@ func testReentrancy(t *testing.T, e *env) {
 }
 
 func testSharedHandle(t *testing.T, e *env) {
-	b, ctx, name := e.start(t)
-	m, err := b.Mutex(ctx, name)
-	ok(t, "Mutex", err)
-	other, err := b.Mutex(ctx, name)
-	ok(t, "Mutex", err)
+	ctx, _, m, other := e.twoMutexes(t)
 	const workers, iters = 6, 60
 	var (
 		plain  int // guarded by the lock itself: the race detector checks the core's ordering
@@ -168,12 +164,8 @@ func testSharedHandle(t *testing.T, e *env) {
 }
 
 func testCancel(t *testing.T, e *env) {
-	b, ctx, name := e.start(t)
-	m1, err := b.Mutex(ctx, name)
-	ok(t, "Mutex", err)
-	m2, err := b.Mutex(ctx, name)
-	ok(t, "Mutex", err)
-	_, err = m1.Lock(ctx)
+	ctx, _, m1, m2 := e.twoMutexes(t)
+	_, err := m1.Lock(ctx)
 	ok(t, "Lock", err)
 	for _, same := range []bool{false, true} {
 		waiter := m2
@@ -263,12 +255,8 @@ func testClose(t *testing.T, e *env) {
 	go func() { _, err := m.Lock(ctx); done <- err }()
 	time.Sleep(20 * time.Millisecond)
 	ok(t, "Close handle", m.Close())
-	select {
-	case err := <-done:
-		is(t, "waiter of a closed handle", err, baton.ErrClosed)
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter of a closed handle did not return")
-	}
+	err = result(t, done, 5*time.Second, "waiter of a closed handle did not return")
+	is(t, "waiter of a closed handle", err, baton.ErrClosed)
 	_, err = m.Lock(ctx)
 	is(t, "Lock after Close", err, baton.ErrClosed)
 	m2, err := b.Mutex(ctx, name)

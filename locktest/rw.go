@@ -59,12 +59,8 @@ func testRWBasics(t *testing.T, e *env) {
 	}
 	is(t, "Unlock after Downgrade", r1.Unlock(ctx), baton.ErrNotHeld)
 	ok(t, "RUnlock after Downgrade", r1.RUnlock(ctx))
-	select {
-	case err := <-wDone:
-		ok(t, "waiting writer", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiting writer did not get the lock after the reader left")
-	}
+	err = result(t, wDone, 5*time.Second, "waiting writer did not get the lock after the reader left")
+	ok(t, "waiting writer", err)
 	ok(t, "Unlock", r3.Unlock(ctx))
 
 	_, err = r1.Downgrade(ctx)

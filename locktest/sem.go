@@ -46,11 +46,7 @@ func testSemBasics(t *testing.T, e *env) {
 	go func() { _, err := s2.Acquire(ctx, 2); done <- err }()
 	time.Sleep(20 * time.Millisecond)
 	ok(t, "Release 3", s.Release(ctx, 3))
-	select {
-	case err := <-done:
-		ok(t, "waiter", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter not served after Release")
-	}
+	err = result(t, done, 5*time.Second, "waiter not served after Release")
+	ok(t, "waiter", err)
 	ok(t, "Release", s2.Release(ctx, 2))
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonlock/baton"
 )
@@ -101,4 +102,17 @@ func testBadInput(t *testing.T, e *env) {
 		is(t, "Wait(nil lock)", c.Wait(ctx, nil), baton.ErrInvalidArgument)
 		is(t, "Wait(unheld lock)", c.Wait(ctx, m), baton.ErrNotHeld)
 	}
+}
+
+// result waits up to d for the error of a call made in the background and
+// returns it; the test fails with late if the call has not returned by then.
+func result(t *testing.T, res <-chan error, d time.Duration, late string) error {
+	t.Helper()
+	select {
+	case err := <-res:
+		return err
+	case <-time.After(d):
+		t.Fatal(late)
+	}
+	return nil
 }

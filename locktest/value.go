@@ -28,11 +28,7 @@ func testValue(t *testing.T, e *env) {
 		is(t, "Value of a backend without values", err, baton.ErrUnsupported)
 		return
 	}
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T, *env)
-		need bool
-	}{
+	e.run(t, []subtest{
 		{"Basics", testValueBasics, true},
 		{"BadInput", testValueBadInput, true},
 		{"Counter", testValueCounter, true},
@@ -40,11 +36,7 @@ func testValue(t *testing.T, e *env) {
 		{"Close", testValueClose, true},
 		{"CrossProcess", testValueCrossProcess, e.s.Caps.CrossProcess},
 		{"Kill", testValueKill, e.s.Caps.CrossProcess},
-	} {
-		if tc.need {
-			t.Run(tc.name, func(t *testing.T) { tc.fn(t, e) })
-		}
-	}
+	})
 }
 
 // counterData is the data of a counter at n: the count and a filler that
@@ -377,12 +369,8 @@ func testValueClose(t *testing.T, e *env) {
 		time.Sleep(time.Duration(1+rand.IntN(10)) * time.Millisecond)
 		ok(t, "Close", v.Close())
 		wg.Wait()
-		select {
-		case err := <-waiting:
-			is(t, "Wait on a closing handle", err, baton.ErrClosed)
-		case <-time.After(10 * time.Second):
-			t.Fatal("Wait did not end when its handle closed")
-		}
+		err = result(t, waiting, 10*time.Second, "Wait did not end when its handle closed")
+		is(t, "Wait on a closing handle", err, baton.ErrClosed)
 		_, _, err = v.Load(ctx)
 		is(t, "Load after Close", err, baton.ErrClosed)
 		_, err = v.CompareAndSwap(ctx, 0, nil)

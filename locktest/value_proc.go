@@ -36,12 +36,8 @@ func testValueCrossProcess(t *testing.T, e *env) {
 	for range procs {
 		ps = append(ps, spawn(t, e, "value-cas", helperArgs{Name: name, Handles: handles, Goroutines: goroutines, Iterations: per}))
 	}
-	select {
-	case err := <-woke:
-		ok(t, "Wait for a write by another process", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Wait did not wake on a write by another process")
-	}
+	err = result(t, woke, 30*time.Second, "Wait did not wake on a write by another process")
+	ok(t, "Wait for a write by another process", err)
 	for _, p := range ps {
 		p.wait(t)
 	}

@@ -14,23 +14,10 @@ import (
 	"github.com/batonlock/baton/recipe"
 )
 
-func init() {
-	roles["member"] = roleMember
-}
-
-func testDoubleBarrier(t *testing.T, e *env) {
-	t.Run("BadInput", func(t *testing.T) { testDoubleBadInput(t, e) })
-	t.Run("Rounds", func(t *testing.T) { testDoubleRounds(t, e) })
-	t.Run("KillInside", func(t *testing.T) { testDoubleKillInside(t, e) })
-	t.Run("KillWhileFilling", func(t *testing.T) { testDoubleKillFilling(t, e) })
-}
-
 func (e *env) doubleBarrier(t testing.TB, b baton.Backend, name string, n int) *recipe.DoubleBarrier {
 	t.Helper()
 	d, err := recipe.NewDoubleBarrier(bg(), b, name, n)
-	ok(t, "NewDoubleBarrier", err)
-	t.Cleanup(func() { _ = d.Close() })
-	return d
+	return closeAtEnd(t, "NewDoubleBarrier", d, err)
 }
 
 // n members go through rounds: none returns from Enter before all n

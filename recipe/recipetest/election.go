@@ -19,24 +19,10 @@ import (
 	"github.com/batonlock/baton/recipe"
 )
 
-func init() {
-	roles["leader"] = roleLeader
-}
-
-func testElection(t *testing.T, e *env) {
-	t.Run("Handover", func(t *testing.T) { testElectionHandover(t, e) })
-	t.Run("ResignTwice", func(t *testing.T) { testResignTwice(t, e) })
-	t.Run("Hammer", func(t *testing.T) { testElectionHammer(t, e) })
-	t.Run("KillLeader", func(t *testing.T) { testKillLeader(t, e) })
-	t.Run("PausedLeader", func(t *testing.T) { testPausedLeader(t, e) })
-}
-
 func (e *env) election(t testing.TB, b baton.Backend, name string) *recipe.Election {
 	t.Helper()
 	el, err := recipe.NewElection(bg(), b, name)
-	ok(t, "NewElection", err)
-	t.Cleanup(func() { _ = el.Close() })
-	return el
+	return closeAtEnd(t, "NewElection", el, err)
 }
 
 // campaignLater campaigns for value in a goroutine, for a candidate that

@@ -14,7 +14,11 @@ import (
 // one role of roles against the suite's backend, talking to the test over
 // standard output (one line per event) and standard input (closed: stop).
 
-var roles = map[string]func(e *env, arg string) error{}
+var roles = map[string]func(e *env, arg string) error{
+	"leader":    roleLeader,
+	"countdown": roleCountdown,
+	"member":    roleMember,
+}
 
 func runHelper(role string, suites []Suite) int {
 	suiteName, role, _ := strings.Cut(role, "/")

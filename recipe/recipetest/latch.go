@@ -12,22 +12,10 @@ import (
 	"github.com/batonlock/baton/recipe"
 )
 
-func init() {
-	roles["countdown"] = roleCountdown
-}
-
-func testLatch(t *testing.T, e *env) {
-	t.Run("Hammer", func(t *testing.T) { testLatchHammer(t, e) })
-	t.Run("KillMember", func(t *testing.T) { testLatchKill(t, e) })
-	t.Run("Barrier", func(t *testing.T) { testBarrier(t, e) })
-}
-
 func (e *env) latch(t testing.TB, b baton.Backend, name string) *recipe.Latch {
 	t.Helper()
 	l, err := recipe.NewLatch(bg(), b, name)
-	ok(t, "NewLatch", err)
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return closeAtEnd(t, "NewLatch", l, err)
 }
 
 // Goroutines of several Backends count down concurrently: no count is

@@ -15,24 +15,17 @@ import (
 	"github.com/batonlock/baton/recipe"
 )
 
-func testMultiLock(t *testing.T, e *env) {
-	t.Run("Order", func(t *testing.T) { testMultiOrder(t, e) })
-	t.Run("TryLockAllOrNothing", func(t *testing.T) { testMultiTry(t, e) })
-	t.Run("CancelReleases", func(t *testing.T) { testMultiCancel(t, e) })
-	t.Run("LostPart", func(t *testing.T) { testMultiLost(t, e) })
-	t.Run("Hammer", func(t *testing.T) {
-		b1, b2 := e.open(t), e.open(t)
-		Hammer(t, []Store{{Name: e.s.Name, Backends: []baton.Backend{b1, b2}}}, e.name(t), 5, 8, 2*time.Second)
-	})
+// testMultiHammer runs Hammer on two Backends of the suite's store.
+func testMultiHammer(t *testing.T, e *env) {
+	b1, b2 := e.open(t), e.open(t)
+	Hammer(t, []Store{{Name: e.s.Name, Backends: []baton.Backend{b1, b2}}}, e.name(t), 5, 8, 2*time.Second)
 }
 
 // multiLock opens the MultiLock of names on b, closed when the test ends.
 func (e *env) multiLock(t testing.TB, b baton.Backend, names []string) *recipe.MultiLock {
 	t.Helper()
 	ml, err := recipe.NewMultiLock(bg(), recipe.Parts(e.s.Name, b, names...)...)
-	ok(t, "NewMultiLock", err)
-	t.Cleanup(func() { _ = ml.Close() })
-	return ml
+	return closeAtEnd(t, "NewMultiLock", ml, err)
 }
 
 // names returns n names of the test, listed out of their sorted order.

@@ -80,12 +80,57 @@ func Main(m *testing.M, suites ...Suite) {
 // Run runs the whole suite for s against the backend at cfg.
 func Run(t *testing.T, s Suite, cfg string) {
 	e := &env{s: s, cfg: cfg}
-	t.Run("MultiLock", func(t *testing.T) { testMultiLock(t, e) })
-	// The other recipes keep their state in a Value; a backend without one
-	// refuses them with ErrUnsupported, which is all there is to test.
-	t.Run("Election", func(t *testing.T) { e.needValue(t); testElection(t, e) })
-	t.Run("Latch", func(t *testing.T) { e.needValue(t); testLatch(t, e) })
-	t.Run("DoubleBarrier", func(t *testing.T) { e.needValue(t); testDoubleBarrier(t, e) })
+	for _, r := range recipes {
+		t.Run(r.name, func(t *testing.T) {
+			if r.needValue {
+				e.needValue(t)
+			}
+			for _, tc := range r.tests {
+				t.Run(tc.name, func(t *testing.T) { tc.fn(t, e) })
+			}
+		})
+	}
+}
+
+// recipes lists the tests of the suite by recipe.
+var recipes = []struct {
+	name string
+	// needValue: the recipe keeps its state in a Value; a backend without
+	// one refuses it with ErrUnsupported, which is all there is to test.
+	needValue bool
+	tests     []subtest
+}{
+	{"MultiLock", false, []subtest{
+		{"Order", testMultiOrder},
+		{"TryLockAllOrNothing", testMultiTry},
+		{"CancelReleases", testMultiCancel},
+		{"LostPart", testMultiLost},
+		{"Hammer", testMultiHammer},
+	}},
+	{"Election", true, []subtest{
+		{"Handover", testElectionHandover},
+		{"ResignTwice", testResignTwice},
+		{"Hammer", testElectionHammer},
+		{"KillLeader", testKillLeader},
+		{"PausedLeader", testPausedLeader},
+	}},
+	{"Latch", true, []subtest{
+		{"Hammer", testLatchHammer},
+		{"KillMember", testLatchKill},
+		{"Barrier", testBarrier},
+	}},
+	{"DoubleBarrier", true, []subtest{
+		{"BadInput", testDoubleBadInput},
+		{"Rounds", testDoubleRounds},
+		{"KillInside", testDoubleKillInside},
+		{"KillWhileFilling", testDoubleKillFilling},
+	}},
+}
+
+// subtest is one test of a recipe, by the name it runs under.
+type subtest struct {
+	name string
+	fn   func(*testing.T, *env)
 }
 
 // env is one run of the suite.
@@ -106,11 +151,7 @@ func (e *env) name(t *testing.T) string {
 func (e *env) open(t testing.TB) baton.Backend {
 	t.Helper()
 	b, err := e.s.Open(e.cfg)
-	if err != nil {
-		t.Fatalf("open %s: %v", e.s.Name, err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	return b
+	return closeAtEnd(t, "open "+e.s.Name, b, err)
 }
 
 // needValue skips the test when the backend serves no Value, after
@@ -137,6 +178,15 @@ func ok(t testing.TB, what string, err error) {
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// closeAtEnd fails the test with what unless err is nil, and closes c (a
+// Backend, a recipe) when the test ends.
+func closeAtEnd[C interface{ Close() error }](t testing.TB, what string, c C, err error) C {
+	t.Helper()
+	ok(t, what, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // within runs f and fails the test if it has not returned after d.
