@@ -189,7 +189,9 @@ func TestReplicaRenewalUnacknowledged(t *testing.T) {
 func TestReplicaHandoffUnacknowledged(t *testing.T) {
 	m := redistest.Start(t)
 	r := startReplica(t, m)
-	url := m.URL("ttl=3s&replicas=1&replica_timeout=300ms")
+	// The timeout is long enough for the first Lock's write to be
+	// acknowledged on a loaded machine.
+	url := m.URL("ttl=6s&replicas=1&replica_timeout=1s")
 	for _, kind := range []string{"mutex", "semaphore"} {
 		a := lockerOf(t, open(t, url), kind, "handoff-unacked-"+kind)
 		b := lockerOf(t, open(t, url), kind, "handoff-unacked-"+kind)
