@@ -12,7 +12,7 @@ TIMEOUT ?= 15m
 # shipped build is tested as well. The ZooKeeper leader-fault tests run
 # without it only: the client library races on a field of its own when it
 # reconnects with watches set.
-WORDPKGS ?= . ./mutex ./shmrw ./shmsem ./local
+WORDPKGS ?= . ./local/mutex ./rwlock/shmrw ./semaphore/shmsem ./local
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(PKGS)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/closing"
-	"github.com/batonlock/baton/internal/shm"
+	"github.com/batonlock/baton/internal/host/shm"
 	"github.com/batonlock/baton/ipc"
 )
 

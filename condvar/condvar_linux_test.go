@@ -21,8 +21,8 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/local/mutex"
 	"github.com/batonlock/baton/locktest"
-	"github.com/batonlock/baton/mutex"
 )
 
 // futexDriver serves the futex mutex of ipc and this package's Cond over a

@@ -17,7 +17,7 @@ func TestNoNetworkDependency(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "github.com/batonlock/baton/shmvalue\n") {
+	if !strings.Contains(string(out), "github.com/batonlock/baton/local/shmvalue\n") {
 		t.Errorf("shmvalue is not among the dependencies:\n%s", out)
 	}
 	for _, d := range strings.Split(string(out), "\n") {

@@ -10,11 +10,11 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/condvar"
 	"github.com/batonlock/baton/filelock"
-	"github.com/batonlock/baton/mutex"
+	"github.com/batonlock/baton/local/mutex"
 	"github.com/batonlock/baton/rwlock"
+	"github.com/batonlock/baton/rwlock/shmrw"
 	"github.com/batonlock/baton/semaphore"
-	"github.com/batonlock/baton/shmrw"
-	"github.com/batonlock/baton/shmsem"
+	"github.com/batonlock/baton/semaphore/shmsem"
 )
 
 // The driver implements baton.Inspector over every mechanism of the

@@ -37,12 +37,12 @@ import (
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/filelock"
 	"github.com/batonlock/baton/ipc"
-	"github.com/batonlock/baton/mutex"
+	"github.com/batonlock/baton/local/mutex"
+	"github.com/batonlock/baton/local/shmvalue"
 	"github.com/batonlock/baton/rwlock"
+	"github.com/batonlock/baton/rwlock/shmrw"
 	"github.com/batonlock/baton/semaphore"
-	"github.com/batonlock/baton/shmrw"
-	"github.com/batonlock/baton/shmsem"
-	"github.com/batonlock/baton/shmvalue"
+	"github.com/batonlock/baton/semaphore/shmsem"
 )
 
 // MutexImpl selects the mechanism of Mutex handles.

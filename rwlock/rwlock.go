@@ -1,5 +1,8 @@
 // Package rwlock is a named read-write lock shared by the processes of one
-// host, on one System V semaphore set per name.
+// host, on one System V semaphore set per name. It heads the family of
+// same-host read-write locks: package rwlock/shmrw is the one in shared
+// memory (the local Backend's default), and package filelock has one on
+// flock(2).
 //
 // The set has three semaphores: W (1 while a writer holds), R (the number
 // of readers holding) and WW (the number of writers waiting). A reader takes

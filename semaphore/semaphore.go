@@ -1,5 +1,7 @@
 // Package semaphore is a named, weighted counting semaphore shared by the
-// processes of one host, on a System V semaphore set.
+// processes of one host, on a System V semaphore set. It heads the family
+// of same-host semaphores: package semaphore/shmsem is the one in shared
+// memory (the local Backend's default).
 //
 // Every Acquire is made with SEM_UNDO: when a process ends, however it ends
 // (SIGKILL and OOM included), the kernel gives back the permits it still

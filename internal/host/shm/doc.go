@@ -1,6 +1,6 @@
 // Package shm holds what the same-host primitives mapped from a file of
-// the namespace (packages mutex, condvar, shmvalue, shmrw and shmsem)
-// share: the opening of the file by a handle (OpenEntry: the pid check
+// the namespace (local/mutex, local/shmvalue, condvar, rwlock/shmrw and
+// semaphore/shmsem) share: the opening of the file by a handle (OpenEntry: the pid check
 // and the magic word), the watch of the file and the claim of a slot of a
 // slot table (Attach), the race detector's view of their mappings, and the
 // frame of their Inspect (opening the file, the Info fields alike).

@@ -1,6 +1,6 @@
 //go:build linux
 
-package shmsem
+package shmrw
 
 import (
 	"context"
@@ -14,14 +14,12 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
+	"github.com/batonlock/baton/local/mutex"
 	"github.com/batonlock/baton/locktest"
-	"github.com/batonlock/baton/mutex"
-	"github.com/batonlock/baton/shmrw"
 )
 
-// shmDriver serves the shared-memory mechanisms over a namespace directory
-// (cfg), through the baton core: the futex Mutex, package shmrw's RWMutex
-// and this package's Semaphore.
+// shmDriver serves the futex Mutex and this package's RWMutex over a
+// namespace directory (cfg), through the baton core.
 type shmDriver struct{ ns *ipc.Namespace }
 
 func (d shmDriver) Kind() string                   { return "shm" }
@@ -30,10 +28,10 @@ func (d shmDriver) OpenMutex(ctx context.Context, name string) (driver.Lock, err
 	return mutex.Open(d.ns, name)
 }
 func (d shmDriver) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
-	return shmrw.Open(d.ns, name)
+	return Open(d.ns, name)
 }
 func (d shmDriver) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
-	return Open(d.ns, name, permits)
+	return nil, fmt.Errorf("shm: semaphore: %w", baton.ErrUnsupported)
 }
 func (d shmDriver) OpenCond(ctx context.Context, name string) (driver.Cond, error) {
 	return nil, fmt.Errorf("shm: cond: %w", baton.ErrUnsupported)
@@ -49,18 +47,16 @@ func openBackend(cfg string) (baton.Backend, error) {
 }
 
 var suite = locktest.Suite{
-	Name: "shmsem",
+	Name: "shmrw",
 	Open: openBackend,
 	Caps: locktest.Caps{
 		RWMutex:      true,
-		Semaphore:    true,
 		CrossProcess: true,
 		KillBound:    100 * time.Millisecond,
-		Acquisitions: 40000,
 	},
 	Objects: func(cfg string) ([]string, error) {
 		var out []string
-		for _, k := range []string{"futex", "shmrw", kind} {
+		for _, k := range []string{"futex", kind} {
 			ents, err := os.ReadDir(cfg + "/" + k)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue

@@ -13,7 +13,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
-	"github.com/batonlock/baton/internal/shm"
+	"github.com/batonlock/baton/internal/host/shm"
 	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
