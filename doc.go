@@ -4,17 +4,22 @@
 // backend the same semantics.
 //
 // A Backend opens primitives by name. The same-host backend (package local)
-// needs no server; the cluster backends (cluster/redislock,
-// cluster/etcdlock) serve the same names to every machine. A program moves
-// from one to the other by changing the constructor:
+// needs no server; the cluster backends serve the same names to every
+// machine: Redis (cluster/redislock: single node, Sentinel, Redis Cluster;
+// cluster/redlock: a majority of independent nodes), etcd
+// (cluster/etcdlock), PostgreSQL (cluster/pglock), MySQL and MariaDB
+// (cluster/mysqllock) and ZooKeeper (cluster/zklock). A program moves from
+// one to another by changing the constructor, or only the URL given to
+// Open:
 //
 //	b, err := local.Open("")                             // this machine
 //	b, err := redislock.OpenURL(ctx, "redis://host:6379") // a cluster
+//	b, err := baton.Open(ctx, url)                       // any backend whose package is imported
 //	m, err := b.Mutex(ctx, "cache/rebuild")
 //
 // Besides locks, a Backend opens versioned values (Value): a small datum
 // and a version, written with CompareAndSwap against the version last
-// read, and waited on with Wait. Same host, Redis and etcd serve them.
+// read, and waited on with Wait. Every backend but Redlock serves them.
 //
 // # Holds
 //

@@ -71,9 +71,10 @@ func ExampleRWMutex_Downgrade() {
 	ctx := context.Background()
 	rw, _ := b.RWMutex(ctx, "index")
 	reader, _ := b.RWMutex(ctx, "index")
-	// On one host an RWMutex is a System V semaphore set, which outlives
-	// the process and the directory: remove it when it is no longer needed
-	// (as baton rm does).
+	// On one host an RWMutex lives in shared memory, in a file of the
+	// namespace. With local.WithRWMutex(local.RWSysV) it is a System V
+	// semaphore set instead, which outlives the process and the directory;
+	// Remove (as baton rm does) removes either.
 	defer b.(baton.Inspector).Remove(ctx, baton.KindRWMutex, "index")
 
 	_, _ = rw.Lock(ctx)

@@ -97,11 +97,14 @@ produced it exited non-zero.
 - Memory is the Go heap only; kernel objects (files, System V sets, shared
   pages) and server-side memory are not counted.
 
-Which backend for what: on one host, local with the futex Mutex and the
-System V RWMutex and Semaphore is the fast choice (the flock mechanisms suit
-files that other tools lock too); across machines, Redis gives the lowest
-latency and etcd the strongest consistency (lease-bound keys, FIFO by
-revision) at a few milliseconds per handoff.
+Which backend for what: on one host, local's defaults (the futex Mutex and
+the shared-memory RWMutex and Semaphore) are the fast choice; the System V
+RWMutex and Semaphore trade speed for the kernel's undo on exit, and the
+flock mechanisms suit files that other tools lock too. Across machines,
+Redis gives the lowest latency and etcd the strongest consistency
+(lease-bound keys, FIFO by revision) at a few milliseconds per handoff;
+PostgreSQL and MariaDB serve programs that already have the database, and
+ZooKeeper those that already run an ensemble.
 
 `)
 	section := ""
