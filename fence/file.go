@@ -14,10 +14,9 @@ import (
 	"slices"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/internal/sleep"
+	"github.com/batonlock/baton/ipc"
 )
 
 // The file has two slots, one block apart so that a torn write of one
@@ -42,9 +41,8 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // for every process and goroutine that goes through the file. A File is safe
 // for concurrent use; its zero value is not usable (OpenFile).
 //
-// flock(2) cannot be cancelled, so a call that finds the file locked by
-// another process tries again (1 ms, doubling to 16 ms) until it gets it or
-// its context ends. A process stopped inside Do keeps the file locked
+// A call that finds the file locked by another process waits in the
+// kernel until it gets it or its context ends. A process stopped inside Do keeps the file locked
 // until it resumes or dies; its write then completes, with a token that
 // was the highest when it was checked, and later writes come after it.
 //
@@ -176,19 +174,14 @@ func (f *File) lock(ctx context.Context, mode int) error {
 		return baton.ErrClosed
 	}
 	fd := int(f.f.Fd())
-	wait := time.Millisecond
-	for {
-		err := syscall.Flock(fd, mode|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
-			return &os.PathError{Op: "flock", Path: f.path, Err: err}
-		}
-		if err := sleep.For(ctx, wait); err != nil {
+	switch err := ipc.Flock(fd, mode|syscall.LOCK_NB); {
+	case err == syscall.EWOULDBLOCK:
+		if err := f.wait(ctx, mode); err != nil {
 			return err
 		}
-		wait = min(2*wait, 16*time.Millisecond)
+		fd = int(f.f.Fd())
+	case err != nil:
+		return &os.PathError{Op: "flock", Path: f.path, Err: err}
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
@@ -197,9 +190,39 @@ func (f *File) lock(ctx context.Context, mode int) error {
 	}
 	if st.Nlink == 0 {
 		f.unlock()
-		return fmt.Errorf("fence: %s was removed or replaced: its highest token is no longer kept", f.path)
+		return f.replaced()
 	}
 	return nil
+}
+
+// wait blocks in flock(2) until the file is free (ipc.FlockWait, on a
+// descriptor of its own, so that the wait can be given up when ctx ends)
+// and keeps that descriptor for the file if it names the same file; f.mu is
+// held.
+func (f *File) wait(ctx context.Context, mode int) error {
+	nf, err := ipc.FlockWait(ctx, f.path, 0, mode)
+	if errors.Is(err, os.ErrNotExist) {
+		return f.replaced()
+	}
+	if err != nil {
+		return err
+	}
+	var was, now syscall.Stat_t
+	if err := errors.Join(syscall.Fstat(int(f.f.Fd()), &was), syscall.Fstat(int(nf.Fd()), &now)); err != nil {
+		nf.Close()
+		return &os.PathError{Op: "fstat", Path: f.path, Err: err}
+	}
+	if was.Dev != now.Dev || was.Ino != now.Ino {
+		nf.Close() // closing gives its lock back
+		return f.replaced()
+	}
+	f.f.Close()
+	f.f = nf
+	return nil
+}
+
+func (f *File) replaced() error {
+	return fmt.Errorf("fence: %s was removed or replaced: its highest token is no longer kept", f.path)
 }
 
 func (f *File) unlock() { _ = syscall.Flock(int(f.f.Fd()), syscall.LOCK_UN) }

@@ -357,3 +357,57 @@ func TestFileWaitCancelled(t *testing.T) {
 		t.Errorf("the cancelled Do recorded its token: Highest %d, %v", h, err)
 	}
 }
+
+// TestFileWaitThenReplaced: a Do that waits in the kernel for another
+// process's lock runs once the lock is free, and refuses when the file
+// was replaced while it waited (the wait locks a descriptor of its own,
+// opened by path, which then names another file).
+func TestFileWaitThenReplaced(t *testing.T) {
+	for _, replace := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "fence")
+		f, err := fence.OpenFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+		ran := make(chan bool, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- f.Do(context.Background(), 7, func() error { ran <- true; return nil })
+		}()
+		time.Sleep(50 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("Do returned while another held the file: %v", err)
+		default:
+		}
+		if replace {
+			if err := os.WriteFile(path+".new", nil, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(path+".new", path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		other.Close() // gives the lock back
+		err = <-done
+		switch {
+		case replace && (err == nil || len(ran) > 0):
+			t.Errorf("Do after the file was replaced while it waited: %v, ran %v; want a refusal", err, len(ran) > 0)
+		case !replace && (err != nil || len(ran) == 0):
+			t.Errorf("Do after the holder let go: %v, ran %v", err, len(ran) > 0)
+		}
+		if !replace {
+			if h, err := f.Highest(context.Background()); h != 7 || err != nil {
+				t.Errorf("Highest after the waited Do: %d, %v; want 7", h, err)
+			}
+		}
+		f.Close()
+	}
+}

@@ -167,14 +167,7 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error
 	}
 }
 
-func unlock(fd int) error {
-	for {
-		err := unix.Flock(fd, unix.LOCK_UN)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
-}
+func unlock(fd int) error { return ipc.Flock(fd, unix.LOCK_UN) }
 
 // grantData is the driver-private part of a grant.
 type grantData struct {

@@ -4,12 +4,12 @@ package filelock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
 
@@ -106,16 +106,10 @@ func (rw *RWMutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant,
 	}
 	d := rw.lf
 	d.pg.pid.Store(0)
-	for {
-		// Blocking on purpose: nobody else can hold or wait for the data
-		// file in the kernel while we keep the gate.
-		err := unix.Flock(d.fd, unix.LOCK_SH)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EINTR) {
-			return driver.Grant{}, fmt.Errorf("downgrade: %w", err)
-		}
+	// Blocking on purpose: nobody else can hold or wait for the data file
+	// in the kernel while we keep the gate.
+	if err := ipc.Flock(d.fd, unix.LOCK_SH); err != nil {
+		return driver.Grant{}, fmt.Errorf("downgrade: %w", err)
 	}
 	if err := unlock(rw.gate); err != nil {
 		return driver.Grant{}, fmt.Errorf("downgrade: unlock gate: %w", err)

@@ -172,7 +172,7 @@ func lockRecord(e Entry, create bool, how int) (*os.File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ipc: record of %q: %w", name, err)
 		}
-		if err := flockRetry(int(f.Fd()), how); err != nil {
+		if err := Flock(int(f.Fd()), how); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("ipc: lock record of %q: %w", name, err)
 		}
@@ -193,15 +193,6 @@ func lockRecord(e Entry, create bool, how int) (*os.File, error) {
 			return nil, fmt.Errorf("ipc: record of %q: %w", name, fs.ErrNotExist)
 		}
 		// removed (and perhaps made again) while we waited: start over
-	}
-}
-
-func flockRetry(fd, how int) error {
-	for {
-		err := unix.Flock(fd, how)
-		if err != unix.EINTR {
-			return err
-		}
 	}
 }
 

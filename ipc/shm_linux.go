@@ -92,14 +92,8 @@ func openNoEINTR(path string, flags int, mode uint32) (int, error) {
 // existing one, under an exclusive flock so that two creators cannot both
 // see an empty file and set different sizes.
 func sizeRegion(fd int, path string, size int) error {
-	for {
-		err := unix.Flock(fd, unix.LOCK_EX)
-		if err == nil {
-			break
-		}
-		if err != unix.EINTR {
-			return &fs.PathError{Op: "flock", Path: path, Err: err}
-		}
+	if err := Flock(fd, unix.LOCK_EX); err != nil {
+		return &fs.PathError{Op: "flock", Path: path, Err: err}
 	}
 	defer unix.Flock(fd, unix.LOCK_UN)
 	var st unix.Stat_t
