@@ -363,3 +363,19 @@ func (m Mode) String() string {
 	}
 	return "exclusive"
 }
+
+// ErrForeignGrant is the error of a driver handed a grant it did not
+// return (another driver's, or an empty one). The core never does that; a
+// caller that uses a driver directly can.
+var ErrForeignGrant = fmt.Errorf("%w: a grant this driver did not return", errs.InvalidArgument)
+
+// DataOf returns the driver-private state of g, which a driver of type T
+// put in Grant.Data, or ErrForeignGrant: the one check every driver makes
+// of a grant handed back to it.
+func DataOf[T any](g Grant) (*T, error) {
+	d, ok := g.Data.(*T)
+	if !ok || d == nil {
+		return nil, ErrForeignGrant
+	}
+	return d, nil
+}

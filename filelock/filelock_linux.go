@@ -193,9 +193,9 @@ func newGrant(lf *lockFile, mode driver.Mode, token uint64) driver.Grant {
 // RWMutex (gate >= 0), the gate, then wakes the waiters. A grant this
 // package did not make changes nothing.
 func release(lf *lockFile, gate int, g driver.Grant) error {
-	gd, ok := g.Data.(*grantData)
-	if !ok || gd == nil {
-		return fmt.Errorf("release of a foreign grant: %w", baton.ErrNotHeld)
+	gd, err := driver.DataOf[grantData](g)
+	if err != nil {
+		return err
 	}
 	// The watcher checks held files; a removal in its last interval
 	// before the release is not reported (the hold is over either way).

@@ -109,7 +109,7 @@ func TestMutexRefuses(t *testing.T) {
 	if _, err := m.Downgrade(bg, g); !errors.Is(err, baton.ErrUnsupported) {
 		t.Errorf("downgrade: %v", err)
 	}
-	if err := m.Release(bg, driver.Grant{Data: "other"}); !errors.Is(err, baton.ErrNotHeld) {
+	if err := m.Release(bg, driver.Grant{Data: "other"}); !errors.Is(err, driver.ErrForeignGrant) {
 		t.Errorf("foreign grant: %v", err)
 	}
 	wantLocked(t, openMutex(t, p), driver.Exclusive) // the real hold is still held
@@ -242,7 +242,7 @@ func TestRWDowngradeNoGap(t *testing.T) {
 	}
 	mustRelease(t, a, g)
 	g = mustAcquire(t, a, driver.Exclusive)
-	if err := a.Release(bg, driver.Grant{Data: "other"}); !errors.Is(err, baton.ErrNotHeld) {
+	if err := a.Release(bg, driver.Grant{Data: "other"}); !errors.Is(err, driver.ErrForeignGrant) {
 		t.Fatalf("foreign grant: %v", err)
 	}
 	if st, err := Inspect(filepath.Join(dir, "data")); err != nil || len(st.Holders) != 1 {

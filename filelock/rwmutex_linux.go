@@ -97,8 +97,11 @@ func (rw *RWMutex) TryFirst() bool { return true }
 // Downgrade converts the exclusive hold to shared while keeping the gate, so
 // that no writer can slip into the instant flock's conversion leaves open.
 func (rw *RWMutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, error) {
-	gd, ok := g.Data.(*grantData)
-	if !ok || gd.mode != driver.Exclusive {
+	gd, err := driver.DataOf[grantData](g)
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("downgrade: %w", err)
+	}
+	if gd.mode != driver.Exclusive {
 		return driver.Grant{}, fmt.Errorf("downgrade: %w", baton.ErrNotHeld)
 	}
 	if err := gd.loss.Err(); err != nil {

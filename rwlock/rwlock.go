@@ -207,11 +207,7 @@ func (l *Lock) unlock(inc *ipc.SetIncarnation, mode driver.Mode) error {
 }
 
 func (l *Lock) grantOf(g driver.Grant) (*ipc.SetGrant, error) {
-	h, ok := g.Data.(*ipc.SetGrant)
-	if !ok || h == nil {
-		return nil, fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
-	}
-	return h, nil
+	return driver.DataOf[ipc.SetGrant](g)
 }
 
 // Release releases grant g. If the set of g was removed meanwhile, it

@@ -137,9 +137,9 @@ func (s *Sem) Release(ctx context.Context, g driver.Grant, n int64) error {
 	if n <= 0 || n > g.N {
 		return fmt.Errorf("release %d of a grant of %d: %w", n, g.N, baton.ErrNotHeld)
 	}
-	inc, ok := g.Data.(*ipc.SetIncarnation)
-	if !ok {
-		return fmt.Errorf("%w: grant of another driver", baton.ErrInvalidArgument)
+	inc, err := driver.DataOf[ipc.SetIncarnation](g)
+	if err != nil {
+		return err
 	}
 	ops := [1]ipc.SemOp{{Num: 0, Op: int16(n), Flags: ipc.SemUndo}}
 	if err := inc.Set.TryOp(ops[:]); err != nil {
