@@ -26,10 +26,12 @@ import (
 	_ "github.com/batonlock/baton/cluster/zklock"
 )
 
-// acceptedForms is named in every message about a bad backend URL.
-const acceptedForms = "local:, local:///DIR, file:///DIR, redis://host:port, rediss://host:port, " +
-	"redis+cluster://h1:p1,h2:p2, redis+sentinel://s1:p1,s2:p2/MASTER, redlock://h1:p1,h2:p2,h3:p3, etcd://h1:2379,h2:2379, mysql://user@host:port/db, " +
-	"postgres://user@host:5432/db, zk://h1:2181,h2:2181/prefix"
+// acceptedSchemes is named in every message about a bad backend URL: the
+// schemes of the backends this program links, as their packages registered
+// them; baton --help gives the form of each URL.
+func acceptedSchemes() string {
+	return strings.Join(baton.Schemes(), ", ") + " (baton --help shows their forms)"
+}
 
 // childPasswordEnv is the variable that carries a password written in the
 // backend URL to the command, so that its BATON_BACKEND shows none.
@@ -63,10 +65,10 @@ func isLocal(raw string) bool {
 func checkBackendURL(raw string) error {
 	scheme, _, ok := strings.Cut(raw, ":")
 	if !ok || scheme == "" {
-		return usageErrorf("backend URL %q has no scheme; accepted: %s", baton.RedactURL(raw), acceptedForms)
+		return usageErrorf("backend URL %q has no scheme; accepted: %s", baton.RedactURL(raw), acceptedSchemes())
 	}
 	if !slices.Contains(baton.Schemes(), strings.ToLower(scheme)) {
-		return usageErrorf("backend URL scheme %q is not known; accepted: %s", scheme, acceptedForms)
+		return usageErrorf("backend URL scheme %q is not known; accepted: %s", scheme, acceptedSchemes())
 	}
 	if isLocal(raw) {
 		if _, err := local.ParseURL(raw); err != nil {

@@ -1,5 +1,6 @@
 // Command baton runs a program under a named lock or counting semaphore of
-// any baton backend (same host, Redis, etcd) and shows who holds what.
+// any baton backend (same host, Redis, etcd, PostgreSQL, MySQL/MariaDB,
+// ZooKeeper) and shows who holds what.
 //
 //	baton run [flags] NAME [--] CMD [ARGS...]   run CMD while holding the lock NAME
 //	baton sem -j N [flags] NAME [--] CMD...     run CMD holding one of N slots
@@ -106,7 +107,8 @@ func newRootCmd() *cobra.Command {
 		Use:   "baton",
 		Short: "Run commands under named locks and semaphores, on one host or a cluster",
 		Long: `baton runs a command while holding a named lock or a slot of a counting
-semaphore, on any baton backend: the same host (no server), Redis or etcd.
+semaphore, on any baton backend: the same host (no server), Redis, etcd,
+PostgreSQL, MySQL/MariaDB or ZooKeeper.
 It is a superset of flock(1) for -s/-x/-n/-w/-E/-c/-o, and also shows and
 removes the objects of a backend.
 
@@ -120,7 +122,9 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
   redlock://h1:p1,h2:p2,h3:p3                 Redlock over independent nodes
   redis+sentinel://s1:p1,s2:p2/MASTER         the master that Sentinels monitor
   etcd://h1:2379,h2:2379[/prefix]             etcd (etcds:// for TLS)
-  mysql://, postgres://, zk://                see docs/CLI.md
+  postgres://[user[:pass]@]host[:port]/db     PostgreSQL
+  mysql://[user[:pass]@]host[:port]/db        MySQL or MariaDB
+  zk://h1:2181,h2:2181[/prefix]               ZooKeeper (zks:// for TLS)
   Network URLs take ?ca=FILE&cert=FILE&key=FILE for TLS and
   ?password_file=FILE or ?password_env=VAR to keep the password out of the URL.
 

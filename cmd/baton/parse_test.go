@@ -135,3 +135,17 @@ func FuzzBackendURL(f *testing.F) {
 		}
 	})
 }
+
+// TestUnknownSchemeNamesRegistered: a bad scheme's message lists the
+// schemes the linked backends registered, from the registry itself.
+func TestUnknownSchemeNamesRegistered(t *testing.T) {
+	err := checkBackendURL("foo://x")
+	if err == nil {
+		t.Fatal("foo://x accepted")
+	}
+	for _, s := range baton.Schemes() {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("the message does not name the registered scheme %q: %v", s, err)
+		}
+	}
+}
