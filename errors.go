@@ -38,9 +38,11 @@ var (
 	// is out of range; nothing was changed.
 	ErrInvalidArgument = errs.InvalidArgument
 
-	// ErrUpgrade is returned when an owner that holds a read lock asks for
-	// the write lock on the same handle. Waiting would deadlock the owner with
-	// itself, so the request is refused; release the read lock first.
+	// ErrUpgrade is returned when an owner (WithOwner) that holds a read
+	// lock asks for the write lock on the same handle. Waiting would deadlock
+	// the owner with itself, so the request is refused; release the read
+	// lock first. Without an owner the handle cannot tell the caller from
+	// another reader, and Lock waits as sync.RWMutex's does.
 	ErrUpgrade = errs.Upgrade
 
 	// ErrMismatch reports that a named object exists with other parameters
