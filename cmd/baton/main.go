@@ -141,5 +141,6 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
 	root.AddCommand(newTopCmd(), newServeCmd())
 	root.Version = version()
 	root.CompletionOptions.HiddenDefaultCmd = false
+	useOwnBashCompletion(root)
 	return root
 }
