@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"slices"
@@ -122,17 +120,6 @@ func withParam(raw, name, value string) string {
 		out += "#" + frag
 	}
 	return out
-}
-
-// setLogger sets where the backends, which log to the default logger, log
-// background failures (lease renewal): nowhere, or warnings to stderr with
-// -v.
-func setLogger(verbose bool) {
-	h := slog.Handler(slog.NewTextHandler(io.Discard, nil))
-	if verbose {
-		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
-	}
-	slog.SetDefault(slog.New(h))
 }
 
 // childBackend returns the BATON_BACKEND given to the command: the URL
