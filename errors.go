@@ -59,6 +59,14 @@ var (
 	ErrUnsupported = errors.ErrUnsupported
 )
 
+// MismatchError is the cause of an error matching ErrMismatch when a
+// semaphore exists with another capacity: it names the existing capacity
+// (Have, 0 when the backend cannot tell) and the one asked for (Want), the
+// same on every backend:
+//
+//	baton: redis semaphore "gpu": open: exists with capacity 2, not 3
+type MismatchError = errs.MismatchError
+
 // Error is the error of every failed call of a Backend or of a handle it
 // opened: which operation failed, on which backend, primitive and name, and
 // why. errors.Is and errors.As see through it to the cause, so
@@ -93,10 +101,45 @@ func (e *Error) Error() string {
 		b.WriteString(": ")
 	}
 	if e.Err != nil {
-		// The sentinels say "baton: " themselves; once is enough.
-		b.WriteString(strings.TrimPrefix(e.Err.Error(), "baton: "))
+		b.WriteString(e.cause())
 	}
 	return b.String()
+}
+
+// driverLabels are the prefixes with which the project's drivers may start
+// a cause's text, naming their package.
+var driverLabels = []string{"redislock", "redlock", "etcdlock", "pglock", "mysqllock", "zklock", "lease", "local", "ipc"}
+
+// cause returns the text of e.Err without the layers that repeat what e
+// says already: "baton: " (the sentinels say it), the driver's package or
+// backend, the operation, and the primitive with its name. So the cause
+// reads once, however many layers built it.
+func (e *Error) cause() string {
+	s := e.Err.Error()
+	var prefixes []string
+	prefixes = append(prefixes, "baton: ", e.Backend+": ")
+	for _, l := range driverLabels {
+		prefixes = append(prefixes, l+": ")
+	}
+	if e.Kind != "" {
+		obj := string(e.Kind) + " " + strconv.Quote(e.Name) + ": "
+		if e.Op != "" {
+			prefixes = append(prefixes, e.Op+" "+obj)
+		}
+		prefixes = append(prefixes, obj)
+	}
+	if e.Op != "" {
+		prefixes = append(prefixes, e.Op+": ")
+	}
+	for trimmed := true; trimmed; {
+		trimmed = false
+		for _, p := range prefixes {
+			if p != ": " && strings.HasPrefix(s, p) && len(s) > len(p) {
+				s, trimmed = s[len(p):], true
+			}
+		}
+	}
+	return s
 }
 
 func (e *Error) Unwrap() error { return e.Err }

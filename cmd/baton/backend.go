@@ -88,7 +88,11 @@ func openBackend(ctx context.Context, raw string, o backendOptions) (baton.Backe
 	b, err := baton.Open(ctx, u)
 	if err != nil {
 		if errors.Is(err, baton.ErrInvalidArgument) {
-			msg := strings.TrimPrefix(err.Error(), "baton: ")
+			// The exit code says that the argument is invalid; the
+			// message says what is wrong with it.
+			inv := strings.TrimPrefix(baton.ErrInvalidArgument.Error(), "baton: ")
+			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "baton: "), inv+": ")
+			msg = strings.TrimSuffix(strings.TrimSuffix(msg, ": "+baton.ErrInvalidArgument.Error()), ": "+inv)
 			if strings.Contains(msg, baton.RedactURL(raw)) {
 				return nil, usageErrorf("backend %s", msg) // the message quotes the URL already
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -14,18 +13,6 @@ import (
 	"testing"
 	"time"
 )
-
-// closedRedis returns a redis:// URL of a loopback port nothing listens on.
-func closedRedis(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "redis://" + addr
-}
 
 // ownLines fails the test unless every line of stderr is one of baton's
 // own ("baton: ..."), without a logger's time or level.

@@ -374,7 +374,10 @@ wait:
 			return exitWith(f.conflict, nil)
 		}
 		if r.sem > 0 && errors.Is(res.err, baton.ErrMismatch) {
-			return usageErrorf("semaphore %q exists with a number of slots other than -j %d", r.name, r.sem)
+			if me := (*baton.MismatchError)(nil); errors.As(res.err, &me) && me.Have > 0 {
+				return usageErrorf("semaphore %q: open with -j %d: it exists with %d slots", r.name, r.sem, me.Have)
+			}
+			return usageErrorf("semaphore %q: open with -j %d: it exists with another number of slots", r.name, r.sem)
 		}
 		if err := classify(res.err); err.(*exitError).code != exitBackend || strings.Contains(res.err.Error(), hostsOf(r.backend)) {
 			return err
