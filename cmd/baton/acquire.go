@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"strings"
 
@@ -128,10 +127,9 @@ func classify(err error) error {
 }
 
 // probe asks the backend about the object r waits for, alongside the wait,
-// and reports whether the backend answered (an error reply counts): a wait
-// that -w ends is "busy" only when the backend answered meanwhile, and a
-// failure of the backend otherwise. A backend that cannot be asked counts
-// as answering.
+// and reports whether the backend answered: a wait that -w ends is "busy"
+// only when the backend answered meanwhile, and a failure of the backend
+// otherwise. A backend that cannot be asked counts as answering.
 func probe(ctx context.Context, b baton.Backend, r *request) <-chan bool {
 	c := make(chan bool, 1)
 	in, ok := b.(baton.Inspector)
@@ -139,15 +137,18 @@ func probe(ctx context.Context, b baton.Backend, r *request) <-chan bool {
 		c <- true
 		return c
 	}
-	kind := baton.KindRWMutex
+	kinds := []baton.Kind{baton.KindRWMutex, baton.KindMutex} // the Mutex where there is no RWMutex (Redlock)
 	if r.sem > 0 {
-		kind = baton.KindSemaphore
+		kinds = []baton.Kind{baton.KindSemaphore}
 	}
 	go func() {
-		_, err := in.Inspect(ctx, kind, r.name)
-		var ne net.Error
-		c <- err == nil || errors.Is(err, fs.ErrNotExist) ||
-			!(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &ne))
+		var err error
+		for _, k := range kinds {
+			if _, err = in.Inspect(ctx, k, r.name); !errors.Is(err, baton.ErrUnsupported) {
+				break
+			}
+		}
+		c <- err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, baton.ErrUnsupported)
 	}()
 	return c
 }

@@ -57,4 +57,10 @@ func TestUnansweringBackend(t *testing.T) {
 			t.Errorf("%v against a server that does not answer: exit %d, stderr %q; want 70 naming %s", args, r.code, r.stderr, addr)
 		}
 	}
+	// Redlock, whose -x takes the Mutex: three nodes that do not answer.
+	rl := "redlock://" + silentServer(t) + "," + silentServer(t) + "," + silentServer(t)
+	r := run(t, rl, "run", "-w", "2", "x", "true")
+	if r.code != exitBackend || strings.Contains(r.stderr, "busy") {
+		t.Errorf("redlock run -w 2 against nodes that do not answer: exit %d, stderr %q; want 70", r.code, r.stderr)
+	}
 }
