@@ -379,11 +379,12 @@ wait:
 			}
 			return usageErrorf("semaphore %q: open with -j %d: it exists with another number of slots", r.name, r.sem)
 		}
-		if err := classify(res.err); err.(*exitError).code != exitBackend || strings.Contains(res.err.Error(), hostsOf(r.backend)) {
-			return err
+		err := classify(res.err)
+		if errors.As(err, &ee) && ee.code == exitBackend && !strings.Contains(res.err.Error(), hostsOf(r.backend)) {
+			// Say which server failed, as the cause may not (an i/o timeout).
+			return exitWith(exitBackend, fmt.Errorf("%w (backend %s)", res.err, baton.RedactURL(r.backend)))
 		}
-		// Say which server failed, as the cause may not (an i/o timeout).
-		return exitWith(exitBackend, fmt.Errorf("%w (backend %s)", res.err, baton.RedactURL(r.backend)))
+		return err
 	}
 	h := res.h
 	if f.verbose {
