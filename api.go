@@ -53,7 +53,10 @@ type Mutex interface {
 // An owner holding the write lock may take read locks too and keeps the
 // write lock; when its last write hold is unlocked while read holds remain,
 // the lock is downgraded atomically. An owner holding only read locks that
-// asks for the write lock gets ErrUpgrade at once.
+// asks for the write lock gets ErrUpgrade at once. Without an owner the
+// handle cannot tell that the caller of Lock holds a read lock (Go has no
+// goroutine identity), so RLock then Lock waits for ever, as with
+// sync.RWMutex.
 type RWMutex interface {
 	Mutex
 	RLock(ctx context.Context) (Hold, error)

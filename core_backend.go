@@ -181,6 +181,9 @@ func (b *coreBackend) openSemaphore(ctx context.Context, name string, permits in
 	}
 	d, err := b.d.OpenSemaphore(ctx, name, permits)
 	if err != nil {
+		if errors.Is(err, ErrMismatch) {
+			err = b.capacityMismatch(ctx, name, permits, err)
+		}
 		return nil, err
 	}
 	s := &semHandle{b: b, name: name, capacity: permits, d: d}
@@ -191,6 +194,23 @@ func (b *coreBackend) openSemaphore(ctx context.Context, name string, permits in
 		return nil, err
 	}
 	return s, nil
+}
+
+// capacityMismatch returns the driver's ErrMismatch for a semaphore as a
+// *MismatchError naming the existing capacity, which it asks the driver for
+// if the driver did not say: every backend reports the clash in one text.
+func (b *coreBackend) capacityMismatch(ctx context.Context, name string, permits int64, err error) error {
+	var me *MismatchError
+	if errors.As(err, &me) {
+		return err
+	}
+	me = &MismatchError{Param: "capacity", Want: permits, Err: err}
+	if in, ok := b.d.(Inspector); ok {
+		if info, ierr := in.Inspect(ctx, KindSemaphore, name); ierr == nil && info.Capacity != permits {
+			me.Have = info.Capacity
+		}
+	}
+	return me
 }
 
 func (b *coreBackend) Cond(ctx context.Context, name string) (Cond, error) {

@@ -57,7 +57,9 @@
 //   - Readers and writers: writers are preferred; an owner holding the write
 //     lock may take read locks, and keeps them, atomically, when it unlocks
 //     the write lock; an owner holding only read locks that asks for the
-//     write lock gets ErrUpgrade instead of deadlocking with itself.
+//     write lock gets ErrUpgrade instead of deadlocking with itself. Without
+//     an owner no caller is told apart from another (Go has no goroutine
+//     identity), so RLock then Lock waits for ever, as with sync.RWMutex.
 //   - Every error is one *Error naming the operation, backend, primitive and
 //     name (`baton: redis mutex "x": lock: context canceled`), over a cause
 //     that errors.Is matches against the sentinels of this package

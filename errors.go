@@ -38,9 +38,11 @@ var (
 	// is out of range; nothing was changed.
 	ErrInvalidArgument = errs.InvalidArgument
 
-	// ErrUpgrade is returned when an owner that holds a read lock asks for
-	// the write lock on the same handle. Waiting would deadlock the owner with
-	// itself, so the request is refused; release the read lock first.
+	// ErrUpgrade is returned when an owner (WithOwner) that holds a read
+	// lock asks for the write lock on the same handle. Waiting would deadlock
+	// the owner with itself, so the request is refused; release the read
+	// lock first. Without an owner the handle cannot tell the caller from
+	// another reader, and Lock waits as sync.RWMutex's does.
 	ErrUpgrade = errs.Upgrade
 
 	// ErrMismatch reports that a named object exists with other parameters
@@ -56,6 +58,14 @@ var (
 	// lacks the mechanism.
 	ErrUnsupported = errors.ErrUnsupported
 )
+
+// MismatchError is the cause of an error matching ErrMismatch when a
+// semaphore exists with another capacity: it names the existing capacity
+// (Have, 0 when the backend cannot tell) and the one asked for (Want), the
+// same on every backend:
+//
+//	baton: redis semaphore "gpu": open: exists with capacity 2, not 3
+type MismatchError = errs.MismatchError
 
 // Error is the error of every failed call of a Backend or of a handle it
 // opened: which operation failed, on which backend, primitive and name, and
@@ -91,10 +101,45 @@ func (e *Error) Error() string {
 		b.WriteString(": ")
 	}
 	if e.Err != nil {
-		// The sentinels say "baton: " themselves; once is enough.
-		b.WriteString(strings.TrimPrefix(e.Err.Error(), "baton: "))
+		b.WriteString(e.cause())
 	}
 	return b.String()
+}
+
+// driverLabels are the prefixes with which the project's drivers may start
+// a cause's text, naming their package.
+var driverLabels = []string{"redislock", "redlock", "etcdlock", "pglock", "mysqllock", "zklock", "lease", "local", "ipc"}
+
+// cause returns the text of e.Err without the layers that repeat what e
+// says already: "baton: " (the sentinels say it), the driver's package or
+// backend, the operation, and the primitive with its name. So the cause
+// reads once, however many layers built it.
+func (e *Error) cause() string {
+	s := e.Err.Error()
+	var prefixes []string
+	prefixes = append(prefixes, "baton: ", e.Backend+": ")
+	for _, l := range driverLabels {
+		prefixes = append(prefixes, l+": ")
+	}
+	if e.Kind != "" {
+		obj := string(e.Kind) + " " + strconv.Quote(e.Name) + ": "
+		if e.Op != "" {
+			prefixes = append(prefixes, e.Op+" "+obj)
+		}
+		prefixes = append(prefixes, obj)
+	}
+	if e.Op != "" {
+		prefixes = append(prefixes, e.Op+": ")
+	}
+	for trimmed := true; trimmed; {
+		trimmed = false
+		for _, p := range prefixes {
+			if p != ": " && strings.HasPrefix(s, p) && len(s) > len(p) {
+				s, trimmed = s[len(p):], true
+			}
+		}
+	}
+	return s
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"testing"
 
@@ -210,6 +211,47 @@ func TestErrorClass(t *testing.T) {
 	} {
 		if got := ErrorClass(c.err); got != c.want {
 			t.Errorf("ErrorClass(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+// TestErrorTextOnce: the text of an *Error says each layer once, whatever
+// prefixes the driver's cause repeats, and a capacity clash reads the same
+// on every backend, naming the existing capacity.
+func TestErrorTextOnce(t *testing.T) {
+	refused := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	cases := []struct {
+		e    *Error
+		want string
+		is   error
+	}{
+		{&Error{Op: "list", Backend: "redis", Err: fmt.Errorf("redislock: list: %w", refused)},
+			`baton: redis: list: dial tcp 127.0.0.1:1: connect: connection refused`, refused},
+		{&Error{Op: "inspect", Backend: "redis", Kind: KindMutex, Name: "x", Err: fmt.Errorf("redislock: inspect mutex %q: %w", "x", refused)},
+			`baton: redis mutex "x": inspect: dial tcp 127.0.0.1:1: connect: connection refused`, refused},
+		{&Error{Op: "inspect", Backend: "local", Kind: KindRWMutex, Name: "a/b", Err: fmt.Errorf("local: rwmutex %q: %w", "a/b", fs.ErrNotExist)},
+			`baton: local rwmutex "a/b": inspect: file does not exist`, fs.ErrNotExist},
+		{&Error{Op: "lock", Backend: "etcd", Kind: KindMutex, Name: "x", Err: fmt.Errorf("etcdlock: %w", ErrLost)},
+			`baton: etcd mutex "x": lock: hold lost`, ErrLost},
+		{&Error{Op: "lock", Backend: "redis", Kind: KindMutex, Name: "x", Err: context.Canceled},
+			`baton: redis mutex "x": lock: context canceled`, context.Canceled},
+		{&Error{Op: "close", Backend: "redlock", Err: fmt.Errorf("redlock: %w", ErrClosed)},
+			`baton: redlock: close: closed`, ErrClosed},
+		// A layer's name inside the cause, not in front of it, stays.
+		{&Error{Op: "unlock", Backend: "postgres", Kind: KindMutex, Name: "x", Err: fmt.Errorf("release: %w", refused)},
+			`baton: postgres mutex "x": unlock: release: dial tcp 127.0.0.1:1: connect: connection refused`, refused},
+		{&Error{Op: "open", Backend: "redis", Kind: KindSemaphore, Name: "gpu",
+			Err: &MismatchError{Param: "capacity", Have: 2, Want: 3, Err: fmt.Errorf("it exists with another capacity than 3: %w", ErrMismatch)}},
+			`baton: redis semaphore "gpu": open: exists with capacity 2, not 3`, ErrMismatch},
+		{&Error{Op: "open", Backend: "zookeeper", Kind: KindSemaphore, Name: "gpu", Err: &MismatchError{Param: "capacity", Want: 3}},
+			`baton: zookeeper semaphore "gpu": open: exists with a capacity other than 3`, ErrMismatch},
+	}
+	for _, c := range cases {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
+		if !errors.Is(c.e, c.is) {
+			t.Errorf("%s: does not match %v", c.want, c.is)
 		}
 	}
 }

@@ -74,6 +74,16 @@ func testRWBasics(t *testing.T, e *env) {
 	is(t, "read-to-write upgrade", err, baton.ErrUpgrade)
 	ok(t, "RUnlock owner", r1.RUnlock(o))
 
+	// Without an owner the handle cannot tell the reader from another
+	// caller: Lock waits, as sync.RWMutex's does, until its context ends.
+	_, err = r1.RLock(ctx)
+	ok(t, "RLock without owner", err)
+	wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = r1.Lock(wctx)
+	wcancel()
+	is(t, "Lock over the handle's own read lock, without owner", err, context.DeadlineExceeded)
+	ok(t, "RUnlock without owner", r1.RUnlock(ctx))
+
 	// A writer may read; unlocking the write keeps the read, atomically.
 	_, err = r1.Lock(o)
 	ok(t, "Lock owner", err)

@@ -2,6 +2,9 @@ package locktest
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +22,11 @@ func testSemBasics(t *testing.T, e *env) {
 	}
 	_, err = b.Semaphore(ctx, name, 4)
 	is(t, "Semaphore with another capacity", err, baton.ErrMismatch)
+	// Every backend names the existing capacity, in one text.
+	var me *baton.MismatchError
+	if !errors.As(err, &me) || me.Have != 3 || me.Want != 4 || !strings.HasSuffix(err.Error(), "semaphore "+strconv.Quote(name)+": open: exists with capacity 3, not 4") {
+		t.Errorf("Semaphore with another capacity: %v; want a MismatchError naming the existing capacity 3", err)
+	}
 	s2, err := b.Semaphore(ctx, name, 3)
 	ok(t, "Semaphore", err)
 	_, err = s.Acquire(ctx, 2)

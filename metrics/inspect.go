@@ -16,11 +16,23 @@ const InspectTimeout = 10 * time.Second
 // scrape (as baton ls does), for a process that watches a backend rather
 // than uses it (baton serve):
 //
-//	baton_object_holders{backend,primitive,name}        current holders
-//	baton_object_waiters{backend,primitive,name}        waiters, where the backend counts them
-//	baton_object_held_seconds{backend,primitive,name}   how long the oldest holder has held it
-//	baton_object_lease_seconds{backend,primitive,name}  the least lease time left of a holder
-//	baton_object_last_token{backend,primitive,name}
+//	baton_object_holders{backend,primitive,name}          current holders
+//	baton_object_waiters{backend,primitive,name}          waiters, where the backend counts them
+//	baton_object_held_seconds{backend,primitive,name}     how long the oldest holder has held it, where known
+//	baton_object_lease_seconds{backend,primitive,name}    the least lease time left of a holder
+//	baton_object_last_token_high{backend,primitive,name}  the last fencing token / 2^32
+//	baton_object_last_token_low{backend,primitive,name}   the last fencing token mod 2^32
+//	baton_inspect_up                                      1 if the last listing succeeded, else 0
+//	baton_inspect_errors_total                            listings that failed
+//
+// A listing that fails still answers the scrape: up reads 0 and the error
+// counter counts it, so that an alert can tell a backend that is down from
+// one without objects. Tokens are 64-bit and go past 2^53 (same-host
+// reader/writer tokens start near 1.8e18), where a float64 sample could no
+// longer tell consecutive tokens apart; each half of the token is exact in
+// a sample, changes() of the low half counts the grants between scrapes,
+// and high*4294967296+low is the token. A label holding the token would be
+// exact too, but would start a new series at every grant.
 //
 // The options are New's; names past the limit are summed (holders,
 // waiters) or reduced (oldest hold, least lease, highest token) under
@@ -32,30 +44,39 @@ func NewInspector(in baton.Inspector, opts ...Option) prometheus.Collector {
 			[]string{"backend", "primitive", "name"}, c.cfg.constant)
 	}
 	return &inspectCollector{c: c, in: in,
-		holders: d("holders", "Current holders of the object."),
-		waiters: d("waiters", "Waiters of the object, where the backend counts them."),
-		held:    d("held_seconds", "How long the oldest current holder has held the object."),
-		lease:   d("lease_seconds", "The least lease time a current holder has left."),
-		token:   d("last_token", "The last fencing token given out for the object."),
+		holders:   d("holders", "Current holders of the object."),
+		waiters:   d("waiters", "Waiters of the object, where the backend counts them."),
+		held:      d("held_seconds", "How long the oldest current holder has held the object, where the backend knows it."),
+		lease:     d("lease_seconds", "The least lease time a current holder has left."),
+		tokenHigh: d("last_token_high", "The last fencing token given out for the object, divided by 2^32."),
+		tokenLow:  d("last_token_low", "The last fencing token given out for the object, modulo 2^32."),
+		up: prometheus.NewDesc(prometheus.BuildFQName(c.cfg.namespace, "inspect", "up"),
+			"1 if the last listing of the backend succeeded, 0 if it failed.", nil, c.cfg.constant),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: c.cfg.namespace, Subsystem: "inspect",
+			Name: "errors_total", Help: "Listings of the backend that failed.", ConstLabels: c.cfg.constant}),
 	}
 }
 
 type inspectCollector struct {
-	c                                    *Collector // for its options and name labels
-	in                                   baton.Inspector
-	holders, waiters, held, lease, token *prometheus.Desc
+	c                             *Collector // for its options and name labels
+	in                            baton.Inspector
+	holders, waiters, held, lease *prometheus.Desc
+	tokenHigh, tokenLow, up       *prometheus.Desc
+	errors                        prometheus.Counter
 }
 
 func (ic *inspectCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ic.holders, ic.waiters, ic.held, ic.lease, ic.token} {
+	for _, d := range []*prometheus.Desc{ic.holders, ic.waiters, ic.held, ic.lease, ic.tokenHigh, ic.tokenLow, ic.up} {
 		ch <- d
 	}
+	ic.errors.Describe(ch)
 }
 
 type objectStats struct {
 	holders, waiters float64
 	counted          bool // waiters known for some object
 	held, lease      time.Duration
+	heldKnown        bool // the start of some hold is known
 	token            baton.Token
 }
 
@@ -63,10 +84,13 @@ func (ic *inspectCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), InspectTimeout)
 	defer cancel()
 	infos, err := ic.in.List(ctx)
-	if err != nil && len(infos) == 0 {
-		ch <- prometheus.NewInvalidMetric(ic.holders, err)
-		return
+	up := 1.0
+	if err != nil {
+		up = 0
+		ic.errors.Inc()
 	}
+	ch <- prometheus.MustNewConstMetric(ic.up, prometheus.GaugeValue, up)
+	ic.errors.Collect(ch)
 	now := time.Now()
 	stats := map[seriesKey]*objectStats{}
 	var order []seriesKey
@@ -87,6 +111,7 @@ func (ic *inspectCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, h := range in.Holders {
 			if !h.Since.IsZero() {
 				s.held = max(s.held, now.Sub(h.Since))
+				s.heldKnown = true
 			}
 			if h.TTL > 0 && (s.lease < 0 || h.TTL < s.lease) {
 				s.lease = h.TTL
@@ -100,10 +125,13 @@ func (ic *inspectCollector) Collect(ch chan<- prometheus.Metric) {
 		if s.counted {
 			ch <- prometheus.MustNewConstMetric(ic.waiters, prometheus.GaugeValue, s.waiters, lv...)
 		}
-		ch <- prometheus.MustNewConstMetric(ic.held, prometheus.GaugeValue, s.held.Seconds(), lv...)
+		if s.heldKnown {
+			ch <- prometheus.MustNewConstMetric(ic.held, prometheus.GaugeValue, s.held.Seconds(), lv...)
+		}
 		if s.lease >= 0 {
 			ch <- prometheus.MustNewConstMetric(ic.lease, prometheus.GaugeValue, s.lease.Seconds(), lv...)
 		}
-		ch <- prometheus.MustNewConstMetric(ic.token, prometheus.GaugeValue, float64(s.token), lv...)
+		ch <- prometheus.MustNewConstMetric(ic.tokenHigh, prometheus.GaugeValue, float64(uint64(s.token)>>32), lv...)
+		ch <- prometheus.MustNewConstMetric(ic.tokenLow, prometheus.GaugeValue, float64(uint64(s.token)&0xffffffff), lv...)
 	}
 }

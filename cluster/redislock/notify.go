@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -45,7 +44,9 @@ func (n *notifier) start(ctx context.Context) error {
 	ps := n.c.Subscribe(ctx, n.channel)
 	if _, err := ps.Receive(ctx); err != nil {
 		_ = ps.Close()
-		return fmt.Errorf("subscribe to wake-up channel: %w", ctxErr(ctx, err))
+		// The subscription is the first request a Lock makes: its failure
+		// (a refused password, an unreachable server) is the Lock's own.
+		return ctxErr(ctx, err)
 	}
 	n.ps = ps
 	n.done = make(chan struct{})

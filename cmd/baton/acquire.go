@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/batonlock/baton"
 )
@@ -122,4 +124,46 @@ func classify(err error) error {
 	default:
 		return exitWith(exitBackend, err)
 	}
+}
+
+// probe asks the backend about the object r waits for, alongside the wait,
+// and reports whether the backend answered: a wait that -w ends is "busy"
+// only when the backend answered meanwhile, and a failure of the backend
+// otherwise. A backend that cannot be asked counts as answering.
+func probe(ctx context.Context, b baton.Backend, r *request) <-chan bool {
+	c := make(chan bool, 1)
+	in, ok := b.(baton.Inspector)
+	if !ok {
+		c <- true
+		return c
+	}
+	kinds := []baton.Kind{baton.KindRWMutex, baton.KindMutex} // the Mutex where there is no RWMutex (Redlock)
+	if r.sem > 0 {
+		kinds = []baton.Kind{baton.KindSemaphore}
+	}
+	go func() {
+		var err error
+		for _, k := range kinds {
+			if _, err = in.Inspect(ctx, k, r.name); !errors.Is(err, baton.ErrUnsupported) {
+				break
+			}
+		}
+		c <- err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, baton.ErrUnsupported)
+	}()
+	return c
+}
+
+// hostsOf returns the host list of a network backend URL ("" for others).
+func hostsOf(raw string) string {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		rest = rest[at+1:]
+	}
+	return rest
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"slices"
@@ -92,7 +90,11 @@ func openBackend(ctx context.Context, raw string, o backendOptions) (baton.Backe
 	b, err := baton.Open(ctx, u)
 	if err != nil {
 		if errors.Is(err, baton.ErrInvalidArgument) {
-			msg := strings.TrimPrefix(err.Error(), "baton: ")
+			// The exit code says that the argument is invalid; the
+			// message says what is wrong with it.
+			inv := strings.TrimPrefix(baton.ErrInvalidArgument.Error(), "baton: ")
+			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "baton: "), inv+": ")
+			msg = strings.TrimSuffix(strings.TrimSuffix(msg, ": "+baton.ErrInvalidArgument.Error()), ": "+inv)
 			if strings.Contains(msg, baton.RedactURL(raw)) {
 				return nil, usageErrorf("backend %s", msg) // the message quotes the URL already
 			}
@@ -124,17 +126,6 @@ func withParam(raw, name, value string) string {
 		out += "#" + frag
 	}
 	return out
-}
-
-// setLogger sets where the backends, which log to the default logger, log
-// background failures (lease renewal): nowhere, or warnings to stderr with
-// -v.
-func setLogger(verbose bool) {
-	h := slog.Handler(slog.NewTextHandler(io.Discard, nil))
-	if verbose {
-		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
-	}
-	slog.SetDefault(slog.New(h))
 }
 
 // childBackend returns the BATON_BACKEND given to the command: the URL

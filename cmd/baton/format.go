@@ -89,9 +89,8 @@ func writeText(w io.Writer, infos []baton.Info) {
 		if in.LastToken > 0 {
 			fmt.Fprintf(w, "  last token %d", in.LastToken)
 		}
-		if in.Detail != "" {
-			fmt.Fprintf(w, "  %s", in.Detail)
-		}
+		// Detail is the backend's raw state (a futex word, ticket
+		// counters, a key): for --json, not for people.
 		fmt.Fprintln(w)
 		if len(in.Holders) == 0 {
 			fmt.Fprintln(w, "  free")

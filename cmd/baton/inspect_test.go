@@ -49,6 +49,18 @@ func TestStatusLsRm(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "held by") || !strings.Contains(r.stdout, "exclusive") {
 		t.Errorf("status text: exit %d, %q", r.code, r.stdout)
 	}
+	// The backend's raw state is for --json; the text speaks in words.
+	for _, name := range []string{"jobs/nightly", "gpu"} {
+		text := run(t, ns, "status", name).stdout
+		for _, raw := range []string{"0x", "state", "tickets", "semid"} {
+			if strings.Contains(text, raw) {
+				t.Errorf("status %s shows raw internals (%q):\n%s", name, raw, text)
+			}
+		}
+		if rep := decodeReport(t, run(t, ns, "status", "--json", name).stdout); len(rep.Objects) != 1 || rep.Objects[0].Detail == "" {
+			t.Errorf("status --json %s lacks the backend's detail: %+v", name, rep.Objects)
+		}
+	}
 
 	r = run(t, ns, "ls", "--json")
 	if r.code != 0 {

@@ -40,8 +40,8 @@ const exitCodesHelp = `Exit codes:
   64       usage: unknown flag, bad duration, bad backend URL, bad name,
            missing command
   69       the command could not be executed (not found, not executable)
-  70       the backend failed (cannot connect, error from the server,
-           primitive not supported by the backend)
+  70       the backend failed (cannot connect, no answer within -w, error
+           from the server, primitive not supported by the backend)
   75       the lock was lost while the command ran; the command was sent
            SIGTERM (then SIGKILL after --grace) unless --on-lost=ignore
   128+S    baton was interrupted by signal S while it waited (130 for Ctrl-C);
@@ -145,5 +145,6 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
 	root.AddCommand(newTopCmd(), newServeCmd())
 	root.Version = version()
 	root.CompletionOptions.HiddenDefaultCmd = false
+	useOwnBashCompletion(root)
 	return root
 }

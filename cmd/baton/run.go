@@ -288,10 +288,11 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 	// Open the backend and acquire in the background, so that a signal
 	// ends the wait (connecting to a cluster included).
 	type result struct {
-		b        baton.Backend
-		h        held
-		err      error
-		timedOut bool // the wait ended by -w
+		b          baton.Backend
+		h          held
+		err        error
+		timedOut   bool // the wait ended by -w
+		unanswered bool // ... and the backend did not answer meanwhile
 	}
 	resc := make(chan result, 1)
 	go func() {
@@ -306,10 +307,15 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 			resc <- result{err: err}
 			return
 		}
+		var answered <-chan bool
+		if r.timeout > 0 && !r.nonblock {
+			answered = probe(actx, b, r)
+		}
 		h, err := acquire(actx, b, r)
 		timedOut := err != nil && errors.Is(context.Cause(actx), errTimedOut)
+		unanswered := timedOut && answered != nil && !<-answered
 		acancel()
-		resc <- result{b: b, h: h, err: err, timedOut: timedOut}
+		resc <- result{b: b, h: h, err: err, timedOut: timedOut, unanswered: unanswered}
 	}()
 
 	// A wait that lasts says what it waits for: once on a terminal, and
@@ -359,6 +365,8 @@ wait:
 		switch {
 		case errors.As(res.err, &ee):
 			return res.err
+		case res.unanswered:
+			return exitWith(exitBackend, fmt.Errorf("backend %s did not answer within %v", baton.RedactURL(r.backend), r.timeout))
 		case errors.Is(res.err, baton.ErrLocked), res.timedOut:
 			if f.verbose || res.timedOut {
 				fmt.Fprintf(os.Stderr, "baton: %s is busy; gave up after %v\n", describe(r), time.Since(start).Round(time.Millisecond))
@@ -366,9 +374,17 @@ wait:
 			return exitWith(f.conflict, nil)
 		}
 		if r.sem > 0 && errors.Is(res.err, baton.ErrMismatch) {
-			return usageErrorf("semaphore %q exists with a number of slots other than -j %d", r.name, r.sem)
+			if me := (*baton.MismatchError)(nil); errors.As(res.err, &me) && me.Have > 0 {
+				return usageErrorf("semaphore %q: open with -j %d: it exists with %d slots", r.name, r.sem, me.Have)
+			}
+			return usageErrorf("semaphore %q: open with -j %d: it exists with another number of slots", r.name, r.sem)
 		}
-		return classify(res.err)
+		err := classify(res.err)
+		if errors.As(err, &ee) && ee.code == exitBackend && !strings.Contains(res.err.Error(), hostsOf(r.backend)) {
+			// Say which server failed, as the cause may not (an i/o timeout).
+			return exitWith(exitBackend, fmt.Errorf("%w (backend %s)", res.err, baton.RedactURL(r.backend)))
+		}
+		return err
 	}
 	h := res.h
 	if f.verbose {

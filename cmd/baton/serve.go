@@ -29,7 +29,10 @@ Prometheus:
                  baton ls --json (schema 2) with the time of the listing
   /metrics       Prometheus metrics of the objects: baton_object_holders,
                  baton_object_waiters, baton_object_held_seconds,
-                 baton_object_lease_seconds, baton_object_last_token
+                 baton_object_lease_seconds, baton_object_last_token_high
+                 and _low (the token's halves, each exact), and
+                 baton_inspect_up (0 when the backend cannot be listed)
+                 with baton_inspect_errors_total
 
 The page is plain HTML with a little JavaScript; it needs nothing but the
 server. baton serve lists the backend at every request and holds nothing.
