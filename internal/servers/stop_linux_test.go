@@ -3,11 +3,13 @@ package servers
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // startPG starts a throwaway PostgreSQL for a test, skipping the test
@@ -16,12 +18,18 @@ func startPG(t *testing.T) *proc {
 	t.Helper()
 	_, p, err := runPostgres()
 	if err != nil {
-		if os.Getenv("CI") != "true" && errors.Is(err, os.ErrNotExist) {
+		if missing(err) {
 			t.Skipf("no PostgreSQL: %v", err)
 		}
 		t.Fatal(err)
 	}
 	return p
+}
+
+// missing reports that err says the server is not installed, which skips a
+// test, but for in CI.
+func missing(err error) bool {
+	return os.Getenv("CI") != "true" && (errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist))
 }
 
 // pgShm returns what shared memory the running server p made: the POSIX
@@ -99,4 +107,30 @@ func TestPostgresStopLeavesNoShm(t *testing.T) {
 		p.stop()
 		checkNoShm(t, p, posix, id)
 	})
+}
+
+// TestStopIsClean: every server stops on its shutdown signal, well before
+// stop would kill it.
+func TestStopIsClean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts every server")
+	}
+	for _, name := range []string{Redis, MariaDB, ZooKeeper} {
+		t.Run(name, func(t *testing.T) {
+			_, stop, err := Serve(name)
+			if err != nil {
+				if missing(err) {
+					t.Skipf("no %s: %v", name, err)
+				}
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			stop()
+			d := time.Since(t0)
+			if d >= stopTimeout {
+				t.Errorf("stopped after %v: killed, not shut down", d)
+			}
+			t.Logf("stopped in %v", d)
+		})
+	}
 }
