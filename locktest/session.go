@@ -75,3 +75,15 @@ func testSessionKilled(t *testing.T, e *env) {
 		ok(t, "Unlock", m2.Unlock(ctx))
 	}
 }
+
+// RunSessionKilled runs only the SessionKilled test of s (whose
+// KillSession is set) against cfg, for a backend that can end a session
+// only on a route of its own to the server (a proxy that sees it begin).
+func RunSessionKilled(t *testing.T, s Suite, cfg string) {
+	t.Helper()
+	if s.KillSession == nil {
+		t.Fatal("RunSessionKilled: the suite has no KillSession")
+	}
+	e := &env{s: s, cfg: cfg}
+	e.run(t, []subtest{{"SessionKilled", testSessionKilled, true}}, checkLeaks)
+}
