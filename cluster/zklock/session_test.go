@@ -1,7 +1,9 @@
 package zklock
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/locktest"
 )
 
@@ -176,49 +179,56 @@ func closeSession(addr string, id int64, passwd []byte) error {
 // through p to the server at addr: it closes the session that owns the
 // holder's node.
 func (p *sessionProxy) killer(addr string) locktest.SessionKiller {
-	return func(cfg, name string) (bool, error) {
+	return func(cfg, name string) (bool, error) { return false, p.kill(addr, cfg, baton.KindMutex, name) }
+}
+
+// kill closes the session that owns the one node of name of kind, and
+// returns once the server has deleted the node.
+func (p *sessionProxy) kill(addr, cfg string, kind baton.Kind, name string) error {
+	err := func() error {
 		t, err := parseURL(cfg)
 		if err != nil {
-			return false, err
+			return err
 		}
 		o, err := buildConfig(t.opts)
 		if err != nil {
-			return false, err
+			return err
 		}
 		c, _, err := zk.Connect([]string{addr}, 5*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
 		if err != nil {
-			return false, err
+			return err
 		}
 		defer c.Close()
-		dir := (&backend{o: o}).dir("mutex", name) + "/q"
+		dir := (&backend{o: o}).dir(kind, name) + "/q"
 		kids, _, err := c.Children(dir)
 		if err != nil {
-			return false, fmt.Errorf("%s: %w", dir, err)
+			return fmt.Errorf("%s: %w", dir, err)
 		}
 		if len(kids) != 1 {
-			return false, fmt.Errorf("%s: %q, want the holder's node only", dir, kids)
+			return fmt.Errorf("%s: %q, want the holder's node only", dir, kids)
 		}
 		_, st, err := c.Get(dir + "/" + kids[0])
 		if err != nil {
-			return false, err
+			return err
 		}
 		p.mu.Lock()
 		pw, ok := p.passwd[st.EphemeralOwner]
 		p.mu.Unlock()
 		if !ok {
-			return false, fmt.Errorf("session %#x was not seen by the proxy", st.EphemeralOwner)
+			return fmt.Errorf("session %#x was not seen by the proxy", st.EphemeralOwner)
 		}
 		if err := closeSession(addr, st.EphemeralOwner, pw); err != nil {
-			return false, err
+			return err
 		}
 		// Back once the server has deleted the session's node.
 		for {
 			if ok, _, err := c.Exists(dir + "/" + kids[0]); err != nil || !ok {
-				return false, err
+				return err
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-	}
+	}()
+	return err
 }
 
 // TestSessionKilled: the suite's SessionKilled test, with the holder's
@@ -229,4 +239,46 @@ func TestSessionKilled(t *testing.T) {
 	s := suite
 	s.KillSession = p.killer(addr)
 	locktest.RunSessionKilled(t, s, suiteURL(p.addr, "session"))
+}
+
+// TestSessionKilledSemaphore: a release of permits (all of them, or some)
+// whose session was closed on the server reports ErrLost, with the
+// hold's Loss fired by then.
+func TestSessionKilledSemaphore(t *testing.T) {
+	addr := standalone(t)
+	p := startSessionProxy(t, addr)
+	u := suiteURL(p.addr, "session-sem")
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		acquire int64
+	}{{"All", 1}, {"Some", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := open(t, u).Semaphore(ctx, "sem-"+tc.name, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := s.Acquire(ctx, tc.acquire)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.kill(addr, u, baton.KindSemaphore, "sem-"+tc.name); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Release(ctx, 1); !errors.Is(err, baton.ErrLost) {
+				t.Errorf("Release after the session was closed: %v, want ErrLost", err)
+			}
+			if h.Err() == nil {
+				t.Error("Release reported the loss, but Hold.Err is nil")
+			}
+			// The permits left are given back with the lost hold, and the
+			// backend goes on with a new session.
+			if _, err := s.Acquire(ctx, 2); err != nil {
+				t.Fatalf("Acquire after the loss: %v", err)
+			}
+			if err := s.Release(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
