@@ -40,12 +40,12 @@ func holderOf(pid int, addr, app string) baton.Holder {
 			if host == "" {
 				host = addr
 			}
-			return baton.Holder{PID: n, Host: host, Owner: session(pid)}
+			return baton.Holder{PID: n, Host: host, Owner: sessionOwner(pid)}
 		}
 	}
-	return baton.Holder{Host: addr, Owner: session(pid)}
+	return baton.Holder{Host: addr, Owner: sessionOwner(pid)}
 }
 
-// session names a server session by its process id, which
+// sessionOwner names a server session by its process id, which
 // pg_terminate_backend takes.
-func session(pid int) string { return "session " + strconv.Itoa(pid) }
+func sessionOwner(pid int) string { return "session " + strconv.Itoa(pid) }
