@@ -23,7 +23,8 @@ const (
 // it: the Owner (WithOwner) of a futex Mutex hold taken without waiting,
 // in decimal; on ZooKeeper the id of the holding Backend (a random id that
 // begins every node id of the Backend); on MySQL the owner id of the
-// hold's row (the Backend's id and a count).
+// hold's row (the Backend's id and a count); on PostgreSQL the holder's
+// session ("session" and its server process id).
 type Holder struct {
 	PID   int           `json:"pid,omitempty"`
 	Host  string        `json:"host,omitempty"`

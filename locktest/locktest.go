@@ -59,6 +59,9 @@ type Suite struct {
 	// Objects, when set, lists the backend's objects (files, keys) for cfg;
 	// the bad-input tests check that refused calls create none.
 	Objects func(cfg string) ([]string, error)
+	// KillSession, when set, ends a hold's session on the server (see
+	// SessionKiller) for the SessionKilled test.
+	KillSession SessionKiller
 }
 
 const (
@@ -166,6 +169,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"CrossProcessRW", testCrossProcessRW, s.Caps.CrossProcess && s.Caps.RWMutex},
 		{"CrossProcessSemaphore", testCrossProcessSem, s.Caps.CrossProcess && s.Caps.Semaphore},
 		{"KillHolder", testKillHolder, s.Caps.CrossProcess && s.Caps.KillBound > 0},
+		{"SessionKilled", testSessionKilled, s.KillSession != nil},
 		{"Value", testValue, true},
 	}, checkLeaks)
 }

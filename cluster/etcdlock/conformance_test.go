@@ -61,8 +61,8 @@ func caps3() locktest.Caps {
 }
 
 var (
-	suite1 = locktest.Suite{Name: "etcd1", Open: openSuite, Caps: caps, Objects: suiteObjects}
-	suite3 = locktest.Suite{Name: "etcd3", Open: openSuite, Caps: caps3(), Objects: suiteObjects}
+	suite1 = locktest.Suite{Name: "etcd1", Open: openSuite, Caps: caps, Objects: suiteObjects, KillSession: killSession}
+	suite3 = locktest.Suite{Name: "etcd3", Open: openSuite, Caps: caps3(), Objects: suiteObjects, KillSession: killSession}
 )
 
 func TestMain(m *testing.M) {

@@ -360,6 +360,12 @@ func (h *hold) end(sql string, args ...any) error {
 	switch {
 	case err != nil:
 		destroy(h.c)
+		if connLost(err) {
+			// The session ended before the release (terminated, the server
+			// restarted) and its locks with it: the hold was lost then.
+			h.loss.Fire(fmt.Errorf("release: the session of the hold had ended: %w", err))
+			return h.loss.Err()
+		}
 		return fmt.Errorf("release: %w", err)
 	case !held:
 		destroy(h.c)

@@ -17,7 +17,7 @@ func openSuite(cfg string) (baton.Backend, error) {
 	return OpenURL(ctx, cfg, lease.WithTTL(2*time.Second))
 }
 
-var suite = locktest.Suite{Name: "postgres", Open: openSuite, Caps: locktest.Caps{
+var suite = locktest.Suite{Name: "postgres", Open: openSuite, KillSession: killSession, Caps: locktest.Caps{
 	RWMutex: true, Semaphore: true, Cond: true, Value: true,
 	CrossProcess: true,
 	// A killed holder's session ends with its socket, but the next holder

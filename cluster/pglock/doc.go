@@ -71,10 +71,12 @@
 //
 // The Backend is a baton.Inspector (baton status, ls, rm). Holders and
 // waiters are read from the server's lock table (pg_locks): a holder is
-// named by the server process of its session (Holder.PID, the process
-// pg_terminate_backend takes) and the session's client address, not by the
-// client's own process; an exclusive holder also shows its token and what
-// is left of its lease. Remove of a Mutex or RWMutex gives its lease row
+// named by its client process and host (Holder.PID and Host), which the
+// session's application_name carries (ApplicationName: OpenURL sets it,
+// a pool given to New needs it set to be named so; otherwise Host is the
+// client address and PID is unknown), and by its session's server process
+// (Holder.Owner "session <pid>", the process pg_terminate_backend takes);
+// an exclusive holder also shows its token and what is left of its lease. Remove of a Mutex or RWMutex gives its lease row
 // a new token, so that the exclusive holder's renewals fail, and ends the
 // sessions that hold it, so that the lock is free and every holder's Loss
 // fires; the row stays, with the lease it had, so tokens keep increasing

@@ -15,14 +15,13 @@ import (
 
 // The server's lock table (pg_locks) is what says who holds and who waits:
 // an advisory lock on a bigint key k shows as classid k>>32, objid the low
-// 32 bits, objsubid 1. A holder is named by its session's server process
-// id and client address (pg_stat_activity); the client's own process is
-// not known to the server.
+// 32 bits, objsubid 1. A holder is named by its session's
+// application_name (appname.go) and client address (pg_stat_activity).
 const (
 	// $1 key. One row per session that holds or waits: pid, granted,
-	// exclusive, client address.
+	// exclusive, client address, application name.
 	inspectLocksSQL = `SELECT l.pid, l.granted, l.mode = 'ExclusiveLock',
-	coalesce(host(a.client_addr), a.client_hostname, '')
+	coalesce(host(a.client_addr), a.client_hostname, ''), coalesce(a.application_name, '')
 FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 	AND l.classid = (($1::bigint >> 32) & 4294967295)::oid AND l.objid = ($1::bigint & 4294967295)::oid
@@ -34,8 +33,9 @@ ORDER BY l.granted DESC, l.pid`
 FROM baton_leases WHERE kind = $1 AND name = $2`
 
 	// $1 slot prefix, $2 capacity: the sessions holding slots and how
-	// many each.
-	inspectSlotsSQL = `SELECT l.pid, count(*), coalesce(max(host(a.client_addr)), max(a.client_hostname), '')
+	// many each, client address, application name.
+	inspectSlotsSQL = `SELECT l.pid, count(*), coalesce(max(host(a.client_addr)), max(a.client_hostname), ''),
+	coalesce(max(a.application_name), '')
 FROM generate_series(0, $2::int - 1) s
 JOIN pg_locks l ON l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
 	AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -131,11 +131,15 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 	return info, fmt.Errorf("%w: kind %q", baton.ErrInvalidArgument, kind)
 }
 
+// lockRow is a session's row of the lock table: it holds or waits, or
+// (semaphores) holds n slots.
 type lockRow struct {
 	pid       int
+	n         int64
 	granted   bool
 	exclusive bool
 	host      string
+	app       string
 }
 
 func (b *backend) locks(ctx context.Context, key int64) ([]lockRow, error) {
@@ -145,7 +149,7 @@ func (b *backend) locks(ctx context.Context, key int64) ([]lockRow, error) {
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (lockRow, error) {
 		var l lockRow
-		return l, r.Scan(&l.pid, &l.granted, &l.exclusive, &l.host)
+		return l, r.Scan(&l.pid, &l.granted, &l.exclusive, &l.host, &l.app)
 	})
 }
 
@@ -168,7 +172,8 @@ func (b *backend) inspectLock(ctx context.Context, info baton.Info) (baton.Info,
 			info.Waiters++
 			continue
 		}
-		h := baton.Holder{PID: l.pid, Host: l.host, Mode: "shared"}
+		h := holderOf(l.pid, l.host, l.app)
+		h.Mode = "shared"
 		if l.exclusive {
 			// Only exclusive acquisitions write n on the lease row:
 			// n is the exclusive holder's token.
@@ -211,15 +216,17 @@ func (b *backend) inspectSem(ctx context.Context, info baton.Info) (baton.Info, 
 	if err != nil {
 		return info, err
 	}
-	hs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (baton.Holder, error) {
-		var h baton.Holder
-		return h, r.Scan(&h.PID, &h.N, &h.Host)
+	hs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lockRow, error) {
+		var l lockRow
+		return l, r.Scan(&l.pid, &l.n, &l.host, &l.app)
 	})
 	if err != nil {
 		return info, err
 	}
-	for _, h := range hs {
-		if h.PID != head {
+	for _, l := range hs {
+		if l.pid != head {
+			h := holderOf(l.pid, l.host, l.app)
+			h.N = l.n
 			info.Holders = append(info.Holders, h)
 		}
 	}

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
@@ -76,9 +80,10 @@ func TestInspect(t *testing.T) {
 	if len(info.Holders) != 1 || info.Waiters != 1 || info.Backend != "postgres" || info.LastToken != h.Token() {
 		t.Fatalf("mutex: %+v, want one holder and one waiter, last token %d", info, h.Token())
 	}
-	if hd := info.Holders[0]; hd.Token != h.Token() || hd.Mode != "exclusive" || hd.PID <= 0 || hd.Host == "" ||
-		hd.TTL <= 0 || hd.TTL > faultTTL {
-		t.Errorf("mutex holder: %+v, want token %d, a pid, a host and a lease", hd, h.Token())
+	host, _ := os.Hostname()
+	if hd := info.Holders[0]; hd.Token != h.Token() || hd.Mode != "exclusive" || hd.PID != os.Getpid() || hd.Host != host ||
+		!strings.HasPrefix(hd.Owner, "session ") || hd.TTL <= 0 || hd.TTL > faultTTL {
+		t.Errorf("mutex holder: %+v, want token %d, pid %d, host %q, its session and a lease", hd, h.Token(), os.Getpid(), host)
 	}
 	list, err := in.List(ctx)
 	if err != nil {
@@ -88,10 +93,11 @@ func TestInspect(t *testing.T) {
 	for _, i := range list {
 		all[string(i.Kind)+" "+i.Name] = i
 	}
-	if i := all["rwmutex rw"]; len(i.Holders) != 1 || i.Holders[0].Mode != "shared" {
+	if i := all["rwmutex rw"]; len(i.Holders) != 1 || i.Holders[0].Mode != "shared" || i.Holders[0].PID != os.Getpid() {
 		t.Errorf("rwmutex: %+v", i)
 	}
-	if i := all["semaphore sem"]; i.Capacity != 5 || len(i.Holders) != 1 || i.Holders[0].N != 3 || i.Waiters != 0 {
+	if i := all["semaphore sem"]; i.Capacity != 5 || len(i.Holders) != 1 || i.Holders[0].N != 3 || i.Waiters != 0 ||
+		i.Holders[0].PID != os.Getpid() || i.Holders[0].Host != host {
 		t.Errorf("semaphore: %+v", i)
 	}
 	if _, ok := all["mutex a/b"]; !ok || len(list) != 3 {
@@ -136,5 +142,37 @@ func TestInspect(t *testing.T) {
 	}
 	if err := in.Remove(ctx, baton.KindCond, "none"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Remove of no cond: %v", err)
+	}
+}
+
+// TestInspectForeignPool: a holder on a pool that does not set baton's
+// application_name (New) is shown by its client address and session, with
+// no pid rather than the server's.
+func TestInspectForeignPool(t *testing.T) {
+	url := need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	b, err := New(pool, lease.WithTTL(faultTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	m := mutexT(t, b, "foreign")
+	if _, err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unlock(ctx)
+	info, err := b.(baton.Inspector).Inspect(ctx, baton.KindMutex, "foreign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Holders) != 1 || info.Holders[0].PID != 0 || info.Holders[0].Host != "127.0.0.1" ||
+		!strings.HasPrefix(info.Holders[0].Owner, "session ") {
+		t.Errorf("holders %+v, want one with no pid, host 127.0.0.1 and its session", info.Holders)
 	}
 }

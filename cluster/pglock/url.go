@@ -87,6 +87,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 		"tcp_keepalives_idle":     strconv.Itoa(max(1, int(o.TTL/time.Second/2))),
 		"tcp_keepalives_interval": "1",
 		"tcp_keepalives_count":    "3",
+		"application_name":        ApplicationName(), // names the holder in Inspect
 	} {
 		if _, set := rp[k]; !set {
 			rp[k] = v

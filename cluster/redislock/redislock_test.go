@@ -15,10 +15,10 @@ import (
 func openCfg(cfg string) (baton.Backend, error) { return OpenURL(context.Background(), cfg) }
 
 var (
-	suiteSingle = locktest.Suite{Name: "redis", Open: openCfg, Caps: locktest.Caps{
+	suiteSingle = locktest.Suite{Name: "redis", Open: openCfg, KillSession: killSession, Caps: locktest.Caps{
 		RWMutex: true, Semaphore: true, Cond: true, Value: true, CrossProcess: true,
 		KillBound: 6 * time.Second, Acquisitions: 3000, Lease: true}}
-	suiteCluster = locktest.Suite{Name: "redis-cluster", Open: openCfg, Caps: locktest.Caps{
+	suiteCluster = locktest.Suite{Name: "redis-cluster", Open: openCfg, KillSession: killSession, Caps: locktest.Caps{
 		RWMutex: true, Semaphore: true, Cond: true, Value: true, CrossProcess: true,
 		KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}}
 )

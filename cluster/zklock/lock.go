@@ -229,10 +229,9 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 		lg.loss.Fire(errors.New("the hold's node is gone"))
 	case err != nil:
 		d.b.forget(lg.n, nil)
-		if lerr := lg.loss.Err(); lerr != nil {
-			return lerr
-		}
-		return err
+		// No answer on the session (closed by the server, expired, or
+		// cut off): nothing vouches for the hold up to its release.
+		lg.loss.Fire(fmt.Errorf("release: %w", err))
 	}
 	return lg.loss.Err()
 }

@@ -292,10 +292,9 @@ func (d *semDriver) Release(ctx context.Context, g driver.Grant, k int64) error 
 		if k == sg.k {
 			d.b.forget(sg.n, nil)
 		}
-		if lerr := sg.loss.Err(); lerr != nil {
-			return lerr
-		}
-		return err
+		// As for a lock (lock.go): nothing vouches for the permits.
+		sg.loss.Fire(fmt.Errorf("release: %w", err))
+		return sg.loss.Err()
 	}
 	sg.k -= k
 	return sg.loss.Err()

@@ -29,16 +29,28 @@ type proc struct {
 	cmd  *exec.Cmd
 	dir  string              // removed after the stop; "" for none
 	cred *syscall.Credential // run as; nil: this process's user
+	// quit is the signal that asks the server to shut down cleanly
+	// (0: SIGTERM); orphan, the one it gets if this process's thread that
+	// started it ends first (0: SIGKILL).
+	quit, orphan syscall.Signal
+	done         chan struct{} // closed once the process is reaped
 }
 
-// run starts name; the server gets SIGKILL if this process's thread that
+// stopTimeout is how long a server is given to shut down cleanly before
+// it is killed.
+const stopTimeout = 15 * time.Second
+
+// run starts name; the server gets p.orphan if this process's thread that
 // started it ends first.
 func run(p *proc, name string, args ...string) (*proc, error) {
 	if p == nil {
 		p = &proc{}
 	}
+	if p.orphan == 0 {
+		p.orphan = syscall.SIGKILL
+	}
 	cmd := exec.Command(name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: p.cred}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: p.orphan, Credential: p.cred}
 	if err := cmd.Start(); err != nil {
 		if p.dir != "" {
 			os.RemoveAll(p.dir)
@@ -46,6 +58,8 @@ func run(p *proc, name string, args ...string) (*proc, error) {
 		return nil, fmt.Errorf("start %s (install it, or give the URL of a running server): %w", name, err)
 	}
 	p.cmd = cmd
+	p.done = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(p.done) }()
 	return p, nil
 }
 
@@ -63,9 +77,23 @@ func serve(p *proc, d time.Duration, ready func() bool, name string, args ...str
 	return p, nil
 }
 
+// stop asks the server to shut down, as its documentation says to, so
+// that it removes what it made outside its data directory (shared memory,
+// sockets); a server still running after stopTimeout is killed with its
+// process group.
 func (p *proc) stop() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	_ = p.cmd.Wait()
+	quit := p.quit
+	if quit == 0 {
+		quit = syscall.SIGTERM
+	}
+	_ = p.cmd.Process.Signal(quit)
+	select {
+	case <-p.done:
+	case <-time.After(stopTimeout):
+		// Not yet reaped, so the group's id is still the server's.
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
 	if p.dir != "" {
 		os.RemoveAll(p.dir)
 	}

@@ -1,7 +1,9 @@
 // Package servers starts throwaway servers for the examples and their
 // tests: redis-server, an embedded etcd, PostgreSQL, MariaDB and
 // ZooKeeper, each on a free loopback port with a data directory of its
-// own, stopped by its PID.
+// own, stopped by its PID as the server asks to be (PostgreSQL's fast
+// shutdown, SIGTERM for the others), so that it leaves no shared memory
+// behind; one that does not stop in time is killed.
 package servers
 
 import (

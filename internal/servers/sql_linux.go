@@ -16,9 +16,17 @@ import (
 	_ "github.com/go-sql-driver/mysql" // for the CREATE DATABASE of startMariaDB
 )
 
-// startPostgres initializes a cluster and runs postgres on it, as nobody
-// when this process is root (postgres refuses root).
 func startPostgres() (string, func(), error) {
+	u, p, err := runPostgres()
+	if err != nil {
+		return "", nil, err
+	}
+	return u, p.stop, nil
+}
+
+// runPostgres initializes a cluster and runs postgres on it, as nobody
+// when this process is root (postgres refuses root).
+func runPostgres() (string, *proc, error) {
 	bin, err := lookPath("postgres", "/usr/lib/postgresql/*/bin")
 	if err != nil {
 		return "", nil, err
@@ -54,12 +62,14 @@ func startPostgres() (string, func(), error) {
 		ls := strings.Split(string(b), "\n")
 		return len(ls) > 7 && strings.TrimSpace(ls[7]) == "ready"
 	}
-	p, err := serve(&proc{dir: dir, cred: cred}, 60*time.Second, ready, filepath.Join(bin, "postgres"), "-D", data, "-k", dir,
+	// SIGINT is postgres's fast shutdown, SIGQUIT its immediate one: both
+	// remove its shared memory, which SIGKILL would leave behind.
+	p, err := serve(&proc{dir: dir, cred: cred, quit: syscall.SIGINT, orphan: syscall.SIGQUIT}, 60*time.Second, ready, filepath.Join(bin, "postgres"), "-D", data, "-k", dir,
 		"-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off")
 	if err != nil {
 		return "", nil, err
 	}
-	return "postgres://postgres@" + loopback(port) + "/postgres", p.stop, nil
+	return "postgres://postgres@" + loopback(port) + "/postgres", p, nil
 }
 
 // unprivileged returns the credential of nobody when this process is
