@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,24 +76,15 @@ func parseURL(raw string) (target, error) {
 		hosts = hosts[at+1:]
 	}
 	for h := range strings.SplitSeq(hosts, ",") {
-		host, port, err := net.SplitHostPort(h)
+		host, port, err := urlparam.HostPort(h, "2181")
 		if err != nil {
-			if strings.ContainsAny(h, ":[]") {
-				return bad("host %q", h)
-			}
-			host, port = h, "2181"
-		}
-		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-			return bad("port %q", port)
-		}
-		if host == "" || strings.ContainsAny(host, " \t\x00/@") {
-			return bad("host %q", h)
+			return badOpt(err)
 		}
 		t.servers = append(t.servers, net.JoinHostPort(host, port))
 	}
-	q, err := url.ParseQuery(query)
+	q, err := urlparam.Query(query)
 	if err != nil {
-		return bad("query: %v", err)
+		return badOpt(err)
 	}
 	if hasPath && path != "" && q.Has(lease.ParamPrefix) {
 		return bad("both a path and a prefix parameter")
