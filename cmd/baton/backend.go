@@ -132,7 +132,7 @@ func setLogger(verbose bool) {
 	if verbose {
 		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
 	}
-	slog.SetDefault(slog.New(h))
+	slog.SetDefault(slog.New(noticeHandler{h}))
 }
 
 // childBackend returns the BATON_BACKEND given to the command: the URL

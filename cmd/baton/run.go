@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/redislock"
 	"github.com/spf13/cobra"
 )
 
@@ -359,6 +360,10 @@ wait:
 		switch {
 		case errors.As(res.err, &ee):
 			return res.err
+		case errors.Is(res.err, redislock.ErrRestartWait):
+			// Not busy: the server's restart-safety wait, which the
+			// error explains.
+			return classify(res.err)
 		case errors.Is(res.err, baton.ErrLocked), res.timedOut:
 			if f.verbose || res.timedOut {
 				fmt.Fprintf(os.Stderr, "baton: %s is busy; gave up after %v\n", describe(r), time.Since(start).Round(time.Millisecond))

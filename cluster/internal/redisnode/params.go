@@ -21,7 +21,7 @@ const DefaultPrefix = "baton:"
 // or '}' would break the hash tag. (The common rules are those of
 // lease.WithPrefix.)
 func Config(opts []lease.Option, accept ...lease.AnyKey) (lease.Config, error) {
-	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix, Accept: accept}, opts)
+	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix, Accept: append(accept, runIDKey)}, opts)
 	if err != nil {
 		return lease.Config{}, err
 	}
@@ -45,6 +45,9 @@ func Query[O any](u *url.URL, what string, opts []lease.Option, own func(url.Val
 	}
 	uopts, err := lease.FromQuery(q)
 	if err != nil {
+		return nil, urlparam.Common{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if uopts, err = runIDQuery(q, uopts); err != nil {
 		return nil, urlparam.Common{}, fmt.Errorf("%s: %w", what, err)
 	}
 	if uopts, err = own(q, uopts); err != nil {
