@@ -47,7 +47,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	d, err := newBackend(ctx, db, opts, true)
 	if err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("mysqllock: %s: %w", cfg.Addr, err)
 	}
 	return baton.NewBackend(d), nil
 }
