@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -68,27 +67,9 @@ func parseURL(raw string) (target, error) {
 		hosts = hosts[at+1:]
 	}
 	for h := range strings.SplitSeq(hosts, ",") {
-		host, port, err := net.SplitHostPort(h)
+		host, port, err := urlparam.HostPort(h, "2379")
 		if err != nil {
-			// No port: a name, an IPv4 address or a bracketed IPv6 one.
-			switch {
-			case strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]"):
-				host = h[1 : len(h)-1]
-			case !strings.ContainsAny(h, ":[]"):
-				host = h
-			default:
-				return bad("host %q", h)
-			}
-			port = "2379"
-		}
-		if host == "" || strings.ContainsAny(host, "[]@/ \t\x00") {
-			return bad("host %q", h)
-		}
-		if strings.Contains(host, ":") && net.ParseIP(host) == nil {
-			return bad("host %q", h)
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return bad("port %q", port)
+			return badOpt(err)
 		}
 		t.endpoints = append(t.endpoints, net.JoinHostPort(host, port))
 	}
@@ -100,9 +81,9 @@ func parseURL(raw string) (target, error) {
 		t.prefix = normPrefix(p)
 		t.opts = append(t.opts, lease.WithPrefix(p))
 	}
-	q, err := url.ParseQuery(rawQuery)
+	q, err := urlparam.Query(rawQuery)
 	if err != nil {
-		return bad("query: %v", err)
+		return badOpt(err)
 	}
 	if t.prefix != "" && q.Has(lease.ParamPrefix) && normPrefix(q.Get(lease.ParamPrefix)) != t.prefix {
 		return bad("a prefix in the path and another in the query")

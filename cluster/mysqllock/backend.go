@@ -159,6 +159,22 @@ func (b *backend) owner() string {
 	return b.id + "." + fmt.Sprint(b.seq.Add(1))
 }
 
+// rowOnce creates a handle's lock table row at its first acquisition, not
+// when the handle is opened, so that opening a handle asks the server
+// nothing (the Backend checked the server when it was opened).
+type rowOnce struct{ made atomic.Bool }
+
+func (r *rowOnce) ensure(ctx context.Context, b *backend, k string) error {
+	if r.made.Load() {
+		return nil
+	}
+	if err := b.ensureRow(ctx, k, 0); err != nil {
+		return err
+	}
+	r.made.Store(true)
+	return nil
+}
+
 // ensureRow creates the lock table row of k if it is missing.
 func (b *backend) ensureRow(ctx context.Context, k string, capacity int64) error {
 	_, err := b.db.ExecContext(ctx, `INSERT IGNORE INTO `+b.t.lock+` (name, capacity) VALUES (?, ?)`, k, capacity)
@@ -194,9 +210,6 @@ func (b *backend) untrack(k any) {
 func (b *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, error) {
 	m := &mutex{b: b, key: key('m', name)}
 	m.ulock = b.userLock(m.key)
-	if err := b.ensureRow(ctx, m.key, 0); err != nil {
-		return nil, err
-	}
 	if err := b.track(m, m.closeConn); err != nil {
 		return nil, err
 	}
@@ -204,11 +217,7 @@ func (b *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 }
 
 func (b *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {
-	s := &rwlock{state{b: b, key: key('r', name), rw: true}}
-	if err := b.ensureRow(ctx, s.key, 0); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return &rwlock{state{b: b, key: key('r', name), rw: true}}, nil
 }
 
 func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
@@ -223,6 +232,7 @@ func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64)
 	if got != permits {
 		return nil, fmt.Errorf("%w: semaphore has %d permits, asked for %d", baton.ErrMismatch, got, permits)
 	}
+	s.row.made.Store(true)
 	return s, nil
 }
 

@@ -22,6 +22,7 @@ type mutex struct {
 	b     *backend
 	key   string // row key
 	ulock string // user-level lock name
+	row   rowOnce
 
 	mu     sync.Mutex
 	sc     *sconn // guarded by mu: the handle's connection, nil until needed
@@ -160,6 +161,9 @@ func (m *mutex) renew(ctx context.Context, g *mgrant) (time.Time, error) {
 }
 
 func (m *mutex) TryAcquire(ctx context.Context, mode bdriver.Mode) (bdriver.Grant, error) {
+	if err := m.row.ensure(ctx, m.b, m.key); err != nil {
+		return bdriver.Grant{}, err
+	}
 	c, err := m.getConn(ctx)
 	if err != nil {
 		if cerr := ctxEnded(ctx); cerr != nil {
@@ -204,6 +208,9 @@ func ctxEnded(ctx context.Context) error {
 }
 
 func (m *mutex) acquire(ctx context.Context) (bdriver.Grant, error) {
+	if err := m.row.ensure(ctx, m.b, m.key); err != nil {
+		return bdriver.Grant{}, err
+	}
 	c, err := m.getConn(ctx)
 	if err != nil {
 		return bdriver.Grant{}, err

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/testcert"
@@ -60,9 +62,13 @@ func TestOpenURLPasswordByReference(t *testing.T) {
 	if err := lock(base + "password_env=MYSQLLOCK_TEST_BAD"); err == nil {
 		t.Error("a wrong password was accepted")
 	}
-	err := lock("mysql://pwref:wr0ng-pw@" + s.addr() + "/baton")
-	if err == nil || strings.Contains(err.Error(), "wr0ng-pw") {
-		t.Errorf("inline wrong password: %v", err)
+	// A wrong password fails at Open, naming the server, masked.
+	b, err := baton.Open(ctx, "mysql://pwref:wr0ng-pw@"+s.addr()+"/baton")
+	if err == nil {
+		b.Close()
+	}
+	if err == nil || strings.Contains(err.Error(), "wr0ng-pw") || !strings.Contains(err.Error(), s.addr()) {
+		t.Errorf("inline wrong password: %v, want an error at Open naming %s", err, s.addr())
 	}
 	f := testcert.Write(t)
 	for _, u := range []string{
@@ -79,5 +85,48 @@ func TestOpenURLPasswordByReference(t *testing.T) {
 	// plain text.
 	if err := lock(base + "ca=" + f.CA + "&password_env=MYSQLLOCK_TEST_PW"); err == nil {
 		t.Error("ca= connected to a server without TLS")
+	}
+}
+
+// TestOpenHandleNoStatement: the Backend reached the server at Open;
+// opening a Mutex or an RWMutex then sends nothing (their row is made at
+// the first acquisition), and a first TryLock on a new name is granted.
+func TestOpenHandleNoStatement(t *testing.T) {
+	s := sharedServer(t)
+	ctx := context.Background()
+	prefix := "openchk" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10) + "_"
+	db := s.admin(t)
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS baton"); err != nil {
+		t.Fatal(err)
+	}
+	b := openT(t, s.url("prefix="+prefix))
+	rows := func() int {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM baton."+prefix+"lock").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	m, err := b.Mutex(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rw, err := b.RWMutex(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	if n := rows(); n != 0 {
+		t.Fatalf("%d lock rows after opening the handles, want none", n)
+	}
+	if _, err := m.TryLock(ctx); err != nil {
+		t.Fatalf("first TryLock of the Mutex: %v", err)
+	}
+	if _, err := rw.TryLock(ctx); err != nil {
+		t.Fatalf("first TryLock of the RWMutex: %v", err)
+	}
+	if n := rows(); n != 2 {
+		t.Fatalf("%d lock rows after the first acquisitions, want 2", n)
 	}
 }

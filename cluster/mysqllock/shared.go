@@ -29,6 +29,7 @@ type state struct {
 	key      string
 	rw       bool
 	capacity int64
+	row      rowOnce
 }
 
 // sgrant is the driver state of an RWMutex or Semaphore grant.
@@ -165,6 +166,9 @@ func (s *state) grant(owner string, tok uint64, n int64, sent time.Time) bdriver
 
 // acquire grants mode (n permits), waiting when wait is set.
 func (s *state) acquire(ctx context.Context, mode int, n int64, wait bool) (bdriver.Grant, error) {
+	if err := s.row.ensure(ctx, s.b, s.key); err != nil {
+		return bdriver.Grant{}, err
+	}
 	owner := s.b.owner()
 	backoff := time.Millisecond
 	queued, warned := false, false

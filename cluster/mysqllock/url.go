@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 
@@ -46,7 +47,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	d, err := newBackend(ctx, db, opts, true)
 	if err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("mysqllock: %s: %w", cfg.Addr, err)
 	}
 	return baton.NewBackend(d), nil
 }
@@ -62,7 +63,10 @@ func parseURL(rawURL string) (*mysql.Config, []lease.Option, error) {
 	if err != nil {
 		return nil, nil, badURL("%v", err)
 	}
-	q := u.Query()
+	q, err := urlparam.Query(u.RawQuery)
+	if err != nil {
+		return nil, nil, badURL("%v", err)
+	}
 	lopts, err := lease.FromQuery(q)
 	if err != nil {
 		return nil, nil, err
@@ -84,10 +88,11 @@ func parseURL(rawURL string) (*mysql.Config, []lease.Option, error) {
 		if u.Host == "" {
 			return nil, nil, badURL("no host")
 		}
-		cfg.Net, cfg.Addr = "tcp", u.Host
-		if u.Port() == "" {
-			cfg.Addr = u.Host + ":3306"
+		host, port, err := urlparam.HostPort(u.Host, "3306")
+		if err != nil {
+			return nil, nil, badURL("%v", err)
 		}
+		cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(host, port)
 		cfg.DBName = strings.TrimPrefix(u.Path, "/")
 	case "mysql+unix":
 		if u.Host != "" || u.Path == "" {

@@ -42,7 +42,17 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	if err != nil {
 		return nil, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
 	}
-	q := u.Query()
+	q, err := urlparam.Query(u.RawQuery)
+	if err != nil {
+		return nil, err
+	}
+	if u.Host != "" {
+		for h := range strings.SplitSeq(u.Host, ",") {
+			if _, _, err := urlparam.HostPort(h, "5432"); err != nil {
+				return nil, err
+			}
+		}
+	}
 	uopts, err := lease.FromQuery(q)
 	if err != nil {
 		return nil, err

@@ -135,7 +135,7 @@ func (q *queued) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 		}
 		if errors.Is(err, errNotReady) {
 			// Nothing was changed on the server; poll once it is ready.
-			err = ctxErr(ctx, q.d.awaitReady(ctx, q.marker()))
+			err = q.d.awaitReady(ctx, q.marker())
 			if err == nil {
 				sent = time.Now()
 				v, acked, err = q.d.run(ctx, q.s.poll, keys, args...)

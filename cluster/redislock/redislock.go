@@ -261,7 +261,8 @@ type backend struct {
 	closers []io.Closer // guarded by closeMu: clients OpenURL created
 	closed  bool        // guarded by closeMu
 
-	alive string // the marker key of a single node (restart.go)
+	alive   string            // the marker key of a single node (restart.go)
+	notices redisnode.Notices // of the restart-safety waits (restart.go)
 
 	vals *valueSubs // guarded by closeMu; made by the first Value Wait
 }

@@ -80,11 +80,15 @@ func TestReplicaURL(t *testing.T) {
 		fo.Username != "user" || fo.Password != "pw" || fo.SentinelPassword != "sp" || fo.DialTimeout != 2*time.Second {
 		t.Fatalf("failover options %+v", fo)
 	}
-	b, err := OpenURL(context.Background(), u)
-	if err != nil {
-		t.Fatal(err)
+	// The URL is good; OpenURL then asks the Sentinels, which are not
+	// there, and says so.
+	b, err := OpenURL(context.Background(), u+"&request_timeout=1s")
+	if err == nil {
+		b.Close()
 	}
-	b.Close()
+	if err == nil || errors.Is(err, baton.ErrInvalidArgument) || !strings.Contains(err.Error(), "127.0.0.1:1,127.0.0.1:2") {
+		t.Fatalf("OpenURL(%q): %v, want a failure to reach the Sentinels", u, err)
+	}
 	if _, err := NewSentinel(nil); !errors.Is(err, baton.ErrInvalidArgument) {
 		t.Fatalf("NewSentinel(nil): %v", err)
 	}

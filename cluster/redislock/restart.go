@@ -3,13 +3,11 @@ package redislock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
-	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/internal/sleep"
 	"github.com/redis/go-redis/v9"
 )
@@ -40,29 +38,42 @@ func (d *backend) markerKey(name string) string {
 }
 
 // ready is called when a script found the marker missing. It reports how
-// long to wait before trying again: zero when it found the server up for a
-// TTL and set the marker.
-func (d *backend) ready(ctx context.Context, marker string) (time.Duration, error) {
+// long to wait before trying again, as the error of the wait: nil when it
+// found the server up for a TTL and set the marker.
+func (d *backend) ready(ctx context.Context, marker string) (*redisnode.RestartWaitError, error) {
 	var node redis.Cmdable = d.c
 	if cc, ok := d.c.(*redis.ClusterClient); ok {
 		n, err := cc.MasterForKey(ctx, marker)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		node = n
 	}
-	return redisnode.Ready(ctx, node, marker, d.o.TTL, d.o.Logger)
+	left, err := redisnode.Ready(ctx, node, marker, d.o.TTL, redisnode.RunIDs(&d.o.Config))
+	if err != nil || left == 0 {
+		return nil, err
+	}
+	w := &redisnode.RestartWaitError{Left: left}
+	// A failover client's address is a placeholder; its Sentinels find
+	// the node.
+	if oc, ok := node.(interface{ Options() *redis.Options }); ok && oc.Options().Addr != "FailoverClient" {
+		w.Addr = oc.Options().Addr
+	}
+	return w, nil
 }
 
-// awaitReady waits until the marker is set, or ctx ends.
+// awaitReady waits until the marker is set, or ctx ends: then it returns
+// ctx's error with the wait as a second cause. It tells the wait in the
+// log, as the caller waits for no holder.
 func (d *backend) awaitReady(ctx context.Context, marker string) error {
 	for {
-		left, err := d.ready(ctx, marker)
-		if err != nil || left == 0 {
-			return err
+		w, err := d.ready(ctx, marker)
+		if err != nil || w == nil {
+			return ctxErr(ctx, err)
 		}
-		if err := sleep.For(ctx, left); err != nil {
-			return err
+		d.notices.Tell(d.o.Logger, w)
+		if sleep.For(ctx, w.Left) != nil {
+			return redisnode.CtxErr(ctx, w)
 		}
 	}
 }
@@ -100,15 +111,40 @@ var slotTags = sync.OnceValue(func() *[16384]string {
 })
 
 // notReady is a try-lock's answer to a script that found the marker
-// missing: nil (try again) when ready set it, else an error matching
-// baton.ErrLocked, since a lease given before may still run.
+// missing: nil (try again) when ready set it, else the wait
+// (ErrRestartWait), since a lease given before may still run. It is not
+// ErrLocked: nobody need hold the lock.
 func (d *backend) notReady(ctx context.Context, marker string) error {
-	left, err := d.ready(ctx, marker)
+	w, err := d.ready(ctx, marker)
 	if err != nil {
 		return err
 	}
-	if left > 0 {
-		return fmt.Errorf("%w for another %v: %w", errNotReady, left, baton.ErrLocked)
+	if w != nil {
+		return w
 	}
 	return nil
 }
+
+// ErrRestartWait is matched (errors.Is) by the error of a TryLock,
+// TryRLock or TryAcquire refused because the server started empty: it
+// restarted without its data, or is new, and leases it may have given
+// before can still run, so it grants nothing until it has run for a TTL.
+// It is not baton.ErrLocked: nobody need hold the lock. A blocking
+// acquisition waits instead, says so once in the log of lease.WithLogger
+// (at Warn: "waiting up to 9s: the server … started empty and may have
+// lost grants; …"), and if its context ends first, its error matches
+// both the context's error and ErrRestartWait. errors.As with a
+// *RestartWaitError tells the server and how much longer it waits.
+var ErrRestartWait = redisnode.ErrRestartWait
+
+// RestartWaitError is the error behind ErrRestartWait.
+type RestartWaitError = redisnode.RestartWaitError
+
+// WithRunID tells the backend that the servers whose run id (INFO server:
+// run_id) is one of ids need no restart-safety wait (see ErrRestartWait):
+// the caller started each of them empty and saw its run id before any
+// client used it. A server that restarts gets a new run id, so the option
+// cannot vouch for a server that lost its data; it must not be given for
+// one whose data was flushed while leases ran. URL parameter run_id
+// (several separated by commas). Other backends refuse it.
+func WithRunID(ids ...string) lease.Option { return redisnode.WithRunID(ids...) }

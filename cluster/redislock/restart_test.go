@@ -34,9 +34,10 @@ func restartEmpty(t *testing.T, kind string) {
 	killed := time.Now()
 	s.Restart()
 
-	// A try-lock is refused, not granted, while A's lease may run.
-	if _, err := tb.try(context.Background()); !errors.Is(err, baton.ErrLocked) {
-		t.Fatalf("TryLock on the restarted server: %v, want ErrLocked", err)
+	// A try-lock is refused, not granted, while A's lease may run; as
+	// the restart-safety wait, which is not ErrLocked.
+	if _, err := tb.try(context.Background()); !errors.Is(err, ErrRestartWait) || errors.Is(err, baton.ErrLocked) {
+		t.Fatalf("TryLock on the restarted server: %v, want ErrRestartWait and not ErrLocked", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -99,7 +99,7 @@ func (s *semDriver) Acquire(ctx context.Context, n int64) (driver.Grant, error) 
 		}
 		if err == nil && r == semNotReady {
 			// Nothing was changed on the server; poll once it is ready.
-			if err = ctxErr(ctx, s.d.awaitReady(ctx, s.marker())); err == nil {
+			if err = s.d.awaitReady(ctx, s.marker()); err == nil {
 				sent = time.Now()
 				v, acked, err = s.d.run(ctx, scriptSemPoll, keys, args...)
 				r, _ = v.(int64)

@@ -47,6 +47,10 @@ const urlForms = "redis://[user:pass@]host:port[/db][?opts], rediss://... (TLS),
 // precedence. The clients OpenURL creates have ContextTimeoutEnabled set and
 // are closed with the Backend. An unknown scheme or a malformed URL returns
 // an error matching baton.ErrInvalidArgument, before any connection is made.
+// OpenURL then asks the server for a PING, once (bounded by the request
+// timeout), so that a wrong address or password fails here, with the
+// address named, rather than at the first acquisition; opening a Mutex or
+// an RWMutex afterwards asks the server nothing.
 func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Backend, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -68,7 +72,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 			return nil, err
 		}
 		c := redis.NewClient(o)
-		return own1(c, []io.Closer{c}, opts)
+		return checked(ctx, c, o.Addr, opts)
 	case "redis+cluster", "rediss+cluster":
 		hosts, err := redisnode.HostList(u, urlForms)
 		if err != nil {
@@ -91,7 +95,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 			return nil, err
 		}
 		c := redis.NewClusterClient(o)
-		return own1(c, []io.Closer{c}, opts)
+		return checked(ctx, c, strings.Join(o.Addrs, ","), opts)
 	case "redis+sentinel", "rediss+sentinel":
 		fo, err := sentinelOptions(u, strings.TrimSuffix(scheme, "+sentinel"))
 		if err != nil {
@@ -102,10 +106,24 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 			return nil, err
 		}
 		c := redis.NewFailoverClient(fo)
-		return own1(c, []io.Closer{c}, opts)
+		return checked(ctx, c, fmt.Sprintf("master %q of the Sentinels %s", fo.MasterName, strings.Join(fo.SentinelAddrs, ",")), opts)
 	default:
 		return nil, fmt.Errorf("redislock: URL scheme %q not accepted (accepted: %s): %w", u.Scheme, urlForms, baton.ErrInvalidArgument)
 	}
+}
+
+// checked is own1 for a client that OpenURL made: it checks once that the
+// server answers and takes the credentials (redisnode.Check).
+func checked(ctx context.Context, c redis.UniversalClient, addrs string, opts []lease.Option) (baton.Backend, error) {
+	o, err := buildOptions(opts)
+	if err == nil {
+		err = redisnode.Check(ctx, c, addrs, o.RequestTimeout)
+	}
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("redislock: %w", err)
+	}
+	return own1(c, []io.Closer{c}, opts)
 }
 
 func own1(c redis.UniversalClient, closers []io.Closer, opts []lease.Option) (baton.Backend, error) {

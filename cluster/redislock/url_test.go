@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,13 +74,16 @@ func TestOpenURLRefusesBadValues(t *testing.T) {
 }
 
 // TestOpenURLPortsAccepted: a port in range, or none (go-redis's default),
-// is accepted without a connection.
+// passes the URL's check; OpenURL then asks the server, which is not
+// there, and says where it looked.
 func TestOpenURLPortsAccepted(t *testing.T) {
-	for _, raw := range []string{"redis://127.0.0.1:65535", "redis://127.0.0.1"} {
-		b, err := OpenURL(context.Background(), raw)
-		if err != nil {
-			t.Fatalf("%s: %v", raw, err)
+	for _, tc := range []struct{ raw, addr string }{{"redis://127.0.0.1:1", "127.0.0.1:1"}, {"redis://127.0.0.2", "127.0.0.2:6379"}} {
+		b, err := OpenURL(context.Background(), tc.raw)
+		if err == nil {
+			_ = b.Close()
 		}
-		_ = b.Close()
+		if err == nil || errors.Is(err, baton.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.addr) {
+			t.Fatalf("%s: %v, want a failure to reach %s", tc.raw, err, tc.addr)
+		}
 	}
 }

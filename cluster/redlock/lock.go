@@ -53,6 +53,19 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driv
 	}
 	replies := r.fanout(ctx, r.o.nodeTimeout, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
 		v, err := acquireReply(scriptAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since, waiter, refused).Result())
+		if err == nil && v[0] == -1 {
+			// The node lost its data or is new: it votes once it has run
+			// for a TTL, which is checked now, not after a refusal.
+			left, rerr := r.nodeReady(ctx, i, l.keys[3])
+			switch {
+			case rerr != nil:
+				return v, rerr
+			case left == 0:
+				v, err = acquireReply(scriptAcquire.Run(ctx, c, l.keys, h.id, ttl, r.meta, since, waiter, refused).Result())
+			default:
+				v[2] = left.Milliseconds()
+			}
+		}
 		if err == nil && v[0] == 1 && h.released.Load() {
 			// Taken after this attempt gave up: give it back.
 			_ = scriptRelease.Run(ctx, c, l.relKeys, h.id, r.relChan).Err()
@@ -62,6 +75,8 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driv
 	var got []int                       // nodes that granted
 	toks := make([]int64, len(r.nodes)) // counter drawn on each node that answered; 0 if none
 	var pttls []int64                   // lease time left on nodes held by another
+	var waiting []int                   // nodes in their restart-safety wait
+	var waitLeft time.Duration          // the longest of their waits
 	var lastErr error
 	fails := 0
 	for range r.nodes {
@@ -73,7 +88,8 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driv
 		case rep.v.([3]int64)[0] == -1:
 			// The node lost its data: it may vote again once every
 			// lease it gave before could have expired.
-			r.checkNode(rep.node, l.keys[3])
+			waiting = append(waiting, rep.node)
+			waitLeft = max(waitLeft, time.Duration(rep.v.([3]int64)[2])*time.Millisecond)
 			fails++
 		default:
 			v := rep.v.([3]int64)
@@ -108,6 +124,11 @@ func (l *rlLock) attempt(ctx context.Context, waiter string, again bool) (g driv
 	}
 	l.releaseAll(ctx, h)
 	pttls = slices.DeleteFunc(pttls, func(v int64) bool { return v <= 0 })
+	if len(pttls) == 0 && len(waiting) > 0 && lastErr == nil {
+		// Refused by no holder: only by nodes that must wait out
+		// the leases they may have given before they lost their data.
+		return driver.Grant{}, false, waitLeft, r.restartWait(waiting, waitLeft)
+	}
 	if len(pttls) == 0 {
 		// Split vote or unreachable nodes: back off briefly, at random.
 		return driver.Grant{}, false, time.Duration(1+rand.IntN(10)) * time.Millisecond, lastErr
@@ -285,6 +306,9 @@ func (l *rlLock) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant
 	if ok {
 		return g, nil
 	}
+	if errors.Is(err, redisnode.ErrRestartWait) {
+		return driver.Grant{}, err
+	}
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("no majority: %w", err)
 	}
@@ -298,22 +322,27 @@ func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 	w := l.r.register(l.keys[0])
 	defer l.r.unregister(l.keys[0], w)
 	waiter := redisnode.NewID()
+	var restart *redisnode.RestartWaitError // the wait the last attempt met, if any
 	for failed := 0; ; failed++ {
-		if err := ctx.Err(); err != nil {
-			return driver.Grant{}, err
+		if ctx.Err() != nil {
+			return driver.Grant{}, redisnode.CtxErr(ctx, restart)
 		}
 		g, ok, wait, err := l.attempt(ctx, waiter, failed > 0)
 		if ok {
 			return g, nil
 		}
-		if err != nil {
+		restart = nil
+		switch {
+		case errors.As(err, &restart):
+			l.r.notices.Tell(l.r.o.Logger, restart)
+		case err != nil:
 			l.r.o.Logger.Debug("redlock: redlock attempt failed", "name", l.name, "err", err)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return driver.Grant{}, ctx.Err()
+			return driver.Grant{}, redisnode.CtxErr(ctx, restart)
 		case n := <-w:
 			// Every waiter hears the release at once, with the number of
 			// waiters the node had refused since its previous release. A
@@ -326,7 +355,7 @@ func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 				select {
 				case <-ctx.Done():
 					t.Stop()
-					return driver.Grant{}, ctx.Err()
+					return driver.Grant{}, redisnode.CtxErr(ctx, restart)
 				case <-t.C:
 				}
 			}

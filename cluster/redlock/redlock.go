@@ -81,9 +81,9 @@ type rlDriver struct {
 
 	bg sync.WaitGroup // requests still out on slow nodes
 
-	readyMu  sync.Mutex
-	checking []bool      // guarded by readyMu: node's readiness check in flight
-	recheck  []time.Time // guarded by readyMu: when to check node's readiness again
+	readyMu sync.Mutex
+	recheck []time.Time // guarded by readyMu: when to check node's readiness again
+	notices redisnode.Notices
 
 	mu      sync.Mutex
 	subs    []*redis.PubSub                  // guarded by mu; nil until the first wait
@@ -111,7 +111,7 @@ func newDriver(clients []redis.UniversalClient, opts []lease.Option) (*rlDriver,
 	}
 	return &rlDriver{
 		nodes: slices.Clone(clients), o: o, meta: redisnode.Meta(), quorum: len(clients)/2 + 1,
-		checking: make([]bool, len(clients)), recheck: make([]time.Time, len(clients)),
+		recheck: make([]time.Time, len(clients)),
 		relChan: o.Prefix + "redlock:released", waiters: make(map[string]map[chan int]struct{}),
 	}, nil
 }

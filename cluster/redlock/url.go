@@ -28,7 +28,9 @@ const urlForms = "redlock://[user:pass@]h1:p1,h2:p2,h3:p3[/db][?opts] (at least 
 // clients OpenURL creates have ContextTimeoutEnabled set and are closed with
 // the Backend. An unknown scheme, a malformed URL or a node named twice
 // returns an error matching baton.ErrInvalidArgument, before any connection
-// is made.
+// is made. OpenURL then asks every node for a PING, once: it fails, naming
+// the nodes, when one refuses the credentials or fewer than a majority
+// answer (a node merely down is tolerated, as Redlock works without it).
 func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Backend, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -72,11 +74,17 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	}
 	clients := make([]redis.UniversalClient, len(nodeOpts))
 	closers := make([]io.Closer, len(nodeOpts))
+	nodes := make([]*redis.Client, len(nodeOpts))
 	for i, o := range nodeOpts {
 		c := redis.NewClient(o)
-		clients[i], closers[i] = c, c
+		clients[i], closers[i], nodes[i] = c, c, c
 	}
 	d, err := newDriver(clients, opts)
+	if err == nil {
+		if err = checkNodes(ctx, nodes, d.o.RequestTimeout); err != nil {
+			err = fmt.Errorf("redlock: %w", err)
+		}
+	}
 	if err != nil {
 		for _, c := range closers {
 			_ = c.Close()

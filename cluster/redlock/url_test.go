@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +49,8 @@ func TestNewRedlockDuplicateNodes(t *testing.T) {
 }
 
 // TestOpenURLDistinctNodesAccepted: distinct nodes, ports in range and a
-// host without a port are accepted (nothing is contacted before Lock).
+// host without a port pass the URL's check; OpenURL then asks the nodes,
+// which are not there.
 func TestOpenURLDistinctNodesAccepted(t *testing.T) {
 	for _, raw := range []string{
 		"redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?node_timeout=10ms",
@@ -57,10 +59,12 @@ func TestOpenURLDistinctNodesAccepted(t *testing.T) {
 	} {
 		t.Run(raw, func(t *testing.T) {
 			b, err := OpenURL(context.Background(), raw)
-			if err != nil {
-				t.Fatal(err)
+			if err == nil {
+				_ = b.Close()
 			}
-			_ = b.Close()
+			if err == nil || errors.Is(err, baton.ErrInvalidArgument) || !strings.Contains(err.Error(), "fewer than a majority") {
+				t.Fatalf("%v, want a failure to reach a majority", err)
+			}
 		})
 	}
 }

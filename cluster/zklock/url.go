@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,24 +77,15 @@ func parseURL(raw string) (target, error) {
 		hosts = hosts[at+1:]
 	}
 	for h := range strings.SplitSeq(hosts, ",") {
-		host, port, err := net.SplitHostPort(h)
+		host, port, err := urlparam.HostPort(h, "2181")
 		if err != nil {
-			if strings.ContainsAny(h, ":[]") {
-				return bad("host %q", h)
-			}
-			host, port = h, "2181"
-		}
-		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-			return bad("port %q", port)
-		}
-		if host == "" || strings.ContainsAny(host, " \t\x00/@") {
-			return bad("host %q", h)
+			return badOpt(err)
 		}
 		t.servers = append(t.servers, net.JoinHostPort(host, port))
 	}
-	q, err := url.ParseQuery(query)
+	q, err := urlparam.Query(query)
 	if err != nil {
-		return bad("query: %v", err)
+		return badOpt(err)
 	}
 	if hasPath && path != "" && q.Has(lease.ParamPrefix) {
 		return bad("both a path and a prefix parameter")
@@ -145,7 +136,10 @@ func (t target) acl() []zk.ACL {
 // Backend that closes the connection when it is closed. Options given here
 // come after the URL's parameters and override them. The deadlines of
 // holds are counted with the timeout the server granted, when it is
-// shorter than the TTL.
+// shorter than the TTL. OpenURL waits for the session (at most the request
+// timeout) and lists the prefix once, so that an unreachable server, or an
+// identity the prefix's nodes refuse (a wrong password), fails here,
+// naming the servers.
 //
 //	zk://h1:2181,h2:2181/app             the prefix /app
 //	zk://app:secret@h1:2181/app          digest authentication as app
@@ -180,6 +174,8 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 	}
 	var b *backend
 	var mu sync.Mutex // b is set after Connect returns; events may come before
+	session := make(chan struct{})
+	var once sync.Once
 	neg := new(atomic.Int64)
 	// The client uses one connection at a time, but does not close the
 	// one on which the server said the session expired: close it here,
@@ -203,6 +199,9 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 	}
 	c, _, err := zk.Connect(t.servers, o.TTL, zk.WithDialer(d), zk.WithLogInfo(false), zk.WithLogger(zkLogger{o.Logger}),
 		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.State == zk.StateHasSession {
+				once.Do(func() { close(session) })
+			}
 			mu.Lock()
 			bb := b
 			mu.Unlock()
@@ -217,14 +216,18 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 	b = newBackend(c, true, o, neg, t.acl())
 	mu.Unlock()
 	// Wait for a session, so that a server that cannot be reached is an
-	// error here rather than at the first acquisition.
-	for c.State() != zk.StateHasSession {
-		select {
-		case <-ctx.Done():
-			_ = b.Close()
-			return nil, fmt.Errorf("connect to %s: %w", strings.Join(t.servers, ","), ctx.Err())
-		case <-time.After(5 * time.Millisecond):
+	// error here rather than at the first acquisition; the client retries
+	// on its own, so the wait is bounded as a request is.
+	wctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+	defer cancel()
+	select {
+	case <-session:
+	case <-wctx.Done():
+		_ = b.Close()
+		if ctx.Err() == nil {
+			return nil, fmt.Errorf("connect to %s: no session within %v", strings.Join(t.servers, ","), o.RequestTimeout)
 		}
+		return nil, fmt.Errorf("connect to %s: %w", strings.Join(t.servers, ","), ctx.Err())
 	}
 	if t.user != "" {
 		// The client sends the identity again on every new connection.
@@ -232,6 +235,13 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 			_ = b.Close()
 			return nil, fmt.Errorf("authenticate as %q: %w", t.user, err)
 		}
+	}
+	// ZooKeeper takes any digest identity; a wrong password shows as the
+	// nodes of the right one refusing it. Ask the prefix once, so that it
+	// shows here rather than at the first acquisition.
+	if _, _, err := c.Children(o.Prefix); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		_ = b.Close()
+		return nil, fmt.Errorf("%s: prefix %s: %w", strings.Join(t.servers, ","), o.Prefix, err)
 	}
 	return b, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -89,21 +90,43 @@ func openBackend(ctx context.Context, raw string, o backendOptions) (baton.Backe
 	}
 	b, err := baton.Open(ctx, u)
 	if err != nil {
+		msg := openCause(raw, err)
 		if errors.Is(err, baton.ErrInvalidArgument) {
 			// The exit code says that the argument is invalid; the
 			// message says what is wrong with it.
-			inv := strings.TrimPrefix(baton.ErrInvalidArgument.Error(), "baton: ")
-			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "baton: "), inv+": ")
-			msg = strings.TrimSuffix(strings.TrimSuffix(msg, ": "+baton.ErrInvalidArgument.Error()), ": "+inv)
 			if strings.Contains(msg, baton.RedactURL(raw)) {
 				return nil, usageErrorf("backend %s", msg) // the message quotes the URL already
 			}
 			return nil, usageErrorf("backend URL %s: %s", baton.RedactURL(raw), msg)
 		}
-		return nil, exitWith(exitBackend, fmt.Errorf("backend %s: %w", baton.RedactURL(raw), err))
+		return nil, exitWith(exitBackend, fmt.Errorf("backend %s: %s%w", baton.RedactURL(raw), msg, silent{err}))
 	}
 	return b, nil
 }
+
+// backendLabel is the label a backend package puts before its own errors.
+var backendLabel = regexp.MustCompile(`^(redislock|redlock|etcdlock|pglock|mysqllock|zklock|local): `)
+
+// openCause is the text of an error of baton.Open for a message that names
+// the backend's URL already: without the "baton: " of the sentinels, the
+// backend package's label, the words of ErrInvalidArgument (the exit code
+// says it), and a leading address that the URL shows.
+func openCause(raw string, err error) string {
+	msg := backendLabel.ReplaceAllString(errText(err), "")
+	inv := strings.TrimPrefix(baton.ErrInvalidArgument.Error(), "baton: ")
+	msg = strings.TrimSuffix(strings.ReplaceAll(msg, inv+": ", ""), ": "+inv)
+	if addr, rest, ok := strings.Cut(msg, ": "); ok && !strings.ContainsAny(addr, " \"") && strings.Contains(raw, addr) {
+		msg = rest
+	}
+	return msg
+}
+
+// silent wraps an error for errors.Is and errors.As without adding to the
+// text of the error that holds it.
+type silent struct{ err error }
+
+func (s silent) Error() string { return "" }
+func (s silent) Unwrap() error { return s.err }
 
 // errText is the text of err for a message of baton's own, without the
 // "baton: " that the sentinels' texts start with.

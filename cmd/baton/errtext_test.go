@@ -33,13 +33,18 @@ func TestErrorTexts(t *testing.T) {
 		{ns, []string{"sem", "-j", "3", "gpu", "true"}, exitUsage,
 			`baton: semaphore "gpu": open with -j 3: it exists with 2 slots`, nil},
 		{"zk://", []string{"run", "x", "true"}, exitUsage,
-			`baton: backend URL "zk://": host ""`, []string{"invalid argument"}},
+			`baton: backend URL "zk://": URL host "": no host`, []string{"invalid argument", "zklock"}},
+		// Open reaches the server and checks the credentials, so these
+		// fail there, once, naming the backend.
 		{down, []string{"ls"}, exitBackend,
-			`baton: redis: list: dial tcp ` + strings.TrimPrefix(down, "redis://"), []string{"redislock", "list: list"}},
+			`baton: backend ` + down + `: no answer from the server: dial tcp ` + strings.TrimPrefix(down, "redis://"),
+			[]string{"redislock", "list: list"}},
 		{"redis://:wrong@" + addr, []string{"run", "x", "true"}, exitBackend,
-			`baton: redis rwmutex "x": lock: `, []string{"subscribe", "wake-up", "redislock"}},
+			`baton: backend redis://:xxxxx@` + addr + `: the server refused the credentials: WRONGPASS`,
+			[]string{"subscribe", "wake-up", "redislock", "sekret", addr + ": " + addr}},
 		{"redis://:wrong@" + addr, []string{"status", "x"}, exitBackend,
-			`baton: redis `, []string{"redislock", "inspect: inspect"}},
+			`baton: backend redis://:xxxxx@` + addr + `: the server refused the credentials: WRONGPASS`,
+			[]string{"redislock", "inspect: inspect"}},
 	}
 	for _, c := range cases {
 		r := run(t, c.backend, c.args...)

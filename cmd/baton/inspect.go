@@ -34,7 +34,7 @@ func inspector(ctx context.Context, cmd *cobra.Command) (baton.Backend, baton.In
 	in, ok := b.(baton.Inspector)
 	if !ok {
 		closeBackend(b, releaseTimeout)
-		return nil, nil, raw, exitWith(exitBackend, fmt.Errorf("backend %s cannot list or remove its objects (status, ls and rm are not supported by it)", baton.RedactURL(raw)))
+		return nil, nil, raw, exitWith(exitBackend, fmt.Errorf("backend %s cannot list or remove its objects (status, ls and rm are not supported by it)%w", baton.RedactURL(raw), silent{baton.ErrUnsupported}))
 	}
 	return b, in, raw, nil
 }
@@ -67,13 +67,22 @@ func withInspector(cmd *cobra.Command, timeout time.Duration, fn func(ctx contex
 
 // live opens the backend of cmd as an Inspector within inspectTimeout and
 // calls fn with a context that ends at SIGINT or SIGTERM: the frame of the
-// live views, top and serve.
+// live views, top and serve. A backend that cannot be opened (exit 70)
+// is opened again at each refresh.
 func live(cmd *cobra.Command, fn func(ctx context.Context, in baton.Inspector, raw string) error) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	octx, cancel := context.WithTimeout(ctx, inspectTimeout)
 	b, in, raw, err := inspector(octx, cmd)
 	cancel()
+	var ee *exitError
+	if errors.As(err, &ee) && ee.code == exitBackend && !errors.Is(err, baton.ErrUnsupported) {
+		// The backend is down (or does not answer): show that, and
+		// show it up once it answers.
+		r := &reopening{raw: raw}
+		defer r.close()
+		return fn(ctx, r, raw)
+	}
 	if err != nil {
 		return err
 	}

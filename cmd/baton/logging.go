@@ -27,7 +27,7 @@ func setLogger(verbose bool) {
 	if verbose {
 		h = &lineHandler{w: os.Stderr, mu: new(sync.Mutex), level: slog.LevelWarn}
 	}
-	slog.SetDefault(slog.New(h))
+	slog.SetDefault(slog.New(noticeHandler{h}))
 	redis.SetLogger(redisLogger{})
 	_ = mysql.SetLogger(mysqlLogger{})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/redislock"
 	"github.com/spf13/cobra"
 )
 
@@ -365,6 +366,10 @@ wait:
 		switch {
 		case errors.As(res.err, &ee):
 			return res.err
+		case errors.Is(res.err, redislock.ErrRestartWait):
+			// Not busy: the server's restart-safety wait, which the
+			// error explains.
+			return classify(res.err)
 		case res.unanswered:
 			return exitWith(exitBackend, fmt.Errorf("backend %s did not answer within %v", baton.RedactURL(r.backend), r.timeout))
 		case errors.Is(res.err, baton.ErrLocked), res.timedOut:

@@ -28,6 +28,7 @@ import (
 	"github.com/batonlock/baton/cluster/zklock"
 	"github.com/batonlock/baton/examples/internal/demo"
 	"github.com/batonlock/baton/internal/servers"
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -47,6 +48,9 @@ func main() {
 		return
 	}
 	u, stop, err := servers.Serve(*backend)
+	if err == nil && *backend == servers.Redis {
+		u, err = vouchNew(u)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
@@ -57,6 +61,29 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
 	}
+}
+
+// vouchNew adds to the URL of the Redis server this program just started
+// the server's run id: the backend then need not wait out the leases that a
+// server which started empty may have lost, since this one, started here
+// and used by no one yet, has given none (redislock.WithRunID).
+func vouchNew(u string) (string, error) {
+	o, err := redis.ParseURL(u)
+	if err != nil {
+		return "", err
+	}
+	c := redis.NewClient(o)
+	defer c.Close()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for l := range strings.Lines(info) {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(l), "run_id:"); ok {
+			return u + "?run_id=" + id, nil
+		}
+	}
+	return "", fmt.Errorf("%s: INFO server has no run_id", u)
 }
 
 func work(u string, id int, c *demo.Config) error {

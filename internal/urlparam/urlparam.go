@@ -8,8 +8,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/batonlock/baton/internal/errs"
@@ -183,4 +186,58 @@ func (c Common) TLSConfig(base *tls.Config, serverName string) *tls.Config {
 // NoTLS is the error for TLS parameters on a scheme without TLS.
 func NoTLS(scheme, tlsScheme string) error {
 	return invalid("%s, %s and %s need TLS: use %s:// rather than %s://", CA, Cert, Key, tlsScheme, scheme)
+}
+
+// Query parses the query of a URL. A query that does not parse (a bad
+// escape such as %zz, a ';') is refused with an error matching
+// baton.ErrInvalidArgument: net/url's URL.Query drops such a pair without a
+// word, so that a parameter the user wrote would silently not apply.
+func Query(rawQuery string) (url.Values, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: URL query: %v", errs.InvalidArgument, err)
+	}
+	return q, nil
+}
+
+// HostPort checks one host of a URL, host[:port]: a name, an IPv4 address
+// or a bracketed IPv6 one, and a port in 1..65535. It returns the host (IPv6
+// without brackets) and the port, defaultPort when none is written. A bad
+// one is refused with an error matching baton.ErrInvalidArgument, so that a
+// URL fails as written rather than at the dial.
+func HostPort(hostport, defaultPort string) (host, port string, err error) {
+	bad := func(what string) (string, string, error) {
+		return "", "", fmt.Errorf("%w: URL host %q: %s", errs.InvalidArgument, hostport, what)
+	}
+	host, port, err = net.SplitHostPort(hostport)
+	if err != nil {
+		// No port: a name, an IPv4 address or a bracketed IPv6 one.
+		switch {
+		case strings.HasPrefix(hostport, "[") && strings.HasSuffix(hostport, "]"):
+			host = hostport[1 : len(hostport)-1]
+		case !strings.ContainsAny(hostport, ":[]"):
+			host = hostport
+		default:
+			return bad("not host, host:port or [ipv6]:port")
+		}
+		port = defaultPort
+	}
+	if host == "" {
+		return bad("no host")
+	}
+	if strings.ContainsAny(host, "[]@/?#, \t\r\n\x00") {
+		return bad("not a host name or address")
+	}
+	if (strings.Contains(host, ":") || strings.HasPrefix(hostport, "[")) && !isIP(host) {
+		return bad("not an IPv6 address")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port != strconv.Itoa(n) {
+		return bad("the port must be a number in 1..65535")
+	}
+	return host, port, nil
+}
+
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }

@@ -110,3 +110,39 @@ func TestSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestQuery: a query that does not parse is refused, not cut short.
+func TestQuery(t *testing.T) {
+	for _, raw := range []string{"prefix=x%zz", "ttl=1s&prefix=%", "a=1;b=2", "%zz=1"} {
+		if q, err := Query(raw); !errors.Is(err, errs.InvalidArgument) {
+			t.Errorf("Query(%q) = %v, %v; want ErrInvalidArgument", raw, q, err)
+		}
+	}
+	q, err := Query("prefix=a%2Fb&ttl=1s")
+	if err != nil || q.Get("prefix") != "a/b" || q.Get("ttl") != "1s" {
+		t.Errorf("Query = %v, %v", q, err)
+	}
+}
+
+// TestHostPort: a host and port are checked as written, before any dial.
+func TestHostPort(t *testing.T) {
+	for _, tc := range []struct{ in, host, port string }{
+		{"h", "h", "9"},
+		{"h:1", "h", "1"},
+		{"127.0.0.1:65535", "127.0.0.1", "65535"},
+		{"[::1]", "::1", "9"},
+		{"[::1]:80", "::1", "80"},
+		{"[fe80::1%eth0]:80", "fe80::1%eth0", "80"},
+	} {
+		h, p, err := HostPort(tc.in, "9")
+		if err != nil || h != tc.host || p != tc.port {
+			t.Errorf("HostPort(%q) = %q, %q, %v; want %q, %q", tc.in, h, p, err, tc.host, tc.port)
+		}
+	}
+	for _, in := range []string{"", ":80", "h:", "h:0", "h:99999", "h:65536", "h:-1", "h:x", "h:080",
+		"::1", "[::1", "[zz::1]:80", "a b:1", "h,i:1", "u@h:1", "[h]:1"} {
+		if _, _, err := HostPort(in, "9"); !errors.Is(err, errs.InvalidArgument) {
+			t.Errorf("HostPort(%q) = %v, want ErrInvalidArgument", in, err)
+		}
+	}
+}

@@ -7,11 +7,11 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/urlparam"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,18 +33,15 @@ func HostList(u *url.URL, forms string) ([]string, error) {
 	return hosts, nil
 }
 
-// CheckPort refuses a host whose port is not a number in 1..65535; a host
-// without a port gets go-redis's default.
+// CheckPort refuses a host that is not host[:port] with a port in
+// 1..65535 (urlparam.HostPort); a host without a port gets go-redis's
+// default, and an empty one go-redis's default host.
 func CheckPort(host string) error {
-	u := url.URL{Host: host}
-	p := u.Port()
-	if p == "" && !strings.HasSuffix(host, ":") {
+	if host == "" {
 		return nil
 	}
-	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("URL host %q: port must be in 1..65535: %w", host, baton.ErrInvalidArgument)
-	}
-	return nil
+	_, _, err := urlparam.HostPort(host, "6379")
+	return err
 }
 
 // Addr is where a Redlock node is reached.

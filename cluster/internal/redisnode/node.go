@@ -9,8 +9,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,11 +20,17 @@ import (
 )
 
 // Ready reads the uptime of node and sets marker on it when it has run
-// for ttl; otherwise it reports how much longer it must run.
-func Ready(ctx context.Context, node redis.Cmdable, marker string, ttl time.Duration, log *slog.Logger) (time.Duration, error) {
+// for ttl; otherwise it reports how much longer it must run. A node whose
+// run id is one of trusted (WithRunID) is ready at once: it is the very
+// process its starter saw before it gave any lease, so it cannot have
+// lost one in a restart.
+func Ready(ctx context.Context, node redis.Cmdable, marker string, ttl time.Duration, trusted []string) (time.Duration, error) {
 	info, err := node.Info(ctx, "server").Result()
 	if err != nil {
 		return 0, err
+	}
+	if id, ok := infoField(info, "run_id"); ok && slices.Contains(trusted, id) {
+		return 0, node.Set(ctx, marker, strconv.FormatInt(time.Now().UnixMilli(), 10), 0).Err()
 	}
 	up, err := uptime(info)
 	if err != nil {
@@ -35,8 +41,6 @@ func Ready(ctx context.Context, node redis.Cmdable, marker string, ttl time.Dura
 	// more than the server has run: count one second less.
 	need := (ttl + time.Second - 1).Truncate(time.Second) + time.Second
 	if left := need - up; left > 0 {
-		log.Warn("baton: the server started empty; no grants until leases it may have given before have expired",
-			"wait", left)
 		return left, nil
 	}
 	return 0, node.Set(ctx, marker, strconv.FormatInt(time.Now().UnixMilli(), 10), 0).Err()
@@ -44,16 +48,22 @@ func Ready(ctx context.Context, node redis.Cmdable, marker string, ttl time.Dura
 
 // uptime reads uptime_in_seconds from an INFO reply.
 func uptime(info string) (time.Duration, error) {
-	for l := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "uptime_in_seconds:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				break
-			}
+	if v, ok := infoField(info, "uptime_in_seconds"); ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			return time.Duration(n) * time.Second, nil
 		}
 	}
 	return 0, fmt.Errorf("INFO has no uptime_in_seconds")
+}
+
+// infoField reads the field name of an INFO reply.
+func infoField(info, name string) (string, bool) {
+	for l := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), name+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 func NewID() string {

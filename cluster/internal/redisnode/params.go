@@ -21,7 +21,7 @@ const DefaultPrefix = "baton:"
 // or '}' would break the hash tag. (The common rules are those of
 // lease.WithPrefix.)
 func Config(opts []lease.Option, accept ...lease.AnyKey) (lease.Config, error) {
-	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix, Accept: accept}, opts)
+	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix, Accept: append(accept, runIDKey)}, opts)
 	if err != nil {
 		return lease.Config{}, err
 	}
@@ -39,9 +39,15 @@ func Config(opts []lease.Option, accept ...lease.AnyKey) (lease.Config, error) {
 // is go-redis's. The errors of the lease parameters and of own are
 // prefixed with what.
 func Query[O any](u *url.URL, what string, opts []lease.Option, own func(url.Values, []lease.Option) ([]lease.Option, error), build func([]lease.Option) (O, error)) ([]lease.Option, urlparam.Common, error) {
-	q := u.Query()
+	q, err := urlparam.Query(u.RawQuery)
+	if err != nil {
+		return nil, urlparam.Common{}, fmt.Errorf("%s: %w", what, err)
+	}
 	uopts, err := lease.FromQuery(q)
 	if err != nil {
+		return nil, urlparam.Common{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if uopts, err = runIDQuery(q, uopts); err != nil {
 		return nil, urlparam.Common{}, fmt.Errorf("%s: %w", what, err)
 	}
 	if uopts, err = own(q, uopts); err != nil {

@@ -85,7 +85,36 @@ func (s *Server) MarkNew() {
 	}
 }
 
-// Start starts the process and waits until it answers PING.
+// StartEmpty starts a server without the marker, as one that was just
+// started (or restarted empty) is, killed when the test ends.
+func StartEmpty(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	s := New(t, extra...)
+	s.Start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// RunID returns the run id of the running server (INFO server: run_id).
+func (s *Server) RunID() string {
+	s.T.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	for l := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "run_id:"); ok {
+			return v
+		}
+	}
+	s.T.Fatalf("INFO server of %s has no run_id", s.Addr())
+	return ""
+}
+
+// Start starts the process and waits until it answers PING (or refuses
+// it for want of a password).
 func (s *Server) Start() {
 	s.T.Helper()
 	args := append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -103,7 +132,8 @@ func (s *Server) Start() {
 			_ = c.SetReadDeadline(time.Now().Add(time.Second))
 			n, _ := c.Read(buf)
 			c.Close()
-			if strings.HasPrefix(string(buf[:n]), "+PONG") {
+			// A server with a password answers NOAUTH: it is up.
+			if r := string(buf[:n]); strings.HasPrefix(r, "+PONG") || strings.HasPrefix(r, "-NOAUTH") {
 				return
 			}
 		}
