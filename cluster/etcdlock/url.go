@@ -2,10 +2,8 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -38,53 +36,19 @@ func parseURL(raw string) (target, error) {
 	badOpt := func(err error) (target, error) {
 		return target{}, fmt.Errorf("etcdlock: URL %q: %w; accepted forms: %s", baton.RedactURL(raw), err, urlForms)
 	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	switch {
-	case !ok:
-		return bad("no scheme")
-	case strings.EqualFold(scheme, "etcd"):
-	case strings.EqualFold(scheme, "etcds"):
-		t.tls = true
-	default:
-		return bad("scheme %q", scheme)
-	}
-	if strings.Contains(rest, "#") {
-		return bad("fragment")
-	}
-	rest, rawQuery, _ := strings.Cut(rest, "?")
-	hosts, path, _ := strings.Cut(rest, "/")
-	if at := strings.LastIndexByte(hosts, '@'); at >= 0 {
-		user, pass, hasPass := strings.Cut(hosts[:at], ":")
-		var err error
-		if t.username, err = url.PathUnescape(user); err != nil || t.username == "" {
-			return bad("user name")
-		}
-		if hasPass {
-			if t.password, err = url.PathUnescape(pass); err != nil {
-				return bad("password")
-			}
-		}
-		hosts = hosts[at+1:]
-	}
-	for h := range strings.SplitSeq(hosts, ",") {
-		host, port, err := urlparam.HostPort(h, "2379")
-		if err != nil {
-			return badOpt(err)
-		}
-		t.endpoints = append(t.endpoints, net.JoinHostPort(host, port))
-	}
-	if path != "" {
-		p, err := url.PathUnescape(path)
-		if err != nil {
-			return bad("prefix %q", path)
-		}
-		t.prefix = normPrefix(p)
-		t.opts = append(t.opts, lease.WithPrefix(p))
-	}
-	q, err := urlparam.Query(rawQuery)
-	if err != nil {
+	h, err := urlparam.ParseHosts(raw, "etcd", "etcds", "2379")
+	if errors.Is(err, baton.ErrInvalidArgument) {
 		return badOpt(err)
 	}
+	if err != nil {
+		return bad("%v", err)
+	}
+	t.tls, t.username, t.password, t.endpoints = h.TLS, h.User, h.Password, h.Addrs
+	if h.Path != "" {
+		t.prefix = normPrefix(h.Path)
+		t.opts = append(t.opts, lease.WithPrefix(h.Path))
+	}
+	q := h.Query
 	if t.prefix != "" && q.Has(lease.ParamPrefix) && normPrefix(q.Get(lease.ParamPrefix)) != t.prefix {
 		return bad("a prefix in the path and another in the query")
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,48 +45,19 @@ func parseURL(raw string) (target, error) {
 	badOpt := func(err error) (target, error) {
 		return target{}, fmt.Errorf("zklock: URL %q: %w; accepted forms: %s", baton.RedactURL(raw), err, urlForms)
 	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	switch {
-	case !ok:
-		return bad("scheme")
-	case strings.EqualFold(scheme, "zk"):
-	case strings.EqualFold(scheme, "zks"):
-		t.tls = true
-	default:
-		return bad("scheme")
-	}
-	if strings.Contains(rest, "#") {
-		return bad("fragment")
-	}
-	rest, query, _ := strings.Cut(rest, "?")
-	hosts, path, hasPath := strings.Cut(rest, "/")
-	hasPass := false
-	if at := strings.LastIndexByte(hosts, '@'); at >= 0 {
-		user, pass, withPass := strings.Cut(hosts[:at], ":")
-		var err error
-		if t.user, err = url.PathUnescape(user); err != nil || t.user == "" || strings.Contains(t.user, ":") {
-			return bad("user name")
-		}
-		if withPass {
-			if t.password, err = url.PathUnescape(pass); err != nil {
-				return bad("password")
-			}
-			hasPass = true
-		}
-		hosts = hosts[at+1:]
-	}
-	for h := range strings.SplitSeq(hosts, ",") {
-		host, port, err := urlparam.HostPort(h, "2181")
-		if err != nil {
-			return badOpt(err)
-		}
-		t.servers = append(t.servers, net.JoinHostPort(host, port))
-	}
-	q, err := urlparam.Query(query)
-	if err != nil {
+	h, err := urlparam.ParseHosts(raw, "zk", "zks", "2181")
+	if errors.Is(err, baton.ErrInvalidArgument) {
 		return badOpt(err)
 	}
-	if hasPath && path != "" && q.Has(lease.ParamPrefix) {
+	if err != nil {
+		return bad("%v", err)
+	}
+	if strings.Contains(h.User, ":") {
+		return bad("user name")
+	}
+	t.tls, t.user, t.password, t.servers = h.TLS, h.User, h.Password, h.Addrs
+	hasPass, q := h.HasPassword, h.Query
+	if h.Path != "" && q.Has(lease.ParamPrefix) {
 		return bad("both a path and a prefix parameter")
 	}
 	if t.opts, err = lease.FromQuery(q); err != nil {
@@ -110,12 +80,8 @@ func parseURL(raw string) (target, error) {
 	for k := range q {
 		return bad("unknown parameter %q", k)
 	}
-	if hasPath && path != "" {
-		p, err := url.PathUnescape(path)
-		if err != nil {
-			return bad("path: %v", err)
-		}
-		t.opts = append(t.opts, lease.WithPrefix("/"+p))
+	if h.Path != "" {
+		t.opts = append(t.opts, lease.WithPrefix("/"+h.Path))
 	}
 	return t, nil
 }
