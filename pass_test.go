@@ -550,6 +550,8 @@ func TestPassTryLock(t *testing.T) {
 // when the lease beneath is lost; the holder's Unlock then reports ErrLost
 // and the next waiter gets the lock from the server.
 func TestPassLoss(t *testing.T) {
+	defer func(d time.Duration) { passFor = d }(passFor) // see TestObservePassAndLoss
+	passFor = time.Minute
 	s := newPassServer()
 	_, ms, _ := openPass(t, s, "x", 2)
 	ctx := context.Background()
