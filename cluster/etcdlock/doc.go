@@ -87,6 +87,14 @@
 // baton.ErrLost. Semaphore capacity keys stay until removed (Inspector's
 // Remove, or `baton rm`).
 //
+// A waiter (Mutex, RWMutex, Semaphore, Cond) is granted or fails with an
+// error when the member that serves its watch dies or stops answering: a
+// watch that has been silent for a request timeout asks for a progress
+// report, and one that gets no answer within another request timeout is
+// given up; the waiter reads again through the members that answer and
+// watches on a new stream. Watches ask for a leader (WithRequireLeader), so
+// a member cut off from the others ends them too.
+//
 // A program that imports this package links the etcd client only, not the
 // server.
 package etcdlock
