@@ -44,6 +44,7 @@ type backend struct {
 	seq        atomic.Uint64 // numbers node ids
 	negotiated *atomic.Int64 // session timeout the server granted, ns; 0 unknown
 	acl        []zk.ACL      // of every node the backend creates
+	conns      *lastConn     // OpenURL's connections, closed with the backend; nil for New
 
 	epochMu sync.Mutex
 	cur     atomic.Pointer[epoch]
@@ -86,6 +87,10 @@ func buildConfig(opts []lease.Option) (lease.Config, error) {
 		}
 	}
 	o.Prefix = p
+	if m := o.TTL/marginDivisor + o.Drift; m >= o.TTL-o.RenewEvery {
+		return o, fmt.Errorf("%w: drift margin %v and a tenth of the TTL (%v in all) leave no time to renew a session of %v every %v",
+			baton.ErrInvalidArgument, o.Drift, m, o.TTL, o.RenewEvery)
+	}
 	return o, nil
 }
 
@@ -119,6 +124,9 @@ func (b *backend) Close() error {
 	// it; the session's nodes go with it.
 	if b.own {
 		b.c.Close()
+	}
+	if b.conns != nil {
+		b.conns.close()
 	}
 	b.bg.Wait()
 	return nil
