@@ -65,7 +65,10 @@
 // has a read to make before it holds; a Remove through the holder's own
 // Backend fires it before returning. A waiter whose lease ends while it is
 // queued returns an error matching baton.ErrLost. After a loss the Backend
-// takes a new lease for the next acquisition.
+// takes a new lease for the next acquisition. A renewal that gets no
+// answer is given up after half of what is left of the lease (or the
+// request timeout, if shorter) and sent again, and the client sends it to
+// the next member: one member that stops answering does not cost the holds.
 //
 // A lock whose holder died comes free when etcd revokes the lease, which
 // the server does from a loop that looks for expired leases every 500 ms:

@@ -26,7 +26,27 @@ func TestMemberFaults(t *testing.T) {
 	c := startCluster(t, 3)
 	t.Run("WatchMemberKilled", func(t *testing.T) { testWatchMemberDies(t, c, true) })
 	t.Run("WatchMemberPaused", func(t *testing.T) { testWatchMemberDies(t, c, false) })
+	t.Run("RenewPastPausedMember", func(t *testing.T) { testRenewPastPausedMember(t, c) })
 	t.Run("KillUnderWaiters", func(t *testing.T) { testKillUnderWaiters(t, c) })
+}
+
+// A holder whose client balances over every member keeps its hold while
+// one member is paused: a renewal sent to that member is given up early
+// enough to renew through another before the lease's deadline.
+func testRenewPastPausedMember(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	b, _ := fast(t, c, "renewpaused") // 2 s TTL, renewed every 200 ms, 5 s request timeout
+	m := must(b.Mutex(ctx, "m")).get(t)
+	h := must(m.Lock(ctx)).get(t)
+	resume := c.pause(t, c.follower(t, c.leader(t, c.client(t))))
+	time.Sleep(3 * time.Second) // renewals go to the paused member in turn
+	resume()
+	if err := h.Err(); err != nil {
+		t.Fatalf("hold lost while one member of three was paused: %v", err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A waiter whose watch is served by a member that dies (SIGKILL) or stops

@@ -89,7 +89,11 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 			s.lose(fmt.Errorf("lease %x not renewed before its deadline", int64(s.id)))
 			return
 		}
-		rctx, cancel := context.WithTimeout(ctx, min(deadline.Sub(now), s.o.requestTimeout))
+		// An attempt takes at most half of what is left: the client
+		// sends each request to the next member, and one that does not
+		// answer (paused, cut off) must leave time to renew through
+		// another before the deadline.
+		rctx, cancel := context.WithTimeout(ctx, min(deadline.Sub(now)/2, s.o.requestTimeout))
 		resp, err := s.c.KeepAliveOnce(rctx, s.id)
 		cancel()
 		switch {
