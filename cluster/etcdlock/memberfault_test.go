@@ -51,8 +51,9 @@ func testRenewPastPausedMember(t *testing.T, c *cluster) {
 
 // A waiter whose watch is served by a member that dies (SIGKILL) or stops
 // answering (SIGSTOP), while the rest of the cluster serves its reads and
-// writes, is granted the lock when the holder lets go: it does not wait on
-// the dead watch until its context ends. The waiter's client watches
+// writes, is granted the lock when the holder lets go (and a Value's
+// waiter sees the change): it does not wait on the dead watch until its
+// context ends. The waiter's client watches
 // through that one member only, so that its watch cannot move elsewhere
 // by itself.
 func testWatchMemberDies(t *testing.T, c *cluster, kill bool) {
@@ -92,7 +93,13 @@ func testWatchMemberDies(t *testing.T, c *cluster, kill bool) {
 		err  error
 		took time.Duration
 	}
-	got := make(chan outcome, 2)
+	wv := must(wb.Value(ctx, "v")).get(t)
+	hv := must(hb.Value(ctx, "v")).get(t)
+	_, ver, err := hv.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan outcome, 3)
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -104,7 +111,11 @@ func testWatchMemberDies(t *testing.T, c *cluster, kill bool) {
 		_, err := ws.Acquire(wctx, 1)
 		got <- outcome{"Acquire", err, time.Since(start)}
 	}()
-	// Both waiters are queued and watching.
+	go func() {
+		_, _, err := wv.Wait(wctx, ver)
+		got <- outcome{"Value.Wait", err, time.Since(start)}
+	}()
+	// The waiters are queued and watching.
 	for _, dir := range []string{hd.dir(baton.KindMutex, "m") + "q/", hd.dir(baton.KindSemaphore, "s") + "q/"} {
 		for {
 			n, err := keys(ctx, kc, dir)
@@ -131,17 +142,20 @@ func testWatchMemberDies(t *testing.T, c *cluster, kill bool) {
 	if err := hs.Release(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := hv.CompareAndSwap(ctx, ver, []byte("changed")); err != nil {
+		t.Fatal(err)
+	}
 	// The watch is found silent within two request timeouts of its last
 	// word, then the waiter reads through the members that answer.
-	for range 2 {
+	for range 3 {
 		o := <-got
 		switch {
 		case o.err != nil:
 			t.Errorf("%s after the watch's member died: %v (after %v)", o.what, o.err, o.took)
 		case o.took > 4*time.Second:
-			t.Errorf("%s granted only %v after the waiter started", o.what, o.took)
+			t.Errorf("%s returned only %v after the waiter started", o.what, o.took)
 		default:
-			t.Logf("%s granted %v after the waiter started", o.what, o.took)
+			t.Logf("%s returned %v after the waiter started", o.what, o.took)
 		}
 	}
 }

@@ -107,14 +107,19 @@ func (w *waiterWatch) stop() {
 }
 
 // next returns the next response of the watch that is not a progress
-// report, or the error that ends the wait: ctx done, the session lost, or
-// the watch broken or silent (errWatch).
+// report, or the error that ends the wait: ctx done, the session s lost
+// (s may be nil: a Value's watch has no session), or the watch broken or
+// silent (errWatch).
 func (w *waiterWatch) next(ctx context.Context, s *session) (clientv3.WatchResponse, error) {
+	var lost <-chan struct{}
+	if s != nil {
+		lost = s.done
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return clientv3.WatchResponse{}, ctx.Err()
-		case <-s.done:
+		case <-lost:
 			return clientv3.WatchResponse{}, s.lostErr()
 		case wr, ok := <-w.ch:
 			if !ok {
