@@ -59,7 +59,8 @@ type backend struct {
 // caller's: closing the Backend does not close it. The TTL option (default
 // lease.DefaultTTL) must not exceed the session timeout the server granted
 // the connection: a hold is trusted until the last answered heartbeat's
-// send time plus the TTL, less the drift margin. Give it the timeout passed
+// send time plus the TTL, less a tenth of the TTL and the drift margin
+// (see the package doc, Sessions and loss). Give it the timeout passed
 // to zk.Connect when the server's limits allow it.
 func New(conn *zk.Conn, opts ...lease.Option) (baton.Backend, error) {
 	if conn == nil {
