@@ -45,10 +45,11 @@ type backend struct {
 	bgStop context.CancelFunc
 	bgCtx  context.Context
 
-	slot    chan struct{}           // one goroutine at a time opens a session
-	cur     atomic.Pointer[session] // the current session, nil before the first
-	closed  atomic.Bool
-	closeMu sync.Mutex // serialises Close
+	slot     chan struct{}           // one goroutine at a time opens a session
+	watchGen atomic.Uint64           // names the gRPC stream of waiters' watches (wait.go)
+	cur      atomic.Pointer[session] // the current session, nil before the first
+	closed   atomic.Bool
+	closeMu  sync.Mutex // serialises Close
 }
 
 // New returns a Backend on an etcd client, with the options of package lease

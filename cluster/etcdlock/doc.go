@@ -65,7 +65,10 @@
 // has a read to make before it holds; a Remove through the holder's own
 // Backend fires it before returning. A waiter whose lease ends while it is
 // queued returns an error matching baton.ErrLost. After a loss the Backend
-// takes a new lease for the next acquisition.
+// takes a new lease for the next acquisition. A renewal with no answer by
+// half of what is left of the lease is sent once more, and the client
+// sends it to the next member: one member that stops answering does not
+// cost the holds.
 //
 // A lock whose holder died comes free when etcd revokes the lease, which
 // the server does from a loop that looks for expired leases every 500 ms:
@@ -86,6 +89,15 @@
 // lock; when the key is already gone it returns an error matching
 // baton.ErrLost. Semaphore capacity keys stay until removed (Inspector's
 // Remove, or `baton rm`).
+//
+// A waiter (Mutex, RWMutex, Semaphore, Cond, and Value's Wait) is
+// granted or fails with an error when the member that serves its watch
+// dies or stops answering: a
+// watch that has been silent for a request timeout asks for a progress
+// report, and one that gets no answer within another request timeout is
+// given up; the waiter reads again through the members that answer and
+// watches on a new stream. Watches ask for a leader (WithRequireLeader), so
+// a member cut off from the others ends them too.
 //
 // A program that imports this package links the etcd client only, not the
 // server.

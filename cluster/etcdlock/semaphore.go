@@ -207,11 +207,10 @@ func (d *semDriver) wait(ctx context.Context, s *session, key string, rev, n int
 // keys leave room for n (nil), or fails. See waitChange for why it does
 // not start at *read+1.
 func (d *semDriver) watch(ctx context.Context, s *session, key string, rev, n int64, older map[string]int64, read *int64) error {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := d.b.c.Watch(wctx, d.queue, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	w := d.b.watch(ctx, d.queue, clientv3.WithPrefix())
+	defer w.stop()
 	for {
-		wr, err := nextWatch(ctx, s, wch)
+		wr, err := w.next(ctx, s)
 		if err != nil {
 			return err
 		}

@@ -80,6 +80,7 @@ type cluster struct {
 type member struct {
 	name  string
 	url   string // client address
+	js    string // its memberConfig
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 }
@@ -134,29 +135,9 @@ func startCluster(t testing.TB, n int) *cluster {
 	for _, mc := range cfgs {
 		mc.Initial = strings.Join(initial, ",")
 		js, _ := json.Marshal(mc)
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envMember+"="+string(js))
-		cmd.Stderr = os.Stderr
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start member: %v", err)
-		}
-		c.members = append(c.members, &member{name: mc.Name, url: strings.TrimPrefix(mc.Client, "http://"), cmd: cmd, stdin: stdin})
-		go func() {
-			line, err := bufio.NewReader(stdout).ReadString('\n')
-			if err == nil && strings.TrimSpace(line) != "ready" {
-				err = fmt.Errorf("member said %q", line)
-			}
-			ready <- err
-			_, _ = io.Copy(io.Discard, stdout)
-		}()
+		m := &member{name: mc.Name, url: strings.TrimPrefix(mc.Client, "http://"), js: string(js)}
+		c.members = append(c.members, m)
+		c.spawn(t, m, ready)
 	}
 	for range n {
 		select {
@@ -169,6 +150,50 @@ func startCluster(t testing.TB, n int) *cluster {
 		}
 	}
 	return c
+}
+
+// spawn starts the process of m; ready receives the outcome of its start.
+func (c *cluster) spawn(t testing.TB, m *member, ready chan<- error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envMember+"="+m.js)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start member: %v", err)
+	}
+	m.cmd, m.stdin = cmd, stdin
+	go func() {
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err == nil && strings.TrimSpace(line) != "ready" {
+			err = fmt.Errorf("member said %q", line)
+		}
+		ready <- err
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+}
+
+// restart starts member i again on its data, after stop or kill, and
+// waits until it serves (it needs a quorum for that).
+func (c *cluster) restart(t testing.TB, i int) {
+	t.Helper()
+	ready := make(chan error, 1)
+	c.spawn(t, c.members[i], ready)
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatalf("member %d: %v", i, err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("member %d not ready", i)
+	}
 }
 
 // stop ends member i: gracefully when asked through its standard input,

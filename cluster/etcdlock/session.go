@@ -84,18 +84,15 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 			return
 		case <-t.C:
 		}
-		now := time.Now()
-		if !now.Before(deadline) {
+		if !time.Now().Before(deadline) {
 			s.lose(fmt.Errorf("lease %x not renewed before its deadline", int64(s.id)))
 			return
 		}
-		rctx, cancel := context.WithTimeout(ctx, min(deadline.Sub(now), s.o.requestTimeout))
-		resp, err := s.c.KeepAliveOnce(rctx, s.id)
-		cancel()
+		sent, resp, err := s.renew(ctx, deadline)
 		switch {
 		case err == nil:
 			s.o.log.Debug("baton: etcd lease renewed", "lease", s.hexd, "ttl", time.Duration(resp.TTL)*time.Second)
-			deadline = s.deadline(now, resp.TTL)
+			deadline = s.deadline(sent, resp.TTL)
 			s.setDeadline(deadline)
 			wait = s.o.renewal
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
@@ -110,6 +107,48 @@ func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
 			wait = max(s.o.renewal/8, 50*time.Millisecond)
 		}
 		t.Reset(max(0, min(wait, time.Until(deadline))))
+	}
+}
+
+// renew sends a renewal and, when no answer has come by half of what is
+// left before deadline, a second one: the client sends each request to the
+// next member, so a member that does not answer (paused, cut off) does not
+// cost the lease, and a slow one still has all the time left. It returns
+// the first answer with its request's send time, or an error when every
+// request failed.
+func (s *session) renew(ctx context.Context, deadline time.Time) (time.Time, *clientv3.LeaseKeepAliveResponse, error) {
+	rctx, cancel := context.WithTimeout(ctx, min(time.Until(deadline), s.o.requestTimeout))
+	defer cancel() // ends the request still out
+	type answer struct {
+		sent time.Time
+		resp *clientv3.LeaseKeepAliveResponse
+		err  error
+	}
+	answers := make(chan answer, 2)
+	send := func() {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			sent := time.Now()
+			resp, err := s.c.KeepAliveOnce(rctx, s.id)
+			answers <- answer{sent, resp, err}
+		}()
+	}
+	send()
+	out := 1
+	second := time.NewTimer(time.Until(deadline) / 2)
+	defer second.Stop()
+	for {
+		select {
+		case <-second.C:
+			send()
+			out++
+		case a := <-answers:
+			out--
+			if a.err == nil || out == 0 || errors.Is(a.err, rpctypes.ErrLeaseNotFound) {
+				return a.sent, a.resp, a.err
+			}
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -69,7 +70,8 @@ func (v *valueDriver) CompareAndSwap(ctx context.Context, old uint64, data []byt
 
 // Wait watches the key from the current revision (in sync at once, see
 // waitChange), reads it once the watch is created, and returns on the
-// first event after that read. A broken watch is started again.
+// first event after that read. A broken watch (see waiterWatch) is
+// followed by a read, and started again.
 func (v *valueDriver) Wait(ctx context.Context, ver uint64) ([]byte, uint64, error) {
 	for {
 		data, now, changed, err := v.waitOnce(ctx, ver)
@@ -92,40 +94,32 @@ func (v *valueDriver) Wait(ctx context.Context, ver uint64) ([]byte, uint64, err
 	}
 }
 
-// waitOnce reports changed false, with no error, when the watch broke.
+// waitOnce reports changed false, with no error, when the watch broke
+// and a read since shows no change.
 func (v *valueDriver) waitOnce(ctx context.Context, ver uint64) (data []byte, now uint64, changed bool, err error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := v.b.c.Watch(wctx, v.key, clientv3.WithCreatedNotify())
+	w := v.b.watch(ctx, v.key)
+	defer w.stop()
 	var rev int64 = -1 // the revision of the read; -1 before the watch is created
 	for {
-		var wr clientv3.WatchResponse
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return nil, 0, false, ctx.Err()
-		case wr, ok = <-wch:
-		}
-		if !ok || wr.Err() != nil || wr.Canceled {
-			return nil, 0, false, nil
+		wr, err := w.next(ctx, nil)
+		switch {
+		case errors.Is(err, errWatch):
+			// The change may have come while the watch was broken,
+			// or the watch may not have been created at all.
+			data, now, changed, _, err := v.read(ctx, ver)
+			if err != nil {
+				return nil, 0, false, nil
+			}
+			return data, now, changed, nil
+		case err != nil:
+			return nil, 0, false, err
 		}
 		if wr.Created {
-			rctx, rcancel := v.b.rctx(ctx)
-			resp, err := v.b.c.Get(rctx, v.key)
-			rcancel()
-			if err != nil {
-				return nil, 0, false, lease.CtxErr(ctx, err)
+			data, now, changed, r, err := v.read(ctx, ver)
+			if err != nil || changed {
+				return data, now, changed, err
 			}
-			rev = resp.Header.Revision
-			if len(resp.Kvs) == 0 {
-				if ver != 0 {
-					return nil, 0, true, nil
-				}
-				continue
-			}
-			if kv := resp.Kvs[0]; uint64(kv.ModRevision) != ver {
-				return kv.Value, uint64(kv.ModRevision), true, nil
-			}
+			rev = r
 			continue
 		}
 		if rev < 0 {
@@ -142,6 +136,25 @@ func (v *valueDriver) waitOnce(ctx context.Context, ver uint64) (data []byte, no
 			return ev.Kv.Value, uint64(ev.Kv.ModRevision), true, nil
 		}
 	}
+}
+
+// read reads the key, which changed if its version is not ver; rev is
+// the revision of the read.
+func (v *valueDriver) read(ctx context.Context, ver uint64) (data []byte, now uint64, changed bool, rev int64, err error) {
+	rctx, cancel := v.b.rctx(ctx)
+	resp, err := v.b.c.Get(rctx, v.key)
+	cancel()
+	if err != nil {
+		return nil, 0, false, 0, lease.CtxErr(ctx, err)
+	}
+	rev = resp.Header.Revision
+	if len(resp.Kvs) == 0 {
+		return nil, 0, ver != 0, rev, nil
+	}
+	if kv := resp.Kvs[0]; uint64(kv.ModRevision) != ver {
+		return kv.Value, uint64(kv.ModRevision), true, rev, nil
+	}
+	return nil, 0, false, rev, nil
 }
 
 func (v *valueDriver) Close() error { return nil }

@@ -44,6 +44,7 @@ type backend struct {
 	seq        atomic.Uint64 // numbers node ids
 	negotiated *atomic.Int64 // session timeout the server granted, ns; 0 unknown
 	acl        []zk.ACL      // of every node the backend creates
+	conns      *lastConn     // OpenURL's connections, closed with the backend; nil for New
 
 	epochMu sync.Mutex
 	cur     atomic.Pointer[epoch]
@@ -58,7 +59,8 @@ type backend struct {
 // caller's: closing the Backend does not close it. The TTL option (default
 // lease.DefaultTTL) must not exceed the session timeout the server granted
 // the connection: a hold is trusted until the last answered heartbeat's
-// send time plus the TTL, less the drift margin. Give it the timeout passed
+// send time plus the TTL, less a tenth of the TTL and the drift margin
+// (see the package doc, Sessions and loss). Give it the timeout passed
 // to zk.Connect when the server's limits allow it.
 func New(conn *zk.Conn, opts ...lease.Option) (baton.Backend, error) {
 	if conn == nil {
@@ -86,6 +88,10 @@ func buildConfig(opts []lease.Option) (lease.Config, error) {
 		}
 	}
 	o.Prefix = p
+	if m := o.TTL/marginDivisor + o.Drift; m >= o.TTL-o.RenewEvery {
+		return o, fmt.Errorf("%w: drift margin %v and a tenth of the TTL (%v in all) leave no time to renew a session of %v every %v",
+			baton.ErrInvalidArgument, o.Drift, m, o.TTL, o.RenewEvery)
+	}
 	return o, nil
 }
 
@@ -119,6 +125,9 @@ func (b *backend) Close() error {
 	// it; the session's nodes go with it.
 	if b.own {
 		b.c.Close()
+	}
+	if b.conns != nil {
+		b.conns.close()
 	}
 	b.bg.Wait()
 	return nil

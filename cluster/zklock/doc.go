@@ -57,10 +57,15 @@
 // the next: a request it sends every renewal period (lease.WithRenewEvery,
 // default a third of the TTL), whose answer on the same session proves the
 // server renewed the session after the send. A hold's driver.Loss carries
-// the deadline send time + session timeout - drift margin, moved by each
+// the deadline send time + session timeout - margin, moved by each
 // answered heartbeat; when the connection is lost the heartbeats stop and
 // the deadline passes, so Hold.Lost fires before the ensemble can expire
-// the session and give the lock to another client. The session timeout is
+// the session and give the lock to another client. The margin is a tenth
+// of the session timeout plus the drift margin (lease.WithDrift): Lost
+// fires at least that long before another client can be granted the lock,
+// time for a holder that is slow to notice (a pause, a loaded machine).
+// Options whose margin leaves no time to renew (drift + TTL/10 at least
+// TTL - renewal period) are refused with baton.ErrInvalidArgument. The session timeout is
 // the TTL (lease.WithTTL); OpenURL dials with it and counts with the
 // timeout the server granted when that is shorter. A new session (the old
 // one expired) ends every hold of the old one at once, and a waiter whose

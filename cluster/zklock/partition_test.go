@@ -17,13 +17,21 @@ func TestPartitionStandalone(t *testing.T) {
 }
 
 // testPartition cuts a holder and a waiter off from the servers past their
-// session timeout: the holder's Lost fires before the other client is
-// granted, the waiter gets ErrLost, and the cut-off client works again once
-// the partition heals.
+// session timeout: the holder's Lost fires at least a tenth of the session
+// timeout (the margin, marginDivisor) before the other client is granted,
+// the waiter gets ErrLost, and the cut-off client works again once the
+// partition heals.
 func testPartition(t *testing.T, server, direct string) {
 	p := startProxy(t, server)
-	ttl := time.Second
-	a := open(t, fmt.Sprintf("zk://%s/partition?ttl=%v", p.addr, ttl))
+	ttl := 2 * time.Second
+	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer dcancel()
+	raw, err := dial(dctx, fmt.Sprintf("zk://%s/partition?ttl=%v", p.addr, ttl), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := baton.NewBackend(raw)
+	t.Cleanup(func() { _ = a.Close() })
 	b := open(t, direct+"?ttl=5s") // not cut off: a long timeout rides out a loaded machine
 	ctx := context.Background()
 	name := fmt.Sprintf("p-%d", time.Now().UnixNano())
@@ -66,6 +74,10 @@ func testPartition(t *testing.T, server, direct string) {
 	go wait(mb, rb, &hb)
 	time.Sleep(100 * time.Millisecond)
 
+	// Cut right after a heartbeat is answered: the server's last word
+	// from the holder is then that heartbeat, and its expiry comes as
+	// early as it can after the holder's deadline.
+	afterHeartbeat(t, raw)
 	t0 := time.Now()
 	p.cut.Store(true)
 	var lostAt time.Duration
@@ -102,6 +114,11 @@ func testPartition(t *testing.T, server, direct string) {
 	t.Logf("partition: holder lost after %v, other client granted after %v", lostAt.Round(time.Millisecond), grantAt.Round(time.Millisecond))
 	if lostAt >= grantAt {
 		t.Errorf("Lost fired after the other client's grant")
+	}
+	// The margin less the drift: what is left for the timer that closes
+	// Lost to be late on a loaded machine.
+	if margin := ttl / marginDivisor; grantAt-lostAt < margin {
+		t.Errorf("Lost fired only %v before the other client's grant, want at least %v", (grantAt - lostAt).Round(time.Millisecond), margin)
 	}
 	if err := ma.Unlock(ctx); !errors.Is(err, baton.ErrLost) {
 		t.Errorf("Unlock of the lost hold: %v, want ErrLost", err)
@@ -200,5 +217,23 @@ func TestLostCreateReply(t *testing.T) {
 	}
 	if err := other.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// afterHeartbeat returns as soon as a heartbeat of b is answered: the
+// deadline of its epoch moves.
+func afterHeartbeat(t *testing.T, b *backend) {
+	t.Helper()
+	e := b.cur.Load()
+	dl := func() time.Time {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.dl
+	}
+	from := dl()
+	for end := time.Now().Add(10 * b.every()); dl().Equal(from); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no heartbeat answered")
+		}
 	}
 }

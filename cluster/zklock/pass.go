@@ -61,7 +61,7 @@ func (d *mutexDriver) Pass(g driver.Grant) (driver.Grant, bool) {
 // late (the server is slow or unreachable): the hold goes back to the
 // server, and the next handle acquires with a heartbeat first.
 func (b *backend) passLeft() time.Duration {
-	return b.timeout() - b.o.Drift - 2*b.every()
+	return b.timeout() - b.margin() - 2*b.every()
 }
 
 var _ driver.Passer = (*mutexDriver)(nil)

@@ -165,11 +165,25 @@ func (e *epoch) untrack(l *driver.Loss) {
 	l.SetDeadline(time.Time{})
 }
 
+// marginDivisor: a hold's loss deadline keeps a tenth of the session
+// timeout in hand, on top of the drift margin, before the server can expire
+// the session and grant the lock to another client. The drift margin alone
+// covers clock rates; this covers a holder that learns of its deadline
+// late (a paused process, a loaded machine) while the server's expiry and
+// the next holder's handoff are quick.
+const marginDivisor = 10
+
+// margin is what a loss deadline keeps before the earliest expiry of the
+// session: a tenth of the session timeout plus the drift margin.
+func (b *backend) margin() time.Duration {
+	return b.timeout()/marginDivisor + b.o.Drift
+}
+
 // heartbeat sends one request and, if it is answered on the session it was
 // sent on, returns that session's id and the deadline it gives: the send
-// time plus the session timeout less the drift margin. The server renews a
+// time plus the session timeout less the margin. The server renews a
 // session on every request it receives, after it was sent, so it cannot
-// expire the session before that deadline.
+// expire the session before the send time plus the session timeout.
 func (b *backend) heartbeat() (int64, time.Time, error) {
 	sid := b.c.SessionID()
 	sent := time.Now()
@@ -180,7 +194,7 @@ func (b *backend) heartbeat() (int64, time.Time, error) {
 	case sid == 0 || b.c.SessionID() != sid:
 		return 0, time.Time{}, errChanged
 	}
-	return sid, sent.Add(b.timeout() - b.o.Drift), nil
+	return sid, sent.Add(b.timeout() - b.margin()), nil
 }
 
 // timeout is the session timeout the deadlines are counted with: the TTL,
@@ -245,7 +259,8 @@ func (b *backend) epoch() (*epoch, error) {
 		return e, nil
 	}
 	// A heartbeat that waited long for a connection gives a deadline
-	// that is near or past: such an epoch would end at once.
+	// that is near or past: such an epoch would end at once. An answer
+	// in time leaves more than half of what a fresh heartbeat gives.
 	var sid int64
 	var dl time.Time
 	for attempt := 0; ; attempt++ {
@@ -254,7 +269,7 @@ func (b *backend) epoch() (*epoch, error) {
 		if err != nil && (attempt >= 2 || !errors.Is(err, errChanged)) {
 			return nil, fmt.Errorf("confirm session: %w", err)
 		}
-		if err == nil && time.Until(dl) > b.timeout()/2 {
+		if err == nil && time.Until(dl) > (b.timeout()-b.margin())/2 {
 			break
 		}
 		if attempt >= 2 {

@@ -145,18 +145,20 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 	neg := new(atomic.Int64)
 	// The client uses one connection at a time, but does not close the
 	// one on which the server said the session expired: close it here,
-	// when the next one is dialled.
-	var last net.Conn
+	// when the next one is dialled, or when the backend closes (conns).
+	conns := &lastConn{}
 	d := func(network, addr string, timeout time.Duration) (net.Conn, error) {
-		if last != nil {
-			last.Close()
-			last = nil
+		if !conns.drop() {
+			return nil, net.ErrClosed
 		}
 		c, err := dialServer(t, network, addr, timeout)
 		if err != nil {
 			return nil, err
 		}
-		last = c
+		if !conns.keep(c) {
+			c.Close()
+			return nil, net.ErrClosed
+		}
 		return &grantConn{Conn: c, got: func(ms int32) {
 			if ms > 0 {
 				neg.Store(int64(time.Duration(ms) * time.Millisecond))
@@ -180,6 +182,7 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 	}
 	mu.Lock()
 	b = newBackend(c, true, o, neg, t.acl())
+	b.conns = conns
 	mu.Unlock()
 	// Wait for a session, so that a server that cannot be reached is an
 	// error here rather than at the first acquisition; the client retries
@@ -210,6 +213,40 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 		return nil, fmt.Errorf("%s: prefix %s: %w", strings.Join(t.servers, ","), o.Prefix, err)
 	}
 	return b, nil
+}
+
+// lastConn is the connection the client dialled last.
+type lastConn struct {
+	mu     sync.Mutex
+	c      net.Conn // guarded by mu
+	closed bool     // guarded by mu; no more connections
+}
+
+// drop closes the last connection; it reports false once closed.
+func (l *lastConn) drop() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		l.c.Close()
+		l.c = nil
+	}
+	return !l.closed
+}
+
+// keep records c as the last connection; it reports false once closed.
+func (l *lastConn) keep(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.c = c
+	return !l.closed
+}
+
+// close closes the last connection and refuses new ones.
+func (l *lastConn) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.drop()
 }
 
 // dialServer opens a connection to one server: TCP, or TLS for zks://,

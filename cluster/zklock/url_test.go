@@ -40,6 +40,7 @@ func TestParseURL(t *testing.T) {
 		"zk:/h", "etcd://h", "zk://", "zk://h:0", "zk://h:99999", "zk://h:x", "zk://u@h", "zk://h#f",
 		"zk://h?ttl=0s", "zk://h?ttl=soon", "zk://h?ttl=1s&ttl=2s", "zk://h?color=red",
 		"zk://h/p?prefix=q", "zk://h/a/../b", "zk://h?renew_every=2s&ttl=3s",
+		"zk://h?ttl=10s&renew_every=5s&drift=4100ms", // drift + TTL/10 leaves no time to renew
 	} {
 		_, err := parseURL(in)
 		if err == nil {
