@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,6 +81,11 @@ func Main(m *testing.M, suites ...Suite) {
 	}
 	g0, fd0, fds0 := runtime.NumGoroutine(), openFDs(), fdTargets()
 	code := m.Run()
+	atExitMu.Lock()
+	for i := len(atExit) - 1; i >= 0; i-- {
+		atExit[i]()
+	}
+	atExitMu.Unlock()
 	if code == 0 {
 		if err := settle(g0, fd0, 5*time.Second, profileFiles()...); err != nil {
 			fmt.Fprintf(os.Stderr, "locktest: leak after the tests: %v\nfds before: %q\nfds after: %q\n", err, fds0, fdTargets())
@@ -87,6 +93,20 @@ func Main(m *testing.M, suites ...Suite) {
 		}
 	}
 	os.Exit(code)
+}
+
+var (
+	atExitMu sync.Mutex
+	atExit   []func() // guarded by atExitMu until Main runs them
+)
+
+// AtExit registers f to run when the tests are done, before Main checks
+// for leaks and exits (last registered first): for what a test binary
+// keeps for all its tests, such as a server and its data directory.
+func AtExit(f func()) {
+	atExitMu.Lock()
+	defer atExitMu.Unlock()
+	atExit = append(atExit, f)
 }
 
 // profileFiles returns the absolute paths of the files that the testing

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/locktest"
 )
 
 // Test servers are real ZooKeeper servers (the Debian package's jars), each
@@ -190,10 +192,13 @@ func standalone(t testing.TB) string {
 			if out, _ := fourLetter(s.addr, "ruok"); out == "imok" && s.mode() == "standalone" {
 				t.Logf("standalone zookeeper on %s ready in %v", s.addr, time.Since(start).Round(time.Millisecond))
 				standaloneAddr = s.addr
-				// It runs until the binary exits: let go of the
+				// It runs until the tests are done: let go of the
 				// process handle (a pidfd) so that the leak check
-				// after the tests does not count it.
+				// after the tests does not count it, and stop it and
+				// remove its data then.
+				pid := s.cmd.Process.Pid
 				_ = s.cmd.Process.Release()
+				locktest.AtExit(func() { stopReleased(pid, dir) })
 				return
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -300,4 +305,18 @@ func (en *ensemble) addrs() []string {
 
 func (en *ensemble) url(prefix string) string {
 	return "zk://" + strings.Join(en.addrs(), ",") + "/" + prefix
+}
+
+// stopReleased stops the server of pid, whose process handle was released,
+// and removes its data directory once it has exited (a zombie, or gone:
+// the test binary is its parent and reaps it only at exit).
+func stopReleased(pid int, dir string) {
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := strings.LastIndexByte(string(b), ')'); err != nil || i >= 0 && strings.HasPrefix(string(b[i:]), ") Z") {
+			break
+		}
+	}
+	_ = os.RemoveAll(dir)
 }
