@@ -39,11 +39,12 @@
 // A claim records the claimant's process (pid and start time) and a token
 // from the queue's counter in the file, which only grows. Every process
 // that opens the queue enters itself in a table of participants in the
-// file. A claimant that has to wait for a job watches every other
-// participant through a pidfd in Go's netpoller (package ipc, WaitExit):
-// when one exits, the watcher gives back its claims at once (to the front
-// of the ready jobs, or to the dead letters when that claim was the job's
-// last attempt) and wakes the waiters. A producer killed between its
+// file, and every handle watches every other participant through a pidfd
+// in Go's netpoller (package ipc, WaitExit), starting at its first call
+// after the participant joined (a waiting claimant's call is in progress,
+// and starts at once): when one exits, the watchers give back its claims
+// at once (to the front of the ready jobs, or to the dead letters when that
+// claim was the job's last attempt) and wake the waiters. A producer killed between its
 // publication and its wake-up is a participant too, so its death wakes
 // the waiters. TryClaim, Stats and a full participant table check the
 // participants' liveness directly, for processes that never wait.

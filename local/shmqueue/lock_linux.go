@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonlock/baton/internal/host/shm"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -34,9 +35,18 @@ func (q *Queue) lock(ctx context.Context) (notify bool, err error) {
 			return false, err
 		}
 	}
+	// A Put before a Claim orders the producer's memory before the
+	// claimant's for the race detector, as a lock does.
+	shm.RaceAcquire(q.rsync)
 	if recovered {
 		q.rebuild()
 		notify = true
+	}
+	if g := q.u64(offProcGen).Load(); g != q.seenGen.Load() {
+		// Someone joined: watch it, so that its claims come back the
+		// moment it exits, whatever this handle is doing then.
+		q.seenGen.Store(g)
+		q.watch(q.participants())
 	}
 	return q.promote(time.Now().UnixNano()) || notify, nil
 }
@@ -77,6 +87,7 @@ func (q *Queue) unlock(notify bool) {
 	if notify {
 		q.u32(offSeq).Add(1)
 	}
+	shm.RaceRelease(q.rsync)
 	if q.u64(offLock).Swap(0)&fLockWait != 0 {
 		_, _ = ipc.FutexWake(q.futex(offLock), 1)
 	}

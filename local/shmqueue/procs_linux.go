@@ -48,7 +48,9 @@ func (q *Queue) join() error {
 		return fmt.Errorf("%w: %d processes have the queue open", baton.ErrUnsupported, MaxProcs)
 	}
 	q.proc(free).Store(q.me)
-	// Waiting claimants look again, and watch the newcomer.
+	// Every handle watches the newcomer, from its next call (or at once,
+	// for claimants that wait).
+	q.u64(offProcGen).Add(1)
 	notify = true
 	return nil
 }
@@ -90,6 +92,7 @@ func (q *Queue) reapLocked(o uint64) bool {
 	for k := range MaxProcs {
 		if q.proc(k).Load() == o {
 			q.proc(k).Store(0)
+			q.u64(offProcGen).Add(1)
 		}
 	}
 	return any

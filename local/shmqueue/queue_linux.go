@@ -32,6 +32,7 @@ const (
 	offTail      = 80  // uint64: the ring's tail
 	offFreeTop   = 88  // uint64: entries in the free stack
 	offFresh     = 96  // uint64: slots at and above it were never used
+	offProcGen   = 104 // uint64: incremented when the participants change
 	offProcs     = 128 // [MaxProcs]uint64: participants, tag<<32 | pid; 0: free
 	hdrSize      = 4096
 
@@ -89,6 +90,8 @@ type Queue struct {
 	watchCtx context.Context
 	unwatch  context.CancelFunc
 	watchers sync.WaitGroup
+	seenGen  atomic.Uint64 // the offProcGen of the last watch
+	rsync    *atomic.Uint64 // the file's race-detector word (shm.RaceSync)
 }
 
 var _ driver.Queue = (*Queue)(nil)
@@ -111,11 +114,12 @@ func OpenEntry(e ipc.Entry) (*Queue, error) {
 	q.watching = make(map[uint64]bool)
 	q.watchCtx, q.unwatch = context.WithCancel(context.Background())
 	q.loss = driver.NewLoss()
-	_, _, q.stop, err = shm.WatchFile(r, &q.gone, q.loss, errRemoved)
+	dev, ino, stop, err := shm.WatchFile(r, &q.gone, q.loss, errRemoved)
 	if err != nil {
 		r.Close()
 		return nil, err
 	}
+	q.stop, q.rsync = stop, shm.RaceSync(dev, ino)
 	if err := q.join(); err != nil {
 		q.stop()
 		r.Close()
