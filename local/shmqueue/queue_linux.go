@@ -90,7 +90,7 @@ type Queue struct {
 	watchCtx context.Context
 	unwatch  context.CancelFunc
 	watchers sync.WaitGroup
-	seenGen  atomic.Uint64 // the offProcGen of the last watch
+	seenGen  atomic.Uint64  // the offProcGen of the last watch
 	rsync    *atomic.Uint64 // the file's race-detector word (shm.RaceSync)
 }
 
