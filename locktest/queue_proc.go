@@ -298,19 +298,21 @@ func testQueueKillProducer(t *testing.T, e *env) {
 		_ = p.cmd.Wait()
 		// Drain, counting the jobs of each batch.
 		batches := map[string]int{}
+		got := map[string][]string{}
 		for {
 			j, err := q.TryClaim(ctx)
 			if errors.Is(err, baton.ErrEmpty) {
 				break
 			}
 			ok(t, "TryClaim", err)
-			k, _, _ := strings.Cut(string(j.Payload()), "/")
+			k, i, _ := strings.Cut(string(j.Payload()), "/")
 			batches[k]++
+			got[k] = append(got[k], fmt.Sprintf("%s(id %d, attempt %d)", i, j.ID(), j.Attempt()))
 			ok(t, "Ack", j.Ack(ctx))
 		}
 		for k, n := range batches {
 			if n != 10 {
-				t.Errorf("batch %s has %d jobs of 10", k, n)
+				t.Errorf("batch %s has %d jobs of 10: %v", k, n, got[k])
 			}
 		}
 	}

@@ -126,15 +126,14 @@ func (q *Queue) rebuild() {
 	fresh := min(q.u64(offFresh).Load(), Capacity)
 	q.u64(offFresh).Store(fresh)
 	committed := q.u64(offCommitted).Load()
-	var ready []uint32
-	var free []uint32
+	var ready, published, free []uint32
 	var due int64
 	for i := uint32(0); i < uint32(fresh); i++ {
 		st := q.sw(i, sState)
 		s := st.Load()
 		switch s & 0xff {
 		case stStaged:
-			if q.sw(i, sOrder).Load() > committed {
+			if q.sw(i, sToken).Load() > committed {
 				st.Store(stFree)
 				free = append(free, i)
 				continue
@@ -145,9 +144,7 @@ func (q *Queue) rebuild() {
 				due = earliest(due, d)
 				continue
 			}
-			q.sw(i, sOrder).Store(q.back())
-			st.Store(stReady | s&^0xff)
-			ready = append(ready, i)
+			published = append(published, i)
 		case stReady:
 			ready = append(ready, i)
 		case stDelayed:
@@ -160,6 +157,14 @@ func (q *Queue) rebuild() {
 			free = append(free, i)
 		}
 	}
+	// The rest of a batch published by a producer that died goes
+	// behind the ready jobs, in the order of the batch.
+	slices.SortFunc(published, func(a, b uint32) int { return cmpU64(q.sw(a, sID).Load(), q.sw(b, sID).Load()) })
+	for _, i := range published {
+		q.sw(i, sOrder).Store(q.back())
+		q.setKind(i, stReady)
+	}
+	ready = append(ready, published...)
 	slices.SortFunc(ready, func(a, b uint32) int { return cmpU64(q.sw(a, sOrder).Load(), q.sw(b, sOrder).Load()) })
 	head := q.u64(offHead).Load()
 	for k, i := range ready {

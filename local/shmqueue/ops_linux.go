@@ -100,7 +100,7 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 		copy(d, j.Payload)
 		copy(d[keyOff:], j.Key)
 		q.sw(i, sID).Store(ids[k])
-		q.sw(i, sOrder).Store(stamp)
+		q.sw(i, sToken).Store(stamp) // not sOrder: pushBack writes that before the state
 		q.sw(i, sDue).Store(uint64(j.At.UnixNano() * boolInt(!j.At.IsZero())))
 		q.sh(i, sMax).Store(uint32(j.MaxAttempts))
 		q.sh(i, sLen).Store(uint32(len(j.Payload)))

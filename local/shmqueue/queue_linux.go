@@ -53,10 +53,10 @@ const (
 const (
 	sState = 0  // uint64: kind | attempt<<8; the publishing word
 	sID    = 8  // uint64
-	sOrder = 16 // uint64: staged: the batch stamp; ready: its place in the ring's order
+	sOrder = 16 // uint64: ready: its place in the ring's order
 	sDue   = 24 // int64: delayed: when due; dead: when it died (unix ns)
 	sOwner = 32 // uint64: claimed: tag<<32 | pid of the claimant
-	sToken = 40 // uint64: claimed: the claim's token
+	sToken = 40 // uint64: claimed: the claim's token; staged: the batch stamp
 	sMax   = 48 // uint32: max attempts
 	sLen   = 52 // uint32: payload length
 	sKeyH  = 56 // uint32: hash of the key (0 with no key)

@@ -53,7 +53,7 @@ func stage(q *Queue, payload string, stamp uint64) uint32 {
 	i := q.take()
 	copy(q.data(i), payload)
 	q.sw(i, sID).Store(q.u64(offNextID).Add(1))
-	q.sw(i, sOrder).Store(stamp)
+	q.sw(i, sToken).Store(stamp)
 	q.sw(i, sDue).Store(0)
 	q.sh(i, sMax).Store(3)
 	q.sh(i, sLen).Store(uint32(len(payload)))
@@ -77,7 +77,14 @@ func TestDeadProducerLeavesNothingHalf(t *testing.T) {
 	// made ready, then an unpublished one.
 	c := q.u64(offCommitted).Load()
 	stage(q, "published", c+1)
+	i := stage(q, "pushing", c+1)
 	q.u64(offCommitted).Store(c + 1)
+	// The producer died inside the push of the second job, after its
+	// order and ring entry, before its state.
+	q.sw(i, sOrder).Store(q.back())
+	t0 := q.u64(offTail).Load()
+	q.ring(t0).Store(i)
+	q.u64(offTail).Store(t0 + 1)
 	stage(q, "half a", c+2)
 	stage(q, "half b", c+2)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -86,13 +93,13 @@ func TestDeadProducerLeavesNothingHalf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s != (driver.QueueStats{Ready: 2}) {
-		t.Fatalf("Stats after a producer died mid-batch = %+v, want 2 ready", s)
+	if s != (driver.QueueStats{Ready: 3}) {
+		t.Fatalf("Stats after a producer died mid-batch = %+v, want 3 ready", s)
 	}
-	if got := q.room(); got != room-1 {
-		t.Errorf("room %d, want %d: the unpublished slots are not free again", got, room-1)
+	if got := q.room(); got != room-2 {
+		t.Errorf("room %d, want %d: the unpublished slots are not free again", got, room-2)
 	}
-	for _, want := range []string{"before", "published"} {
+	for _, want := range []string{"before", "published", "pushing"} {
 		cs, err := q.Claim(cctx, 1, false)
 		if err != nil || string(cs[0].Payload) != want {
 			t.Fatalf("Claim = %v, %v; want %q", cs, err, want)
