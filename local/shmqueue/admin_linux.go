@@ -88,8 +88,7 @@ func (q *Queue) Requeue(ctx context.Context, ids []uint64) (int, error) {
 				return false
 			}
 		}
-		q.sw(i, sState).Store(stDead) // attempts from zero
-		q.pushBack(i)
+		q.pushBackAs(i, stReady) // attempts from zero, in the same store
 		return true
 	})
 }

@@ -204,11 +204,16 @@ func (q *Queue) front() uint64 { return 1<<62 - q.u64(offFront).Add(1) }
 
 // pushBack and pushFront make slot i ready, keeping attempt bits.
 func (q *Queue) pushBack(i uint32) {
+	q.pushBackAs(i, q.sw(i, sState).Load()&^0xff|stReady)
+}
+
+// pushBackAs makes slot i ready with the state word s, stored last.
+func (q *Queue) pushBackAs(i uint32, s uint64) {
 	q.sw(i, sOrder).Store(q.back())
 	t := q.u64(offTail).Load()
 	q.ring(t).Store(i)
 	q.u64(offTail).Store(t + 1)
-	q.setKind(i, stReady)
+	q.sw(i, sState).Store(s)
 }
 
 func (q *Queue) pushFront(i uint32) {
