@@ -49,6 +49,11 @@
 // the waiters. TryClaim, Stats and a full participant table check the
 // participants' liveness directly, for processes that never wait.
 //
+// Claims are lost (their Loss fires) when the handle is closed, and when
+// the queue's file is removed or replaced (Remove, baton rm): a handle that
+// holds claims checks its file every ipc.WatchEvery; an idle one checks
+// nothing.
+//
 // # Waiting
 //
 // A claimant waits on a futex word that every change making a job ready

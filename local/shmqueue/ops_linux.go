@@ -232,6 +232,7 @@ func (q *Queue) claimLocked(n int) []driver.Claim {
 			Token: tok, Loss: q.loss, Data: i,
 		})
 	}
+	q.held()
 	return cs
 }
 
@@ -246,6 +247,7 @@ func (q *Queue) mine(c driver.Claim) (uint32, error) {
 	tok, held := q.claims[i]
 	if held && tok == c.Token {
 		delete(q.claims, i)
+		q.held()
 	}
 	q.mu.Unlock()
 	if !held || tok != c.Token || q.sw(i, sState).Load()&0xff != stClaimed ||

@@ -5,6 +5,7 @@ package shmqueue
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -13,6 +14,7 @@ import (
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/internal/host/shm"
 	"github.com/batonlock/baton/ipc"
+	"golang.org/x/sys/unix"
 )
 
 // Layout of the file. The header's words are accessed atomically; the
@@ -80,11 +82,15 @@ type Queue struct {
 	me   uint64 // this process: tag<<32 | pid
 	loss *driver.Loss
 	gone atomic.Bool
-	stop func() // the file watch's
+	// The file's identity, which a removed or replaced file no longer has.
+	dev, ino uint64
 
 	mu     sync.Mutex
 	claims map[uint32]uint64 // slot → token of the claims this handle holds; guarded by mu
-	closed bool              // guarded by mu
+	// stopFile ends the watch of the file, which runs while the handle
+	// holds claims (their loss is what it reports); guarded by mu.
+	stopFile func()
+	closed   bool // guarded by mu
 	// Watchers of other participants, by participant word; guarded by mu.
 	watching map[uint64]bool
 	watchCtx context.Context
@@ -114,14 +120,14 @@ func OpenEntry(e ipc.Entry) (*Queue, error) {
 	q.watching = make(map[uint64]bool)
 	q.watchCtx, q.unwatch = context.WithCancel(context.Background())
 	q.loss = driver.NewLoss()
-	dev, ino, stop, err := shm.WatchFile(r, &q.gone, q.loss, errRemoved)
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Stat(r.Path(), &st); err != nil {
 		r.Close()
-		return nil, err
+		return nil, &fs.PathError{Op: "stat", Path: r.Path(), Err: err}
 	}
-	q.stop, q.rsync = stop, shm.RaceSync(dev, ino)
+	q.dev, q.ino = uint64(st.Dev), st.Ino
+	q.rsync = shm.RaceSync(q.dev, q.ino)
 	if err := q.join(); err != nil {
-		q.stop()
 		r.Close()
 		return nil, err
 	}
@@ -162,6 +168,30 @@ func (q *Queue) data(i uint32) []byte {
 func (q *Queue) ring(pos uint64) *atomic.Uint32 { return q.u32(offRing + 4*int(pos%Capacity)) }
 func (q *Queue) free(n uint64) *atomic.Uint32   { return q.u32(offFree + 4*int(n)) }
 
+// held starts or stops the watch of the file as the handle's claims
+// come and go; under mu. An idle handle checks nothing.
+func (q *Queue) held() {
+	switch {
+	case len(q.claims) > 0 && q.stopFile == nil:
+		q.stopFile = ipc.WatchLoss(q.checkFile, q.loss)
+	case len(q.claims) == 0 && q.stopFile != nil:
+		q.stopFile()
+		q.stopFile = nil
+	}
+}
+
+// checkFile reports a queue file removed or replaced (Remove, baton rm):
+// the handle's mapping is then shared with no new opener, and its claims
+// are lost.
+func (q *Queue) checkFile() error {
+	var st unix.Stat_t
+	if err := unix.Stat(q.r.Path(), &st); err != nil || uint64(st.Dev) != q.dev || st.Ino != q.ino {
+		q.gone.Store(true)
+		return errRemoved
+	}
+	return nil
+}
+
 // Close gives back the claims this handle holds (their Loss fires), stops
 // its watchers and unmaps the queue. The queue stays in its file.
 func (q *Queue) Close() error {
@@ -173,11 +203,11 @@ func (q *Queue) Close() error {
 	q.closed = true
 	claims := q.claims
 	q.claims = nil
+	q.held()
 	q.mu.Unlock()
 	q.loss.Fire(errClosed)
 	q.unwatch()
 	q.watchers.Wait()
-	q.stop()
 	var err error
 	if len(claims) > 0 && !q.gone.Load() {
 		err = q.giveBack(claims)

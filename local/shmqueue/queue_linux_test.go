@@ -5,6 +5,7 @@ package shmqueue
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -14,7 +15,9 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
-func open(t *testing.T) *Queue {
+func open(t *testing.T) *Queue { return openB(t) }
+
+func openB(t testing.TB) *Queue {
 	t.Helper()
 	ns, err := ipc.OpenNamespace(t.TempDir())
 	if err != nil {
@@ -199,5 +202,28 @@ func TestFull(t *testing.T) {
 	s, _ := q.Stats(ctx)
 	if s.Ready != Capacity/1000*1000 {
 		t.Fatalf("Stats after a refused Put = %+v", s)
+	}
+}
+
+// Removing the queue's file loses the claims of handles that hold some:
+// their mapping is shared with no new opener.
+func TestRemovedFileLosesClaims(t *testing.T) {
+	ctx := context.Background()
+	q := open(t)
+	put(t, q, "x")
+	cs, err := q.Claim(ctx, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(q.r.Path()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cs[0].Loss.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the claim was not lost when the file was removed")
+	}
+	if !errors.Is(cs[0].Loss.Err(), baton.ErrLost) {
+		t.Errorf("loss: %v", cs[0].Loss.Err())
 	}
 }
