@@ -51,6 +51,15 @@ func TestQueueCommands(t *testing.T) {
 	if r := run(t, ns, "queue", "stats", "q"); r.stdout != "ready 2  delayed 1  in flight 0  dead 0\n" {
 		t.Errorf("refused commands changed the queue: %q", r.stdout)
 	}
+	if r := run(t, ns, "status", "q"); r.code != 0 || !strings.Contains(r.stdout, "queue") || !strings.Contains(r.stdout, "ready 2, delayed 1") {
+		t.Errorf("status of a queue = %d, %q", r.code, r.stdout)
+	}
+	if r := run(t, ns, "rm", "q"); r.code != 0 {
+		t.Errorf("rm of a queue = %d, %q", r.code, r.stderr)
+	}
+	if r := run(t, ns, "queue", "stats", "q"); r.stdout != "ready 0  delayed 0  in flight 0  dead 0\n" {
+		t.Errorf("a removed queue is not empty: %q", r.stdout)
+	}
 }
 
 // baton work runs the command per job with its payload and environment,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 )
@@ -38,3 +39,12 @@ func (q *Queue) Dead(ctx context.Context, limit int) ([]driver.DeadJob, error) {
 func (q *Queue) Requeue(ctx context.Context, ids []uint64) (int, error)        { return 0, errNo }
 func (q *Queue) Purge(ctx context.Context, ids []uint64) (int, error)          { return 0, errNo }
 func (q *Queue) Close() error                                                  { return nil }
+
+// Inspect returns an error matching errors.ErrUnsupported on this system.
+func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) { return baton.Info{}, errNo }
+
+// List returns an error matching errors.ErrUnsupported on this system.
+func List(ns *ipc.Namespace) ([]baton.Info, error) { return nil, errNo }
+
+// Remove returns an error matching errors.ErrUnsupported on this system.
+func Remove(ns *ipc.Namespace, name string) error { return errNo }
