@@ -112,6 +112,9 @@ func (q *jobQueue) spec(payload []byte, opts []PutOption) (driver.PutJob, error)
 	case p.hasAt:
 		j.At = p.at
 	}
+	if j.At.After(maxReadyAt) {
+		return j, fmt.Errorf("%w: ready at %v, after %v", ErrInvalidArgument, j.At, maxReadyAt)
+	}
 	if p.attempts < 1 || p.attempts > MaxJobAttempts {
 		return j, fmt.Errorf("%w: MaxAttempts %d, must be in 1..%d", ErrInvalidArgument, p.attempts, MaxJobAttempts)
 	}
@@ -291,6 +294,11 @@ func (q *jobQueue) close() error {
 	q.b.forget(q)
 	return err
 }
+
+// maxReadyAt is the latest time a job may become ready: backends keep
+// times as nanoseconds since 1970 in 63 bits, and a delay that ends later
+// would come round to the past.
+var maxReadyAt = time.Unix(1<<33, 0)
 
 // cutReason shortens a reason to MaxReasonLen bytes at a character
 // boundary.

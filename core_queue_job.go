@@ -68,8 +68,8 @@ func (j *Job) Ack(ctx context.Context) error {
 // Retry ends the claim and makes the job ready again after the delay
 // (>= 0), or a dead letter if this was its last attempt.
 func (j *Job) Retry(ctx context.Context, after time.Duration) error {
-	if after < 0 {
-		return j.q.fail("retry", fmt.Errorf("%w: negative delay %v", ErrInvalidArgument, after))
+	if after < 0 || time.Now().Add(after).After(maxReadyAt) {
+		return j.q.fail("retry", fmt.Errorf("%w: delay %v, must be >= 0 and end by %v", ErrInvalidArgument, after, maxReadyAt))
 	}
 	return j.end(ctx, "retry", func(d driver.Queue) error {
 		var at time.Time

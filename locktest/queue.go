@@ -148,6 +148,8 @@ func testQueueBadInput(t *testing.T, e *env) {
 		{"negative delay", []byte("x"), []baton.PutOption{baton.Delay(-time.Second)}},
 		{"Delay and ReadyAt", []byte("x"), []baton.PutOption{baton.Delay(time.Second), baton.ReadyAt(time.Now())}},
 		{"zero ReadyAt", []byte("x"), []baton.PutOption{baton.ReadyAt(time.Time{})}},
+		{"a delay past the year 2200", []byte("x"), []baton.PutOption{baton.Delay(1<<63 - 1)}},
+		{"ReadyAt past the year 2200", []byte("x"), []baton.PutOption{baton.ReadyAt(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC))}},
 		{"zero attempts", []byte("x"), []baton.PutOption{baton.MaxAttempts(0)}},
 		{"negative attempts", []byte("x"), []baton.PutOption{baton.MaxAttempts(-3)}},
 		{"too many attempts", []byte("x"), []baton.PutOption{baton.MaxAttempts(baton.MaxJobAttempts + 1)}},
@@ -184,6 +186,7 @@ func testQueueBadInput(t *testing.T, e *env) {
 	ok(t, "Put", err)
 	j := claim(t, q, "x")
 	is(t, "Retry(-1s)", j.Retry(ctx, -time.Second), baton.ErrInvalidArgument)
+	is(t, "Retry(max duration)", j.Retry(ctx, 1<<63-1), baton.ErrInvalidArgument)
 	wantStats(t, "after a refused Retry", q, baton.QueueStats{InFlight: 1})
 	ok(t, "Ack after a refused Retry", j.Ack(ctx))
 	var be *baton.Error
