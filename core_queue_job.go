@@ -23,7 +23,8 @@ import (
 type Job struct {
 	q *jobQueue
 	c driver.Claim
-	// state: 0 claimed, 1 an Ack, Retry or Fail in progress, 2 ended.
+	// state: 0 claimed, 1 an Ack, Retry or Fail in progress, 2 ended,
+	// 3 found lost.
 	state atomic.Uint32
 }
 
@@ -96,29 +97,37 @@ func (j *Job) end(ctx context.Context, op string, do func(driver.Queue) error) e
 	if err := ctx.Err(); err != nil {
 		return j.q.fail(op, err)
 	}
-	if !j.state.CompareAndSwap(0, 1) {
-		return j.q.fail(op, fmt.Errorf("%w: job %d was acked, retried or failed already", ErrNotHeld, j.c.ID))
+	lost := func(err error) error {
+		j.state.Store(3)
+		return j.q.fail(op, err)
 	}
 	if err := j.c.Loss.Err(); err != nil {
-		j.state.Store(2)
 		return j.q.fail(op, err)
+	}
+	if !j.state.CompareAndSwap(0, 1) {
+		if j.state.Load() == 3 {
+			return j.q.fail(op, fmt.Errorf("%w: job %d, token %d", ErrLost, j.c.ID, j.c.Token))
+		}
+		return j.q.fail(op, fmt.Errorf("%w: job %d was acked, retried or failed already", ErrNotHeld, j.c.ID))
 	}
 	q := j.q
 	q.mu.RLock()
 	if q.closed.Load() {
 		// Close gave the job back: its loss has fired.
 		q.mu.RUnlock()
-		j.state.Store(2)
-		return q.fail(op, fmt.Errorf("%w: the queue handle was closed", ErrLost))
+		return lost(fmt.Errorf("%w: the queue handle was closed", ErrLost))
 	}
 	err := do(q.d)
 	q.mu.RUnlock()
-	if err != nil && !isAny(err, ErrLost) {
-		// The outcome is unknown (a network error): the claim may be
-		// ended again.
-		j.state.Store(0)
-		return q.fail(op, err)
+	switch {
+	case err == nil:
+		j.state.Store(2)
+		return nil
+	case isAny(err, ErrLost):
+		return lost(err)
 	}
-	j.state.Store(2)
+	// The outcome is unknown (a network error): the claim may be ended
+	// again.
+	j.state.Store(0)
 	return q.fail(op, err)
 }

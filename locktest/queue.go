@@ -343,6 +343,9 @@ func testQueueCloseGivesBack(t *testing.T, e *env) {
 	is(t, "Err after Close", j.Err(), baton.ErrLost)
 	is(t, "Context after Close", context.Cause(jctx), baton.ErrLost)
 	is(t, "Ack after Close", j.Ack(ctx), baton.ErrLost)
+	is(t, "Retry after Close", j.Retry(ctx, 0), baton.ErrLost)
+	is(t, "Fail after Close", j.Fail(ctx, "x"), baton.ErrLost)
+	wantStats(t, "after a lost claim's Ack, Retry and Fail", q, baton.QueueStats{Ready: 2})
 	j2 := claim(t, q, "one")
 	if j2.ID() != j.ID() || j2.Attempt() != 2 || j2.Token() <= j.Token() {
 		t.Errorf("given back: id %d attempt %d token %d; first claim id %d token %d", j2.ID(), j2.Attempt(), j2.Token(), j.ID(), j.Token())
