@@ -30,8 +30,9 @@ const killJobs = 2000
 //
 //   - queue-worker claims jobs whose payload is an index below
 //     a.Iterations, logs each claim (index, token, pid) to a.History,
-//     applies the job's effect through a fence of the job in a.Dir (a
-//     file effect-INDEX, written once), and acks it;
+//     fails one first attempt in ten (logged with a mark F), applies the
+//     job's effect through a fence of the job in a.Dir (a file
+//     effect-INDEX, written once), and acks it;
 //   - queue-producer puts batches of 10 jobs "k/i" for ever.
 func helperQueue(b baton.Backend, role string, a helperArgs) error {
 	ctx := context.Background()
@@ -69,6 +70,16 @@ func helperQueue(b baton.Backend, role string, a helperArgs) error {
 		}
 		if _, err := fmt.Fprintf(log, "%d %d %d\n", idx, j.Token(), pid); err != nil {
 			return err
+		}
+		if j.Attempt() == 1 && rand.IntN(10) == 0 {
+			// A failed first attempt: the job comes back by Fail.
+			if _, err := fmt.Fprintf(log, "%d %d %d F\n", idx, j.Token(), pid); err != nil {
+				return err
+			}
+			if err := j.Fail(ctx, "flaky"); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := applyOnce(ctx, a.Dir, idx, j.Token(), pid); err != nil {
 			return err
@@ -247,6 +258,7 @@ func testQueueKillClaimants(t *testing.T, e *env) {
 type claimRec struct {
 	idx, pid int
 	tok      uint64
+	failed   bool // the claimant failed the attempt
 }
 
 // checkClaims reads the claim logs of dir: tokens are unique and
@@ -264,8 +276,16 @@ func checkClaims(t *testing.T, dir string, killed map[int]bool) {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			var r claimRec
-			if _, err := fmt.Sscan(sc.Text(), &r.idx, &r.tok, &r.pid); err != nil {
+			var mark string
+			n, _ := fmt.Sscan(sc.Text(), &r.idx, &r.tok, &r.pid, &mark)
+			if n < 3 {
 				continue // the last line of a killed claimant may be cut
+			}
+			if mark == "F" {
+				if rs := byJob[r.idx]; len(rs) > 0 && rs[len(rs)-1].tok == r.tok {
+					rs[len(rs)-1].failed = true
+				}
+				continue
 			}
 			if r.tok <= last || seen[r.tok] {
 				t.Errorf("%s: token %d after %d (or seen before)", l, r.tok, last)
@@ -278,7 +298,7 @@ func checkClaims(t *testing.T, dir string, killed map[int]bool) {
 	for idx, rs := range byJob {
 		slices.SortFunc(rs, func(a, b claimRec) int { return int(a.tok) - int(b.tok) })
 		for _, r := range rs[:len(rs)-1] {
-			if !killed[r.pid] {
+			if !killed[r.pid] && !r.failed {
 				t.Errorf("job %d was claimed again (tokens %v) while its claimant %d lived", idx, rs, r.pid)
 			}
 		}
