@@ -31,6 +31,7 @@ func testQueue(t *testing.T, e *env) {
 		{"CloseGivesBack", testQueueCloseGivesBack, true},
 		{"Cancel", testQueueCancel, true},
 		{"Hammer", testQueueHammer, true},
+		{"ManySleepers", testQueueManySleepers, true},
 		{"CrossProcess", testQueueCrossProcess, e.s.Caps.CrossProcess},
 		{"KillClaimants", testQueueKillClaimants, e.s.Caps.CrossProcess},
 		{"KillProducer", testQueueKillProducer, e.s.Caps.CrossProcess},

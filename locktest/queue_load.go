@@ -140,3 +140,57 @@ func jobIndex(p []byte, n int) (int, error) {
 	}
 	return i, nil
 }
+
+// testQueueManySleepers: claimants of several handles all blocked on an
+// empty queue, each taking one job and holding it: a batch and single
+// jobs put meanwhile reach every one of them (no wake-up is lost, however
+// many claimants the backend wakes per job).
+func testQueueManySleepers(t *testing.T, e *env) {
+	b, ctx, name := e.start(t)
+	const per = 5 // claimants per handle
+	qs := []baton.Queue{openQueue(t, b, ctx, name), openQueue(t, b, ctx, name)}
+	p := openQueue(t, b, ctx, name)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	jobs := len(qs) * per
+	got := make(chan *baton.Job, jobs)
+	var wg sync.WaitGroup
+	for _, q := range qs {
+		for range per {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if j, err := q.Claim(ctx); err == nil {
+					got <- j
+				}
+			}()
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	specs := make([]baton.JobSpec, jobs-4)
+	for i := range specs {
+		specs[i].Payload = []byte("batch")
+	}
+	_, err := p.PutBatch(ctx, specs)
+	ok(t, "PutBatch", err)
+	for range 4 {
+		_, err := p.Put(ctx, []byte("single"))
+		ok(t, "Put", err)
+	}
+	seen := map[baton.JobID]bool{}
+	for len(seen) < jobs {
+		select {
+		case j := <-got:
+			if seen[j.ID()] {
+				t.Errorf("job %d claimed twice", j.ID())
+			}
+			seen[j.ID()] = true
+			defer j.Ack(context.Background())
+		case <-time.After(20 * time.Second):
+			s, _ := p.Stats(context.Background())
+			t.Fatalf("%d of %d jobs claimed; the rest were not handed to the waiting claimants: %+v", len(seen), jobs, s)
+		}
+	}
+	cancel()
+	wg.Wait()
+}

@@ -38,6 +38,7 @@ func (q *Queue) lock(ctx context.Context) (notify bool, err error) {
 	// A Put before a Claim orders the producer's memory before the
 	// claimant's for the race detector, as a lock does.
 	shm.RaceAcquire(q.rsync)
+	q.readied, q.wakeAll = 0, false
 	if recovered {
 		q.rebuild()
 		notify = true
@@ -82,24 +83,25 @@ func (q *Queue) lockSlow(ctx context.Context) (recovered bool, err error) {
 	}
 }
 
-// unlock gives the lock back, and wakes the claimants when notify is set.
+// unlock gives the lock back, and wakes claimants when notify is set: one
+// per job made ready, or all of them after a change every sleeper must
+// see (a new earliest delay, a rebuild, a new participant). A claimant
+// woken for a job it does not take either sees it taken or passes the
+// wake-up on (see Claim).
 func (q *Queue) unlock(notify bool) {
+	n := math.MaxInt32
 	if notify {
 		q.u32(offSeq).Add(1)
+		if q.readied > 0 && !q.wakeAll {
+			n = q.readied
+		}
 	}
 	shm.RaceRelease(q.rsync)
 	if q.u64(offLock).Swap(0)&fLockWait != 0 {
 		_, _ = ipc.FutexWake(q.futex(offLock), 1)
 	}
-	if notify {
-		q.wake()
-	}
-}
-
-// wake wakes every claimant sleeping on the queue.
-func (q *Queue) wake() {
-	if q.u32(offSleepers).Load() != 0 {
-		_, _ = ipc.FutexWake(q.seqWord(), math.MaxInt32)
+	if notify && q.u32(offSleepers).Load() != 0 {
+		_, _ = ipc.FutexWake(q.seqWord(), n)
 	}
 }
 
@@ -178,6 +180,7 @@ func (q *Queue) rebuild() {
 	}
 	q.u64(offFreeTop).Store(uint64(len(free)))
 	q.u64(offNextDue).Store(uint64(due))
+	q.wakeAll = true
 }
 
 func earliest(a, b int64) int64 {
@@ -214,6 +217,7 @@ func (q *Queue) pushBackAs(i uint32, s uint64) {
 	q.ring(t).Store(i)
 	q.u64(offTail).Store(t + 1)
 	q.sw(i, sState).Store(s)
+	q.readied++
 }
 
 func (q *Queue) pushFront(i uint32) {
@@ -222,6 +226,7 @@ func (q *Queue) pushFront(i uint32) {
 	q.ring(h).Store(i)
 	q.u64(offHead).Store(h)
 	q.setKind(i, stReady)
+	q.readied++
 }
 
 // setKind stores slot i's state with kind k and its attempt bits kept.
@@ -267,6 +272,7 @@ func (q *Queue) promote(now int64) bool {
 func (q *Queue) delay(i uint32, d int64) {
 	q.sw(i, sDue).Store(uint64(d))
 	q.setKind(i, stDelayed)
+	q.wakeAll = true // every sleeper may have to wake sooner
 	q.u64(offNextDue).Store(uint64(earliest(int64(q.u64(offNextDue).Load()), d)))
 }
 

@@ -194,6 +194,9 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 		}
 		q.u32(offSleepers).Add(^uint32(0))
 		if err := ctx.Err(); err != nil {
+			// The wake-up that ended this sleep may have been meant
+			// for a job: pass it on.
+			_, _ = ipc.FutexWake(q.seqWord(), 1)
 			return nil, err
 		}
 	}

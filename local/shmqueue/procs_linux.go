@@ -51,7 +51,7 @@ func (q *Queue) join() error {
 	// Every handle watches the newcomer, from its next call (or at once,
 	// for claimants that wait).
 	q.u64(offProcGen).Add(1)
-	notify = true
+	notify, q.wakeAll = true, true
 	return nil
 }
 

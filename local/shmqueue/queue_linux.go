@@ -98,6 +98,11 @@ type Queue struct {
 	watchers sync.WaitGroup
 	seenGen  atomic.Uint64  // the offProcGen of the last watch
 	rsync    *atomic.Uint64 // the file's race-detector word (shm.RaceSync)
+
+	// Set under the queue's lock, for its unlock: jobs made ready, and
+	// whether every sleeper must be woken.
+	readied int
+	wakeAll bool
 }
 
 var _ driver.Queue = (*Queue)(nil)

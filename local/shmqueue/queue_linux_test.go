@@ -172,9 +172,12 @@ func TestDeadClaimantGivenBackAtExit(t *testing.T) {
 	go cmd.Wait()
 	select {
 	case c := <-got:
-		if el := time.Since(t0); el > 100*time.Millisecond {
+		// No timer is involved: the bound is for a loaded machine.
+		el := time.Since(t0)
+		if el > time.Second {
 			t.Errorf("the job came back %v after its claimant was killed", el)
 		}
+		t.Logf("the job came back %v after its claimant was killed", el)
 		if c.Attempt != 2 || c.Token <= tok || string(c.Payload) != "job" {
 			t.Errorf("given back: %+v (first token %d)", c, tok)
 		}
