@@ -57,9 +57,10 @@ func (b *coreBackend) openQueue(ctx context.Context, name string) (*jobQueue, er
 	return q, nil
 }
 
-// fail wraps the cause of a failed op in the handle's *Error.
+// fail wraps the cause of a failed op in the handle's *Error, and reports
+// it to the Observer.
 func (q *jobQueue) fail(op string, err error) error {
-	return wrapErr(op, q.b.kind, KindQueue, q.name, err)
+	return q.b.failed(op, KindQueue, q.name, err)
 }
 
 func (q *jobQueue) Name() string    { return q.name }
@@ -201,7 +202,30 @@ func (q *jobQueue) ClaimBatch(ctx context.Context, n int) ([]*Job, error) {
 	return q.claim(ctx, "claim", n, true)
 }
 
+// claim claims up to n jobs. An Observer sees it as an acquisition:
+// EventAcquire, then EventAcquired per job (its token, the wait) or
+// EventFailed.
 func (q *jobQueue) claim(ctx context.Context, op string, n int, wait bool) ([]*Job, error) {
+	o := q.b.observer()
+	if o == nil {
+		return q.claimDriver(ctx, op, n, wait)
+	}
+	q.b.emit(o, Event{Type: EventAcquire, Kind: KindQueue, Name: q.name, Op: op})
+	t0 := monoNow()
+	js, err := q.claimDriver(ctx, op, n, wait)
+	now := monoNow()
+	if err != nil {
+		q.b.emit(o, Event{Type: EventFailed, Kind: KindQueue, Name: q.name, Op: op, Wait: time.Duration(now - t0), Err: err})
+		return nil, err
+	}
+	for _, j := range js {
+		j.at = now
+		q.b.emit(o, Event{Type: EventAcquired, Kind: KindQueue, Name: q.name, Op: op, Wait: time.Duration(now - t0), Token: j.Token()})
+	}
+	return js, nil
+}
+
+func (q *jobQueue) claimDriver(ctx context.Context, op string, n int, wait bool) ([]*Job, error) {
 	if err := q.enter(ctx); err != nil {
 		return nil, q.fail(op, err)
 	}

@@ -26,6 +26,7 @@ type Job struct {
 	// state: 0 claimed, 1 an Ack, Retry or Fail in progress, 2 ended,
 	// 3 found lost.
 	state atomic.Uint32
+	at    int64 // monoNow at the claim, when observed
 }
 
 // ID returns the job's id.
@@ -122,6 +123,9 @@ func (j *Job) end(ctx context.Context, op string, do func(driver.Queue) error) e
 	switch {
 	case err == nil:
 		j.state.Store(2)
+		if o := q.b.observer(); o != nil && j.at != 0 {
+			q.b.emit(o, Event{Type: EventReleased, Kind: KindQueue, Name: q.name, Op: op, Held: since(j.at), Token: j.Token()})
+		}
 		return nil
 	case isAny(err, ErrLost):
 		return lost(err)

@@ -194,3 +194,48 @@ func testQueueManySleepers(t *testing.T, e *env) {
 	cancel()
 	wg.Wait()
 }
+
+// queueEvents records the events of one queue.
+type queueEvents struct {
+	mu sync.Mutex
+	es []baton.Event
+}
+
+func (o *queueEvents) Observe(e baton.Event) {
+	o.mu.Lock()
+	o.es = append(o.es, e)
+	o.mu.Unlock()
+}
+
+// testQueueObserved: an Observer sees a claim as an acquisition (started,
+// then acquired with its token, or failed), an Ack as a release, and a
+// TryClaim of an empty queue as a failure and an error.
+func testQueueObserved(t *testing.T, e *env) {
+	b, ctx, name := e.start(t)
+	q := openQueue(t, b, ctx, name)
+	var o queueEvents
+	ok(t, "Observe", baton.Observe(b, &o))
+	defer baton.Observe(b, nil)
+	_, err := q.Put(ctx, []byte("x"))
+	ok(t, "Put", err)
+	j := claim(t, q, "x")
+	ok(t, "Ack", j.Ack(ctx))
+	_, err = q.TryClaim(ctx)
+	is(t, "TryClaim", err, baton.ErrEmpty)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var got []string
+	for _, e := range o.es {
+		if e.Kind != baton.KindQueue || e.Name != name || e.Backend == "" {
+			t.Errorf("event %+v", e)
+		}
+		got = append(got, e.Type.String()+"/"+e.Op)
+		if e.Type == baton.EventAcquired && e.Token != j.Token() {
+			t.Errorf("acquired with token %d, want %d", e.Token, j.Token())
+		}
+	}
+	want := []string{"acquire/claim", "acquired/claim", "released/ack", "acquire/tryclaim", "error/tryclaim", "failed/tryclaim"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+}
