@@ -114,3 +114,34 @@ func TestWork(t *testing.T) {
 		t.Errorf("queue dead = %q", r.stdout)
 	}
 }
+
+// A claim lost while its command runs (the queue was removed) sends the
+// command SIGTERM.
+func TestWorkLostClaim(t *testing.T) {
+	ns := namespace(t)
+	dir := t.TempDir()
+	if r := run(t, ns, "queue", "put", "w", "x"); r.code != 0 {
+		t.Fatalf("put: %d %s", r.code, r.stderr)
+	}
+	script := `trap 'echo term > "$OUT/term"; exit 3' TERM; touch "$OUT/started"; sleep 30 & wait`
+	c := command(ns, "work", "w", "--", "sh", "-c", script)
+	c.Env = append(c.Env, "OUT="+dir)
+	var errb strings.Builder
+	c.Stderr = &errb
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Process.Kill()
+	waitFile(t, filepath.Join(dir, "started"), 30*time.Second)
+	if r := run(t, ns, "rm", "--force", "w"); r.code != 0 {
+		t.Fatalf("rm: %d %s", r.code, r.stderr)
+	}
+	waitFile(t, filepath.Join(dir, "term"), 30*time.Second)
+	if err := c.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Wait()
+	if !strings.Contains(errb.String(), "claim lost") {
+		t.Errorf("stderr does not report the loss: %s", errb.String())
+	}
+}
