@@ -22,9 +22,17 @@ import (
 // Queue tests across processes: helper roles and the tests that SIGKILL
 // them.
 
-// killJobs is how many jobs flow through the kill test (CI size; a full
-// run takes a flag-free edit of this constant).
-const killJobs = 2000
+// killSize returns the size of the kill test: 2,000 jobs through 4
+// claimant processes and at most 40 kills (what CI runs), or, with
+// BATON_QUEUE_KILL_JOBS=N in the environment, N jobs through 8 claimants
+// killed every few tens of milliseconds until the queue drains (the full
+// run: N=100000).
+func killSize() (jobs, workers, kills int) {
+	if n, err := strconv.Atoi(os.Getenv("BATON_QUEUE_KILL_JOBS")); err == nil && n > 0 {
+		return n, 8, 1 << 30
+	}
+	return 2000, 4, 40
+}
 
 // helperQueue runs the queue roles:
 //
@@ -191,7 +199,7 @@ func checkEffects(t *testing.T, dir string, n int) {
 }
 
 // testQueueKillClaimants: claimant processes SIGKILLed at random while
-// killJobs jobs flow through fenced effects: every job's effect is applied
+// jobs (see killSize) flow through fenced effects: every job's effect is applied
 // exactly once and none is lost; a job is claimed again only after its
 // claimant was killed (never while it lives); tokens are unique and
 // increase in each claimant.
@@ -199,15 +207,25 @@ func testQueueKillClaimants(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
 	q := openQueue(t, b, ctx, name)
 	dir := t.TempDir()
-	for i := 0; i < killJobs; i += baton.MaxBatch {
-		specs := make([]baton.JobSpec, min(baton.MaxBatch, killJobs-i))
-		for k := range specs {
-			specs[k].Payload = []byte(strconv.Itoa(i + k))
+	killJobs, workers, maxKills := killSize()
+	// Jobs go in as the queue has room for them (a backend's capacity may
+	// be below killJobs).
+	put := 0
+	putSome := func() {
+		for put < killJobs {
+			specs := make([]baton.JobSpec, min(baton.MaxBatch/4, killJobs-put))
+			for k := range specs {
+				specs[k].Payload = []byte(strconv.Itoa(put + k))
+			}
+			_, err := q.PutBatch(ctx, specs)
+			if errors.Is(err, baton.ErrFull) {
+				return
+			}
+			ok(t, "PutBatch", err)
+			put += len(specs)
 		}
-		_, err := q.PutBatch(ctx, specs)
-		ok(t, "PutBatch", err)
 	}
-	const workers = 4
+	putSome()
 	killed := map[int]bool{}
 	spawned := 0
 	start := func() *proc {
@@ -226,19 +244,20 @@ func testQueueKillClaimants(t *testing.T, e *env) {
 			_ = p.cmd.Wait()
 		}
 	}()
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(3*time.Minute + time.Duration(killJobs)*time.Millisecond)
 	kills := 0
 	for {
+		putSome()
 		s, err := q.Stats(ctx)
 		ok(t, "Stats", err)
-		if s == (baton.QueueStats{}) {
+		if put == killJobs && s == (baton.QueueStats{}) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("jobs left after %d kills: %+v", kills, s)
+			t.Fatalf("jobs left after %d kills: %d put, %+v", kills, put, s)
 		}
 		time.Sleep(time.Duration(10+rand.IntN(40)) * time.Millisecond)
-		if kills < 40 {
+		if kills < maxKills {
 			k := rand.IntN(len(ps))
 			killed[ps[k].cmd.Process.Pid] = true
 			ok(t, "kill", ps[k].cmd.Process.Kill())
@@ -252,7 +271,7 @@ func testQueueKillClaimants(t *testing.T, e *env) {
 	if ds, err := q.Dead(ctx, 10); err != nil || len(ds) != 0 {
 		t.Errorf("dead letters %v, %v", ds, err)
 	}
-	t.Logf("%d jobs, %d claimant processes, %d SIGKILLed", killJobs, spawned, kills)
+	t.Logf("%d jobs, %d claimant processes (%d at a time), %d SIGKILLed", killJobs, spawned, workers, kills)
 }
 
 type claimRec struct {
