@@ -125,5 +125,8 @@ type Backend interface {
 	// Value opens a versioned value (see Value). Backends without one
 	// return an error matching ErrUnsupported.
 	Value(ctx context.Context, name string) (Value, error)
+	// Queue opens a work queue (see Queue). Backends without one return
+	// an error matching ErrUnsupported.
+	Queue(ctx context.Context, name string) (Queue, error)
 	Close() error
 }

@@ -21,6 +21,9 @@
 //	Cond       one futex word per waiter slot in shared memory
 //	Value      a version word and two data slots in shared memory, written
 //	           with a CAS of the version (package shmvalue)
+//	Queue      job slots in shared memory under a robust lock, claims
+//	           recorded by process and given back when it exits (package
+//	           shmqueue; its limits are stated there)
 //
 // Holds are given back when their process dies: by the kernel for flock and
 // System V (SEM_UNDO), by the next waiter's owner-liveness check for the
@@ -38,6 +41,7 @@ import (
 	"github.com/batonlock/baton/filelock"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/local/mutex"
+	"github.com/batonlock/baton/local/shmqueue"
 	"github.com/batonlock/baton/local/shmvalue"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/rwlock/shmrw"
@@ -186,5 +190,12 @@ func (d *backend) OpenValue(ctx context.Context, name string) (driver.Value, err
 }
 
 var _ driver.ValueOpener = (*backend)(nil)
+
+// OpenQueue opens a work queue (driver.QueueOpener).
+func (d *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, error) {
+	return shmqueue.OpenEntry(d.ns.Resolve(shmqueue.Kind, name))
+}
+
+var _ driver.QueueOpener = (*backend)(nil)
 
 func (d *backend) Close() error { return nil }

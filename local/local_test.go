@@ -33,6 +33,7 @@ var caps = locktest.Caps{
 	Semaphore:    true,
 	Cond:         true,
 	Value:        true,
+	Queue:        true,
 	CrossProcess: true,
 	KillBound:    100 * time.Millisecond,
 }

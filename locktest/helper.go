@@ -128,6 +128,8 @@ func runHelper(role string, suites []Suite) int {
 		err = helperHold(b, a)
 	case "value-cas", "value-churn":
 		err = helperValue(b, role, a)
+	case "queue-worker", "queue-producer":
+		err = helperQueue(b, role, a)
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}

@@ -35,6 +35,9 @@ type Caps struct {
 	// Value: the backend serves baton.Value (the Value tests run; without
 	// it they check that Backend.Value is ErrUnsupported).
 	Value bool
+	// Queue: the backend serves baton.Queue (the Queue tests run; without
+	// it they check that Backend.Queue is ErrUnsupported).
+	Queue bool
 	// CrossProcess runs the tests that re-execute the test binary.
 	CrossProcess bool
 	// KillBound: a holder SIGKILLed -> a waiter holds within this; 0 skips
@@ -191,6 +194,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"KillHolder", testKillHolder, s.Caps.CrossProcess && s.Caps.KillBound > 0},
 		{"SessionKilled", testSessionKilled, s.KillSession != nil},
 		{"Value", testValue, true},
+		{"Queue", testQueue, true},
 	}, checkLeaks)
 }
 
@@ -275,6 +279,7 @@ type helperArgs struct {
 	MaxN        int64 // semaphore: largest request
 	Kind        string
 	HoldFor     time.Duration
+	Dir         string // queue: where workers keep fences and logs
 }
 
 func encodeArgs(a helperArgs) string {

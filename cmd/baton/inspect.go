@@ -39,7 +39,7 @@ func inspector(ctx context.Context, cmd *cobra.Command) (baton.Backend, baton.In
 	return b, in, raw, nil
 }
 
-var allKinds = []baton.Kind{baton.KindMutex, baton.KindRWMutex, baton.KindSemaphore, baton.KindCond}
+var allKinds = []baton.Kind{baton.KindMutex, baton.KindRWMutex, baton.KindSemaphore, baton.KindCond, baton.KindQueue}
 
 func parseKind(s string) ([]baton.Kind, error) {
 	if s == "" {
@@ -47,7 +47,7 @@ func parseKind(s string) ([]baton.Kind, error) {
 	}
 	k := baton.Kind(s)
 	if !slices.Contains(allKinds, k) {
-		return nil, usageErrorf("--kind %q: want mutex, rwmutex, semaphore or cond", s)
+		return nil, usageErrorf("--kind %q: want mutex, rwmutex, semaphore, cond or queue", s)
 	}
 	return []baton.Kind{k}, nil
 }
@@ -160,7 +160,7 @@ how many wait. Exits 1 when the backend has no object of that name.
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (schema 2)")
-	cmd.Flags().StringVar(&kind, "kind", "", "only this kind: mutex, rwmutex, semaphore, cond")
+	cmd.Flags().StringVar(&kind, "kind", "", "only this kind: mutex, rwmutex, semaphore, cond, queue")
 	return cmd
 }
 

@@ -1,0 +1,82 @@
+// Package shmqueue is the same-host work queue (baton.Queue): the jobs of a
+// queue in one file of the namespace (kind directory "queue"), mapped
+// shared by every process that opens the queue.
+//
+// # Limits
+//
+// A queue holds at most Capacity jobs in every state (ready, delayed,
+// claimed and dead letters together), each with a payload of at most
+// MaxPayload bytes, a uniqueness key of at most baton.MaxJobKeyLen bytes and
+// a dead letter's reason of at most baton.MaxReasonLen bytes. A Put that
+// does not fit is refused (baton.ErrFull) before anything is written; so is
+// a payload above MaxPayload (baton.ErrInvalidArgument, by the core). At
+// most MaxProcs processes may have the queue open at once. The file is
+// sparse: pages of slots never used take no memory.
+//
+// # Crash safety
+//
+// Every change is made under a robust lock: a 64-bit word in the file
+// that names its owner process (pid and the low bits of its start time),
+// taken with one compare-and-swap. Waiters for it sleep on a futex and
+// check the owner when a sleep ends with the owner unchanged; an owner that
+// is gone, a zombie or not the recorded process (pid reuse) is dead, and
+// the waiter takes the lock over. The state of each job slot is one word,
+// and a change to a job is published by one atomic store of that word, the
+// last of the change; the ring of ready jobs, the stack of free slots and
+// the earliest delay are derived from the slot words. A waiter that takes
+// the lock over from a dead owner rebuilds them from the slot words
+// before anything else, so a process killed at any instruction leaves no
+// half-made change behind.
+//
+// A Put or a batch of them is atomic: its slots are written as staged with
+// the stamp of the batch, and published together by one store of the
+// queue's committed stamp. Staged slots with a stamp beyond the committed
+// one belong to a producer that died before publishing: the rebuild frees
+// them.
+//
+// # Claims and death
+//
+// A claim records the claimant's process (pid and start time) and a token
+// from the queue's counter in the file, which only grows. Every process
+// that opens the queue enters itself in a table of participants in the
+// file, and every handle watches every other participant through a pidfd
+// in Go's netpoller (package ipc, WaitExit), starting at its first call
+// after the participant joined (a waiting claimant's call is in progress,
+// and starts at once): when one exits, the watchers give back its claims
+// at once (to the front of the ready jobs, or to the dead letters when that
+// claim was the job's last attempt) and wake the waiters. A producer killed between its
+// publication and its wake-up is a participant too, so its death wakes
+// the waiters. TryClaim, Stats and a full participant table check the
+// participants' liveness directly, for processes that never wait.
+//
+// Claims are lost (their Loss fires) when the handle is closed, and when
+// the queue's file is removed or replaced (Remove, baton rm): a handle that
+// holds claims checks its file every ipc.WatchEvery; an idle one checks
+// nothing.
+//
+// # Waiting
+//
+// A claimant waits on a futex word that every change making a job ready
+// (or delaying one) increments; its sleep has no timeout, or the time
+// until the earliest delayed job is due. There is no polling: an idle
+// claimant sleeps in the kernel.
+//
+// # Order
+//
+// Ready jobs are claimed in the order they became ready, except that a job
+// given back by a dead claimant or a closed handle goes first. Times are
+// the wall clock: a delayed job becomes ready when the system clock says
+// so.
+package shmqueue
+
+// Kind is the namespace directory of queues.
+const Kind = "queue"
+
+const (
+	// Capacity is the most jobs a queue holds, in every state.
+	Capacity = 4096
+	// MaxPayload is the largest payload of a job, in bytes.
+	MaxPayload = 4096
+	// MaxProcs is the most processes that may have a queue open at once.
+	MaxProcs = 128
+)

@@ -1,0 +1,318 @@
+//go:build linux
+
+package shmqueue
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
+)
+
+func (q *Queue) attempt(i uint32) int { return int(q.sw(i, sState).Load() >> 8 & 0xffffff) }
+
+// bury makes claimed slot i a dead letter with reason.
+func (q *Queue) bury(i uint32, reason string) {
+	if len(reason) > baton.MaxReasonLen {
+		reason = reason[:baton.MaxReasonLen]
+	}
+	copy(q.data(i)[rsnOff:], reason)
+	l := q.sh(i, sLens)
+	l.Store(l.Load()&0xffff | uint32(len(reason))<<16)
+	q.sw(i, sDue).Store(uint64(time.Now().UnixNano()))
+	q.setKind(i, stDead)
+}
+
+func keyHash(key string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return h.Sum32() | 1 // 0 is no key
+}
+
+func (q *Queue) key(i uint32) []byte {
+	return q.data(i)[keyOff : keyOff+int(q.sh(i, sLens).Load()&0xffff)]
+}
+
+// pending returns the id of the pending job (ready, delayed or claimed)
+// with key; under the lock.
+func (q *Queue) pending(key string, h uint32) (uint64, bool) {
+	fresh := uint32(min(q.u64(offFresh).Load(), Capacity))
+	for i := uint32(0); i < fresh; i++ {
+		switch q.sw(i, sState).Load() & 0xff {
+		case stReady, stDelayed, stClaimed:
+			if q.sh(i, sKeyH).Load() == h && bytes.Equal(q.key(i), []byte(key)) {
+				return q.sw(i, sID).Load(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Put adds the jobs, all published by one store (driver.Queue).
+func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
+	for _, j := range jobs {
+		if len(j.Payload) > MaxPayload || len(j.Key) > baton.MaxJobKeyLen || j.MaxAttempts < 1 || j.MaxAttempts > 0xffffff {
+			return nil, fmt.Errorf("%w: a job the core should have refused", baton.ErrInvalidArgument)
+		}
+	}
+	notify, err := q.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]uint64, len(jobs))
+	var fresh []int             // indexes of jobs that need a slot
+	seen := map[string]uint64{} // keys of this batch → index+1 in jobs
+	for k, j := range jobs {
+		if j.Key == "" {
+			fresh = append(fresh, k)
+			continue
+		}
+		if n, ok := seen[j.Key]; ok {
+			ids[k] = uint64(n) // resolved below, once the first one has its id
+			continue
+		}
+		if id, ok := q.pending(j.Key, keyHash(j.Key)); ok {
+			ids[k] = id
+			seen[j.Key] = 0
+			continue
+		}
+		seen[j.Key] = uint64(k + 1)
+		fresh = append(fresh, k)
+	}
+	if len(fresh) > q.room() {
+		q.unlock(notify)
+		return nil, fmt.Errorf("%w: %d jobs do not fit (capacity %d, %d free)", baton.ErrFull, len(fresh), Capacity, q.room())
+	}
+	stamp := q.u64(offCommitted).Load() + 1
+	slots := make([]uint32, len(fresh))
+	for n, k := range fresh {
+		j := jobs[k]
+		i := q.take()
+		slots[n] = i
+		ids[k] = q.u64(offNextID).Add(1)
+		d := q.data(i)
+		copy(d, j.Payload)
+		copy(d[keyOff:], j.Key)
+		q.sw(i, sID).Store(ids[k])
+		q.sw(i, sToken).Store(stamp) // not sOrder: pushBack writes that before the state
+		q.sw(i, sDue).Store(uint64(j.At.UnixNano() * boolInt(!j.At.IsZero())))
+		q.sh(i, sMax).Store(uint32(j.MaxAttempts))
+		q.sh(i, sLen).Store(uint32(len(j.Payload)))
+		q.sh(i, sLens).Store(uint32(len(j.Key)))
+		if j.Key != "" {
+			q.sh(i, sKeyH).Store(keyHash(j.Key))
+		} else {
+			q.sh(i, sKeyH).Store(0)
+		}
+		q.sw(i, sState).Store(stStaged)
+	}
+	// The publication of the whole batch.
+	q.u64(offCommitted).Store(stamp)
+	now := time.Now().UnixNano()
+	for n, i := range slots {
+		if at := jobs[fresh[n]].At; !at.IsZero() && at.UnixNano() > now {
+			q.delay(i, at.UnixNano())
+		} else {
+			q.pushBack(i)
+		}
+	}
+	// Later jobs of the batch with a key seen earlier in it take the id
+	// of the first.
+	for k, j := range jobs {
+		if j.Key != "" {
+			if first := seen[j.Key]; first != 0 && first != uint64(k+1) {
+				ids[k] = ids[first-1]
+			}
+		}
+	}
+	q.unlock(notify || len(slots) > 0)
+	return ids, nil
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Claim takes up to n ready jobs, waiting for one if wait is set
+// (driver.Queue).
+func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
+	if wait && ctx.Done() != nil {
+		// Cancellation moves the futex word, so that a claimant between
+		// its last look and its sleep does not sleep, and wakes the
+		// sleepers; the others look and sleep again.
+		stop := context.AfterFunc(ctx, func() {
+			q.u32(offSeq).Add(1)
+			_, _ = ipc.FutexWake(q.seqWord(), math.MaxInt32)
+		})
+		defer stop()
+	}
+	for {
+		notify, err := q.lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if cs := q.claimLocked(n); len(cs) > 0 {
+			q.unlock(notify)
+			return cs, nil
+		}
+		if !wait {
+			if q.reapDead() {
+				cs := q.claimLocked(n)
+				q.unlock(true)
+				if len(cs) > 0 {
+					return cs, nil
+				}
+			} else {
+				q.unlock(notify)
+			}
+			return nil, baton.ErrEmpty
+		}
+		seq := q.u32(offSeq).Load()
+		timeout := time.Duration(-1)
+		if nd := int64(q.u64(offNextDue).Load()); nd != 0 {
+			timeout = max(time.Duration(nd-time.Now().UnixNano()), time.Microsecond)
+		}
+		ps := q.participants()
+		q.u32(offSleepers).Add(1)
+		q.unlock(notify)
+		q.watch(ps)
+		if err := ctx.Err(); err == nil {
+			_, err = ipc.FutexWait(q.seqWord(), seq, timeout)
+			if err != nil {
+				q.u32(offSleepers).Add(^uint32(0))
+				return nil, err
+			}
+		}
+		q.u32(offSleepers).Add(^uint32(0))
+		if err := ctx.Err(); err != nil {
+			// The wake-up that ended this sleep may have been meant
+			// for a job: pass it on.
+			_, _ = ipc.FutexWake(q.seqWord(), 1)
+			return nil, err
+		}
+	}
+}
+
+// claimLocked claims up to n jobs from the head of the ring.
+func (q *Queue) claimLocked(n int) []driver.Claim {
+	var cs []driver.Claim
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	for len(cs) < n {
+		h, t := q.u64(offHead).Load(), q.u64(offTail).Load()
+		if h == t {
+			break
+		}
+		i := q.ring(h).Load()
+		q.u64(offHead).Store(h + 1)
+		if i >= Capacity || q.sw(i, sState).Load()&0xff != stReady {
+			continue // not a ready job: the ring is ahead of a change
+		}
+		tok := q.u64(offToken).Add(1)
+		att := q.attempt(i) + 1
+		q.sw(i, sOwner).Store(q.me)
+		q.sw(i, sToken).Store(tok)
+		q.sw(i, sDue).Store(uint64(now))
+		q.sw(i, sState).Store(uint64(att)<<8 | stClaimed)
+		p := make([]byte, q.sh(i, sLen).Load())
+		copy(p, q.data(i))
+		q.claims[i] = tok
+		cs = append(cs, driver.Claim{
+			ID: q.sw(i, sID).Load(), Payload: p, Attempt: att, MaxAttempts: int(q.sh(i, sMax).Load()),
+			Token: tok, Loss: q.loss, Data: i,
+		})
+	}
+	q.held()
+	return cs
+}
+
+// mine returns the slot of claim c if it is still this handle's; under
+// the lock.
+func (q *Queue) mine(c driver.Claim) (uint32, error) {
+	i, ok := c.Data.(uint32)
+	if !ok || i >= Capacity {
+		return 0, driver.ErrForeignGrant
+	}
+	q.mu.Lock()
+	tok, held := q.claims[i]
+	if held && tok == c.Token {
+		delete(q.claims, i)
+		q.held()
+	}
+	q.mu.Unlock()
+	if !held || tok != c.Token || q.sw(i, sState).Load()&0xff != stClaimed ||
+		q.sw(i, sOwner).Load() != q.me || q.sw(i, sToken).Load() != c.Token {
+		return 0, fmt.Errorf("job %d, token %d: %w", c.ID, c.Token, baton.ErrLost)
+	}
+	return i, nil
+}
+
+// Ack deletes the job of claim c (driver.Queue).
+func (q *Queue) Ack(ctx context.Context, c driver.Claim) error {
+	notify, err := q.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { q.unlock(notify) }()
+	i, err := q.mine(c)
+	if err != nil {
+		return err
+	}
+	q.freeSlot(i)
+	return nil
+}
+
+// Retry gives back the job of claim c, due at at, or buries it with
+// reason after its last attempt (driver.Queue).
+func (q *Queue) Retry(ctx context.Context, c driver.Claim, at time.Time, reason string) error {
+	notify, err := q.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { q.unlock(notify) }()
+	i, err := q.mine(c)
+	if err != nil {
+		return err
+	}
+	switch {
+	case q.attempt(i) >= int(q.sh(i, sMax).Load()):
+		q.bury(i, reason)
+	case !at.IsZero() && at.UnixNano() > time.Now().UnixNano():
+		q.delay(i, at.UnixNano())
+		notify = true
+	default:
+		q.pushBack(i)
+		notify = true
+	}
+	return nil
+}
+
+// giveBack gives back the claims of a closing handle, to the front of the
+// ready jobs.
+func (q *Queue) giveBack(claims map[uint32]uint64) error {
+	notify, err := q.lock(context.Background())
+	if err != nil {
+		return err
+	}
+	for i, tok := range claims {
+		if q.sw(i, sState).Load()&0xff == stClaimed && q.sw(i, sOwner).Load() == q.me && q.sw(i, sToken).Load() == tok {
+			q.lapse(i, "given back by a closed handle")
+			notify = true
+		}
+	}
+	q.unlock(notify)
+	return nil
+}
