@@ -47,7 +47,6 @@ const (
 	tTaking    = 1 << 32 // taking a ticket
 	tHas       = 1 << 33 // low half: the ticket
 
-	deadCheck   = time.Millisecond
 	starveAfter = time.Millisecond
 	maxSpin     = 64
 )
@@ -76,6 +75,7 @@ type Sem struct {
 	rsync    *atomic.Uint64
 	freed    *atomic.Bool
 	closed   atomic.Bool
+	waiter   ipc.Waiter // the sleep of Acquire; it watches whom it waits on
 
 	loss      *driver.Loss
 	gone      atomic.Bool
@@ -304,6 +304,11 @@ func (s *Sem) take(n int64, head bool) bool {
 	s.held.Add(uint64(n))
 	if head || s.starve.Load() == 0 || queueEmpty(s.tickets.Load()) {
 		if s.sum() <= s.capacity {
+			if !head {
+				// Past a queue: the head watches the holders, so it
+				// looks again to watch this one too.
+				s.kickIfQueued()
+			}
 			return true
 		}
 	}
