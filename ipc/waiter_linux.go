@@ -130,6 +130,16 @@ func (w *Waiter) drop(k procKey, r *watchRef) {
 // Waiter was rung before, and on EINTR: the caller looks again in every
 // case. A ring is consumed by the Sleep it ends.
 func (w *Waiter) Sleep(addr *uint32, val uint32) error {
+	return w.sleep(addr, val, nil, 0)
+}
+
+// Sleep2 is Sleep on two shared words: it sleeps while *a == av and
+// *b == bv, until either is woken.
+func (w *Waiter) Sleep2(a *uint32, av uint32, b *uint32, bv uint32) error {
+	return w.sleep(a, av, b, bv)
+}
+
+func (w *Waiter) sleep(addr *uint32, val uint32, b *uint32, bv uint32) error {
 	sliced := noWaitv.Load()
 	if len(w.watches) > 0 {
 		for k, r := range w.watches {
@@ -143,7 +153,7 @@ func (w *Waiter) Sleep(addr *uint32, val uint32) error {
 	w.round++
 	var err error
 	if !sliced {
-		err = w.waitv(addr, val)
+		err = w.waitv(addr, val, b, bv)
 		if err == unix.ENOSYS {
 			noWaitv.Store(true)
 			sliced = true
@@ -172,13 +182,19 @@ const (
 	futexPrivate  = 128 // FUTEX_PRIVATE_FLAG of futex(2)
 )
 
-// waitv sleeps on addr == val and on the bell being 0.
-func (w *Waiter) waitv(addr *uint32, val uint32) error {
-	v := [2]futexWaitv{
-		{val: uint64(val), uaddr: uint64(uintptr(unsafe.Pointer(addr))), flags: futex2U32},
+// waitv sleeps on the bell being 0, addr == val and, unless b is nil,
+// b == bv.
+func (w *Waiter) waitv(addr *uint32, val uint32, b *uint32, bv uint32) error {
+	v := [3]futexWaitv{
 		{val: 0, uaddr: uint64(uintptr(unsafe.Pointer(&w.bell))), flags: futex2U32 | futex2Private},
+		{val: uint64(val), uaddr: uint64(uintptr(unsafe.Pointer(addr))), flags: futex2U32},
+		{val: uint64(bv), uaddr: uint64(uintptr(unsafe.Pointer(b))), flags: futex2U32},
 	}
-	_, _, e := unix.Syscall6(unix.SYS_FUTEX_WAITV, uintptr(unsafe.Pointer(&v[0])), 2, 0, 0, 0, 0)
+	n := 3
+	if b == nil {
+		n = 2
+	}
+	_, _, e := unix.Syscall6(unix.SYS_FUTEX_WAITV, uintptr(unsafe.Pointer(&v[0])), uintptr(n), 0, 0, 0, 0)
 	runtime.KeepAlive(w)
 	switch e {
 	case 0, unix.EAGAIN, unix.EINTR, unix.ETIMEDOUT:
