@@ -24,9 +24,9 @@
 //     the open file (0 once the path is removed or another file renamed
 //     over it) and, if it is 0, unlocks and retries on the file the path
 //     names now. While a hold is held, a watcher compares the path's device
-//     and inode with the open file's every ipc.WatchEvery and fires the
-//     hold's loss when they differ; Release then returns an error matching
-//     baton.ErrLost.
+//     and inode with the open file's when inotify reports a change of the
+//     file's links (see ipc.PathChecker) and fires the hold's loss when
+//     they differ; Release then returns an error matching baton.ErrLost.
 //   - flock converts shared to exclusive (and back) by dropping the lock
 //     first, so a plain flock RWMutex cannot downgrade atomically. Every
 //     acquirer of the data file first holds the gate file, and a writer keeps

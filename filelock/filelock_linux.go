@@ -194,7 +194,7 @@ type grantData struct {
 func newGrant(lf *lockFile, mode driver.Mode, token uint64) driver.Grant {
 	loss := driver.NewLoss()
 	path, dev, ino := lf.path, lf.dev, lf.ino
-	stop := ipc.WatchLoss(func() error {
+	stop := ipc.WatchFileLoss(path, func() error {
 		var st unix.Stat_t
 		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
 			return errFileGone

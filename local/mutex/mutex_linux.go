@@ -104,6 +104,10 @@ func (m *Mutex) CheckLoss() error {
 	return nil
 }
 
+// WatchedPath returns the path of the handle's file, which the watcher
+// follows with inotify (ipc.PathChecker).
+func (m *Mutex) WatchedPath() string { return m.ns.Resolve(Kind, m.name).Path() }
+
 var errMutexRemoved = errors.New("file removed or replaced")
 
 // unmap is what the cleanup of an unreachable handle gives back.
