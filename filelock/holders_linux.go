@@ -15,7 +15,7 @@ import (
 // watchHolders makes w's sleeps end when a process that holds a flock of
 // the file open as fd exits (the kernel drops its lock then, and nobody
 // bumps the release generation), and reports whether one has exited
-// already. The holders are read from /proc/locks, which lists every flock
+// already (its lock is released then). The holders are read from /proc/locks, which lists every flock
 // with the pid of the process that took it and the inode of its file.
 func watchHolders(fd int, w *ipc.Waiter) (dead bool) {
 	var st unix.Stat_t
@@ -31,14 +31,7 @@ func watchHolders(fd int, w *ipc.Waiter) (dead bool) {
 		if pid == self || dead {
 			return
 		}
-		p, _, ok, err := ipc.LookupProc(pid)
-		switch {
-		case err != nil:
-		case !ok:
-			dead = true
-		default:
-			dead = w.Watch(p.PID, p.Tag())
-		}
+		dead = w.WatchExit(pid)
 	})
 	return dead
 }

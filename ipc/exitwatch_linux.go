@@ -40,7 +40,9 @@ var errNoPidfd = errors.New("ipc: pidfd_open is not supported")
 // subscribe makes w rung when the process k exits. dead is true (and
 // nothing subscribed) when it has exited already, is exiting, or k's pid
 // is another process now.
-func subscribe(k procKey, w *Waiter) (e *exitWatch, dead bool, err error) {
+// With exiting, a process that is exiting but has not exited yet (its
+// files not closed, its flocks still held) is subscribed too.
+func subscribe(k procKey, w *Waiter, exiting bool) (e *exitWatch, dead bool, err error) {
 	exits.mu.Lock()
 	if e := exits.m[k]; e != nil {
 		defer exits.mu.Unlock()
@@ -51,7 +53,7 @@ func subscribe(k procKey, w *Waiter) (e *exitWatch, dead bool, err error) {
 		return e, false, nil
 	}
 	exits.mu.Unlock()
-	f, dead, err := openPidfd(k)
+	f, dead, err := openPidfd(k, exiting)
 	if err != nil || dead {
 		return nil, dead, err
 	}
@@ -168,7 +170,7 @@ func pidfdExited(fd int) bool {
 // polls it. The pid is checked against k's start time after the open:
 // if it matches, the pidfd refers to k's process (or to one that exited
 // before k started, which polls readable at once: a spurious wake-up).
-func openPidfd(k procKey) (*os.File, bool, error) {
+func openPidfd(k procKey, exiting bool) (*os.File, bool, error) {
 	fd, err := unix.PidfdOpen(k.pid, unix.PIDFD_NONBLOCK)
 	if err == unix.EINVAL {
 		// Before Linux 5.10: no PIDFD_NONBLOCK flag.
@@ -192,7 +194,14 @@ func openPidfd(k procKey) (*os.File, bool, error) {
 		unix.Close(fd)
 		return nil, false, err
 	}
-	if dying(st, flags) || uint32(start) != k.tag {
+	gone := dying(st, flags)
+	if exiting {
+		// A zombie main thread may wait for other threads still
+		// exiting, which keep the files open: the pidfd tells when the
+		// last one has gone (at once if it has).
+		gone = st == 0
+	}
+	if gone || uint32(start) != k.tag {
 		unix.Close(fd)
 		return nil, true, nil
 	}

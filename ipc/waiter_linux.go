@@ -84,11 +84,42 @@ func (w *Waiter) Watch(pid int, tag uint32) (dead bool) {
 		r.round = w.round
 		return false
 	}
+	return w.watch(k, false)
+}
+
+// WatchExit is Watch for the process that has pid now, whatever its start
+// time, which counts as dead only once it has exited: a process that is
+// exiting (SIGKILL pending) still holds its flocks, until its exit closes
+// its files.
+func (w *Waiter) WatchExit(pid int) (exited bool) {
+	if pid <= 0 {
+		return false
+	}
+	p, _, ok, err := LookupProc(pid)
+	switch {
+	case err != nil:
+		return false
+	case !ok:
+		return true
+	}
+	k := procKey{pid, p.Tag()}
+	if r := w.watches[k]; r != nil && r.e != nil {
+		if r.e.exited() {
+			w.drop(k, r)
+			return true
+		}
+		r.round = w.round
+		return false
+	}
+	return w.watch(k, true)
+}
+
+func (w *Waiter) watch(k procKey, exiting bool) (dead bool) {
 	if w.watches == nil {
 		w.watches = map[procKey]*watchRef{}
 	}
 	if !noPidfd.Load() {
-		e, dead, err := subscribe(k, w)
+		e, dead, err := subscribe(k, w, exiting)
 		if err == nil {
 			if !dead {
 				w.watches[k] = &watchRef{e: e, round: w.round}
@@ -99,9 +130,9 @@ func (w *Waiter) Watch(pid int, tag uint32) (dead bool) {
 			noPidfd.Store(true)
 		}
 	}
-	p, dead, err := WatchProc(pid, tag)
+	p, dead, err := WatchProc(k.pid, k.tag)
 	if err != nil || dead {
-		return dead
+		return dead && !exiting
 	}
 	w.watches[k] = &watchRef{p: p, round: w.round}
 	return false
@@ -140,7 +171,7 @@ func (w *Waiter) Sleep2(a *uint32, av uint32, b *uint32, bv uint32) error {
 }
 
 func (w *Waiter) sleep(addr *uint32, val uint32, b *uint32, bv uint32) error {
-	sliced := noWaitv.Load()
+	sliced := noWaitv.Load() || noPidfd.Load()
 	if len(w.watches) > 0 {
 		for k, r := range w.watches {
 			if r.round != w.round && len(w.watches) > keepWatches {

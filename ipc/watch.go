@@ -105,6 +105,14 @@ func (w *Watch) Stop() {
 	watcher.set[last] = nil
 	watcher.set = watcher.set[:last]
 	w.c = nil
+	if last == 0 {
+		// The loop may sleep long (inotify's files only): let it see the
+		// empty set and end.
+		select {
+		case watcher.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 type checkFunc func() error
