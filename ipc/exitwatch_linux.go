@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,9 +17,12 @@ import (
 // network poller, so that a watch costs a parked goroutine and no CPU
 // until the process exits.
 
+// procKey names a watched process; group watches wait for every thread
+// of it to exit (see Waiter.WatchExit), the others for its main thread.
 type procKey struct {
-	pid int
-	tag uint32
+	pid   int
+	tag   uint32
+	group bool
 }
 
 type exitWatch struct {
@@ -33,6 +37,9 @@ var exits struct {
 	m  map[procKey]*exitWatch // guarded by mu
 }
 
+// noPidfdThread: pidfd_open refused PIDFD_THREAD (before Linux 6.9).
+var noPidfdThread atomic.Bool
+
 // errNoPidfd means that the kernel has no pidfd_open (before Linux 5.3):
 // waiters then look at the watched processes after each sleep slice.
 var errNoPidfd = errors.New("ipc: pidfd_open is not supported")
@@ -40,9 +47,9 @@ var errNoPidfd = errors.New("ipc: pidfd_open is not supported")
 // subscribe makes w rung when the process k exits. dead is true (and
 // nothing subscribed) when it has exited already, is exiting, or k's pid
 // is another process now.
-// With exiting, a process that is exiting but has not exited yet (its
-// files not closed, its flocks still held) is subscribed too.
-func subscribe(k procKey, w *Waiter, exiting bool) (e *exitWatch, dead bool, err error) {
+// A group watch subscribes a process that is exiting but has not exited
+// yet (its files not closed, its flocks still held) too.
+func subscribe(k procKey, w *Waiter) (e *exitWatch, dead bool, err error) {
 	exits.mu.Lock()
 	if e := exits.m[k]; e != nil {
 		defer exits.mu.Unlock()
@@ -53,7 +60,7 @@ func subscribe(k procKey, w *Waiter, exiting bool) (e *exitWatch, dead bool, err
 		return e, false, nil
 	}
 	exits.mu.Unlock()
-	f, dead, err := openPidfd(k, exiting)
+	f, dead, err := openPidfd(k)
 	if err != nil || dead {
 		return nil, dead, err
 	}
@@ -170,8 +177,26 @@ func pidfdExited(fd int) bool {
 // polls it. The pid is checked against k's start time after the open:
 // if it matches, the pidfd refers to k's process (or to one that exited
 // before k started, which polls readable at once: a spurious wake-up).
-func openPidfd(k procKey, exiting bool) (*os.File, bool, error) {
-	fd, err := unix.PidfdOpen(k.pid, unix.PIDFD_NONBLOCK)
+//
+// A watch of the main thread (not k.group) ends when that thread exits:
+// once SIGKILLed, a process is dead for the locks (see ProcWatch.Dead),
+// and its main thread exits without waiting for the others, nor, unless
+// it is the last, for the teardown of the memory, which may take long.
+func openPidfd(k procKey) (*os.File, bool, error) {
+	var (
+		fd  int
+		err error = unix.EINVAL
+	)
+	if !k.group && !noPidfdThread.Load() {
+		fd, err = unix.PidfdOpen(k.pid, unix.PIDFD_NONBLOCK|unix.PIDFD_THREAD)
+		if err == unix.EINVAL {
+			// Before Linux 6.9: the whole process is watched.
+			noPidfdThread.Store(true)
+		}
+	}
+	if k.group || noPidfdThread.Load() {
+		fd, err = unix.PidfdOpen(k.pid, unix.PIDFD_NONBLOCK)
+	}
 	if err == unix.EINVAL {
 		// Before Linux 5.10: no PIDFD_NONBLOCK flag.
 		if fd, err = unix.PidfdOpen(k.pid, 0); err == nil {
@@ -195,7 +220,7 @@ func openPidfd(k procKey, exiting bool) (*os.File, bool, error) {
 		return nil, false, err
 	}
 	gone := dying(st, flags)
-	if exiting {
+	if k.group {
 		// A zombie main thread may wait for other threads still
 		// exiting, which keep the files open: the pidfd tells when the
 		// last one has gone (at once if it has).

@@ -75,7 +75,7 @@ func (w *Waiter) Watch(pid int, tag uint32) (dead bool) {
 	if self, err := Self(); err == nil && pid == self.PID {
 		return tag != self.Tag()
 	}
-	k := procKey{pid, tag}
+	k := procKey{pid: pid, tag: tag}
 	if r := w.watches[k]; r != nil {
 		if r.dead() {
 			w.drop(k, r)
@@ -84,7 +84,7 @@ func (w *Waiter) Watch(pid int, tag uint32) (dead bool) {
 		r.round = w.round
 		return false
 	}
-	return w.watch(k, false)
+	return w.watch(k)
 }
 
 // WatchExit is Watch for the process that has pid now, whatever its start
@@ -102,7 +102,7 @@ func (w *Waiter) WatchExit(pid int) (exited bool) {
 	case !ok:
 		return true
 	}
-	k := procKey{pid, p.Tag()}
+	k := procKey{pid: pid, tag: p.Tag(), group: true}
 	if r := w.watches[k]; r != nil && r.e != nil {
 		if r.e.exited() {
 			w.drop(k, r)
@@ -111,15 +111,15 @@ func (w *Waiter) WatchExit(pid int) (exited bool) {
 		r.round = w.round
 		return false
 	}
-	return w.watch(k, true)
+	return w.watch(k)
 }
 
-func (w *Waiter) watch(k procKey, exiting bool) (dead bool) {
+func (w *Waiter) watch(k procKey) (dead bool) {
 	if w.watches == nil {
 		w.watches = map[procKey]*watchRef{}
 	}
 	if !noPidfd.Load() {
-		e, dead, err := subscribe(k, w, exiting)
+		e, dead, err := subscribe(k, w)
 		if err == nil {
 			if !dead {
 				w.watches[k] = &watchRef{e: e, round: w.round}
@@ -132,7 +132,7 @@ func (w *Waiter) watch(k procKey, exiting bool) (dead bool) {
 	}
 	p, dead, err := WatchProc(k.pid, k.tag)
 	if err != nil || dead {
-		return dead && !exiting
+		return dead && !k.group
 	}
 	w.watches[k] = &watchRef{p: p, round: w.round}
 	return false
