@@ -38,7 +38,7 @@ type Mutex struct {
 	// time), or by the file watch.
 	closed bool
 	tok    uint64     // the token of the last grant given, until released
-	waiter ipc.Waiter // the sleep of Acquire; it watches the owners it waited on
+	waiter ipc.Waiter // the sleep of Acquire; it watches the owner
 	// The file's name (its path is built again at each check rather than
 	// kept) and its device and inode at Open.
 	ns       *ipc.Namespace
@@ -208,6 +208,9 @@ func (m *Mutex) granted(recovered bool) driver.Grant {
 func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 	m.wait().Add(1)
 	defer m.wait().Add(-1)
+	// The watches end with the call: a watch keeps its Waiter, and with
+	// it the handle, reachable.
+	defer m.waiter.Close()
 	var (
 		start time.Time
 		slept bool
@@ -368,13 +371,26 @@ func (m *Mutex) unlockSlow(g driver.Grant) error {
 			return fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 		}
 		var next uint64
-		if lo&fStarving != 0 {
+		switch {
+		case lo&fStarving != 0:
 			next = fHandoff | fWaiters
+		case lo&fWaiters != 0 && m.wait().Load() > 1:
+			// More than the waiter woken below sleep: the flag stays, so
+			// that the next unlock wakes one too, whoever takes the lock
+			// meanwhile. Sleepers wake only so (they have no timeout), and
+			// one that has waited long must run to ask for a handoff.
+			next = fWaiters
 		}
 		if m.state().CompareAndSwap(s, next) {
 			if lo&fWaiters != 0 {
-				if _, err := ipc.FutexWake(m.word(), 1); err != nil {
+				n, err := ipc.FutexWake(m.word(), 1)
+				if err != nil {
 					return err
+				}
+				if n == 0 && next == fWaiters {
+					// Nobody sleeps (the count is approximate): the flag
+					// would only take the word path away.
+					m.state().CompareAndSwap(fWaiters, 0)
 				}
 			}
 			return nil
@@ -397,7 +413,6 @@ func (m *Mutex) Close() error {
 		return nil
 	}
 	m.closed = true
-	m.waiter.Close()
 	m.fileW.Stop()
 	return nil
 }

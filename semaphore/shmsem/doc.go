@@ -37,8 +37,9 @@
 // had added but not yet summed holds its n, which is freed with the rest).
 // Waiters sleep with no timeout, each watching (ipc.Waiter: a pidfd per
 // process) the processes whose death it would have to repair: the head of
-// the queue the holders of permits (a process that takes past the queue
-// rings the head, which then watches it too), every other waiter the
+// the queue the processes with handles, holders among them (a handle
+// that takes past a head rings it once, which then watches its process
+// too), every other waiter the
 // nearest waiter ahead of it (a waiter that leaves the queue rings the one
 // behind it). A waiter woken by a death looks for slots with a count whose
 // process is dead (gone, zombie, exiting, SIGKILL pending, or a later

@@ -26,7 +26,8 @@ func (s *Sem) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	if s.take(n, false) {
 		return s.grant(n), nil
 	}
-	// The watches end with the call: Close may run meanwhile.
+	// The watches end with the call: a watch keeps its Waiter, and with
+	// it the handle, reachable.
 	defer s.waiter.Close()
 	done := ctx.Done()
 	if done != nil {
@@ -136,16 +137,15 @@ queue:
 	}
 }
 
-// watchHolders watches the processes that hold permits, for the head of
-// the queue; it reports whether it found one dead and freed what the dead
-// held.
+// watchHolders watches, for the head of the queue, the processes that
+// have handles on the semaphore, those that hold permits among them; it
+// reports whether it found one dead and freed what it held. A handle of a
+// process opened since takes permits past the head only after waking it
+// (kickHeadOnce), so that it is watched too.
 func (s *Sem) watchHolders() bool {
 	for i := range int(s.bound.Load()) {
-		id, held, _ := s.slotAt(i)
-		if held.Load()&countMask == 0 {
-			continue
-		}
-		if v := id.Load(); v != 0 && s.waiter.Watch(int(v&pidMask), uint32(v>>32)) {
+		id, _, _ := s.slotAt(i)
+		if v := id.Load(); v != 0 && v != s.me && s.waiter.Watch(int(v&pidMask), uint32(v>>32)) {
 			return s.reclaimDead()
 		}
 	}
