@@ -227,8 +227,10 @@ func (l *RW) acquire(ctx context.Context, mode driver.Mode, wait bool) (driver.G
 		err error
 	)
 	if wait {
+		// The watches end with the call: a watch keeps its Waiter, and
+		// with it the handle, reachable.
 		l.sleeping = true
-		defer func() { l.sleeping = false }()
+		defer func() { l.sleeping = false; l.waiter.Close() }()
 	}
 	if mode == driver.Shared {
 		g, err = l.rlock(ctx, wait)
@@ -294,7 +296,6 @@ func (l *RW) Close() error {
 		return nil
 	}
 	l.closed = true
-	l.waiter.Close()
 	if l.stopWatch != nil {
 		l.stopWatch()
 	}
