@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/batonlock/baton/ipc"
@@ -251,6 +252,19 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			[]string{"raw semop"}, pick(sem, func(s *subject) bool { return s.proc }), func(ctx context.Context, s *subject) (sample, error) {
 				return killGrant(ctx, s, dir, "sem", "kill", cfg.kills)
 			}))
+
+		// Waiting processes, their holder alive: CPU per second of waiting.
+		idle := func(id, title, prim string, n int, subs []*subject) {
+			ts = append(ts, newPlanned(id, sec, title+": CPU per second of waiting (p50 of the waiters, p99 the worst)", "latency", prim,
+				nil, pick(subs, func(s *subject) bool {
+					return s.proc && (s.baton && !strings.Contains(s.name, "sysv") || s.name == "raw flock" || s.name == "raw semop")
+				}),
+				idleRun(dir, prim, n, cfg.idleWindow)))
+		}
+		idle("idle-mutex", "Mutex, a process waiting behind a live holder", "mutex", 1, mut)
+		idle("idle-rw-read", "RWMutex, a reader waiting behind a live writer", "rw-read", 1, rw)
+		idle("idle-rw-write", "RWMutex, a writer waiting behind a live writer", "rw-write", 1, rw)
+		idle("idle-sem", fmt.Sprintf("Semaphore of 4, all held, %d processes waiting", cfg.idleSem), "sem", cfg.idleSem, sem)
 	}
 
 	var redisSubs, etcdSubs []*subject

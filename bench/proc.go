@@ -22,7 +22,7 @@ import (
 const workerEnv = "BATON_BENCH_WORKER"
 
 type workerArgs struct {
-	Role    string        `json:"role"`           // "contend", "hold" or "etcd"
+	Role    string        `json:"role"`           // "contend", "hold", "wait" or "etcd"
 	Prim    string        `json:"prim,omitempty"` // "mutex" (default), "sem", or "rw" (hold only)
 	Permits int           `json:"permits,omitempty"`
 	Subject string        `json:"subject"`
@@ -101,6 +101,9 @@ func runWorker(a workerArgs) error {
 	in := bufio.NewReader(os.Stdin)
 	if a.Role == "hold" && a.Prim != "" && a.Prim != "mutex" {
 		return holdWorker(ctx, s, a, in)
+	}
+	if a.Role == "wait" {
+		return waitWorker(ctx, s, a, in)
 	}
 	if a.Prim == "sem" {
 		if s.sem == nil || a.Role != "contend" {

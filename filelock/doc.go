@@ -10,9 +10,13 @@
 // counter (incremented under the exclusive lock, so tokens survive restarts
 // of every process), and the identity of the last exclusive holder.
 //
-// A holder that dies without unlocking wakes nobody: the kernel drops its
-// flock when the process ends, and waiters notice at their next timed
-// backstop (10 ms). A cancelled waiter wakes itself at once.
+// A holder that dies without unlocking does not bump the generation: the
+// kernel drops its flock when the process ends. So before it sleeps (with
+// no timeout) a waiter reads the holders of the file from /proc/locks and
+// watches their processes (ipc.Waiter: a pidfd each); an exit wakes it as
+// a release does. A cancelled waiter wakes itself at once. A program that
+// is not baton and unlocks the file while it keeps running wakes nobody:
+// waiters then take the lock at the next release or exit of a holder.
 //
 // Traps handled:
 //   - A lock file removed or replaced while held: the lock taken is on an
@@ -20,9 +24,9 @@
 //     the open file (0 once the path is removed or another file renamed
 //     over it) and, if it is 0, unlocks and retries on the file the path
 //     names now. While a hold is held, a watcher compares the path's device
-//     and inode with the open file's every ipc.WatchEvery and fires the
-//     hold's loss when they differ; Release then returns an error matching
-//     baton.ErrLost.
+//     and inode with the open file's when inotify reports a change of the
+//     file's links (see ipc.PathChecker) and fires the hold's loss when
+//     they differ; Release then returns an error matching baton.ErrLost.
 //   - flock converts shared to exclusive (and back) by dropping the lock
 //     first, so a plain flock RWMutex cannot downgrade atomically. Every
 //     acquirer of the data file first holds the gate file, and a writer keeps
@@ -34,7 +38,8 @@
 //
 // NFS: Linux emulates flock on NFS with byte-range locks held by the
 // client; the futex wake-up works only between processes of one machine,
-// so on NFS waiters of other machines rely on the timed backstop. Use a
+// so on NFS waiters sleep in slices of 10 ms (a release on another machine
+// wakes nobody here). Use a
 // local file system (the default namespace is on tmpfs).
 //
 // The futex wait makes the package Linux-only: elsewhere OpenMutex and

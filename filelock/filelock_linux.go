@@ -23,9 +23,9 @@ import (
 
 const (
 	pageSize = 4096
-	// backstop bounds a waiter's sleep: a holder that dies wakes nobody,
-	// and the kernel's release of its lock is noticed at the next retry.
-	backstop = 10 * time.Millisecond
+	// remoteBackstop bounds a waiter's sleep on NFS, where holders on
+	// other machines wake nobody on this one.
+	remoteBackstop = 10 * time.Millisecond
 )
 
 // page is the layout of the first page of a lock file, mapped shared.
@@ -124,20 +124,17 @@ func released(pg *page) {
 }
 
 // flockWait takes flock(how) on fd, sleeping on pg's release generation
-// between tries. With block false it makes one try.
-func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error {
-	var (
-		stop  func() bool
-		woken chan struct{} // closed when the cancellation's wake is done
-	)
+// between tries, with no timeout: a release bumps the generation, and w
+// watches the processes that hold the file, whose exit drops their lock
+// without a bump. With block false it makes one try.
+func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ipc.Waiter) error {
+	var stop func() bool
 	defer func() {
-		// A wake already started must end before the caller may unmap the
-		// page (Close, or a reopen after the file was replaced).
-		if stop != nil && !stop() {
-			<-woken
+		if stop != nil {
+			stop()
 		}
 	}()
-	for {
+	for watched := false; ; {
 		gen := atomic.LoadUint32(&pg.gen)
 		err := unix.Flock(fd, how|unix.LOCK_NB)
 		switch {
@@ -154,15 +151,26 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool) error
 			return err
 		}
 		if stop == nil {
-			// Cancellation bumps the generation and wakes the sleepers,
-			// so this waiter returns at once (others retry and sleep again).
-			woken = make(chan struct{})
-			stop = context.AfterFunc(ctx, func() { released(pg); close(woken) })
+			// Cancellation rings this waiter alone.
+			stop = context.AfterFunc(ctx, w.Ring)
 		}
+		if !watched {
+			// Watch the holders, then try once more: a holder that died
+			// before its watch began has released already.
+			watched = true
+			watchHolders(fd, w)
+			continue
+		}
+		watched = false
 		pg.waiters.Add(1)
-		// Errors other than a wake, a changed word or the timeout cannot
-		// happen on a mapped word; the loop retries flock either way.
-		_, _ = ipc.FutexWait(&pg.gen, gen, backstop)
+		if onNFS(fd) {
+			// Holders on other machines release without a wake here.
+			_, _ = ipc.FutexWait(&pg.gen, gen, remoteBackstop)
+		} else {
+			// Errors other than a wake or a changed word cannot happen
+			// on a mapped word; the loop retries flock either way.
+			_ = w.Sleep(&pg.gen, gen)
+		}
 		pg.waiters.Add(^uint32(0))
 	}
 }
@@ -179,7 +187,7 @@ type grantData struct {
 func newGrant(lf *lockFile, mode driver.Mode, token uint64) driver.Grant {
 	loss := driver.NewLoss()
 	path, dev, ino := lf.path, lf.dev, lf.ino
-	stop := ipc.WatchLoss(func() error {
+	stop := ipc.WatchFileLoss(path, func() error {
 		var st unix.Stat_t
 		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
 			return errFileGone
@@ -231,6 +239,7 @@ type handle struct {
 	mu     sync.Mutex // guards closed; the core serializes the rest
 	lf     *lockFile
 	closed bool
+	waiter ipc.Waiter // the sleep of the call in progress
 }
 
 // file returns the lock file, or an error matching baton.ErrClosed.
@@ -289,8 +298,9 @@ func (m *Mutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driv
 	if err != nil {
 		return driver.Grant{}, err
 	}
+	defer m.waiter.Close()
 	for {
-		if err := flockWait(ctx, lf.fd, unix.LOCK_EX, lf.pg, block); err != nil {
+		if err := flockWait(ctx, lf.fd, unix.LOCK_EX, lf.pg, block, &m.waiter); err != nil {
 			return driver.Grant{}, err
 		}
 		if !lf.current() {

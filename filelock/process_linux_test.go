@@ -167,7 +167,7 @@ func spawn(t *testing.T, dir, role string, n int) *proc {
 }
 
 // A holder SIGKILLed while holding frees the lock: the kernel drops its
-// flock, and a waiter notices at its backstop at the latest.
+// flock, and the waiter, which watches the holder, wakes at its exit.
 func TestKilledHolderReleases(t *testing.T) {
 	for _, role := range []string{"hold", "rwhold"} {
 		t.Run(role, func(t *testing.T) {

@@ -56,15 +56,16 @@ func (rw *RWMutex) acquire(ctx context.Context, mode driver.Mode, block bool) (d
 	if err != nil {
 		return driver.Grant{}, err
 	}
+	defer rw.waiter.Close()
 	for {
-		if err := flockWait(ctx, rw.gate, unix.LOCK_EX, d.pg, block); err != nil {
+		if err := flockWait(ctx, rw.gate, unix.LOCK_EX, d.pg, block, &rw.waiter); err != nil {
 			return driver.Grant{}, err
 		}
 		how := unix.LOCK_EX
 		if mode == driver.Shared {
 			how = unix.LOCK_SH
 		}
-		if err := flockWait(ctx, d.fd, how, d.pg, block); err != nil {
+		if err := flockWait(ctx, d.fd, how, d.pg, block, &rw.waiter); err != nil {
 			_ = unlock(rw.gate)
 			released(d.pg)
 			return driver.Grant{}, err

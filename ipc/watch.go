@@ -8,8 +8,14 @@ import (
 )
 
 const (
-	// WatchEvery is how often watched objects are checked.
+	// WatchEvery is how often watched objects are checked, those whose
+	// file the kernel's inotify follows excepted: they are checked when
+	// the file's links change, and every watchSafety.
 	WatchEvery = 100 * time.Millisecond
+	// watchSafety is how often files followed by inotify are checked all
+	// the same: a rename of a directory above one changes its path and
+	// tells the file nothing.
+	watchSafety = 10 * time.Second
 	// watchLinger keeps the watcher goroutine alive this long after the
 	// last registration ends, so that holds taken and released in a loop
 	// do not start a goroutine each time.
@@ -29,26 +35,53 @@ type Watch struct {
 	c    Checker
 	loss *driver.Loss
 	i    int // index in watcher.set while started; guarded by watcher.mu
+	wd   int // inotify watch of the file, or -1: checked every WatchEvery
+}
+
+// A PathChecker is a Checker of a file, which the watcher follows with
+// inotify: it is checked when the file's links change (it is removed, or
+// another file renamed over it) rather than every WatchEvery, so that a
+// process whose handles sit idle is not woken ten times a second.
+type PathChecker interface {
+	Checker
+	WatchedPath() string
 }
 
 var watcher struct {
 	mu      sync.Mutex
-	set     []*Watch // guarded by mu
-	running bool     // guarded by mu
+	set     []*Watch      // guarded by mu
+	running bool          // guarded by mu
+	ticked  int           // registrations without inotify, guarded by mu
+	kick    chan struct{} // wakes the loop from a long sleep when ticked grows
 }
 
-// Start calls c.CheckLoss every WatchEvery until Stop is called, and fires
-// loss with its error the first time it returns one. One goroutine serves
-// every registration of the process; it ends shortly after the last one
-// stops. A Watch is started at most once.
+// Start calls c.CheckLoss every WatchEvery (or, for a PathChecker, when
+// its file changes) until Stop is called, and fires loss with its error
+// the first time it returns one. One goroutine serves every registration
+// of the process; it ends shortly after the last one stops. A Watch is
+// started at most once.
 func (w *Watch) Start(c Checker, loss *driver.Loss) {
-	w.c, w.loss = c, loss
+	w.c, w.loss, w.wd = c, loss, -1
 	watcher.mu.Lock()
+	if pc, ok := c.(PathChecker); ok {
+		w.wd = inotifyAdd(pc.WatchedPath(), w)
+	}
+	if w.wd < 0 {
+		watcher.ticked++
+	}
 	w.i = len(watcher.set)
 	watcher.set = append(watcher.set, w)
 	if !watcher.running {
 		watcher.running = true
+		if watcher.kick == nil {
+			watcher.kick = make(chan struct{}, 1)
+		}
 		go watchLoop()
+	} else if w.wd < 0 {
+		select {
+		case watcher.kick <- struct{}{}:
+		default:
+		}
 	}
 	watcher.mu.Unlock()
 }
@@ -61,12 +94,25 @@ func (w *Watch) Stop() {
 	if w.c == nil {
 		return
 	}
+	if w.wd >= 0 {
+		inotifyRemove(w.wd, w)
+	} else {
+		watcher.ticked--
+	}
 	last := len(watcher.set) - 1
 	moved := watcher.set[last]
 	watcher.set[w.i], moved.i = moved, w.i
 	watcher.set[last] = nil
 	watcher.set = watcher.set[:last]
 	w.c = nil
+	if last == 0 {
+		// The loop may sleep long (inotify's files only): let it see the
+		// empty set and end.
+		select {
+		case watcher.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 type checkFunc func() error
@@ -80,19 +126,51 @@ func WatchLoss(check func() error, loss *driver.Loss) (stop func()) {
 	return w.Stop
 }
 
+type pathCheck struct {
+	checkFunc
+	path string
+}
+
+func (p pathCheck) WatchedPath() string { return p.path }
+
+// WatchFileLoss is WatchLoss for a check of the file at path (see
+// PathChecker).
+func WatchFileLoss(path string, check func() error, loss *driver.Loss) (stop func()) {
+	w := new(Watch)
+	w.Start(pathCheck{check, path}, loss)
+	return w.Stop
+}
+
+// checkWatches checks ws, copied out of the set, and fires the loss of
+// those whose check fails.
+func checkWatches(ws []*Watch, cs []Checker) {
+	for i, w := range ws {
+		if cs[i] != nil && w.loss.Err() == nil {
+			if err := cs[i].CheckLoss(); err != nil {
+				w.loss.Fire(err)
+			}
+		}
+	}
+}
+
 // watchChunk bounds the registrations copied out of watcher.set at a
 // time, so that the loop's scratch does not grow with the handles open.
 const watchChunk = 128
 
 func watchLoop() {
-	t := time.NewTicker(WatchEvery)
+	t := time.NewTimer(WatchEvery)
 	defer t.Stop()
 	var (
 		idleSince time.Time
+		lastAll   = time.Now()
 		ws        [watchChunk]*Watch
 		cs        [watchChunk]Checker
 	)
-	for range t.C {
+	for {
+		select {
+		case <-t.C:
+		case <-watcher.kick:
+		}
 		watcher.mu.Lock()
 		if len(watcher.set) == 0 {
 			if idleSince.IsZero() {
@@ -100,34 +178,43 @@ func watchLoop() {
 			}
 			if time.Since(idleSince) >= watchLinger {
 				watcher.running = false
+				inotifyClose()
 				watcher.mu.Unlock()
 				return
 			}
 			watcher.mu.Unlock()
+			t.Reset(WatchEvery)
 			continue
 		}
 		idleSince = time.Time{}
+		all := time.Since(lastAll) >= watchSafety
+		if all {
+			lastAll = time.Now()
+		}
 		// A Stop between chunks moves the last registration to the
 		// stopped one's index, which this tick may have passed: that one
 		// is checked at the next tick.
 		for next := 0; next < len(watcher.set); {
 			n := copy(ws[:], watcher.set[next:])
 			for i, w := range ws[:n] {
-				cs[i] = w.c
+				if all || w.wd < 0 {
+					cs[i] = w.c
+				}
 			}
 			next += n
 			watcher.mu.Unlock()
-			for i, w := range ws[:n] {
-				if w.loss.Err() == nil {
-					if err := cs[i].CheckLoss(); err != nil {
-						w.loss.Fire(err)
-					}
-				}
-			}
+			checkWatches(ws[:n], cs[:n])
 			clear(ws[:n])
 			clear(cs[:n])
 			watcher.mu.Lock()
 		}
+		// Only inotify's files: sleep until the next check of them all
+		// (or until a registration without inotify starts).
+		d := WatchEvery
+		if watcher.ticked == 0 {
+			d = max(watchSafety-time.Since(lastAll), 0)
+		}
 		watcher.mu.Unlock()
+		t.Reset(d)
 	}
 }

@@ -71,6 +71,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envContendDir) != "" {
 		os.Exit(contendChild())
 	}
+	if os.Getenv(envIdleRole) != "" {
+		os.Exit(idleChild())
+	}
 	locktest.Main(m, suites...)
 }
 

@@ -18,16 +18,17 @@
 // the lock is taken but its owner unknown: a process killed right after the
 // swap is recorded as the owner.
 //
-// A waiter sleeps in slices of deadCheck; when a slice ends with the same
-// owner recorded as when it began, it checks that owner: the process must
-// exist, have the recorded start time and not be a zombie (kill(pid, 0)
-// succeeds on a zombie, which never runs again). A process that got the dead
-// owner's pid later has another start time, so PID reuse cannot keep a lock
-// held. The check uses a pidfd of the owner when the kernel has them (one
-// poll(2) per slice) and /proc/PID/stat otherwise. A waiter that finds the
-// owner dead takes the lock over with a compare-and-swap against the exact
-// state it inspected, and its grant reports Recovered: the protected state
-// may be half-updated.
+// A waiter watches the owner recorded in the state before it sleeps
+// (ipc.Waiter: a pidfd of the owner, parked in Go's poller) and sleeps in
+// FUTEX_WAIT with no timeout; an unlock or the owner's exit ends the sleep.
+// It then checks that owner: the process must exist, have the recorded
+// start time and not be a zombie or exiting (kill(pid, 0) succeeds on a
+// zombie, which never runs again). A process that got the dead owner's pid
+// later has another start time, so PID reuse cannot keep a lock held. A
+// waiter that finds the owner dead takes the lock over with a
+// compare-and-swap against the exact state it inspected, and its grant
+// reports Recovered: the protected state may be half-updated. A waiting
+// process uses no CPU, however long it waits.
 //
 // Why not the kernel's robust-futex list: it is kept per thread, and the
 // kernel releases a robust futex when the thread that holds it exits. A
@@ -36,8 +37,8 @@
 // would mean pinning the goroutine to its thread from Lock to Unlock (and the
 // runtime kills pinned threads whose goroutine exits), and still mistaking
 // an exiting thread for a dead process. Process identity is what dies with
-// a process, so it is what the lock records. The cost is the slice: a waiter
-// notices a dead owner within about deadCheck of its death, not at once.
+// a process, so it is what the lock records; the kernel tells a waiter
+// when it exits.
 //
 // # Fairness
 //
@@ -101,7 +102,6 @@ const (
 	ownerMask   = 0xffffffff_00000000 | handleMax<<handleShift | pidMask
 	lowHalf     = 0xffffffff
 	starveAfter = time.Millisecond
-	deadCheck   = time.Millisecond
 	maxSpin     = 64
 	maxTryAgain = 8
 	pidMaxLinux = 1 << pidBits

@@ -51,10 +51,9 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 			h.Owner = strconv.FormatUint(o, 10)
 		}
 		info.Holders = append(info.Holders, h)
-		if m.ownerDead(s) {
+		if m.ownerGone(s) {
 			info.Detail += ", owner dead"
 		}
-		m.unwatch()
 	} else if lo&fHandoff != 0 {
 		info.Detail += ", being handed to a waiter"
 	}

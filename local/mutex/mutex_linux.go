@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -38,9 +37,8 @@ type Mutex struct {
 	// The fields below are used only by the call in progress (one at a
 	// time), or by the file watch.
 	closed bool
-	tok    uint64         // the token of the last grant given, until released
-	watch  *ipc.ProcWatch // the owner last checked, nil if none
-	watchS uint64         // the owner pattern watch refers to
+	tok    uint64     // the token of the last grant given, until released
+	waiter ipc.Waiter // the sleep of Acquire; it watches the owner
 	// The file's name (its path is built again at each check rather than
 	// kept) and its device and inode at Open.
 	ns       *ipc.Namespace
@@ -106,6 +104,10 @@ func (m *Mutex) CheckLoss() error {
 	return nil
 }
 
+// WatchedPath returns the path of the handle's file, which the watcher
+// follows with inotify (ipc.PathChecker).
+func (m *Mutex) WatchedPath() string { return m.ns.Resolve(Kind, m.name).Path() }
+
 var errMutexRemoved = errors.New("file removed or replaced")
 
 // unmap is what the cleanup of an unreachable handle gives back.
@@ -136,8 +138,8 @@ var nativeBigEndian = func() bool {
 
 // Acquire takes the lock in Exclusive mode (Shared is refused with
 // ErrUnsupported), waiting until it is free or its owner is found dead, or
-// until ctx is done: then it returns an error matching ctx.Err() within
-// about a millisecond and holds nothing.
+// until ctx is done: then it returns an error matching ctx.Err() at once
+// and holds nothing.
 func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if err := m.check(mode); err != nil {
 		return driver.Grant{}, err
@@ -174,7 +176,7 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant,
 			if m.state().CompareAndSwap(s, m.me|uint64(lo&fWaiters)) {
 				return m.granted(false), nil
 			}
-		case m.ownerDead(s):
+		case m.ownerGone(s):
 			if m.state().CompareAndSwap(s, m.me|fWaiters) {
 				return m.granted(true), nil
 			}
@@ -206,6 +208,9 @@ func (m *Mutex) granted(recovered bool) driver.Grant {
 func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 	m.wait().Add(1)
 	defer m.wait().Add(-1)
+	// The watches end with the call: a watch keeps its Waiter, and with
+	// it the handle, reachable.
+	defer m.waiter.Close()
 	var (
 		start time.Time
 		slept bool
@@ -213,10 +218,8 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 		done  = ctx.Done()
 	)
 	if done != nil {
-		// Cancellation wakes the sleepers on the word, so that this waiter
-		// returns at once rather than at the end of its sleep slice; the
-		// others find nothing changed and sleep again.
-		stop := context.AfterFunc(ctx, func() { ipc.FutexWake(m.word(), math.MaxInt32) })
+		// Cancellation rings this waiter only.
+		stop := context.AfterFunc(ctx, m.waiter.Ring)
 		defer stop()
 	}
 	for {
@@ -269,17 +272,18 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 			}
 			s, lo = ns, want
 		}
-		timedOut, err := ipc.FutexWait(m.word(), lo, deadCheck)
-		if err != nil {
+		if lo&pidMask != 0 && m.ownerDead(s) {
+			if m.state().CompareAndSwap(s, m.me|fWaiters) {
+				return m.granted(true), nil
+			}
+			continue
+		}
+		// The owner is watched: its death ends the sleep as an unlock does.
+		if err := m.waiter.Sleep(m.word(), lo); err != nil {
 			m.abandon(ctx, slept)
 			return driver.Grant{}, err
 		}
 		slept = true
-		if timedOut && lo&pidMask != 0 && m.state().Load() == s && m.ownerDead(s) {
-			if m.state().CompareAndSwap(s, m.me|fWaiters) {
-				return m.granted(true), nil
-			}
-		}
 	}
 }
 
@@ -314,34 +318,22 @@ func (m *Mutex) abandon(ctx context.Context, slept bool) error {
 }
 
 // ownerDead reports whether the owner recorded in state s has died (see
-// ProcWatch.Dead). Errors reading /proc count as alive: taking a lock from a
+// ProcWatch.Dead), and otherwise watches it: the waiter's next sleep ends
+// when it exits. Errors reading /proc count as alive: taking a lock from a
 // live owner is worse than waiting.
 func (m *Mutex) ownerDead(s uint64) bool {
 	pid := int(uint32(s) & pidMask)
-	tag := uint32(s >> 32)
-	if pid == 0 {
-		return false
-	}
 	if pid == int(uint32(m.me)&pidMask) {
-		return tag != uint32(m.me>>32) // a process that had our pid before us
+		return uint32(s>>32) != uint32(m.me>>32) // a process that had our pid before us
 	}
-	owner := s & ownerMask
-	if m.watch != nil && m.watchS == owner {
-		dead, err := m.watch.Dead()
-		return err == nil && dead
-	}
-	m.unwatch()
-	w, dead, err := ipc.WatchProc(pid, tag)
-	if err != nil || dead {
-		return dead
-	}
-	m.watch, m.watchS = w, owner
-	return false
+	return m.waiter.Watch(pid, uint32(s>>32))
 }
 
-func (m *Mutex) unwatch() {
-	m.watch.Close()
-	m.watch, m.watchS = nil, 0
+// ownerGone is ownerDead for a caller that will not sleep: it watches
+// nothing.
+func (m *Mutex) ownerGone(s uint64) bool {
+	self := ipc.Proc{PID: int(uint32(m.me) & pidMask), Start: m.me >> 32}
+	return self.Outlived(int(uint32(s)&pidMask), uint32(s>>32))
 }
 
 // Release unlocks the grant g. If the lock is no longer g's (another handle
@@ -379,13 +371,26 @@ func (m *Mutex) unlockSlow(g driver.Grant) error {
 			return fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 		}
 		var next uint64
-		if lo&fStarving != 0 {
+		switch {
+		case lo&fStarving != 0:
 			next = fHandoff | fWaiters
+		case lo&fWaiters != 0 && m.wait().Load() > 1:
+			// More than the waiter woken below sleep: the flag stays, so
+			// that the next unlock wakes one too, whoever takes the lock
+			// meanwhile. Sleepers wake only so (they have no timeout), and
+			// one that has waited long must run to ask for a handoff.
+			next = fWaiters
 		}
 		if m.state().CompareAndSwap(s, next) {
 			if lo&fWaiters != 0 {
-				if _, err := ipc.FutexWake(m.word(), 1); err != nil {
+				n, err := ipc.FutexWake(m.word(), 1)
+				if err != nil {
 					return err
+				}
+				if n == 0 && next == fWaiters {
+					// Nobody sleeps (the count is approximate): the flag
+					// would only take the word path away.
+					m.state().CompareAndSwap(fWaiters, 0)
 				}
 			}
 			return nil
@@ -408,7 +413,6 @@ func (m *Mutex) Close() error {
 		return nil
 	}
 	m.closed = true
-	m.unwatch()
 	m.fileW.Stop()
 	return nil
 }

@@ -24,11 +24,14 @@
 // versions later, after the version has changed). Every access to the
 // region is atomic, so readers and writers never race in the memory model.
 //
-// Wait sleeps on a futex on the low half of the version word; a writer
-// wakes the sleepers after its commit when a waiter flag says someone may
-// sleep. A sleep also ends every second (a writer killed between its commit
-// and its wake-up wakes nobody), and a waiter whose context ends or whose
-// handle closes is woken by a futex wake of its own.
+// Wait sleeps, with no timeout, on a futex on the low half of the version
+// word; a writer wakes the sleepers after its commit when a waiter flag
+// says someone may sleep. A writer killed between its commit and its
+// wake-up wakes them by its exit: a writer wakes the sleepers when it
+// takes the writer word too, and they watch the process it names
+// (ipc.Waiter: a pidfd). A writer that finds the writer word held sleeps
+// on it the same way. A waiter whose context ends is woken by a ring of
+// its own.
 //
 // Versions are consecutive from 1 here. They last as long as the region's
 // file: removing it, or a reboot of a namespace on tmpfs, starts the name

@@ -9,7 +9,6 @@ import (
 	"math"
 	"runtime"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/batonlock/baton"
@@ -23,6 +22,7 @@ const (
 	offVersion = 8  // uint64: the committed version; futex on its low half
 	offWriter  = 16 // uint64: tag<<32 | pid of the writer, 0 when free
 	offWaiters = 24 // uint32: 1 when someone may sleep on the version
+	offWWait   = 28 // uint32: 1 when a writer may sleep on the writer word
 	hdrSize    = 64
 	slotHdr    = 64 // uint64 length of the data, then padding to a cache line
 	slotSize   = slotHdr + MaxData
@@ -31,9 +31,6 @@ const (
 	magic = 0x6276616c // "bval"
 )
 
-// sleepSlice bounds one futex sleep of Wait (see the package doc).
-const sleepSlice = time.Second
-
 // Value is one handle on a named value. It is safe for concurrent use; the
 // caller (the core) calls Close once no other call is in progress.
 type Value struct {
@@ -41,6 +38,7 @@ type Value struct {
 	version *atomic.Uint64
 	writer  *atomic.Uint64
 	waiters *atomic.Uint32
+	wwait   *atomic.Uint32
 	me      uint64 // this process in the writer word: tag<<32 | pid
 }
 
@@ -55,6 +53,7 @@ func OpenEntry(e ipc.Entry) (*Value, error) {
 	v.version = (*atomic.Uint64)(v.at(offVersion))
 	v.writer = (*atomic.Uint64)(v.at(offWriter))
 	v.waiters = (*atomic.Uint32)(v.at(offWaiters))
+	v.wwait = (*atomic.Uint32)(v.at(offWWait))
 	return v, nil
 }
 
@@ -66,8 +65,10 @@ func (v *Value) word(off int) *atomic.Uint64 { return (*atomic.Uint64)(v.at(off)
 func slot(n uint64) int { return hdrSize + int(n&1)*slotSize }
 
 // futexWord is the low half of the version word.
-func (v *Value) futexWord() *uint32 {
-	off := offVersion
+func (v *Value) futexWord() *uint32 { return v.low(offVersion) }
+
+// low returns the low half of the uint64 at off.
+func (v *Value) low(off int) *uint32 {
 	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 { // big endian
 		off += 4
 	}
@@ -126,9 +127,13 @@ func (v *Value) CompareAndSwap(ctx context.Context, old uint64, data []byte) (ui
 	if err := v.lock(ctx); err != nil {
 		return 0, err
 	}
+	if v.waiters.Load() != 0 {
+		// Sleepers look again and watch this writer (see Wait).
+		_, _ = ipc.FutexWake(v.low(offWriter), math.MaxInt32)
+	}
 	n := v.version.Load()
 	if n != old {
-		v.writer.Store(0)
+		v.unlock()
 		return n, baton.ErrConflict
 	}
 	next := n + 1
@@ -138,21 +143,32 @@ func (v *Value) CompareAndSwap(ctx context.Context, old uint64, data []byte) (ui
 	// The commit. It cannot fail while the writer word is ours; the CAS
 	// keeps the version from ever going back should it be otherwise.
 	ok := v.version.CompareAndSwap(n, next)
-	v.writer.Store(0)
+	if ok && v.waiters.Swap(0) != 0 {
+		// Before the writer word goes: waiters watch the process it
+		// names, so a writer killed between its commit and this wake
+		// still wakes them.
+		_, _ = ipc.FutexWake(v.futexWord(), math.MaxInt32)
+	}
+	v.unlock()
 	if !ok {
 		return v.version.Load(), baton.ErrConflict
-	}
-	if v.waiters.Swap(0) != 0 {
-		_, _ = ipc.FutexWake(v.futexWord(), math.MaxInt32)
 	}
 	return next, nil
 }
 
+// unlock gives the writer word back and wakes a writer that sleeps on it.
+func (v *Value) unlock() {
+	v.writer.Store(0)
+	if v.wwait.Swap(0) != 0 {
+		_, _ = ipc.FutexWake(v.low(offWriter), math.MaxInt32)
+	}
+}
+
 // lock takes the writer word. A writer holds it for the time of one copy,
-// so contenders spin and yield, and look for a dead holder every
-// millisecond.
+// so contenders spin and yield first; then they sleep on it, watching its
+// holder, and take it over once the holder is dead.
 func (v *Value) lock(ctx context.Context) error {
-	var since time.Time
+	var w *ipc.Waiter
 	for i := 0; ; i++ {
 		if v.writer.CompareAndSwap(0, v.me) {
 			return nil
@@ -164,15 +180,34 @@ func (v *Value) lock(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if since.IsZero() {
-			since = time.Now()
-		} else if time.Since(since) >= time.Millisecond {
-			since = time.Now()
-			if o := v.writer.Load(); o != 0 && o != v.me && v.dead(o) && v.writer.CompareAndSwap(o, v.me) {
+		o := v.writer.Load()
+		if o == 0 || o == v.me {
+			runtime.Gosched()
+			continue
+		}
+		if v.dead(o) {
+			if v.writer.CompareAndSwap(o, v.me) {
 				return nil
 			}
+			continue
 		}
-		time.Sleep(20 * time.Microsecond)
+		if w == nil {
+			w = new(ipc.Waiter)
+			defer w.Close()
+			if ctx.Done() != nil {
+				defer context.AfterFunc(ctx, w.Ring)()
+			}
+		}
+		// The holder's exit ends the sleep; it is dead for the takeover
+		// only once a zombie (see dead), which the exit makes it.
+		w.Watch(int(uint32(o)), uint32(o>>32))
+		v.wwait.Store(1)
+		if v.writer.Load() != o {
+			continue
+		}
+		if err := w.Sleep(v.low(offWriter), uint32(o)); err != nil {
+			return err
+		}
 	}
 }
 
@@ -186,28 +221,15 @@ func (v *Value) dead(o uint64) bool {
 	return !ok || p.Tag() != tag || state == 'Z' || state == 'X'
 }
 
-// Wait blocks until the version is not ver, ctx ends or its sleep is
-// ended by the caller's cancellation.
+// Wait blocks until the version is not ver or ctx ends. It sleeps with no
+// timeout, watching the process in the writer word (a writer wakes the
+// sleepers when it takes that word, so that they watch it): a writer
+// killed between its commit and its wake-up wakes them by its exit.
 func (v *Value) Wait(ctx context.Context, ver uint64) ([]byte, uint64, error) {
-	var leaving atomic.Bool
-	var kicked chan struct{}
+	var w ipc.Waiter
+	defer w.Close()
 	if ctx.Done() != nil {
-		kicked = make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			defer close(kicked)
-			// Repeated: a wake that comes between the waiter's last look
-			// and its sleep is lost.
-			for !leaving.Load() {
-				_, _ = ipc.FutexWake(v.futexWord(), math.MaxInt32)
-				time.Sleep(time.Millisecond)
-			}
-		})
-		defer func() {
-			leaving.Store(true)
-			if !stop() {
-				<-kicked
-			}
-		}()
+		defer context.AfterFunc(ctx, w.Ring)()
 	}
 	for {
 		n := v.version.Load()
@@ -218,10 +240,16 @@ func (v *Value) Wait(ctx context.Context, ver uint64) ([]byte, uint64, error) {
 			return nil, 0, err
 		}
 		v.waiters.Store(1)
+		o := v.writer.Load()
 		if v.version.Load() != ver {
 			continue
 		}
-		if _, err := ipc.FutexWait(v.futexWord(), uint32(ver), sleepSlice); err != nil {
+		if o != 0 {
+			w.Watch(int(uint32(o)), uint32(o>>32))
+		}
+		// On the writer word too: a writer that takes it after this look
+		// wakes the sleepers, so that they watch it.
+		if err := w.Sleep2(v.futexWord(), uint32(ver), v.low(offWriter), uint32(o)); err != nil {
 			return nil, 0, err
 		}
 	}

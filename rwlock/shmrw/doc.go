@@ -52,9 +52,9 @@
 // set readers wait, also after the holder has gone, so the waiting writer
 // gets the lock before new readers; a reader still gets in whenever no
 // writer holds or waits. The flag is a hint that the slots confirm: a
-// reader that finds it set with no writer holding for a whole sleep slice
-// looks for a live slot with the wait bit, and clears the flag when there
-// is none (the waiting writers died or gave up).
+// reader that finds it set with no writer holding looks for a live slot
+// with the wait bit (watching those processes while it sleeps), and clears
+// the flag when there is none (the waiting writers died or gave up).
 //
 // # Death
 //
@@ -63,10 +63,12 @@
 // takes the lock and records its owner), a reader in its slot (one store
 // sets the bit in a word that already names the process). A SIGKILL
 // between two instructions therefore leaves either nothing held or a hold
-// that names a process that no longer runs. Waiters sleep in slices of
-// deadCheck; when a slice ends with nothing changed they check the owner
-// they wait for (as the futex mutex does: gone, zombie, exiting, SIGKILL
-// pending, or its pid reused by a process with another start time), and
+// that names a process that no longer runs. Before it sleeps (with no
+// timeout), a waiter checks the processes it waits for, the writer or the
+// readers, and watches them (ipc.Waiter: a pidfd each), so that an exit
+// wakes it as a release would. It counts them dead as the futex mutex does
+// (gone, zombie, exiting, SIGKILL pending, or its pid reused by a process
+// with another start time), and
 // take a dead writer's word over (the grant reports Recovered when the
 // writer held the lock, not when it was still draining) or free a dead
 // reader's slot. A reclaimer reads the count before the owner and clears

@@ -70,7 +70,7 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 }
 
 // Remove removes the file of the lock name. Holders keep a mapping nobody
-// else opens, and their grants' loss fires within ipc.WatchEvery; later
+// else opens, and their grants' loss fires at once (ipc.PathChecker); later
 // openers get a new, free lock whose tokens start again from 1. It returns
 // an error matching fs.ErrNotExist when there is no such lock.
 func Remove(ns *ipc.Namespace, name string) error {

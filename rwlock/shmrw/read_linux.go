@@ -68,7 +68,7 @@ func (l *RW) rlock(ctx context.Context, wait bool) (driver.Grant, error) {
 	}
 	done := ctx.Done()
 	if done != nil {
-		stop := context.AfterFunc(ctx, func() { ipc.FutexWake(l.word, math.MaxInt32) })
+		stop := context.AfterFunc(ctx, l.waiter.Ring)
 		defer stop()
 	}
 	for {
@@ -92,13 +92,14 @@ func (l *RW) rlock(ctx context.Context, wait bool) (driver.Grant, error) {
 			}
 			s |= fWaiters
 		}
-		timedOut, err := ipc.FutexWait(l.word, uint32(s), deadCheck)
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		if timedOut && l.state.Load() == s {
-			_, held := l.recoverWord(s)
+		// recoverWord watches the writer, or the waiting writers, that
+		// keep this reader out: their exit ends the sleep.
+		if changed, held := l.recoverWord(s); changed {
 			recovered = recovered || held
+			continue
+		}
+		if err := l.waiter.Sleep(l.word, uint32(s)); err != nil {
+			return driver.Grant{}, err
 		}
 	}
 }

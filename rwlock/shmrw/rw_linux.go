@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/batonlock/baton"
@@ -50,7 +49,6 @@ const (
 	slotCount = 8
 	countLow  = 0xffffffff
 
-	deadCheck   = time.Millisecond
 	maxTryAgain = 8
 )
 
@@ -77,6 +75,11 @@ type RW struct {
 	rsync  *atomic.Uint64 // race-detector edge (race.go)
 	freed  *atomic.Bool   // the slot was given back
 	closed bool
+
+	// The sleep of a waiting call, and whether one is in progress (then
+	// dead watches the processes it checks).
+	waiter   ipc.Waiter
+	sleeping bool
 
 	loss      *driver.Loss
 	gone      atomic.Bool
@@ -181,8 +184,8 @@ func (l *RW) countAt(i int) *atomic.Uint64 {
 }
 
 // Acquire takes the lock in mode, waiting until it can, or until ctx is
-// done: then it returns an error matching ctx.Err() within about a
-// millisecond and holds nothing.
+// done: then it returns an error matching ctx.Err() at once and holds
+// nothing.
 func (l *RW) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	if mode == driver.Shared && !l.closed {
 		// tryRead spelled out.
@@ -223,6 +226,12 @@ func (l *RW) acquire(ctx context.Context, mode driver.Mode, wait bool) (driver.G
 		g   driver.Grant
 		err error
 	)
+	if wait {
+		// The watches end with the call: a watch keeps its Waiter, and
+		// with it the handle, reachable.
+		l.sleeping = true
+		defer func() { l.sleeping = false; l.waiter.Close() }()
+	}
 	if mode == driver.Shared {
 		g, err = l.rlock(ctx, wait)
 	} else {

@@ -77,5 +77,11 @@ func (l *RW) raise(i int) {
 
 // dead reports whether the process named by v (tag<<32 | pid, other bits
 // ignored) has died. Errors count as alive: taking a live holder's share
-// is worse than waiting.
-func (l *RW) dead(v uint64) bool { return l.self.Outlived(int(v&pidMask), uint32(v>>32)) }
+// is worse than waiting. In a call that may sleep, a live process is
+// watched too, so that its exit ends the sleep.
+func (l *RW) dead(v uint64) bool {
+	if l.sleeping {
+		return l.waiter.Watch(int(v&pidMask), uint32(v>>32))
+	}
+	return l.self.Outlived(int(v&pidMask), uint32(v>>32))
+}

@@ -49,7 +49,7 @@ func (l *RW) wclaim(ctx context.Context, wait bool) (recovered bool, err error) 
 	}()
 	done := ctx.Done()
 	if wait && done != nil {
-		stop := context.AfterFunc(ctx, func() { ipc.FutexWake(l.word, math.MaxInt32) })
+		stop := context.AfterFunc(ctx, l.waiter.Ring)
 		defer stop()
 	}
 	for tries := 0; ; tries++ {
@@ -90,14 +90,14 @@ func (l *RW) wclaim(ctx context.Context, wait bool) (recovered bool, err error) 
 			}
 			s = want
 		}
-		timedOut, err := ipc.FutexWait(l.word, uint32(s), deadCheck)
-		if err != nil {
-			return false, err
-		}
-		if timedOut && l.state.Load() == s && l.dead(s) {
+		if l.dead(s) { // and otherwise watched: its exit ends the sleep
 			if l.state.CompareAndSwap(s, l.me|s&(fWW|fWaiters)) {
 				return s&fDrain == 0, nil
 			}
+			continue
+		}
+		if err := l.waiter.Sleep(l.word, uint32(s)); err != nil {
+			return false, err
 		}
 	}
 }
@@ -173,10 +173,7 @@ func (l *RW) drainReaders(ctx context.Context, wait bool) error {
 	defer l.clearFlag(fDrain)
 	dw := (*uint32)(unsafe.Pointer(l.drain))
 	if done := ctx.Done(); done != nil {
-		stop := context.AfterFunc(ctx, func() {
-			l.drain.Add(1)
-			ipc.FutexWake(dw, math.MaxInt32)
-		})
+		stop := context.AfterFunc(ctx, l.waiter.Ring)
 		defer stop()
 	}
 	for {
@@ -187,12 +184,13 @@ func (l *RW) drainReaders(ctx context.Context, wait bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		timedOut, err := ipc.FutexWait(dw, d, deadCheck)
-		if err != nil {
-			return err
+		// Dead readers are freed, live ones watched: a reader's exit
+		// ends the sleep as its leaving does.
+		if !l.reapReaders(rs) {
+			continue
 		}
-		if timedOut {
-			l.reapReaders(rs)
+		if err := l.waiter.Sleep(dw, d); err != nil {
+			return err
 		}
 	}
 }

@@ -35,10 +35,16 @@
 // leaves the count either before or after that instruction, and either way
 // the number is exactly what the dead process held (an acquisition that
 // had added but not yet summed holds its n, which is freed with the rest).
-// A waiter that finds too few permits for a whole sleep slice (deadCheck)
-// looks for slots with a count whose process is dead (gone, zombie,
-// exiting, SIGKILL pending, or a later process with the same pid), sets
-// their count to zero and frees the slot. The count shares its word with a
+// Waiters sleep with no timeout, each watching (ipc.Waiter: a pidfd per
+// process) the processes whose death it would have to repair: the head of
+// the queue the processes with handles, holders among them (a handle
+// that takes past a head rings it once, which then watches its process
+// too), every other waiter the
+// nearest waiter ahead of it (a waiter that leaves the queue rings the one
+// behind it). A waiter woken by a death looks for slots with a count whose
+// process is dead (gone, zombie, exiting, SIGKILL pending, or a later
+// process with the same pid), sets their count to zero and frees the
+// slot, or drops the ticket of a dead waiter ahead. The count shares its word with a
 // generation that every claim of the slot advances, and is cleared by a
 // compare-and-swap of the whole word read before the owner was: so a slow
 // reclaimer can never clear the count of a handle that claimed the slot

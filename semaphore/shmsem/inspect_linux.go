@@ -55,7 +55,7 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 }
 
 // Remove removes the file of the semaphore name. Holders keep a mapping
-// nobody else opens, and their grants' loss fires within ipc.WatchEvery;
+// nobody else opens, and their grants' loss fires at once (ipc.PathChecker);
 // later openers get a new semaphore with every permit free. It returns an
 // error matching fs.ErrNotExist when there is no such semaphore.
 func Remove(ns *ipc.Namespace, name string) error {

@@ -47,7 +47,6 @@ const (
 	tTaking    = 1 << 32 // taking a ticket
 	tHas       = 1 << 33 // low half: the ticket
 
-	deadCheck   = time.Millisecond
 	starveAfter = time.Millisecond
 	maxSpin     = 64
 )
@@ -76,6 +75,8 @@ type Sem struct {
 	rsync    *atomic.Uint64
 	freed    *atomic.Bool
 	closed   atomic.Bool
+	waiter   ipc.Waiter    // the sleep of Acquire; it watches whom it waits on
+	kicked   atomic.Uint64 // 1<<32 | the head last kicked by kickHeadOnce
 
 	loss      *driver.Loss
 	gone      atomic.Bool
@@ -304,6 +305,9 @@ func (s *Sem) take(n int64, head bool) bool {
 	s.held.Add(uint64(n))
 	if head || s.starve.Load() == 0 || queueEmpty(s.tickets.Load()) {
 		if s.sum() <= s.capacity {
+			if !head {
+				s.kickHeadOnce()
+			}
 			return true
 		}
 	}
@@ -316,6 +320,19 @@ func (s *Sem) take(n int64, head bool) bool {
 }
 
 func queueEmpty(t uint64) bool { return uint32(t>>32) == uint32(t) }
+
+// kickHeadOnce wakes the head of the queue, if anyone queues, the first
+// time this handle takes permits past it: the head watches the processes
+// of the handles (see watchHolders), and looks again to watch this one's.
+func (s *Sem) kickHeadOnce() {
+	t := s.tickets.Load()
+	if queueEmpty(t) {
+		return
+	}
+	if k := 1<<32 | uint64(uint32(t)); s.kicked.Swap(k) != k {
+		s.kick()
+	}
+}
 
 // kickIfQueued wakes the head of the queue, if anyone queues.
 func (s *Sem) kickIfQueued() { s.kick() }

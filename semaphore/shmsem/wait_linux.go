@@ -12,14 +12,13 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/internal/host/shm"
-	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
 
 // Acquire takes n permits, waiting in FIFO order behind the acquisitions
 // of every process that queued before it, until ctx is done: then it
-// returns an error matching ctx.Err() within about a millisecond, holds
-// nothing and has left the queue.
+// returns an error matching ctx.Err() at once, holds nothing and has
+// left the queue.
 func (s *Sem) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	if err := s.check(n); err != nil {
 		return driver.Grant{}, err
@@ -27,9 +26,12 @@ func (s *Sem) Acquire(ctx context.Context, n int64) (driver.Grant, error) {
 	if s.take(n, false) {
 		return s.grant(n), nil
 	}
+	// The watches end with the call: a watch keeps its Waiter, and with
+	// it the handle, reachable.
+	defer s.waiter.Close()
 	done := ctx.Done()
 	if done != nil {
-		stop := context.AfterFunc(ctx, func() { ring(s.bell) })
+		stop := context.AfterFunc(ctx, s.waiter.Ring)
 		defer stop()
 	}
 	bell := (*uint32)(unsafe.Pointer(s.bell))
@@ -102,18 +104,25 @@ queue:
 					}
 					continue
 				}
+				// The head watches the holders: a holder's exit ends its
+				// sleep as a release does.
+				if s.watchHolders() {
+					continue
+				}
 			case int32(my-serve) < 0:
-				// Skipped while this waiter was slow to record its ticket.
+				// Skipped while this waiter was slow to record its ticket:
+				// the one behind it may be watching it.
+				s.ringBehind(my)
 				continue queue
 			default:
-				if s.headGone(serve, false) {
+				if s.headGone(serve, false) || s.watchAhead(my, serve) {
 					continue
 				}
 			}
 			if !s.bell.CompareAndSwap(w, w|1) {
 				continue // rung meanwhile
 			}
-			timedOut, err := ipc.FutexWait(bell, w|1, deadCheck)
+			err := s.waiter.Sleep(bell, w|1)
 			for {
 				v := s.bell.Load()
 				if v&1 == 0 || s.bell.CompareAndSwap(v, v&^1) {
@@ -124,17 +133,79 @@ queue:
 				s.leave(my)
 				return driver.Grant{}, err
 			}
-			if timedOut && s.bell.Load() == w {
-				// A whole slice with no news: the head checks for dead
-				// holders, the others for a dead head (the next in line
-				// may be dead too).
-				if serve == my {
-					s.reclaimDead()
-				} else {
-					s.headGone(serve, true)
-				}
-			}
 		}
+	}
+}
+
+// watchHolders watches, for the head of the queue, the processes that
+// have handles on the semaphore, those that hold permits among them; it
+// reports whether it found one dead and freed what it held. A handle of a
+// process opened since takes permits past the head only after waking it
+// (kickHeadOnce), so that it is watched too.
+func (s *Sem) watchHolders() bool {
+	for i := range int(s.bound.Load()) {
+		id, _, _ := s.slotAt(i)
+		if v := id.Load(); v != 0 && v != s.me && s.waiter.Watch(int(v&pidMask), uint32(v>>32)) {
+			return s.reclaimDead()
+		}
+	}
+	return false
+}
+
+// watchAhead watches the process of the nearest waiter ahead of ticket my
+// (and of slots taking a ticket, which may be ahead), for a waiter behind
+// the head. So the death of any waiter is seen by the live waiter behind
+// it: a waiter that leaves rings the one behind it, which then watches
+// the next one ahead. It reports whether it dropped a dead waiter's
+// ticket, after which the caller looks again.
+func (s *Sem) watchAhead(my, serve uint32) bool {
+	best, bt := -1, uint32(0)
+	for i := range int(s.bound.Load()) {
+		id, _, tk := s.slotAt(i)
+		t := tk.Load()
+		if t == tTaking {
+			if v := id.Load(); v != s.me && v != 0 && s.waiter.Watch(int(v&pidMask), uint32(v>>32)) {
+				return tk.CompareAndSwap(t, 0)
+			}
+			continue
+		}
+		if t&tHas == 0 {
+			continue
+		}
+		n := uint32(t)
+		if int32(n-serve) < 0 || int32(my-n) <= 0 {
+			continue
+		}
+		if best < 0 || int32(n-bt) > 0 {
+			best, bt = i, n
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	id, _, tk := s.slotAt(best)
+	if v := id.Load(); v != 0 && s.waiter.Watch(int(v&pidMask), uint32(v>>32)) {
+		return tk.CompareAndSwap(tHas|uint64(bt), 0)
+	}
+	return false
+}
+
+// ringBehind rings the nearest waiter behind ticket my, which watches the
+// waiter of my: it looks again for the one ahead of it.
+func (s *Sem) ringBehind(my uint32) {
+	best, bt := -1, uint32(0)
+	for i := range int(s.bound.Load()) {
+		_, _, tk := s.slotAt(i)
+		t := tk.Load()
+		if t&tHas == 0 {
+			continue
+		}
+		if n := uint32(t); int32(n-my) > 0 && (best < 0 || int32(n-bt) < 0) {
+			best, bt = i, n
+		}
+	}
+	if best >= 0 {
+		ring(s.bellAt(best))
 	}
 }
 
@@ -144,6 +215,7 @@ func (s *Sem) leave(my uint32) {
 	s.ticket.Store(0)
 	s.advance(my)
 	s.kick()
+	s.ringBehind(my)
 }
 
 // advance moves the served ticket from h to h+1, if it is still h.

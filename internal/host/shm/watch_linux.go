@@ -21,7 +21,7 @@ func WatchFile(r *ipc.Region, gone *atomic.Bool, loss *driver.Loss, removed erro
 		return 0, 0, nil, err
 	}
 	dev, ino = uint64(st.Dev), st.Ino
-	stop = ipc.WatchLoss(func() error {
+	stop = ipc.WatchFileLoss(path, func() error {
 		var st unix.Stat_t
 		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
 			gone.Store(true)

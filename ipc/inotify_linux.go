@@ -1,0 +1,114 @@
+//go:build linux
+
+package ipc
+
+import (
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The process's inotify instance, which follows the files of watched
+// handles (PathChecker): one descriptor, read by a goroutine parked in
+// Go's poller.
+var inotify struct {
+	tried bool // guarded by watcher.mu
+	fd    int  // -1: none (the limit of instances, or no inotify)
+	f     *os.File
+	wds   map[int][]*Watch // guarded by watcher.mu
+}
+
+// inotifyMask: the link count changed (removed, or renamed over), or the
+// file itself was moved or freed.
+const inotifyMask = unix.IN_ATTRIB | unix.IN_MOVE_SELF | unix.IN_DELETE_SELF
+
+// inotifyAdd follows path for w and returns the watch descriptor, or -1
+// when inotify cannot (w is then checked every WatchEvery). Called with
+// watcher.mu held.
+func inotifyAdd(path string, w *Watch) int {
+	if !inotify.tried {
+		inotify.tried = true
+		inotify.fd = -1
+		fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+		if err != nil {
+			return -1
+		}
+		inotify.fd, inotify.f = fd, os.NewFile(uintptr(fd), "inotify")
+		inotify.wds = map[int][]*Watch{}
+		go inotifyRead(inotify.f)
+	}
+	if inotify.fd < 0 {
+		return -1
+	}
+	wd, err := unix.InotifyAddWatch(inotify.fd, path, inotifyMask)
+	if err != nil {
+		return -1
+	}
+	inotify.wds[wd] = append(inotify.wds[wd], w)
+	return wd
+}
+
+// inotifyRemove ends w's use of wd. Called with watcher.mu held.
+func inotifyRemove(wd int, w *Watch) {
+	ws := inotify.wds[wd]
+	for i, x := range ws {
+		if x == w {
+			ws[i] = ws[len(ws)-1]
+			ws[len(ws)-1] = nil
+			ws = ws[:len(ws)-1]
+			break
+		}
+	}
+	if len(ws) > 0 {
+		inotify.wds[wd] = ws
+		return
+	}
+	delete(inotify.wds, wd)
+	_, _ = unix.InotifyRmWatch(inotify.fd, uint32(wd))
+}
+
+// inotifyClose closes the instance, which follows no file any more, with
+// the watcher's goroutine. Called with watcher.mu held.
+func inotifyClose() {
+	if inotify.f != nil {
+		inotify.f.Close()
+	}
+	inotify.tried, inotify.fd, inotify.f, inotify.wds = false, -1, nil, nil
+}
+
+// inotifyRead checks the registrations of every file an event names.
+func inotifyRead(f *os.File) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	var buf [4096]byte
+	for {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, rerr = unix.Read(int(fd), buf[:])
+			return rerr != unix.EAGAIN
+		})
+		if err != nil || rerr != nil {
+			if rerr == unix.EINTR {
+				continue
+			}
+			return
+		}
+		var ws []*Watch
+		watcher.mu.Lock()
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			ws = append(ws, inotify.wds[int(ev.Wd)]...)
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+		cs := make([]Checker, len(ws))
+		for i, w := range ws {
+			cs[i] = w.c
+		}
+		watcher.mu.Unlock()
+		checkWatches(ws, cs)
+	}
+}

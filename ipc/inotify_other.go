@@ -1,0 +1,8 @@
+//go:build !linux
+
+package ipc
+
+// Without inotify every registration is checked every WatchEvery.
+func inotifyAdd(path string, w *Watch) int { return -1 }
+func inotifyRemove(wd int, w *Watch)       {}
+func inotifyClose()                        {}
