@@ -59,6 +59,8 @@ type Suite struct {
 	// Objects, when set, lists the backend's objects (files, keys) for cfg;
 	// the bad-input tests check that refused calls create none.
 	Objects func(cfg string) ([]string, error)
+	// Reclaim, when set, runs the tests of reclaim (reclaim.go).
+	Reclaim *Reclaim
 }
 
 const (
@@ -167,6 +169,9 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"CrossProcessSemaphore", testCrossProcessSem, s.Caps.CrossProcess && s.Caps.Semaphore},
 		{"KillHolder", testKillHolder, s.Caps.CrossProcess && s.Caps.KillBound > 0},
 		{"Value", testValue, true},
+		{"ReclaimTokens", testReclaimTokens, s.Reclaim != nil},
+		{"ReclaimResidue", testReclaimResidue, s.Reclaim != nil},
+		{"ReclaimRace", testReclaimRace, s.Reclaim != nil && s.Caps.CrossProcess},
 	}, checkLeaks)
 }
 
@@ -251,6 +256,7 @@ type helperArgs struct {
 	MaxN        int64 // semaphore: largest request
 	Kind        string
 	HoldFor     time.Duration
+	Window      time.Duration // reclaim: the turn of each name
 }
 
 func encodeArgs(a helperArgs) string {
