@@ -166,6 +166,29 @@ func (b *backend) ensure(path string, data []byte) error {
 	return nil
 }
 
+// remove deletes node n and, in the same transaction, its queue and the
+// name's directory when n was the queue's last node, so that an idle name
+// leaves no znode. While other nodes are queued the transaction is refused
+// as a whole (ErrNotEmpty) and n alone is deleted. Tokens are creation
+// zxids, which never go back, so a name made again draws above every token
+// it gave before; a creation that races the deletion makes the queue again
+// (create).
+func (b *backend) remove(n *node) error {
+	dir := n.q[:len(n.q)-len("/q")]
+	_, err := b.c.Multi(&zk.DeleteRequest{Path: n.path, Version: -1},
+		&zk.DeleteRequest{Path: n.q, Version: -1}, &zk.DeleteRequest{Path: dir, Version: -1})
+	if errors.Is(err, zk.ErrNotEmpty) {
+		return b.c.Delete(n.path, -1)
+	}
+	return err
+}
+
+// tidy deletes the queue and directory of a name if the queue is empty,
+// as remove does, for the nodes that others delete (a Cond's waiters).
+func (b *backend) tidy(dir string) {
+	_, _ = b.c.Multi(&zk.DeleteRequest{Path: dir + "/q", Version: -1}, &zk.DeleteRequest{Path: dir, Version: -1})
+}
+
 // entry is one node of a queue.
 type entry struct {
 	name string
@@ -232,7 +255,11 @@ func (b *backend) create(ctx context.Context, dir string, dirData []byte, tag by
 	n := &node{e: e, q: q, id: b.newID()}
 	prefix := q + "/" + string(tag) + "-" + n.id + "-"
 	do := func() error {
-		for range 2 {
+		// A queue found missing was never made, or was deleted with its
+		// directory as the name went idle (remove): make both again. A
+		// releaser can delete them again before this node is in; then the
+		// next round makes them once more.
+		for range 8 {
 			res, err := b.c.Multi(
 				&zk.CreateRequest{Path: prefix, Data: data, Acl: b.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
 				&zk.SetDataRequest{Path: q, Version: -1},
@@ -250,7 +277,9 @@ func (b *backend) create(ctx context.Context, dir string, dirData []byte, tag by
 			if err := b.ensure(dir, dirData); err != nil {
 				return err
 			}
-			if err := b.ensure(q, nil); err != nil {
+			// Not ensure: a directory deleted again meanwhile must be
+			// made with its data, by the next round.
+			if _, err := b.c.Create(q, nil, 0, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
 				return err
 			}
 		}
