@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +24,8 @@ type Reclaim struct {
 	// After: the state of a name is gone within this of its last Close
 	// (0: at once).
 	After time.Duration
-	// Names is the number of distinct names of the residue test (0: 2,000).
+	// Names is the number of distinct names of the residue test (0: 2,000;
+	// the environment variable BATON_LOCKTEST_RECLAIM_NAMES overrides it).
 	Names int
 	// NoSemaphore: the backend keeps a semaphore's state (its capacity)
 	// after it went idle, so the residue test uses none.
@@ -116,6 +118,9 @@ func testReclaimTokens(t *testing.T, e *env) {
 func testReclaimResidue(t *testing.T, e *env) {
 	ctx := context.Background()
 	n := e.s.Reclaim.Names
+	if v, err := strconv.Atoi(os.Getenv("BATON_LOCKTEST_RECLAIM_NAMES")); err == nil && v > 0 {
+		n = v // to measure with more names than a test run uses
+	}
 	if n == 0 {
 		n = 2000
 	}
@@ -143,6 +148,17 @@ func testReclaimResidue(t *testing.T, e *env) {
 	}
 	peak := e.residue(t)
 	took := e.reclaimWait(t, base)
+	// What the Inspector lists (baton ls) is what exists: none of them.
+	if in, isIn := b.(baton.Inspector); isIn {
+		infos, err := in.List(ctx)
+		ok(t, "List", err)
+		for _, info := range infos {
+			if strings.HasPrefix(info.Name, prefix+"-") {
+				t.Errorf("List shows %s %q after it was reclaimed", info.Kind, info.Name)
+				break
+			}
+		}
+	}
 	t.Logf("%d names: residue %d before, %d after the last Close, back to at most %d in %v (bound checked: no more than before)",
 		n, base, peak, base, took.Round(time.Millisecond))
 }
