@@ -26,9 +26,11 @@ var (
 
 // reclaim: a name's token counter goes a TTL (testQuery's 2 s) after its
 // last grant, its other keys a second after the last lease or queue entry.
+// After is that TTL, so that the race test's names come back just as their
+// counters expire.
 var reclaim = &locktest.Reclaim{
 	Residue: func(cfg string) (int, error) { return redistest.Residue(cfg, DefaultPrefix) },
-	After:   3 * time.Second,
+	After:   2 * time.Second,
 }
 
 func TestMain(m *testing.M) { locktest.Main(m, suiteSingle, suiteCluster) }
