@@ -126,6 +126,8 @@ func runHelper(role string, suites []Suite) int {
 		err = helperSem(b, a)
 	case "hold":
 		err = helperHold(b, a)
+	case "reclaim":
+		err = helperReclaim(b, a)
 	case "value-cas", "value-churn":
 		err = helperValue(b, role, a)
 	case "queue-worker", "queue-producer":

@@ -66,6 +66,8 @@ type Suite struct {
 	// KillSession, when set, ends a hold's session on the server (see
 	// SessionKiller) for the SessionKilled test.
 	KillSession SessionKiller
+	// Reclaim, when set, runs the tests of reclaim (reclaim.go).
+	Reclaim *Reclaim
 }
 
 const (
@@ -195,6 +197,9 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"SessionKilled", testSessionKilled, s.KillSession != nil},
 		{"Value", testValue, true},
 		{"Queue", testQueue, true},
+		{"ReclaimTokens", testReclaimTokens, s.Reclaim != nil},
+		{"ReclaimResidue", testReclaimResidue, s.Reclaim != nil},
+		{"ReclaimRace", testReclaimRace, s.Reclaim != nil && s.Caps.CrossProcess},
 	}, checkLeaks)
 }
 
@@ -279,7 +284,8 @@ type helperArgs struct {
 	MaxN        int64 // semaphore: largest request
 	Kind        string
 	HoldFor     time.Duration
-	Dir         string // queue: where workers keep fences and logs
+	Dir         string        // queue: where workers keep fences and logs
+	Window      time.Duration // reclaim: the turn of each name
 }
 
 func encodeArgs(a helperArgs) string {

@@ -87,8 +87,11 @@
 // later. Unlock deletes the hold's key only if it is still the same key
 // (compared by create revision), so it never releases another holder's
 // lock; when the key is already gone it returns an error matching
-// baton.ErrLost. Semaphore capacity keys stay until removed (Inspector's
-// Remove, or `baton rm`).
+// baton.ErrLost. Every other key of a name is a hold or a queued request,
+// so a free name leaves no key (the tokens are revisions, global to the
+// cluster). Semaphore capacity keys stay until removed (Inspector's
+// Remove, or `baton rm`): open handles take the key's deletion for a
+// Remove, so it cannot go with the last hold.
 //
 // A waiter (Mutex, RWMutex, Semaphore, Cond, and Value's Wait) is
 // granted or fails with an error when the member that serves its watch

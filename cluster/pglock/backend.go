@@ -159,7 +159,10 @@ func (b *backend) schema(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, b.q(schemaSQL), pgx.QueryExecModeSimpleProtocol); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, b.q(ttlSQL), b.ms)
+		if _, err := tx.Exec(ctx, b.q(ttlSQL), b.ms); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, b.q(sweepSQL))
 		return err
 	})
 	if err != nil {

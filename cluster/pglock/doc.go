@@ -55,7 +55,11 @@
 // exclusive hold therefore records on the name's row of baton_leases until
 // when its lease runs, renewals push that back and the release clears it;
 // the next holder of the name, reader or writer, waits out a lease left
-// there before its Lock returns. A holder that dies thus frees a Mutex or
+// there before its Lock returns. A release deletes the row unless it keeps
+// a lease that still runs, so a free name has none (baton ls shows held
+// names only); the row of a holder that died goes once its lease ran out,
+// when the next Backend sets up the schema or the name is next released.
+// A semaphore keeps its capacity row. A holder that dies thus frees a Mutex or
 // a write lock after its TTL. The table is UNLOGGED, so its writes cost no
 // WAL, and the server empties it after a crash: a marker row says when it
 // was last found empty, and a name without a row waits until the marker is
@@ -79,8 +83,8 @@
 // an exclusive holder also shows its token and what is left of its lease. Remove of a Mutex or RWMutex gives its lease row
 // a new token, so that the exclusive holder's renewals fail, and ends the
 // sessions that hold it, so that the lock is free and every holder's Loss
-// fires; the row stays, with the lease it had, so tokens keep increasing
-// and the next holder waits that lease out. Remove of a Semaphore deletes
+// fires; the row stays, with the lease it had, so the next holder waits
+// that lease out. Remove of a Semaphore deletes
 // its capacity row and ends the sessions holding permits; of a Cond, its
 // registrations, which wakes the waiters. Ending another role's sessions
 // needs the privileges of pg_signal_backend.

@@ -15,7 +15,8 @@ import (
 // the next.
 //
 // The lease of an exclusive hold is a row of baton_leases, an UNLOGGED
-// table: its writes make no WAL and wait for no disk. The price is that
+// table, which the release deletes unless it keeps a lease that still runs
+// (so a free name has no row; tokens are the sequence's): its writes make no WAL and wait for no disk. The price is that
 // the server empties it after a crash (or a failover), leases and all. So
 // the table keeps a marker row (empty kind and name), whose expires is a
 // lease after the table was last found empty: an acquisition that finds no
@@ -106,6 +107,14 @@ SELECT count(setval('baton_token_seq', nextval('baton_token_seq') + $1::bigint))
 const ttlSQL = `INSERT INTO baton_tokens AS t (kind, name, n) VALUES ('ttl', '', $1::bigint)
 ON CONFLICT (kind, name) DO UPDATE SET n = EXCLUDED.n WHERE t.n < EXCLUDED.n`
 
+// sweepSQL deletes the lease rows that keep no running lease: a release
+// deletes its name's row (unlockXSQL, unlockSSQL), so what this finds is
+// the rows of holders whose session ended without a release, once their
+// lease ran out, and of names whose lease Remove left. Every Backend runs
+// it once, at schema setup; until then such a row waits for the name's
+// next holder, whose release deletes it.
+const sweepSQL = `DELETE FROM baton_leases WHERE kind <> '' AND NOT coalesce(expires > clock_timestamp(), false)`
+
 // crashGap is how far the sequence moves when the marker is missing. A
 // session hands out up to 32 steps of the sequence past what the server
 // has flushed, and a server has fewer than 2^18 sessions; an asynchronous
@@ -113,7 +122,7 @@ ON CONFLICT (kind, name) DO UPDATE SET n = EXCLUDED.n WHERE t.n < EXCLUDED.n`
 const crashGap = 1 << 36
 
 func init() {
-	statements = append(statements, lockXSQL, tryXSQL, lockSSQL, trySSQL, drawXSQL, drawSSQL, markSQL, ttlSQL)
+	statements = append(statements, lockXSQL, tryXSQL, lockSSQL, trySSQL, drawXSQL, drawSSQL, markSQL, ttlSQL, sweepSQL)
 }
 
 // remark puts the marker back on c (whose session holds the lock) and

@@ -17,11 +17,15 @@ import (
 const (
 	// $1 key, $2 idle timeout to restore, $3 kind, $4 name, $5 token. A
 	// previous holder's lease that still runs (an acquisition given up
-	// while waiting it out) is put back.
-	unlockXSQL = `WITH c AS MATERIALIZED (UPDATE baton_leases SET expires =
-	CASE WHEN prev_expires > clock_timestamp() THEN prev_expires END
-	WHERE kind = $3 AND name = $4 AND n = $5 RETURNING 1),
-u AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS ok FROM (SELECT count(*) FROM c) x),
+	// while waiting it out) is put back; otherwise the row goes, so that a
+	// free name keeps none (the token is the sequence's, not the row's; the
+	// next holder's upsert waits for the delete's row lock and inserts
+	// anew).
+	unlockXSQL = `WITH c AS MATERIALIZED (UPDATE baton_leases SET expires = prev_expires
+	WHERE kind = $3 AND name = $4 AND n = $5 AND prev_expires > clock_timestamp() RETURNING 1),
+d AS MATERIALIZED (DELETE FROM baton_leases
+	WHERE kind = $3 AND name = $4 AND n = $5 AND NOT coalesce(prev_expires > clock_timestamp(), false) RETURNING 1),
+u AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS ok FROM (SELECT (SELECT count(*) FROM c) + (SELECT count(*) FROM d)) x),
 x AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false) FROM u)
 SELECT ok FROM u, x`
 
@@ -29,7 +33,12 @@ SELECT ok FROM u, x`
 	renewSQL = `UPDATE baton_leases SET expires = clock_timestamp() + $4::bigint * interval '1 millisecond'
 WHERE kind = $1 AND name = $2 AND n = $3`
 
-	unlockSSQL = `WITH u AS MATERIALIZED (SELECT pg_advisory_unlock_shared($1) AS ok),
+	// $1 key, $2 idle timeout to restore, $3 kind, $4 name. The name's row
+	// goes unless it keeps a lease that still runs (readers keep none of
+	// their own; other readers holding lose nothing by it).
+	unlockSSQL = `WITH d AS MATERIALIZED (DELETE FROM baton_leases
+	WHERE kind = $3 AND name = $4 AND NOT coalesce(expires > clock_timestamp(), false) RETURNING 1),
+u AS MATERIALIZED (SELECT pg_advisory_unlock_shared($1) AS ok FROM (SELECT count(*) FROM d) x),
 x AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false) FROM u)
 SELECT ok FROM u, x`
 
@@ -215,7 +224,7 @@ func (d *lockDriver) unlockSQL(shared bool) string {
 
 func (d *lockDriver) unlockArgs(shared bool, prev string, tok int64) []any {
 	if shared {
-		return []any{d.key, prev}
+		return []any{d.key, prev, d.base[0], d.base[1]}
 	}
 	return []any{d.base[2], prev, d.base[0], d.base[1], tok}
 }

@@ -77,6 +77,19 @@
 // counter stays behind the server's clock, and the restart guarantee holds,
 // while a name is taken on the server fewer than 62,500 times a second.)
 //
+// The counter is not kept forever: each grant sets it to expire one TTL
+// after the later of now and the instant the server clock passes the last
+// token it reserved. So an idle name leaves no key a TTL after its last
+// grant (later, if it was taken faster than the clock), and tokens still
+// increase across that: while the key exists the next token is above it,
+// and once it is gone the server clock, where a new counter starts, is past
+// every token it gave. Across a failover the expiry is an absolute time,
+// replicated with the key, so a promoted replica keeps the counter until
+// its own clock is past the tokens too; only a counter the old master had
+// already expired and deleted can start again below them, and only if the
+// new master's clock is behind the old one's by more than a TTL, which
+// would end leases early anyway.
+//
 // # A server that loses its data
 //
 // A server restarted without persistence forgets the leases it gave and
@@ -128,12 +141,15 @@
 //
 // Each name uses a handful of keys under the prefix (default "baton:"); they
 // expire one second after the last lease or queue entry ends (a Mutex's hold
-// key with its lease), except the token counter, a semaphore's capacity,
-// values and the markers (see above), which stay.
+// key with its lease), a semaphore's capacity with them (a handle opened
+// later may then store another capacity, and the handles of the old one find
+// theirs mismatched), and the token counter as Fencing tokens says. What
+// stays whatever the names used is values, which hold data, and the
+// markers (see above): one per server, or per hash slot of a Cluster.
 //
 // A Mutex keeps its hold in one key whose expiry is the lease, so that an
-// uncontended Lock and Unlock are one short script each (three and two
-// commands) with no clock read on the server; the start of such a hold, as
+// uncontended Lock and Unlock are one short script each (five and two
+// commands; the clock is read for the counter's expiry); the start of such a hold, as
 // inspection shows it, is the client's clock. An RWMutex keeps its holders
 // in a sorted set. A call that fails on
 // the network returns the error; a hold it may have taken expires with its

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/cluster/internal/redistest"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/locktest"
 )
@@ -17,11 +18,20 @@ func openCfg(cfg string) (baton.Backend, error) { return OpenURL(context.Backgro
 var (
 	suiteSingle = locktest.Suite{Name: "redis", Open: openCfg, KillSession: killSession, Caps: locktest.Caps{
 		RWMutex: true, Semaphore: true, Cond: true, Value: true, CrossProcess: true,
-		KillBound: 6 * time.Second, Acquisitions: 3000, Lease: true}}
+		KillBound: 6 * time.Second, Acquisitions: 3000, Lease: true}, Reclaim: reclaim}
 	suiteCluster = locktest.Suite{Name: "redis-cluster", Open: openCfg, KillSession: killSession, Caps: locktest.Caps{
 		RWMutex: true, Semaphore: true, Cond: true, Value: true, CrossProcess: true,
-		KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}}
+		KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}, Reclaim: reclaim}
 )
+
+// reclaim: a name's token counter goes a TTL (testQuery's 2 s) after its
+// last grant, its other keys a second after the last lease or queue entry.
+// After is that TTL, so that the race test's names come back just as their
+// counters expire.
+var reclaim = &locktest.Reclaim{
+	Residue: func(cfg string) (int, error) { return redistest.Residue(cfg, DefaultPrefix) },
+	After:   2 * time.Second,
+}
 
 func TestMain(m *testing.M) { locktest.Main(m, suiteSingle, suiteCluster) }
 

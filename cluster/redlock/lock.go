@@ -187,7 +187,7 @@ func (l *rlLock) raise(ctx context.Context, got []int, toks []int64, tok int64) 
 			defer r.bg.Done()
 			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.nodeTimeout)
 			defer cancel()
-			out <- scriptRaise.Run(nctx, r.nodes[i], l.keys[1:], tok).Err()
+			out <- scriptRaise.Run(nctx, r.nodes[i], l.keys[1:], tok, r.o.TTL.Milliseconds()).Err()
 		}()
 	}
 	var lastErr error
@@ -232,7 +232,7 @@ func (l *rlLock) syncCounters(ctx context.Context, got []int, toks []int64, tok 
 			defer r.bg.Done()
 			nctx, cancel := context.WithTimeout(base, r.o.nodeTimeout)
 			defer cancel()
-			_ = scriptRaise.Run(nctx, r.nodes[i], l.keys[1:], tok).Err()
+			_ = scriptRaise.Run(nctx, r.nodes[i], l.keys[1:], tok, r.o.TTL.Milliseconds()).Err()
 		}()
 	}
 }

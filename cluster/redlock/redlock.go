@@ -47,7 +47,11 @@ import (
 // TTL/10) per request. Renewal needs a majority too. Each node draws a token from its own counter;
 // the hold's token is the maximum of the majority's, and the lower counters of
 // the majority are raised to it, so any later majority, which shares a node
-// with this one, draws a greater token.
+// with this one, draws a greater token. A counter expires one TTL after the
+// later of its last write and the instant its node's clock passes it, and
+// a missing counter starts at the node's clock in microseconds: the shared
+// node then still draws above the token, and an idle name leaves no key on
+// any node.
 //
 // A node restarted without persistence forgets the leases it held; it
 // votes for no one until it has run for a TTL, by when they have expired

@@ -241,7 +241,11 @@ func (b *backend) create(ctx context.Context, dir string, dirData []byte, tag by
 	n := &node{e: e, q: q, id: b.newID()}
 	prefix := q + "/" + string(tag) + "-" + n.id + "-"
 	do := func() error {
-		for range 2 {
+		// A queue found missing was never made, or was deleted with its
+		// directory as the name went idle (remove): make both again. A
+		// releaser can delete them again before this node is in; then the
+		// next round makes them once more.
+		for range 8 {
 			res, err := b.c.Multi(
 				&zk.CreateRequest{Path: prefix, Data: data, Acl: b.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
 				&zk.SetDataRequest{Path: q, Version: -1},
@@ -259,7 +263,9 @@ func (b *backend) create(ctx context.Context, dir string, dirData []byte, tag by
 			if err := b.ensure(dir, dirData); err != nil {
 				return err
 			}
-			if err := b.ensure(q, nil); err != nil {
+			// Not ensure: a directory deleted again meanwhile must be
+			// made with its data, by the next round.
+			if _, err := b.c.Create(q, nil, 0, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) {
 				return err
 			}
 		}

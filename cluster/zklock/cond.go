@@ -78,7 +78,7 @@ func (d *condDriver) Wait(ctx context.Context, ticket any) error {
 // withdraw deletes the ticket's node; if it was already deleted, a Signal
 // chose this waiter, and the wake-up is passed on.
 func (d *condDriver) withdraw(t *condTicket) {
-	err := d.b.c.Delete(t.n.path, -1)
+	err := d.b.remove(t.n)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		if t.n.e.ended() == nil {
@@ -120,6 +120,7 @@ func (d *condDriver) Signal(ctx context.Context) error {
 	for _, e := range es {
 		err := d.b.c.Delete(d.dir+"/q/"+e.name, -1)
 		if err == nil {
+			d.b.tidy(d.dir)
 			return nil
 		}
 		if !errors.Is(err, zk.ErrNoNode) {
@@ -127,6 +128,7 @@ func (d *condDriver) Signal(ctx context.Context) error {
 		}
 		// That waiter left or was woken meanwhile: the next oldest.
 	}
+	d.b.tidy(d.dir)
 	return nil
 }
 
@@ -147,6 +149,7 @@ func (d *condDriver) Broadcast(ctx context.Context) error {
 	for range es {
 		<-done
 	}
+	d.b.tidy(d.dir)
 	return errors.Join(errs...)
 }
 

@@ -84,7 +84,32 @@ var caps = locktest.Caps{
 	CancelBound: 200 * time.Millisecond,
 }
 
-var suite = locktest.Suite{Name: "zk", Open: openSuite, Caps: caps, Objects: suiteObjects}
+var suite = locktest.Suite{Name: "zk", Open: openSuite, Caps: caps, Objects: suiteObjects,
+	Reclaim: &locktest.Reclaim{Residue: residue}}
+
+// residue counts the znodes of names under the URL's prefix: those below
+// the directory of each kind, which stay (one per kind).
+func residue(cfg string) (int, error) {
+	ns, err := suiteObjects(cfg)
+	if err != nil {
+		return 0, err
+	}
+	t, err := parseURL(cfg)
+	if err != nil {
+		return 0, err
+	}
+	o, err := buildConfig(t.opts)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range ns {
+		if strings.Count(strings.TrimPrefix(p, o.Prefix), "/") >= 2 {
+			n++
+		}
+	}
+	return n, nil
+}
 
 func TestMain(m *testing.M) { locktest.Main(m, suite) }
 

@@ -82,10 +82,14 @@
 // and part of its name (as "protected" nodes do), and deleted, at once and
 // once more a request timeout later, since a create sent on a broken
 // connection can still be applied. Nodes left by a client that died go
-// with its session. Unlock deletes only the hold's own node; when it is
-// already gone it returns an error matching baton.ErrLost. The persistent
-// nodes of a name (its directory and queue, a semaphore's capacity) stay
-// until removed.
+// with its session. Unlock deletes the hold's own node; when it is
+// already gone it returns an error matching baton.ErrLost. When that node
+// was the last in the queue, the same transaction deletes the name's
+// persistent nodes (its queue and directory, with a semaphore's capacity),
+// so a free name leaves no node; a creation that races it makes them again.
+// Tokens are zxids, which never go back, so they keep increasing across
+// that. A name whose last node went with a dead client's session keeps its
+// directory until its next release.
 //
 // # Inspection
 //

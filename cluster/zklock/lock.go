@@ -223,7 +223,7 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 		d.b.forget(lg.n, nil)
 		return err
 	}
-	_, err := req(d.b, ctx, func() (struct{}, error) { return struct{}{}, d.b.c.Delete(lg.n.path, -1) })
+	_, err := req(d.b, ctx, func() (struct{}, error) { return struct{}{}, d.b.remove(lg.n) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		lg.loss.Fire(errors.New("the hold's node is gone"))

@@ -10,6 +10,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/locktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // passDrivers dials url without the core and opens n Mutex drivers of name.
@@ -220,10 +221,19 @@ func TestLocalPass(t *testing.T) {
 	url := "zk://" + addr + "/pass?ttl=5s"
 	name := fmt.Sprintf("pass-hammer-%d", time.Now().UnixNano())
 	bs := [2]baton.Backend{open(t, url), open(t, url)}
+	// A node beside the queue keeps the name's directory, and so the
+	// queue, from going when the name is free (remove): the queue's
+	// version then counts every acquisition of the run.
+	zc := connect(t, []string{addr}, 5*time.Second)
+	for _, p := range []string{"/pass", "/pass/mutex", "/pass/mutex/" + name, "/pass/mutex/" + name + "/keep"} {
+		if _, err := zc.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
 	count := locktest.PassHammer(t, bs, name, 2*time.Second, func(tok baton.Token) bool { return tok&maxPasses != 0 })
 	// Every node created in the queue also wrote the queue's data: its
 	// version counts the acquisitions the server saw.
-	_, st, err := connect(t, []string{addr}, 5*time.Second).Get("/pass/mutex/" + name + "/q")
+	_, st, err := zc.Get("/pass/mutex/" + name + "/q")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,12 +47,19 @@ type semGrant struct {
 func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	d := &semDriver{b: b, dir: b.dir(baton.KindSemaphore, name), capacity: permits, capData: []byte(strconv.FormatInt(permits, 10))}
 	_, err := call(b, ctx, func() (struct{}, error) {
-		if err := b.ensure(d.dir, d.capData); err != nil {
-			return struct{}{}, err
-		}
-		data, _, err := b.c.Get(d.dir)
-		if err != nil {
-			return struct{}{}, err
+		var data []byte
+		for range 8 {
+			if err := b.ensure(d.dir, d.capData); err != nil {
+				return struct{}{}, err
+			}
+			var err error
+			// NoNode: deleted as idle (remove) between the two; again.
+			if data, _, err = b.c.Get(d.dir); !errors.Is(err, zk.ErrNoNode) {
+				if err != nil {
+					return struct{}{}, err
+				}
+				break
+			}
 		}
 		if c, perr := strconv.ParseInt(string(data), 10, 64); perr != nil || c != permits {
 			return struct{}{}, fmt.Errorf("%w: capacity %q recorded, %d asked", baton.ErrMismatch, data, permits)
@@ -279,7 +286,7 @@ func (d *semDriver) Release(ctx context.Context, g driver.Grant, k int64) error 
 	var err error
 	if k == sg.k {
 		sg.n.e.untrack(sg.loss)
-		_, err = req(d.b, ctx, func() (struct{}, error) { return struct{}{}, d.b.c.Delete(sg.n.path, -1) })
+		_, err = req(d.b, ctx, func() (struct{}, error) { return struct{}{}, d.b.remove(sg.n) })
 	} else {
 		_, err = req(d.b, ctx, func() (*zk.Stat, error) {
 			return d.b.c.Set(sg.n.path, []byte(strconv.FormatInt(sg.k-k, 10)), -1)

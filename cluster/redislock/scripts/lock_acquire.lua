@@ -6,7 +6,7 @@
 -- KEYS[3] queue    zset    waiter id -> arrival sequence (FIFO order)
 -- KEYS[4] qexp     zset    waiter id -> expiry of the waiter entry (server ms)
 -- KEYS[5] qdata    hash    waiter id -> "mode|ttl ms|wake channel|meta"
--- KEYS[6] counter  string  fencing token counter (never expires)
+-- KEYS[6] counter  string  fencing token counter (expires: next_token)
 -- KEYS[7] seq      string  waiter sequence
 -- KEYS[8] marker   string  set while the server has its data (restart.go);
 --                          acquire and poll grant nothing without it
@@ -16,25 +16,30 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- The token rule, for every path that grants (the fast path of
 -- lock_acquire.lua included): a writer advances the counter by one and takes
 -- its value; a reader takes the counter as it is (the token of the last
--- writer) and advances nothing. A missing counter (new name, or a server
--- restarted without persistence) starts at the server clock in
--- microseconds, so that tokens keep growing across such a restart unless
--- the server clock goes back.
-local function next_token(incr)
+-- writer) and advances nothing. A missing counter (new name, reclaimed, or
+-- a server restarted without persistence) starts at the server clock in
+-- microseconds. The counter expires ttl ms after the later of now and the
+-- instant the server clock passes its value, so that a counter that starts
+-- again later starts above every token it gave (as mutex_common.lua's).
+local function next_token(incr, ttl)
+  local n
   if incr then
-    local n = redis.call('INCR', KEYS[6])
-    if n ~= 1 then return n end
+    n = redis.call('INCR', KEYS[6])
+    if n == 1 then n = nil end
   else
     local c = redis.call('GET', KEYS[6])
     if c then return tonumber(c) end
   end
-  local start = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  redis.call('SET', KEYS[6], string.format('%d', start))
-  return start
+  if not n then
+    n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('SET', KEYS[6], string.format('%d', n))
+  end
+  redis.call('PEXPIREAT', KEYS[6], math.max(now, math.ceil(n / 1000)) + ttl)
+  return n
 end
 
 local function grant(id, mode, ttl, meta)
-  local tok = next_token(mode == 'w')
+  local tok = next_token(mode == 'w', ttl)
   redis.call('ZADD', KEYS[1], now + ttl, id)
   redis.call('HSET', KEYS[2], id, mode .. '|' .. string.format('%d', tok) .. '|' .. string.format('%d', now) .. '|' .. meta, '!m', mode)
   return tok

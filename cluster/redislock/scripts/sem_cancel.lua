@@ -6,7 +6,7 @@
 -- KEYS[3] queue    zset    waiter id -> arrival sequence (FIFO order)
 -- KEYS[4] qexp     zset    waiter id -> expiry of the waiter entry (server ms)
 -- KEYS[5] qdata    hash    waiter id -> "n|ttl ms|wake channel|meta"
--- KEYS[6] capacity string  number of permits (never expires)
+-- KEYS[6] capacity string  number of permits (expires: tidy_sem)
 -- KEYS[7] seq      string  waiter sequence
 -- KEYS[8] marker   string  set while the server has its data (restart.go);
 --                          acquire and poll grant nothing without it
@@ -97,11 +97,21 @@ end
 local function capacity(want)
   local c = redis.call('GET', KEYS[6])
   if not c then
-    redis.call('SET', KEYS[6], fmt(want))
+    redis.call('SET', KEYS[6], fmt(want), 'PX', 1000)
     return want
   end
   if tonumber(c) ~= want then return nil end
   return want
+end
+
+-- tidy_sem is tidy for a semaphore: the capacity goes with the last of the
+-- other keys, or one second from now when there are none, so that an idle
+-- semaphore leaves no key (and a handle opened later may store another
+-- capacity; the handles of the old one then find it mismatched).
+local function tidy_sem()
+  tidy()
+  local keep = math.max(redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[4]), 1000)
+  redis.call('PEXPIRE', KEYS[6], keep)
 end
 
 local function used()
@@ -167,5 +177,5 @@ redis.call('HDEL', KEYS[2], id)
 prune_holders()
 local cap = capacity(tonumber(ARGV[2]))
 if cap then handoff(cap) end
-tidy()
+tidy_sem()
 return 1

@@ -14,13 +14,18 @@
 -- its data, or is new): it votes for no one and draws no token.
 if redis.call('EXISTS', KEYS[4]) == 0 then return {-1, 0, 0} end
 local n = redis.call('INCR', KEYS[2])
+local t = redis.call('TIME')
 if n == 1 then
-  -- A missing counter starts at the server clock in microseconds (see
-  -- mutex_common.lua).
-  local t = redis.call('TIME')
+  -- A missing counter (new name, reclaimed, or the node lost its data)
+  -- starts at the server clock in microseconds.
   n = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
   redis.call('SET', KEYS[2], string.format('%d', n))
 end
+-- The counter goes a TTL after the later of now and the instant this
+-- node's clock passes it, so that it starts again above every token it
+-- gave: an idle name leaves no key on the node.
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('PEXPIREAT', KEYS[2], math.max(ms, math.ceil(n / 1000)) + tonumber(ARGV[2]))
 if not redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[4] .. '|' .. ARGV[3], 'NX', 'PX', ARGV[2]) then
   if ARGV[5] ~= '' then
     -- A waiter tries again at least every 100 ms (maxRedlockWait), each

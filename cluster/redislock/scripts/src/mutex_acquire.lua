@@ -11,7 +11,7 @@ local id, ttl, meta, ch = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[5]
 if redis.call('EXISTS', KEYS[7]) == 0 then return {-1, 0} end
 -- Fast path: no holder and no waiter. Three commands, no clock read.
 if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
-  local tok = next_token()
+  local tok = next_token(ttl)
   redis.call('SET', KEYS[1], id .. '|' .. string.format('%d', tok) .. '|' .. ARGV[4] .. '|' .. meta, 'PX', ttl)
   return {1, tok}
 end

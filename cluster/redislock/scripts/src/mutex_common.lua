@@ -3,7 +3,7 @@
 -- uncontended Lock and Unlock touch that key and the counter only. Keys of
 -- one name share one Cluster hash tag.
 -- KEYS[1] owner    string  "hold id|token|since ms|meta", expires with the lease
--- KEYS[2] counter  string  fencing token counter (never expires)
+-- KEYS[2] counter  string  fencing token counter (expires: next_token)
 -- KEYS[3] queue    zset    waiter id -> arrival sequence (FIFO order)
 -- KEYS[4] qexp     zset    waiter id -> expiry of the waiter entry (server ms)
 -- KEYS[5] qdata    hash    waiter id -> "ttl ms|wake channel|meta"
@@ -13,16 +13,22 @@
 
 -- next_token draws the token of an acquisition and reserves the 15 after
 -- it, which the holder's backend gives when its handles pass the lock among
--- themselves (local.go). A missing counter (new name, or a server restarted
--- without persistence) starts at the server clock in microseconds, so that
--- tokens keep growing across such a restart unless the server clock goes
--- back (or the name was taken more than 62,500 times a second).
-local function next_token()
+-- themselves (local.go). A missing counter (new name, reclaimed, or a server
+-- restarted without persistence) starts at the server clock in
+-- microseconds. The counter expires ttl ms after the later of now and the
+-- instant the server clock passes the last token reserved, so that a
+-- counter that starts again later starts above every token it gave: an idle
+-- name leaves no key behind, and tokens keep growing (see "Fencing tokens"
+-- in redislock.go for failover).
+local function next_token(ttl)
   local n = redis.call('INCRBY', KEYS[2], 16)
-  if n ~= 16 then return n end
   local c = redis.call('TIME')
-  n = tonumber(c[1]) * 1000000 + tonumber(c[2])
-  redis.call('SET', KEYS[2], string.format('%d', n))
+  if n == 16 then
+    n = tonumber(c[1]) * 1000000 + tonumber(c[2])
+    redis.call('SET', KEYS[2], string.format('%d', n))
+  end
+  local ms = tonumber(c[1]) * 1000 + math.floor(tonumber(c[2]) / 1000)
+  redis.call('PEXPIREAT', KEYS[2], math.max(ms, math.ceil((n + 15) / 1000)) + ttl)
   return n
 end
 -- @end head
@@ -42,7 +48,7 @@ local function owner_token(id)
 end
 
 local function grant(id, ttl, meta)
-  local tok = next_token()
+  local tok = next_token(ttl)
   redis.call('SET', KEYS[1], id .. '|' .. fmt(tok) .. '|' .. fmt(now) .. '|' .. meta, 'PX', ttl)
   return tok
 end

@@ -9,9 +9,9 @@ local refused, cap, u = admit(tonumber(ARGV[6]))
 if refused then return refused end
 if redis.call('ZCARD', KEYS[3]) == 0 and u + n <= cap then
   grant(id, n, ttl, meta)
-  tidy()
+  tidy_sem()
   return 1
 end
 if ch ~= '' then enqueue(id, n, ttl, ch, meta) end
-tidy()
+tidy_sem()
 return 0

@@ -9,5 +9,5 @@ redis.call('HDEL', KEYS[2], id)
 prune_holders()
 local cap = capacity(tonumber(ARGV[2]))
 if cap then handoff(cap) end
-tidy()
+tidy_sem()
 return 1

@@ -9,17 +9,17 @@ local refused, cap, u = admit(tonumber(ARGV[6]))
 if refused then return refused end
 if redis.call('ZSCORE', KEYS[1], id) then
   redis.call('ZADD', KEYS[1], now + ttl, id)
-  tidy()
+  tidy_sem()
   return 1
 end
 if redis.call('ZSCORE', KEYS[3], id) then
   redis.call('ZADD', KEYS[4], now + ttl, id)
 elseif redis.call('ZCARD', KEYS[3]) == 0 and u + n <= cap then
   grant(id, n, ttl, meta)
-  tidy()
+  tidy_sem()
   return 1
 else
   enqueue(id, n, ttl, ch, meta)
 end
-tidy()
+tidy_sem()
 return 0

@@ -6,7 +6,7 @@ local id, n = ARGV[1], tonumber(ARGV[2])
 prune_holders()
 local info = redis.call('HGET', KEYS[2], id)
 if not redis.call('ZSCORE', KEYS[1], id) or not info then
-  tidy()
+  tidy_sem()
   return 0
 end
 local held, rest = string.match(info, '^([^|]*)|(.*)$')
@@ -19,5 +19,5 @@ else
 end
 local cap = capacity(tonumber(ARGV[3]))
 if cap then handoff(cap) end
-tidy()
+tidy_sem()
 return 1
