@@ -1,0 +1,489 @@
+//go:build linux
+
+package ipc
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/batonlock/baton"
+	"golang.org/x/sys/unix"
+)
+
+// Layout describes the file of a kind of object for OpenShared.
+type Layout struct {
+	Kind  string // the kind of the entries opened with it
+	Size  int
+	Magic uint32 // the first word of the file, written at its creation
+	// Fence is the offset of the object's 64-bit token counter, 0 for
+	// none. A new file's counter starts at the namespace's token floor,
+	// which every reclaimed file raises to its own counter, so that
+	// tokens keep increasing per name across reclaims.
+	Fence int
+	// Idle reports whether the object keeps nothing a later opener must
+	// find, so that its file may go. It is called at the last close of
+	// the file in the host, with the file locked against every opener:
+	// no other handle is open, and waiter counts or slots it reads are
+	// those of dead processes. Nil: the file is never reclaimed.
+	Idle func(b []byte) bool
+}
+
+// shared is the mapping of one file, shared by the handles of the process
+// that have it open. Its descriptor holds a shared flock(2) of the file for
+// as long as one of them is open: that is how another process, about to
+// reclaim the file, knows that this one has it open.
+type shared struct {
+	ns    *Namespace
+	name  string // its path is built again when needed rather than kept
+	lay   *Layout
+	addr  unsafe.Pointer
+	ino   uint64
+	dev   uint32 // Linux device numbers have 32 bits
+	fd    int32
+	opens int32        // handles not released; guarded by sharedMu
+	maps  atomic.Int32 // handles not closed: the mapping goes with the last
+}
+
+func (sh *shared) path() string { return sh.ns.Resolve(sh.lay.Kind, sh.name).Path() }
+func (sh *shared) size() int    { return sh.lay.Size }
+
+// sharedKey names the files of one kind of one namespace directory.
+type sharedKey struct{ dir, kind string }
+
+var (
+	sharedMu sync.Mutex
+	shareds  = map[sharedKey]map[string]*shared{} // by name; guarded by sharedMu
+)
+
+// OpenShared maps the file of e, of layout lay, for one handle, creating it
+// when missing. Handles of one file in a process share one mapping and one
+// descriptor; the handle that releases last (Release, Close) removes the
+// file when no other process has it open and lay.Idle says the object is
+// idle, so that idle names leave nothing behind.
+//
+// Reclaim never makes two objects of one name: a new file appears whole
+// (created unnamed, then linked), an opener holds a shared flock of the
+// file from before it uses it until its last handle is released, the
+// reclaimer removes the file only under an exclusive flock taken without
+// waiting, and an opener that got its flock checks that the path still
+// names the file it locked, or starts again.
+func OpenShared(e Entry, lay *Layout) (*Region, error) {
+	if err := checkRegionArgs(e.kind, lay.Size); err != nil {
+		return nil, err
+	}
+	if err := e.valid(lay.Kind); err != nil {
+		return nil, err
+	}
+	if sh := join(e, nil); sh != nil {
+		return sh.region(), nil
+	}
+	sh, err := openShared(e, lay)
+	if err != nil {
+		return nil, err
+	}
+	if other := join(e, sh); other != sh {
+		// Another goroutine mapped the file meanwhile: its flock keeps
+		// the file, so this one's goes without reclaiming.
+		sh.unmap()
+		unix.Close(int(sh.fd))
+		return other.region(), nil
+	}
+	return sh.region(), nil
+}
+
+// join counts one more handle on the mapping of e, and returns it; when
+// there is none, it installs sh (which then has its first handle counted)
+// or returns nil when sh is nil.
+func join(e Entry, sh *shared) *shared {
+	k := sharedKey{e.ns.dir, e.kind}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	m := shareds[k]
+	if old := m[e.name]; old != nil {
+		old.opens++
+		old.maps.Add(1)
+		return old
+	}
+	if sh != nil {
+		if m == nil {
+			m = map[string]*shared{}
+			shareds[k] = m
+		}
+		m[e.name] = sh
+		sh.opens = 1
+		sh.maps.Store(1)
+	}
+	return sh
+}
+
+// leave forgets sh as the mapping of its name, unless another took its
+// place. The caller holds sharedMu.
+func (sh *shared) leave() {
+	k := sharedKey{sh.ns.dir, sh.lay.Kind}
+	if m := shareds[k]; m[sh.name] == sh {
+		delete(m, sh.name)
+		if len(m) == 0 {
+			delete(shareds, k)
+		}
+	}
+}
+
+func (sh *shared) region() *Region { return &Region{sh: sh} }
+
+// DevIno returns the device and inode of the file of a region of
+// OpenShared, as they were when it was opened.
+func (r *Region) DevIno() (dev, ino uint64) {
+	return uint64(r.sh.dev), r.sh.ino
+}
+
+// Forget makes later opens of the file in this process map it anew: its
+// handles found it removed or replaced (Remove, baton rm), and new handles
+// must share the file that the path now names.
+func (r *Region) Forget() {
+	if r.sh.fd < 0 {
+		return
+	}
+	sharedMu.Lock()
+	r.sh.leave()
+	sharedMu.Unlock()
+}
+
+// Release gives back the handle's open of a region of OpenShared, keeping
+// its mapping until Close: the last release in the process reclaims the
+// file if it is idle. Releasing twice, or a region not shared, is a no-op.
+func (r *Region) Release() {
+	regionMu.Lock()
+	sh := r.sh
+	if sh.fd < 0 || r.released {
+		regionMu.Unlock()
+		return
+	}
+	r.released = true
+	regionMu.Unlock()
+	sharedMu.Lock()
+	sh.opens--
+	last := sh.opens == 0
+	if last {
+		sh.leave()
+	}
+	sharedMu.Unlock()
+	if last {
+		sh.reclaim()
+		// Unlocked explicitly: the mapping, which stays until the
+		// handles are unreachable, holds the open file and with it the
+		// flock, past the close of the descriptor. Openers waiting on
+		// the flock then check the file's link count.
+		unix.Flock(int(sh.fd), unix.LOCK_UN)
+		unix.Close(int(sh.fd))
+	}
+}
+
+// reclaim removes the file if no other process has it open and it is
+// idle. The caller holds the last open in the process, and closes the
+// descriptor after.
+func (sh *shared) reclaim() {
+	if sh.lay.Idle == nil || unix.Flock(int(sh.fd), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return
+	}
+	if !sh.lay.Idle(unsafe.Slice((*byte)(sh.addr), sh.lay.Size)) {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(sh.fd), &st) != nil || st.Nlink == 0 {
+		return // removed meanwhile: the path is not this file's name any more
+	}
+	if sh.lay.Fence > 0 {
+		if f, err := tokenFloor(sh.ns); err == nil {
+			raise(f, atomic.LoadUint64((*uint64)(unsafe.Add(sh.addr, sh.lay.Fence))))
+		} else {
+			return // the tokens would start again: keep the file
+		}
+	}
+	unix.Unlink(sh.path())
+}
+
+func (sh *shared) unmap()               { sh.unmapErr() }
+func (sh *shared) unmapErr() error      { return unix.MunmapPtr(sh.addr, uintptr(sh.lay.Size)) }
+func (sh *shared) base() unsafe.Pointer { return sh.addr }
+
+// openShared maps the file of e, creating it when missing, with a shared
+// flock held on its descriptor.
+func openShared(e Entry, lay *Layout) (*shared, error) {
+	for {
+		fd, err := openNoEINTR(e.path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOENT {
+			sh, err := create(e, lay)
+			if err == unix.EEXIST {
+				continue // another opener linked its file first
+			}
+			return sh, err
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: e.path, Err: err}
+		}
+		sh, again, err := attach(e, lay, fd)
+		if again {
+			continue
+		}
+		if err != nil {
+			unix.Close(fd)
+		}
+		return sh, err
+	}
+}
+
+// attach maps the file open at fd once it holds its shared flock; again
+// says that the path names another file now (the one at fd was reclaimed
+// meanwhile), and the caller starts over.
+func attach(e Entry, lay *Layout, fd int) (sh *shared, again bool, err error) {
+	if err := flockNoEINTR(fd, unix.LOCK_SH); err != nil {
+		return nil, false, &fs.PathError{Op: "flock", Path: e.path, Err: err}
+	}
+	// A file reclaimed (or removed) meanwhile has no link left; the file
+	// the path names now is another.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, false, &fs.PathError{Op: "stat", Path: e.path, Err: err}
+	}
+	if st.Nlink == 0 {
+		unix.Close(fd)
+		return nil, true, nil
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, false, fmt.Errorf("%w: %s is not a regular file", baton.ErrMismatch, e.path)
+	}
+	if st.Size != int64(lay.Size) {
+		return nil, false, fmt.Errorf("%w: region %s has %d bytes, not %d", baton.ErrMismatch, e.path, st.Size, lay.Size)
+	}
+	addr, err := unix.MmapPtr(fd, 0, nil, uintptr(lay.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, false, &fs.PathError{Op: "mmap", Path: e.path, Err: err}
+	}
+	sh = &shared{ns: e.ns, name: e.name, lay: lay, addr: addr, dev: uint32(st.Dev), ino: st.Ino, fd: int32(fd)}
+	if lay.Fence > 0 {
+		floor, err := tokenFloor(e.ns)
+		if err != nil {
+			sh.unmap()
+			return nil, false, err
+		}
+		sh.raiseFence(floor)
+	}
+	return sh, false, nil
+}
+
+// create makes the file of e whole before it has a name (sized, its magic
+// and token counter written), takes its shared flock, and links it. It
+// returns unix.EEXIST when another opener linked first.
+func create(e Entry, lay *Layout) (*shared, error) {
+	if err := e.ns.ensureKindOnce(e.kind); err != nil {
+		return nil, err
+	}
+	var floor *atomic.Uint64
+	if lay.Fence > 0 {
+		f, err := tokenFloor(e.ns)
+		if err != nil {
+			return nil, err
+		}
+		floor = f
+	}
+	fd, tmp, err := unnamed(filepath.Dir(e.path))
+	if err == unix.ENOENT { // the directory was removed since it was made
+		if err = e.ns.EnsureKind(e.kind); err == nil {
+			fd, tmp, err = unnamed(filepath.Dir(e.path))
+		}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "create", Path: e.path, Err: err}
+	}
+	var addr unsafe.Pointer
+	fail := func(op string, err error) (*shared, error) {
+		if addr != nil {
+			unix.MunmapPtr(addr, uintptr(lay.Size))
+		}
+		if tmp != "" {
+			unix.Unlink(tmp)
+		}
+		unix.Close(fd)
+		if err == unix.EEXIST {
+			return nil, err
+		}
+		return nil, &fs.PathError{Op: op, Path: e.path, Err: err}
+	}
+	// Held from before the link: no reclaim can take the file between
+	// its link and its first handle.
+	if err := unix.Flock(fd, unix.LOCK_SH); err != nil {
+		return fail("flock", err)
+	}
+	// A small file gets its size and first words in one write.
+	if lay.Size <= smallFile {
+		var b [smallFile]byte
+		*(*uint32)(unsafe.Pointer(&b[0])) = lay.Magic
+		if floor != nil {
+			*(*uint64)(unsafe.Pointer(&b[lay.Fence])) = floor.Load()
+		}
+		_, err = unix.Pwrite(fd, b[:lay.Size], 0)
+	} else {
+		err = unix.Ftruncate(fd, int64(lay.Size))
+	}
+	if err != nil {
+		return fail("write", err)
+	}
+	if addr, err = unix.MmapPtr(fd, 0, nil, uintptr(lay.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		return fail("mmap", err)
+	}
+	if lay.Size > smallFile {
+		(*atomic.Uint32)(addr).Store(lay.Magic)
+		if floor != nil {
+			atomic.StoreUint64((*uint64)(unsafe.Add(addr, lay.Fence)), floor.Load())
+		}
+	}
+	if tmp != "" {
+		err = unix.Link(tmp, e.path)
+		unix.Unlink(tmp)
+		tmp = ""
+	} else {
+		err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, e.path, unix.AT_SYMLINK_FOLLOW)
+	}
+	if err != nil {
+		return fail("link", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fail("stat", err)
+	}
+	sh := &shared{ns: e.ns, name: e.name, lay: lay, addr: addr, dev: uint32(st.Dev), ino: st.Ino, fd: int32(fd)}
+	sh.raiseFence(floor)
+	return sh, nil
+}
+
+// raiseFence lifts the file's token counter to the floor, as read now. Every
+// mapping does so before its first token: a file of the name reclaimed
+// before this one was linked had raised the floor to its last token
+// before it went, so what this file gives is above that, whoever linked it
+// and whenever they read the floor.
+func (sh *shared) raiseFence(floor *atomic.Uint64) {
+	if floor != nil {
+		raise((*atomic.Uint64)(unsafe.Add(sh.addr, sh.lay.Fence)), floor.Load())
+	}
+}
+
+// smallFile is the largest file create writes whole.
+const smallFile = 256
+
+// unnamed opens a new file in dir that has no name yet (O_TMPFILE); where
+// the file system has none, a file under a temporary name that no encoded
+// name can have (tmp, for the caller to remove).
+func unnamed(dir string) (fd int, tmp string, err error) {
+	if procFD() {
+		fd, err = openNoEINTR(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			return fd, "", nil
+		}
+	}
+	var rnd [4]byte
+	for {
+		if _, err := unix.Getrandom(rnd[:], 0); err != nil {
+			return -1, "", err
+		}
+		tmp = filepath.Join(dir, fmt.Sprintf("%%new%x", rnd))
+		fd, err = openNoEINTR(tmp, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != unix.EEXIST {
+			return fd, tmp, err
+		}
+	}
+}
+
+// procFD reports whether /proc/self/fd can link an unnamed file.
+var procFD = sync.OnceValue(func() bool {
+	var st unix.Stat_t
+	return unix.Stat("/proc/self/fd", &st) == nil
+})
+
+func flockNoEINTR(fd, how int) error {
+	for {
+		if err := unix.Flock(fd, how); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// ensured remembers the kind directories made.
+var ensured sync.Map // sharedKey → struct{}
+
+func (ns *Namespace) ensureKindOnce(kind string) error {
+	key := sharedKey{ns.dir, kind}
+	if _, ok := ensured.Load(key); ok {
+		return nil
+	}
+	if err := ns.EnsureKind(kind); err != nil {
+		return err
+	}
+	ensured.Store(key, struct{}{})
+	return nil
+}
+
+// floorFile is the file of a namespace that holds its token floor.
+const floorFile = "tokens"
+
+var floors sync.Map // namespace directory → *atomic.Uint64, mapped for good
+
+// tokenFloor maps the token floor of ns: above every token of every file
+// the namespace reclaimed.
+func tokenFloor(ns *Namespace) (*atomic.Uint64, error) {
+	if f, ok := floors.Load(ns.dir); ok {
+		return f.(*atomic.Uint64), nil
+	}
+	path := filepath.Join(ns.dir, floorFile)
+	fd, err := openNoEINTR(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	const size = 64
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > size {
+		return nil, fmt.Errorf("%w: %s is not a token floor", baton.ErrMismatch, path)
+	}
+	// Growing to the size twice is harmless, so creators need no lock.
+	if st.Size < size {
+		if err := unix.Ftruncate(fd, size); err != nil {
+			return nil, &fs.PathError{Op: "truncate", Path: path, Err: err}
+		}
+	}
+	addr, err := unix.MmapPtr(fd, 0, nil, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, &fs.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	f, loaded := floors.LoadOrStore(ns.dir, (*atomic.Uint64)(addr))
+	if loaded {
+		unix.MunmapPtr(addr, size)
+	}
+	return f.(*atomic.Uint64), nil
+}
+
+// raise makes the floor at least v.
+func raise(f *atomic.Uint64, v uint64) {
+	for {
+		old := f.Load()
+		if old >= v || f.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// TokenFloor returns the token floor of ns, mapped for the life of the
+// process: tokens of names whose files were reclaimed are at most its
+// value, and files made after count on from it (RaiseFloor, then a counter
+// lifted to the floor before each token).
+func TokenFloor(ns *Namespace) (*atomic.Uint64, error) { return tokenFloor(ns) }
+
+// RaiseFloor makes the floor at least v.
+func RaiseFloor(f *atomic.Uint64, v uint64) { raise(f, v) }
