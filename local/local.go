@@ -152,7 +152,7 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 	if err != nil {
 		return nil, err
 	}
-	return filelock.OpenMutex(p)
+	return filelock.OpenMutexIn(d.ns, p)
 }
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {

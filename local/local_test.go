@@ -70,6 +70,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envContendDir) != "" {
 		os.Exit(contendChild())
 	}
+	if os.Getenv(envRaceDir) != "" {
+		os.Exit(raceChild())
+	}
 	locktest.Main(m, suites...)
 }
 
