@@ -153,6 +153,17 @@ func (r *Region) Forget() {
 	sharedMu.Unlock()
 }
 
+// forgetShared makes later opens of name among kind in this process map
+// its file anew.
+func forgetShared(ns *Namespace, kind, name string) {
+	k := sharedKey{ns.dir, kind}
+	sharedMu.Lock()
+	if sh := shareds[k][name]; sh != nil {
+		sh.leave()
+	}
+	sharedMu.Unlock()
+}
+
 // Release gives back the handle's open of a region of OpenShared, keeping
 // its mapping until Close: the last release in the process reclaims the
 // file if it is idle. Releasing twice, or a region not shared, is a no-op.
@@ -487,3 +498,27 @@ func TokenFloor(ns *Namespace) (*atomic.Uint64, error) { return tokenFloor(ns) }
 
 // RaiseFloor makes the floor at least v.
 func RaiseFloor(f *atomic.Uint64, v uint64) { raise(f, v) }
+
+// RemoveFenced is RemoveKind for a kind whose file keeps a token counter
+// at offset fence: the namespace's token floor is raised to the counter
+// before the file goes, so that a later file of the name counts on from
+// the tokens this one gave.
+func RemoveFenced(ns *Namespace, kind, name, what string, fence int) error {
+	path, err := ns.Path(kind, name)
+	if err != nil {
+		return err
+	}
+	if fd, err := openNoEINTR(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Size >= int64(fence+8) {
+			if addr, err := unix.MmapPtr(fd, 0, nil, uintptr(fence+8), unix.PROT_READ, unix.MAP_SHARED); err == nil {
+				if f, err := tokenFloor(ns); err == nil {
+					raise(f, atomic.LoadUint64((*uint64)(unsafe.Add(addr, fence))))
+				}
+				unix.MunmapPtr(addr, uintptr(fence+8))
+			}
+		}
+		unix.Close(fd)
+	}
+	return RemoveKind(ns, kind, name, what)
+}

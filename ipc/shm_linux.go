@@ -165,6 +165,9 @@ func RemoveRegion(ns *Namespace, kind, name string) error {
 	if err != nil {
 		return err
 	}
+	// Handles opened here from now on map the file the path names next,
+	// not this one (handles of other processes notice at their watch).
+	forgetShared(ns, kind, name)
 	if err := os.Remove(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("ipc: region %q: %w", name, fs.ErrNotExist)

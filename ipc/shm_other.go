@@ -91,3 +91,8 @@ func RaiseFloor(f *atomic.Uint64, v uint64) {
 		}
 	}
 }
+
+// RemoveFenced is RemoveKind on this system.
+func RemoveFenced(ns *Namespace, kind, name, what string, fence int) error {
+	return RemoveKind(ns, kind, name, what)
+}

@@ -67,3 +67,34 @@ func TestReclaimAtLastClose(t *testing.T) {
 	}
 	runtime.KeepAlive(held)
 }
+
+// TestRemoveKeepsTokens: a name removed (baton rm) while held counts on
+// from the tokens it gave, as one reclaimed does.
+func TestRemoveKeepsTokens(t *testing.T) {
+	ns := testNS(t)
+	ctx := context.Background()
+	a := openM(t, ns, "rm")
+	var last uint64
+	for range 3 {
+		g, err := a.Acquire(ctx, driver.Exclusive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = g.Token
+		a.Release(ctx, g)
+	}
+	if _, err := a.Acquire(ctx, driver.Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(ns, "rm"); err != nil {
+		t.Fatal(err)
+	}
+	b := openM(t, ns, "rm")
+	g, err := b.Acquire(ctx, driver.Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Token <= last+1 {
+		t.Fatalf("token %d after a removal, the removed file gave up to %d", g.Token, last+1)
+	}
+}
