@@ -125,11 +125,10 @@ func join(e Entry, sh *shared) *shared {
 // place. The caller holds sharedMu.
 func (sh *shared) leave() {
 	k := sharedKey{sh.ns.dir, sh.lay.Kind}
+	// The map of a kind stays when empty: one per kind and namespace,
+	// and growing it again would cost each burst of opens.
 	if m := shareds[k]; m[sh.name] == sh {
 		delete(m, sh.name)
-		if len(m) == 0 {
-			delete(shareds, k)
-		}
 	}
 }
 
