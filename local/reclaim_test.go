@@ -167,7 +167,11 @@ func TestReclaimRace(t *testing.T) {
 			path := map[string]string{"mutex": "futex", "flock": "flock", "rw": "shmrw", "sem": "shmsem"}[kind]
 			path = filepath.Join(dir, path, "race")
 			inodes := map[uint64]bool{}
-			for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(200 * time.Microsecond) {
+			// At least 1.5 s, longer (up to 10 s) on a slow machine until
+			// the name has been reclaimed ten times.
+			start := time.Now()
+			for el := time.Duration(0); el < 1500*time.Millisecond || len(inodes) < 10 && el < 10*time.Second; el = time.Since(start) {
+				time.Sleep(200 * time.Microsecond)
 				var st syscall.Stat_t
 				if syscall.Stat(path, &st) == nil {
 					inodes[st.Ino] = true
@@ -339,4 +343,31 @@ func regularFiles(t *testing.T, dir string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestValueWrittenStays: a Value is state: once written, its file stays
+// after every handle closed, and the next handle reads what was written.
+func TestValueWrittenStays(t *testing.T) {
+	b, err := local.Open(namespace(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	v, err := b.Value(ctx, "config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.CompareAndSwap(ctx, 0, []byte("on")); err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	v, err = b.Value(ctx, "config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if data, ver, err := v.Load(ctx); err != nil || string(data) != "on" || ver != 1 {
+		t.Fatalf("Load after every handle closed = %q, %d, %v", data, ver, err)
+	}
 }
