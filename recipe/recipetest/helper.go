@@ -15,10 +15,11 @@ import (
 // standard output (one line per event) and standard input (closed: stop).
 
 var roles = map[string]func(e *env, arg string) error{
-	"leader":     roleLeader,
-	"countdown":  roleCountdown,
-	"member":     roleMember,
-	"ratehammer": roleRateHammer,
+	"leader":       roleLeader,
+	"countdown":    roleCountdown,
+	"member":       roleMember,
+	"ratehammer":   roleRateHammer,
+	"intervalhang": roleIntervalHang,
 }
 
 func runHelper(role string, suites []Suite) int {

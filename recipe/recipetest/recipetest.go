@@ -123,6 +123,13 @@ var recipes = []struct {
 		{"Barrier", testBarrier},
 	}},
 	{"RateLimiter", true, rateTests(false)},
+	{"IntervalLock", true, []subtest{
+		{"BadInput", testIntervalBadInput},
+		{"Once", testIntervalOnce},
+		{"AtLeast", testIntervalAtLeast},
+		{"AtMost", testIntervalAtMost},
+		{"KillHolder", testIntervalKill},
+	}},
 	{"RateStore", false, rateTests(true)},
 	{"DoubleBarrier", true, []subtest{
 		{"BadInput", testDoubleBadInput},
