@@ -32,6 +32,8 @@ type runFlags struct {
 	jobs    jobsFlag // sem: capacity
 	waitAll bool     // sem: wait until every slot is free, run nothing
 	hold    bool     // lock: no command
+
+	interval everyFlags // run --at-most-every (every.go)
 }
 
 const runLong = `Run CMD while holding the lock NAME, then release it.
@@ -80,6 +82,7 @@ func newRunCmd() *cobra.Command {
 	fl.BoolVarP(&f.exclusiveE, "exclusive-e", "e", false, "same as -x")
 	_ = fl.MarkHidden("exclusive-e")
 	addCommonFlags(cmd, f)
+	addEveryFlags(cmd, f)
 	return cmd
 }
 
@@ -276,6 +279,9 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 	r, err := parseRequest(cmd, f, args, sem)
 	if err != nil {
 		return err
+	}
+	if f.interval.every.set || f.interval.maxRun.set {
+		return runEvery(cmd, f, r)
 	}
 	setLogger(f.verbose)
 	sigc := make(chan os.Signal, 8)
