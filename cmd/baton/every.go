@@ -50,6 +50,8 @@ func runEvery(cmd *cobra.Command, f *runFlags, r *request) error {
 		return usageErrorf("--at-most-every must be more than 0")
 	case r.shared:
 		return usageErrorf("--at-most-every runs one command at a time: -s does not apply")
+	case r.file != "":
+		return usageErrorf("--at-most-every takes a NAME of the backend, not a file")
 	case f.interval.maxRun.set && iv.AtMost <= 0:
 		return usageErrorf("--max-run must be more than 0")
 	}

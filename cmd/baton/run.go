@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ type runFlags struct {
 	hold    bool     // lock: no command
 
 	interval everyFlags // run --at-most-every (every.go)
+	flock    flockFlags // run and lock on a file, lock --fd (flock.go)
 }
 
 const runLong = `Run CMD while holding the lock NAME, then release it.
@@ -83,6 +85,7 @@ func newRunCmd() *cobra.Command {
 	_ = fl.MarkHidden("exclusive-e")
 	addCommonFlags(cmd, f)
 	addEveryFlags(cmd, f)
+	addFileFlags(cmd, f, false)
 	return cmd
 }
 
@@ -170,6 +173,7 @@ type request struct {
 
 	noticeEvery time.Duration // repeat of the waiting notice off a terminal; 0: once
 	hold        bool          // lock: no command, hold until a signal or the end of stdin
+	file        string        // NAME is this file, locked with flock(2) (flock.go)
 }
 
 // noticeDelay is how long a wait lasts before baton says what it waits for.
@@ -191,7 +195,9 @@ func parseRequest(cmd *cobra.Command, f *runFlags, args []string, sem bool) (*re
 		// flock(1) order: NAME -c STR.
 		f.command, rest = rest[1], nil
 	}
-	if err := baton.ValidateName(r.name); err != nil {
+	if isFilePath(r.name) && !sem {
+		r.file = filepath.Clean(r.name)
+	} else if err := baton.ValidateName(r.name); err != nil {
 		return nil, usageErrorf("%s", strings.TrimPrefix(err.Error(), "baton: "))
 	}
 	if f.shared && (f.exclusive || f.exclusiveE) {
@@ -276,6 +282,13 @@ const releaseTimeout = 5 * time.Second
 const lostReleaseTimeout = time.Second
 
 func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
+	if done, err := lockFDForm(cmd, f, args); done {
+		return err
+	}
+	args, err := fileArgs(f, args)
+	if err != nil {
+		return err
+	}
 	r, err := parseRequest(cmd, f, args, sem)
 	if err != nil {
 		return err
@@ -307,6 +320,12 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 		actx, acancel := ctx, context.CancelFunc(func() {})
 		if r.timeout > 0 {
 			actx, acancel = context.WithTimeoutCause(ctx, r.timeout, errTimedOut)
+		}
+		if r.file != "" {
+			h, err := flockFile(actx, r)
+			resc <- result{h: h, err: err, timedOut: err != nil && errors.Is(context.Cause(actx), errTimedOut)}
+			acancel()
+			return
 		}
 		b, err := openBackend(actx, r.backend, backendOptions{ttl: f.ttl.d})
 		if err != nil {
