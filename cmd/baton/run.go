@@ -34,8 +34,9 @@ type runFlags struct {
 	waitAll bool     // sem: wait until every slot is free, run nothing
 	hold    bool     // lock: no command
 
-	interval everyFlags // run --at-most-every (every.go)
-	flock    flockFlags // run and lock on a file, lock --fd (flock.go)
+	interval everyFlags  // run --at-most-every (every.go)
+	flock    flockFlags  // run and lock on a file, lock --fd (flock.go)
+	gnu      semGNUFlags // sem --id, --fg, --bg (semgnu.go)
 }
 
 const runLong = `Run CMD while holding the lock NAME, then release it.
@@ -114,6 +115,7 @@ Waiting, signals, the environment of CMD and the loss of the slot work as for
 	fl.VarP(&f.jobs, "jobs", "j", "number of slots `N` (required): N, or +N, -N, N% of the CPUs as GNU sem reads them")
 	fl.BoolVar(&f.waitAll, "wait", false, "wait until every slot is free; run no command")
 	addCommonFlags(cmd, f)
+	addSemGNUFlags(cmd, f)
 	return cmd
 }
 
@@ -289,6 +291,12 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 	if err != nil {
 		return err
 	}
+	if sem {
+		var done bool
+		if args, done, err = semGNU(cmd, f, args); done {
+			return err
+		}
+	}
 	r, err := parseRequest(cmd, f, args, sem)
 	if err != nil {
 		return err
@@ -429,5 +437,6 @@ wait:
 	if r.hold {
 		return holdOnly(r, h, sigc, &closeBound)
 	}
+	sayStarted()
 	return supervise(r, f, h, sigc, &closeBound)
 }
