@@ -20,6 +20,7 @@ var roles = map[string]func(e *env, arg string) error{
 	"member":       roleMember,
 	"ratehammer":   roleRateHammer,
 	"intervalhang": roleIntervalHang,
+	"permithold":   rolePermitHold,
 }
 
 func runHelper(role string, suites []Suite) int {

@@ -123,6 +123,13 @@ var recipes = []struct {
 		{"Barrier", testBarrier},
 	}},
 	{"RateLimiter", true, rateTests(false)},
+	{"PermitSemaphore", true, []subtest{
+		{"BadInput", testPermitBadInput},
+		{"Release", testPermitRelease},
+		{"Expiry", testPermitExpiry},
+		{"KillHolder", testPermitKill},
+		{"Hammer", testPermitHammer},
+	}},
 	{"IntervalLock", true, []subtest{
 		{"BadInput", testIntervalBadInput},
 		{"Once", testIntervalOnce},
