@@ -15,6 +15,8 @@
 //     over the name's Value, or a backend's own RateStore.
 //   - IntervalLock: a job run by one process at a time and at most once
 //     per interval, given up after its longest time.
+//   - PermitSemaphore: permits with ids and leases of their own, released
+//     by id from any process, extended, and back when their lease ends.
 //
 // The shared state of the Election, Latch, Barrier and DoubleBarrier is a
 // baton.Value, changed by CompareAndSwap and awaited with Value.Wait, so
