@@ -253,9 +253,34 @@ func testRateChange(t *testing.T, e *env, fast bool) {
 		t.Errorf("the changer's handle has %+v", s.Limit())
 	}
 	n, err := e.rateLimiter(b, name, neu, fast)
-	closeAtEnd(t, "open with the new limit", n, err)
+	n = closeAtEnd(t, "open with the new limit", n, err)
 	if _, err := r.Allow(ctx, 1); !errors.Is(err, baton.ErrMismatch) {
 		t.Errorf("Allow with the old limit after the change: %v", err)
+	}
+	// Right after the change, takers on the new limit get no more than it
+	// admits: its burst and its rate over the time, the events taken under
+	// the old limit still counted.
+	const d = time.Second
+	start := time.Now()
+	var took atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			for time.Since(start) < d {
+				res, err := n.Allow(ctx, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Allowed {
+					took.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	most := neu.Burst + int64(time.Since(start)/neu.Interval()) + 4
+	if took.Load() > most {
+		t.Errorf("%d events in %v after the change, the new limit admits %d", took.Load(), time.Since(start), most)
 	}
 }
 
