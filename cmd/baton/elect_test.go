@@ -154,3 +154,21 @@ func TestElectCommandLost(t *testing.T) {
 		t.Errorf("ended %v after the loss: the command was not given its grace", d)
 	}
 }
+
+// On a network backend: the leader's command runs with its token, and a
+// listener sees the proposal.
+func TestElectRedis(t *testing.T) {
+	t.Parallel()
+	url, _ := startRedis(t)
+	listen, _, listenCmd := lines(t, url, "elect", "--listen", "net")
+	expectLine(t, listen, "")
+	r := run(t, url, "elect", "-w", "20", "net", "me", "--", "sh", "-c", `sleep 0.5; echo "$BATON_TOKEN"`)
+	if tok, err := strconv.ParseUint(strings.TrimSpace(r.stdout), 10, 64); r.code != 0 || err != nil || tok == 0 {
+		t.Errorf("elect on Redis: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	expectLine(t, listen, "me")
+	_ = listenCmd.Process.Signal(syscall.SIGTERM)
+	if err := listenCmd.Wait(); err != nil {
+		t.Errorf("listener after SIGTERM: %v", err)
+	}
+}
