@@ -214,6 +214,9 @@ func printNotice(ctx context.Context, r *request, tty bool) {
 // tell. It opens a second backend handle so that the waiting one is left
 // alone, and gives up quickly.
 func holdersOf(ctx context.Context, r *request) string {
+	if r.file != "" {
+		return "" // a file lock: the backend knows nothing of it
+	}
 	ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	b, err := openBackend(ctx, r.backend, backendOptions{})
