@@ -1,0 +1,93 @@
+//go:build linux
+
+package shmchan
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/ipc"
+)
+
+func openTest(t testing.TB, ns *ipc.Namespace, name string, capacity, max int) *Chan {
+	t.Helper()
+	c, err := OpenEntry(ns.Resolve(Kind, name), capacity, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func testNS(t testing.TB) *ipc.Namespace {
+	ns, err := ipc.OpenNamespace(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// dump describes the ring for a failure.
+func (c *Chan) dump() string {
+	s := fmt.Sprintf("head %d tail %d recvflag %d sendflag %d closed %v\n", c.u64(offHead).Load(), c.u64(offTail).Load(),
+		c.u32(offRecvFlag).Load(), c.u32(offSendFlag).Load(), c.closed())
+	for i := range c.capacity {
+		v := c.state(i).Load()
+		s += fmt.Sprintf("  slot %d: lap %d phase %d owner %d\n", i, lapOf(v), phaseOf(v), v>>ownerShift&(tableSize-1))
+	}
+	return s
+}
+
+func TestRingStress(t *testing.T) {
+	ns := testNS(t)
+	const senders, receivers, per = 4, 4, 5000
+	var hs []*Chan
+	for range 3 {
+		hs = append(hs, openTest(t, ns, "s", 8, 32))
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var got sync.Map
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range per {
+				msg := []byte(fmt.Sprint(s, ":", i))
+				if _, err := hs[s%3].Send(ctx, [][]byte{msg}, true); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var rg sync.WaitGroup
+	for r := range receivers {
+		rg.Add(1)
+		go func() {
+			defer rg.Done()
+			for {
+				_, err := hs[r%3].Recv(ctx, 1+r%2*3, true, func(m []byte) {
+					if _, dup := got.LoadOrStore(string(m), r); dup {
+						t.Errorf("%s twice", m)
+					}
+				})
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("senders stuck:\n%s", hs[0].dump())
+	}
+	hs[0].CloseSend(ctx)
+	rg.Wait()
+}
