@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -64,6 +65,11 @@ type Chan struct {
 	gone    atomic.Bool // the file was removed or replaced
 	loss    driver.Loss
 	stop    func() // ends the watch of the file
+
+	// unmapped is set by Close, under mapMu, before the region goes: a
+	// loss of the file may be told after Unwatch, and must not touch it.
+	mapMu    sync.Mutex
+	unmapped bool
 }
 
 // errRemoved is the cause of every call once the channel's file is gone.
@@ -245,7 +251,14 @@ func (c *Chan) kick(word uintptr) {
 // lossKick wakes the waiters of a handle whose file is gone.
 type lossKick struct{ c *Chan }
 
-func (k lossKick) LossFired(error) { k.c.kick(offRecvWord); k.c.kick(offSendWord) }
+func (k lossKick) LossFired(error) {
+	k.c.mapMu.Lock()
+	defer k.c.mapMu.Unlock()
+	if !k.c.unmapped {
+		k.c.kick(offRecvWord)
+		k.c.kick(offSendWord)
+	}
+}
 
 // Interrupt makes the calls in progress return baton.ErrClosed.
 func (c *Chan) Interrupt() {
@@ -260,5 +273,8 @@ func (c *Chan) Close() error {
 	c.stop()
 	me := uint64(c.self.Tag())<<32 | uint64(uint32(c.self.PID))
 	c.entry(c.me).CompareAndSwap(me, 0)
+	c.mapMu.Lock()
+	c.unmapped = true
+	c.mapMu.Unlock()
 	return c.r.Close()
 }

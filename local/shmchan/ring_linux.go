@@ -105,6 +105,17 @@ func (c *Chan) recover(st *atomic.Uint64, v uint64) {
 	}
 }
 
+// reclaim recovers the slot of state v if another process holds it and
+// has exited, and reports whether it did.
+func (c *Chan) reclaim(st *atomic.Uint64, v uint64) bool {
+	o := ownerOf(v)
+	if o == 0 || o == c.me || !c.deadEntry(c.entry(o).Load()) {
+		return false
+	}
+	c.recover(st, v)
+	return true
+}
+
 // wake wakes the sleepers of a word if its flag says some may sleep. It
 // wakes them all: a waker that finds the flag cleared by another one
 // leaves its slots to that one's wake-up, which must therefore reach
@@ -153,12 +164,11 @@ func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *atomic.Uint64, 
 	}
 	var watch *ipc.ExitWatch
 	timeout := time.Duration(-1)
+	if c.reclaim(st, v) {
+		return nil
+	}
 	if o := ownerOf(v); o != 0 && o != c.me {
 		e := c.entry(o).Load()
-		if c.deadEntry(e) {
-			c.recover(st, v)
-			return nil
-		}
 		if pid := int(uint32(e)); pid != c.self.PID {
 			w, dead, err := ipc.NotifyExit(pid, uint32(e>>32), ^uint32(0), func() { c.kick(word) })
 			switch {
@@ -224,6 +234,9 @@ func (c *Chan) send(ctx context.Context, block bool, next func(buf []byte) (size
 				return nil
 			}
 			if !block {
+				if c.reclaim(st, v) {
+					continue
+				}
 				return baton.ErrChannelFull
 			}
 			if err := c.wait(ctx, offSendWord, offSendFlag, st, v); err != nil {
@@ -285,6 +298,9 @@ func (c *Chan) Recv(ctx context.Context, max int, block bool, take func(msg []by
 			case phaseOf(v) != phaseWriting && c.closed():
 				return 0, baton.ErrChannelClosed
 			case !block:
+				if c.reclaim(st, v) {
+					continue
+				}
 				return 0, baton.ErrChannelEmpty
 			}
 			if err := c.wait(ctx, offRecvWord, offRecvFlag, st, v); err != nil {

@@ -91,3 +91,22 @@ func TestRingStress(t *testing.T) {
 	hs[0].CloseSend(ctx)
 	rg.Wait()
 }
+
+// pong echoes every message of c back on the channel "r" of ns.
+func pong(ns *ipc.Namespace, c *Chan) error {
+	r, err := OpenEntry(ns.Resolve(Kind, "r"), 0, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	ctx := context.Background()
+	buf := make([]byte, 0, r.maxMsg)
+	for {
+		if _, err := c.Recv(ctx, 1, true, func(m []byte) { buf = append(buf[:0], m...) }); err != nil {
+			return err
+		}
+		if _, err := r.Send(ctx, [][]byte{buf}, true); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,249 @@
+//go:build linux
+
+package shmchan
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
+)
+
+// A test binary started with envRole set is a helper: init runs the role
+// and exits before any test starts.
+const (
+	envRole = "BATON_SHMCHAN_TEST_ROLE"
+	envDir  = "BATON_SHMCHAN_TEST_DIR"
+)
+
+func init() {
+	role := os.Getenv(envRole)
+	if role == "" {
+		return
+	}
+	if err := runRole(role, os.Getenv(envDir)); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func runRole(role, dir string) error {
+	ns, err := ipc.OpenNamespace(dir)
+	if err != nil {
+		return err
+	}
+	c, err := OpenEntry(ns.Resolve(Kind, "c"), 0, 0)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	switch role {
+	case "write-and-hang": // reserve a slot, say so, and never commit
+		return c.SendFunc(ctx, true, func(buf []byte) (int, error) {
+			fmt.Println("reserved")
+			select {}
+		})
+	case "read-and-hang": // take a message, say so, and never finish
+		_, err := c.Recv(ctx, 1, true, func([]byte) {
+			fmt.Println("reading")
+			select {}
+		})
+		return err
+	case "pingpong": // echo every message of "c" back on "r"
+		return pong(ns, c)
+	}
+	return fmt.Errorf("unknown role %q", role)
+}
+
+// start runs a helper in role and waits for its first line, want.
+func start(t testing.TB, ns *ipc.Namespace, role, want string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envRole+"="+role, envDir+"="+ns.Dir())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	if want != "" {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if !strings.HasPrefix(line, want) {
+			t.Fatalf("helper %s said %q (%v), want %q", role, line, err, want)
+		}
+	}
+	return cmd
+}
+
+// eventually fails the test unless cond holds within d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+	}
+}
+
+// A sender killed between its reservation and its commit: a receiver
+// blocked behind the slot wakes at the death (pidfd, no timer), skips the
+// slot, and the channel works on.
+func TestKilledWriter(t *testing.T) {
+	ns := testNS(t)
+	c := openTest(t, ns, "c", 4, 64)
+	ctx := context.Background()
+	cmd := start(t, ns, "write-and-hang", "reserved")
+	got := make(chan string, 1)
+	go func() {
+		var s string
+		_, err := c.Recv(ctx, 1, true, func(m []byte) { s = string(m) })
+		got <- fmt.Sprint(s, err)
+	}()
+	time.Sleep(50 * time.Millisecond) // the receiver sleeps behind the slot
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the head past the dead writer's slot", func() bool { return c.u64(offHead).Load() == 1 })
+	if _, err := c.Send(ctx, [][]byte{[]byte("after")}, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s != "after<nil>" {
+			t.Errorf("Recv = %q, want the message sent after the kill", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Recv did not return")
+	}
+}
+
+// A receiver killed while reading: that message is lost, the next sender
+// at its slot recovers it, and nothing else is lost or doubled.
+func TestKilledReader(t *testing.T) {
+	ns := testNS(t)
+	c := openTest(t, ns, "c", 2, 64)
+	ctx := context.Background()
+	for _, m := range []string{"lost", "kept", "third"} {
+		if m == "third" {
+			start(t, ns, "read-and-hang", "reading").Process.Kill()
+		}
+		if _, err := c.Send(ctx, [][]byte{[]byte(m)}, m != "third"); err != nil && m != "third" {
+			t.Fatal(err)
+		}
+	}
+	// The ring was full (a slot read by the killed process, "kept"):
+	// TrySend of "third" found it so, or recovered the slot once the
+	// process had exited; a blocking Send waits for that exit.
+	sent := make(chan error, 1)
+	go func() {
+		_, err := c.Send(ctx, [][]byte{[]byte("fourth")}, true)
+		sent <- err
+	}()
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Send did not recover the dead reader's slot:\n%s", c.dump())
+	}
+	var got []string
+	for {
+		_, err := c.Recv(ctx, 8, false, func(m []byte) { got = append(got, string(m)) })
+		if err != nil {
+			break
+		}
+	}
+	if strings.Join(got, " ") != "kept fourth" && strings.Join(got, " ") != "kept third fourth" {
+		t.Errorf("after the kill took %q, want kept and fourth (third only if it fit)", got)
+	}
+}
+
+// Removing the file reports to both ends: a blocked receiver and a sender.
+func TestRemoved(t *testing.T) {
+	ns := testNS(t)
+	c := openTest(t, ns, "c", 1, 8)
+	ctx := context.Background()
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Recv(ctx, 1, true, func([]byte) {})
+		res <- err
+	}()
+	if err := ipc.RemoveRegion(ns, Kind, "c"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		if !errors.Is(err, baton.ErrLost) {
+			t.Errorf("blocked Recv after removal: %v, want ErrLost", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a blocked Recv did not hear of the removal")
+	}
+	if _, err := c.Send(ctx, [][]byte{nil}, true); !errors.Is(err, baton.ErrLost) {
+		t.Errorf("Send after removal: %v, want ErrLost", err)
+	}
+}
+
+// Handles leave no mapping, file descriptor or table entry behind, and
+// open only the one file.
+func TestNoLeaks(t *testing.T) {
+	ns := testNS(t)
+	maps := func() int {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), ns.Dir())
+	}
+	fds := func() int {
+		es, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(es)
+	}
+	m0, f0 := maps(), fds()
+	ctx := context.Background()
+	for i := range 200 {
+		c, err := OpenEntry(ns.Resolve(Kind, "c"), 4, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Send(ctx, [][]byte{[]byte("x")}, false); err != nil && !errors.Is(err, baton.ErrChannelFull) {
+			t.Fatal(i, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := OpenEntry(ns.Resolve(Kind, "c"), 8, 16); !errors.Is(err, baton.ErrMismatch) {
+		t.Errorf("open with another capacity: %v", err)
+	}
+	eventually(t, 5*time.Second, "mappings and fds back", func() bool { return maps() == m0 && fds() <= f0 })
+	c := openTest(t, ns, "c", 0, 0)
+	for i := uint64(1); i < tableSize; i++ {
+		if e := c.entry(i).Load(); e != 0 && i != c.me {
+			t.Errorf("table entry %d still taken: %#x", i, e)
+		}
+	}
+	names, err := ns.Names(Kind)
+	if err != nil || len(names) != 1 {
+		t.Errorf("files of the kind: %q (%v), want one", names, err)
+	}
+}
