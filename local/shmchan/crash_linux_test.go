@@ -29,7 +29,11 @@ func init() {
 	if role == "" {
 		return
 	}
-	if err := runRole(role, os.Getenv(envDir)); err != nil {
+	run := runRole
+	if strings.HasSuffix(role, "-fd") {
+		run = func(role, _ string) error { return streamRole(role) }
+	}
+	if err := run(role, os.Getenv(envDir)); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(1)
 	}
@@ -60,6 +64,8 @@ func runRole(role, dir string) error {
 		return err
 	case "pingpong": // echo every message of "c" back on "r"
 		return pong(ns, c)
+	case "source":
+		return source(c)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }

@@ -15,9 +15,10 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
-// spinFor bounds the spinning of a waiter before it sleeps: a peer that
-// answers within it costs no system call on either side.
-const spinFor = 20 * time.Microsecond
+// spinLoads is how many times a waiter looks at the slot before it yields
+// once and then sleeps. The spin is short: on a busy machine the peer that
+// would end the wait may need the very CPU a longer spin burns.
+const spinLoads = 16
 
 func mk(lap, owner, phase uint64) uint64 {
 	return (lap&lapMask)<<lapShift | owner<<ownerShift | phase
@@ -134,18 +135,12 @@ func (c *Chan) wake(word, flag uintptr, k int) {
 // recovered; one held by a live other process is watched through a pidfd,
 // whose exit wakes the word.
 func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *atomic.Uint64, v uint64) error {
-	start := time.Now()
-	for i := 0; ; i++ {
+	for range spinLoads {
 		if st.Load() != v {
 			return nil
 		}
-		if i&15 == 15 {
-			if time.Since(start) > spinFor {
-				break
-			}
-			runtime.Gosched()
-		}
 	}
+	runtime.Gosched()
 	seen := c.u32(word).Load()
 	c.u32(flag).Store(1)
 	if st.Load() != v {
