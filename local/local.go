@@ -25,6 +25,10 @@
 // Holds are given back when their process dies: by the kernel for flock and
 // System V (SEM_UNDO), by the next waiter's owner-liveness check for the
 // futex mutex and the shared-memory RW lock and semaphore.
+//
+// Channels are a ring of message slots in shared memory (package shmchan);
+// a slot that a killed sender or receiver held is recovered by the next
+// process that waits behind it.
 package local
 
 import (

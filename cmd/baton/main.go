@@ -143,6 +143,7 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
 	})
 	root.AddCommand(newRunCmd(), newSemCmd(), newStatusCmd(), newLsCmd(), newRmCmd(), newLockCmd())
 	root.AddCommand(newTopCmd(), newServeCmd())
+	root.AddCommand(newChanCmd())
 	root.Version = version()
 	root.CompletionOptions.HiddenDefaultCmd = false
 	useOwnBashCompletion(root)
