@@ -10,12 +10,15 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -264,4 +267,82 @@ func TestBlockedRecvCPU(t *testing.T) {
 	if extra > d/500 {
 		t.Errorf("a blocked Recv cost %v of CPU in %v beyond an idle process", extra, d)
 	}
+}
+
+// BenchmarkFourByFour: 4 sending processes, 4 receivers (a handle each) in
+// this one, batches of 64.
+func BenchmarkFourByFour(b *testing.B) {
+	ns, err := ipc.OpenNamespace(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const size = 64
+	openTest(b, ns, "c", 1024, size)
+	var cmds []*exec.Cmd
+	b.ResetTimer()
+	for i := range 4 {
+		cmd := helperCmd(b, ns.Dir(), "source", size, b.N/4+btoi(i < b.N%4))
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	var total atomic.Int64
+	reached := make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 4)
+	var hs []*Chan
+	for range 4 {
+		c := openTest(b, ns, "c", 0, 0)
+		hs = append(hs, c)
+		go func() {
+			for {
+				n, err := c.Recv(context.Background(), 64, true, func([]byte) {})
+				if total.Add(int64(n)) >= int64(b.N) {
+					once.Do(func() { close(reached) })
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+	}
+	<-reached
+	b.StopTimer()
+	for _, c := range hs {
+		c.Interrupt()
+	}
+	for range 4 {
+		if err := <-done; err != baton.ErrClosed {
+			b.Fatal(err)
+		}
+	}
+	for _, cmd := range cmds {
+		cmd.Wait()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// BenchmarkGoChan is the floor: a Go channel of 64-byte copies between
+// two goroutines of one process.
+func BenchmarkGoChan(b *testing.B) {
+	ch := make(chan [64]byte, 1024)
+	go func() {
+		var m [64]byte
+		for range b.N {
+			ch <- m
+		}
+	}()
+	for range b.N {
+		<-ch
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
