@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,7 @@ func testZeroCopy(t *testing.T, e *env) {
 
 func testBadInput(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
+	unchanged := e.sameObjects(t)
 	for _, n := range []string{"", "a//b", "../x", "a\x00b"} {
 		_, err := b.Channel(ctx, n, baton.ChannelOptions{})
 		is(t, fmt.Sprintf("Channel(%q)", n), err, baton.ErrInvalidName)
@@ -147,6 +149,7 @@ func testBadInput(t *testing.T, e *env) {
 	//lint:ignore SA1012 a nil context is the bad input
 	_, err := b.Channel(nil, name, baton.ChannelOptions{}) //nolint:staticcheck
 	is(t, "Channel(nil context)", err, baton.ErrInvalidArgument)
+	unchanged()
 	c := open(t, b, ctx, name, baton.ChannelOptions{Capacity: 4, MaxMessage: 8})
 	err = c.Send(ctx, []byte("123456789"))
 	is(t, "Send of 9 bytes to a channel of 8", err, baton.ErrInvalidArgument)
@@ -273,4 +276,24 @@ func testHandleClose(t *testing.T, e *env) {
 	// The channel stays, and its next handle works.
 	c2 := open(t, b, ctx, name, baton.ChannelOptions{})
 	ok(t, "Send on a new handle", c2.Send(ctx, []byte("x")))
+}
+
+// sameObjects notes the backend's objects (Suite.Objects, when set) and
+// returns a check that they are still the same: refused calls created
+// nothing.
+func (e *env) sameObjects(t *testing.T) (check func()) {
+	t.Helper()
+	if e.s.Objects == nil {
+		return func() {}
+	}
+	before, err := e.s.Objects(e.cfg)
+	ok(t, "objects", err)
+	return func() {
+		t.Helper()
+		after, err := e.s.Objects(e.cfg)
+		ok(t, "objects", err)
+		if !slices.Equal(before, after) {
+			t.Errorf("refused calls created objects: before %q, after %q", before, after)
+		}
+	}
 }

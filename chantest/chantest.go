@@ -39,6 +39,9 @@ type Suite struct {
 	Open func(cfg string) (baton.Backend, error)
 	// CrossProcess runs the tests that re-execute the test binary.
 	CrossProcess bool
+	// Objects, when set, lists the backend's objects (files, keys) for
+	// cfg; the bad-input test checks that refused calls create none.
+	Objects func(cfg string) ([]string, error)
 	// KillMessages is how many messages the kill test's steady senders
 	// send (0: 100,000; BATON_CHAN_KILL_MESSAGES overrides it, e.g.
 	// 1000000 for a long run).

@@ -11,6 +11,7 @@ import (
 var chanSuite = chantest.Suite{
 	Name:         "local",
 	Open:         func(dir string) (baton.Backend, error) { return local.Open(dir) },
+	Objects:      objects,
 	CrossProcess: true,
 }
 
