@@ -268,7 +268,14 @@ func (c *Chan) Interrupt() {
 }
 
 // Close frees the handle's entry and unmaps the region; the channel stays.
+// Closing twice is a no-op.
 func (c *Chan) Close() error {
+	c.mapMu.Lock()
+	if c.unmapped {
+		c.mapMu.Unlock()
+		return nil
+	}
+	c.mapMu.Unlock()
 	c.loss.Unwatch()
 	c.stop()
 	me := uint64(c.self.Tag())<<32 | uint64(uint32(c.self.PID))

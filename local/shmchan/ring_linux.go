@@ -291,7 +291,13 @@ func (c *Chan) Recv(ctx context.Context, max int, block bool, take func(msg []by
 			case n > 0:
 				return n, nil
 			case phaseOf(v) != phaseWriting && c.closed():
-				return 0, baton.ErrChannelClosed
+				// The slot is looked at again after the flag: a sender
+				// that reserved it before the CloseSend changed it, and
+				// one that reserves it after sees the flag and gives up.
+				if st.Load() == v {
+					return 0, baton.ErrChannelClosed
+				}
+				continue
 			case !block:
 				if c.reclaim(st, v) {
 					continue

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -107,6 +108,41 @@ func pong(ns *ipc.Namespace, c *Chan) error {
 		}
 		if _, err := r.Send(ctx, [][]byte{buf}, true); err != nil {
 			return err
+		}
+	}
+}
+
+// A message whose Send returned before CloseSend is taken before the end,
+// also by receivers that were looking at the empty head when the Send
+// reserved it (they poll with non-blocking receives, to widen that
+// window).
+func TestCloseAfterSend(t *testing.T) {
+	ns := testNS(t)
+	ctx := context.Background()
+	for i := range 300 {
+		c := openTest(t, ns, fmt.Sprint("c", i), 2, 8)
+		got := make(chan int, 2)
+		for range 2 {
+			go func() {
+				n := 0
+				for {
+					k, err := c.Recv(ctx, 1, false, func([]byte) {})
+					n += k
+					if err != nil && err != baton.ErrChannelEmpty {
+						got <- n
+						return
+					}
+				}
+			}()
+		}
+		if _, err := c.Send(ctx, [][]byte{[]byte("m")}, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CloseSend(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := <-got + <-got; n != 1 {
+			t.Fatalf("round %d: took %d messages before the end, want 1", i, n)
 		}
 	}
 }
