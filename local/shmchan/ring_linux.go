@@ -272,6 +272,9 @@ func (c *Chan) fill(pos uint64, st *atomic.Uint64, mine uint64, next func([]byte
 		}
 	}()
 	size, more, err = next(c.data(pos))
+	if err == nil && (size < 0 || size > c.maxMsg) {
+		err = fmt.Errorf("%w: a message of %d bytes, not 0 to %d", baton.ErrInvalidArgument, size, c.maxMsg)
+	}
 	done = err == nil
 	return size, more, err
 }
@@ -311,12 +314,14 @@ func (c *Chan) Recv(ctx context.Context, max int, block bool, take func(msg []by
 		}
 		lap := c.lap(pos)
 		size := *c.length(pos)
-		if size > uint64(c.maxMsg) {
-			size = 0
+		if size <= uint64(c.maxMsg) {
+			take(c.data(pos)[:size])
 		}
-		take(c.data(pos)[:size])
 		if !st.CompareAndSwap(mk(lap, c.me, phaseReading), mk(lap+1, 0, phaseEmpty)) {
 			return n, fmt.Errorf("%s: slot of position %d taken over while read", c.r.Path(), pos)
+		}
+		if size > uint64(c.maxMsg) {
+			return n, fmt.Errorf("%s: the message at position %d claims %d bytes, more than %d: dropped", c.r.Path(), pos, size, c.maxMsg)
 		}
 		n++
 	}
