@@ -11,6 +11,7 @@ import (
 	"github.com/batonlock/baton/condvar"
 	"github.com/batonlock/baton/filelock"
 	"github.com/batonlock/baton/local/mutex"
+	"github.com/batonlock/baton/local/shmchan"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/rwlock/shmrw"
 	"github.com/batonlock/baton/semaphore"
@@ -54,6 +55,7 @@ func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
 	add(shmsem.List(d.ns))
 	add(semaphore.List(d.ns))
 	add(condvar.List(d.ns))
+	add(shmchan.List(d.ns))
 	for _, k := range []struct {
 		kind    baton.Kind
 		dirKind string
@@ -104,6 +106,8 @@ func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 		tries = ordered(d.o.sem == SemSysV, shm, sysv)
 	case baton.KindCond:
 		tries = append(tries, func() (baton.Info, error) { return condvar.Inspect(d.ns, name) })
+	case baton.KindChannel:
+		tries = append(tries, func() (baton.Info, error) { return shmchan.Inspect(d.ns, name) })
 	default:
 		return baton.Info{}, fmt.Errorf("%w: local: unknown kind %q", baton.ErrInvalidArgument, kind)
 	}
@@ -158,6 +162,8 @@ func (d *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 			func() error { return semaphore.Remove(d.ns, name) })
 	case baton.KindCond:
 		removes = append(removes, func() error { return condvar.Remove(d.ns, name) })
+	case baton.KindChannel:
+		removes = append(removes, func() error { return shmchan.Remove(d.ns, name) })
 	default:
 		return fmt.Errorf("%w: local: unknown kind %q", baton.ErrInvalidArgument, kind)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestChanSendRecv(t *testing.T) {
@@ -54,5 +55,41 @@ func TestChanRaw(t *testing.T) {
 	}
 	if r := run(t, be, "chan", "recv", "a//b"); r.code != 64 {
 		t.Errorf("recv of a bad name: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// ls shows a channel, and rm --kind channel removes it: a receiver waiting
+// on it hears of the removal.
+func TestChanRm(t *testing.T) {
+	be := namespace(t)
+	if r := run(t, be, "chan", "send", "--capacity", "4", "q", "x"); r.code != 0 {
+		t.Fatalf("send: exit %d, %s", r.code, r.stderr)
+	}
+	if r := run(t, be, "ls"); r.code != 0 || !strings.Contains(r.stdout, "q") || !strings.Contains(r.stdout, "channel") {
+		t.Errorf("ls: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, be, "chan", "recv", "q"); r.code != 0 || r.stdout != "x\n" {
+		t.Fatalf("recv: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+	}
+	recv := command(be, "chan", "recv", "q")
+	var errb bytes.Buffer
+	recv.Stderr = &errb
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if r := run(t, be, "rm", "--kind", "channel", "q"); r.code != 0 {
+		t.Errorf("rm --kind channel: exit %d, %s", r.code, r.stderr)
+	}
+	done := make(chan error, 1)
+	go func() { done <- recv.Wait() }()
+	select {
+	case <-done:
+		if recv.ProcessState.ExitCode() != 70 || !strings.Contains(errb.String(), "removed") {
+			t.Errorf("a waiting recv at rm: exit %d, %s", recv.ProcessState.ExitCode(), errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		_ = recv.Process.Kill()
+		t.Fatal("a waiting recv did not hear of rm")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -31,3 +32,12 @@ func (c *Chan) Recv(ctx context.Context, max int, block bool, take func(msg []by
 func (c *Chan) CloseSend(ctx context.Context) error { return errNo }
 func (c *Chan) Interrupt()                          {}
 func (c *Chan) Close() error                        { return nil }
+
+// Inspect returns an error matching errors.ErrUnsupported on this system.
+func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) { return baton.Info{}, errNo }
+
+// List returns an error matching errors.ErrUnsupported on this system.
+func List(ns *ipc.Namespace) ([]baton.Info, error) { return nil, errNo }
+
+// Remove returns an error matching errors.ErrUnsupported on this system.
+func Remove(ns *ipc.Namespace, name string) error { return errNo }

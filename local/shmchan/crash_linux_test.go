@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -258,5 +259,42 @@ func TestNoLeaks(t *testing.T) {
 	names, err := ns.Names(Kind)
 	if err != nil || len(names) != 1 {
 		t.Errorf("files of the kind: %q (%v), want one", names, err)
+	}
+}
+
+// Inspect reports the parameters, the messages held, the closed flag and
+// the slots of dead processes; Remove removes the file.
+func TestInspect(t *testing.T) {
+	ns := testNS(t)
+	c := openTest(t, ns, "c", 4, 16)
+	ctx := context.Background()
+	if _, err := c.Send(ctx, [][]byte{[]byte("a"), []byte("b")}, true); err != nil {
+		t.Fatal(err)
+	}
+	start(t, ns, "read-and-hang", "reading").Process.Kill()
+	if err := c.CloseSend(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var in baton.Info
+	eventually(t, 5*time.Second, "the reader seen dead", func() bool {
+		var err error
+		in, err = Inspect(ns, "c")
+		return err == nil && strings.Contains(in.Detail, "1 dead")
+	})
+	if in.Kind != baton.KindChannel || in.Capacity != 4 || !strings.HasPrefix(in.Detail, "2 of 4 messages, up to 16 bytes each, closed") {
+		t.Errorf("Inspect = %+v", in)
+	}
+	infos, err := List(ns)
+	if err != nil || len(infos) != 1 || infos[0].Name != "c" {
+		t.Errorf("List = %+v, %v", infos, err)
+	}
+	if err := Remove(ns, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Inspect(ns, "c"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Inspect after Remove: %v", err)
+	}
+	if err := Remove(ns, "c"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Remove twice: %v", err)
 	}
 }
