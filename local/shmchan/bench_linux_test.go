@@ -23,7 +23,8 @@ import (
 )
 
 // The benchmarks compare the channel between two processes with a Unix
-// domain socket pair and a pair of pipes, in the same run:
+// domain socket pair, a pair of pipes and a System V message queue, in
+// the same run:
 //
 //	go test -run '^$' -bench . ./local/shmchan
 //
@@ -119,6 +120,7 @@ func BenchmarkPingPong(b *testing.B) {
 			r2, w2, _ := os.Pipe()
 			pingFD(b, size, r2, w1, r1, w2)
 		})
+		b.Run(fmt.Sprintf("msgq/%d", size), func(b *testing.B) { pingMsgq(b, size) })
 	}
 }
 
@@ -345,4 +347,63 @@ func BenchmarkGoChan(b *testing.B) {
 		<-ch
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// pingMsgq measures round trips over a System V message queue: type 1
+// to the helper, type 2 back.
+func pingMsgq(b *testing.B, size int) {
+	ns, err := ipc.OpenNamespace(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, err := ipc.OpenMsgQueue(ns, "q", size)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer ipc.RemoveMsgQueue(ns, "q")
+	defer q.Close()
+	cmd := helperCmd(b, ns.Dir(), "pingpong-msgq", size, 0)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ctx := context.Background()
+	msg := make([]byte, size)
+	rtt := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if err := q.Send(ctx, 1, msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := q.Receive(ctx, 2); err != nil {
+			b.Fatal(err)
+		}
+		rtt = append(rtt, time.Since(t0))
+	}
+	b.StopTimer()
+	report(b, rtt)
+}
+
+// pongMsgq echoes messages of type 1 of the queue "q" as type 2.
+func pongMsgq(dir string) error {
+	ns, err := ipc.OpenNamespace(dir)
+	if err != nil {
+		return err
+	}
+	size, _ := strconv.Atoi(os.Getenv(envSize))
+	q, err := ipc.OpenMsgQueue(ns, "q", size)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	for {
+		m, err := q.Receive(ctx, 1)
+		if err != nil {
+			return err
+		}
+		if err := q.Send(ctx, 2, m.Body); err != nil {
+			return err
+		}
+	}
 }

@@ -31,8 +31,11 @@ func init() {
 		return
 	}
 	run := runRole
-	if strings.HasSuffix(role, "-fd") {
+	switch {
+	case strings.HasSuffix(role, "-fd"):
 		run = func(role, _ string) error { return streamRole(role) }
+	case role == "pingpong-msgq":
+		run = func(_, dir string) error { return pongMsgq(dir) }
 	}
 	if err := run(role, os.Getenv(envDir)); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
