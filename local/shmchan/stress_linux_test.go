@@ -146,3 +146,39 @@ func TestCloseAfterSend(t *testing.T) {
 		}
 	}
 }
+
+// Laps wrap at 52 bits: a ring whose positions cross the wrap keeps its
+// order and loses nothing.
+func TestLapWrap(t *testing.T) {
+	if d := lapDiff(0, lapMask); d != 1 {
+		t.Errorf("lapDiff(0, lapMask) = %d, want 1", d)
+	}
+	if d := lapDiff(lapMask, 0); d != -1 {
+		t.Errorf("lapDiff(lapMask, 0) = %d, want -1", d)
+	}
+	if v := mk(lapMask+1, 3, phaseReading); lapOf(v) != 0 || ownerOf(v) != 3 || phaseOf(v) != phaseReading {
+		t.Errorf("mk past the wrap: lap %d owner %d phase %d", lapOf(v), ownerOf(v), phaseOf(v))
+	}
+	ns := testNS(t)
+	const capacity = 4
+	c := openTest(t, ns, "c", capacity, 16)
+	start := uint64(lapMask-1) * capacity // two laps before the wrap
+	c.u64(offHead).Store(start)
+	c.u64(offTail).Store(start)
+	for i := range uint64(capacity) {
+		c.state(start + i).Store(mk(c.lap(start+i), 0, phaseEmpty))
+	}
+	ctx := context.Background()
+	for i := range 5 * capacity {
+		if _, err := c.Send(ctx, [][]byte{[]byte(fmt.Sprint(i))}, false); err != nil {
+			t.Fatalf("send %d: %v\n%s", i, err, c.dump())
+		}
+		var got string
+		if _, err := c.Recv(ctx, 1, false, func(m []byte) { got = string(m) }); err != nil || got != fmt.Sprint(i) {
+			t.Fatalf("recv %d: %q, %v\n%s", i, got, err, c.dump())
+		}
+	}
+	if h := c.u64(offHead).Load(); c.lap(h) != 3 { // lapMask-1 + 5 laps
+		t.Errorf("the head's lap is %d, want 3: the positions did not cross the wrap", c.lap(h))
+	}
+}
