@@ -50,6 +50,9 @@ func newChanSendCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "send [flags] NAME [DATA|-]",
 		Short: "Send DATA, or every message read from stdin, on the channel NAME",
+		Long: `Send DATA as one message, or (DATA "-" or absent) each line of stdin, or
+with --raw each length-framed message of stdin. Waits while the channel is
+full. Exits 1 when the channel is closed or -w ran out.`,
 		Example: `  baton chan send jobs "resize a.png"
   find . -name '*.png' | baton chan send --close jobs`,
 		Args: cobra.RangeArgs(1, 2),
@@ -81,8 +84,7 @@ func newChanRecvCmd() *cobra.Command {
 		Short: "Receive messages from the channel NAME and write them to stdout",
 		Long: `Receive -n messages (all until the channel is closed and drained, with
 -n 0) and write each as a line, or with --raw framed by its length.
-Exits 0 when it has them all or the channel ended, 1 when -w ran out.
-send exits 1 when the channel is closed.`,
+Exits 0 when it has them all or the channel ended, 1 when -w ran out.`,
 		Example: `  baton chan recv -n 1 jobs
   baton chan recv -n 0 jobs | xargs -n1 ./resize`,
 		Args: cobra.ExactArgs(1),
@@ -116,7 +118,7 @@ send exits 1 when the channel is closed.`,
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().IntVarP(&n, "n", "n", 1, "receive this many messages; 0 for all until the channel ends")
+	cmd.Flags().IntVarP(&n, "count", "n", 1, "receive this many messages; 0 for all until the channel ends")
 	return cmd
 }
 
