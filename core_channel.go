@@ -192,8 +192,23 @@ func (c *chanHandle) RecvBatch(ctx context.Context, n int) ([][]byte, error) {
 	if n < 1 {
 		return nil, c.fail("recvbatch", fmt.Errorf("%w: batch of %d messages, must be at least 1", ErrInvalidArgument, n))
 	}
-	var out [][]byte
-	_, err := c.recv(ctx, "recvbatch", n, true, func(b []byte) { out = append(out, append([]byte{}, b...)) })
+	// One buffer for the batch's bytes, cut into its messages at the end:
+	// one allocation or a few per batch, not one per message.
+	var buf []byte
+	var ends []int
+	_, err := c.recv(ctx, "recvbatch", n, true, func(b []byte) {
+		buf = append(buf, b...)
+		ends = append(ends, len(buf))
+	})
+	if len(ends) == 0 {
+		return nil, err
+	}
+	out := make([][]byte, len(ends))
+	start := 0
+	for i, end := range ends {
+		out[i] = buf[start:end:end]
+		start = end
+	}
 	return out, err
 }
 

@@ -183,7 +183,7 @@ var sectionNames = []string{"host", "redis", "etcd", "postgres", "mysql", "zooke
 // sectionsOf names the sections a table id belongs to.
 func sectionsOf(id string) []string {
 	switch {
-	case strings.HasPrefix(id, "mutex-"), strings.HasPrefix(id, "rw-"), strings.HasPrefix(id, "sem-"):
+	case strings.HasPrefix(id, "mutex-"), strings.HasPrefix(id, "rw-"), strings.HasPrefix(id, "sem-"), strings.HasPrefix(id, "chan-"):
 		return []string{"host"}
 	case strings.HasPrefix(id, "redis-"):
 		return []string{"redis"}

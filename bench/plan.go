@@ -251,6 +251,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			[]string{"raw semop"}, pick(sem, func(s *subject) bool { return s.proc }), func(ctx context.Context, s *subject) (sample, error) {
 				return killGrant(ctx, s, dir, "sem", "kill", cfg.kills)
 			}))
+		ts = append(ts, chanTables(cfg, dir)...)
 	}
 
 	var redisSubs, etcdSubs []*subject
