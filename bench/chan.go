@@ -141,7 +141,7 @@ func chanPeer(role, transport string, size int, dir string, files ...*os.File) (
 	return cmd, nil
 }
 
-func stopPeer(cmd *exec.Cmd) {
+func stopChanPeer(cmd *exec.Cmd) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 }
@@ -155,8 +155,8 @@ type chanTransport struct {
 	close    func()
 }
 
-// openTransport opens transport to a peer in role, in a fresh directory.
-func openTransport(ctx context.Context, transport, role string, size int, base string) (*chanTransport, error) {
+// openChanTransport opens transport to a peer in role, in a fresh directory.
+func openChanTransport(ctx context.Context, transport, role string, size int, base string) (*chanTransport, error) {
 	dir, err := os.MkdirTemp(base, "chan-")
 	if err != nil {
 		return nil, err
@@ -188,7 +188,7 @@ func openTransport(ctx context.Context, transport, role string, size int, base s
 				many, err = c.RecvBatch(ctx, 64)
 				return len(many), err
 			},
-			close: func() { stopPeer(cmd); b.Close(); os.RemoveAll(dir) },
+			close: func() { stopChanPeer(cmd); b.Close(); os.RemoveAll(dir) },
 		}, nil
 	case "msgq":
 		ns, err := ipc.OpenNamespace(dir)
@@ -207,7 +207,7 @@ func openTransport(ctx context.Context, transport, role string, size int, base s
 		return &chanTransport{
 			send:  func(msg []byte) error { return q.Send(ctx, 1, msg) },
 			recv:  func([]byte) error { _, err := q.Receive(ctx, 2); return err },
-			close: func() { stopPeer(cmd); q.Close(); ipc.RemoveMsgQueue(ns, "q"); os.RemoveAll(dir) },
+			close: func() { stopChanPeer(cmd); q.Close(); ipc.RemoveMsgQueue(ns, "q"); os.RemoveAll(dir) },
 		}, nil
 	}
 	var mineR, mineW, theirR, theirW *os.File
@@ -242,14 +242,14 @@ func openTransport(ctx context.Context, transport, role string, size int, base s
 		send:     func(msg []byte) error { _, err := mineW.Write(msg); return err },
 		recv:     func(buf []byte) error { _, err := io.ReadFull(mineR, buf); return err },
 		recvMany: func(buf []byte) (int, error) { n, err := io.ReadFull(mineR, buf); return n / size, err },
-		close:    func() { mineR.Close(); mineW.Close(); stopPeer(cmd); os.RemoveAll(dir) },
+		close:    func() { mineR.Close(); mineW.Close(); stopChanPeer(cmd); os.RemoveAll(dir) },
 	}, nil
 }
 
-// pingPong times round trips for dur and reports half of each: the
+// chanPingPong times round trips for dur and reports half of each: the
 // one-way latency.
-func pingPong(ctx context.Context, transport string, size int, dir string, dur time.Duration) (sample, error) {
-	t, err := openTransport(ctx, transport, "echo", size, dir)
+func chanPingPong(ctx context.Context, transport string, size int, dir string, dur time.Duration) (sample, error) {
+	t, err := openChanTransport(ctx, transport, "echo", size, dir)
 	if err != nil {
 		return sample{}, err
 	}
@@ -274,10 +274,10 @@ func pingPong(ctx context.Context, transport string, size int, dir string, dur t
 		P50: h.quantile(0.5), P99: h.quantile(0.99), Max: h.max}, nil
 }
 
-// batches counts the messages a source process gets through in dur,
+// chanBatches counts the messages a source process gets through in dur,
 // received up to 64 at a time.
-func batches(ctx context.Context, transport string, size int, dir string, dur time.Duration) (sample, error) {
-	t, err := openTransport(ctx, transport, "source", size, dir)
+func chanBatches(ctx context.Context, transport string, size int, dir string, dur time.Duration) (sample, error) {
+	t, err := openChanTransport(ctx, transport, "source", size, dir)
 	if err != nil {
 		return sample{}, err
 	}
@@ -312,10 +312,12 @@ func chanTables(cfg config, dir string) []*plannedTable {
 		ts = append(ts, newPlanned("chan-pingpong-"+strconv.Itoa(size), sec,
 			fmt.Sprintf("Channel, one-way latency of %d B between two processes (ping-pong / 2)", size), "latency", "",
 			[]string{"Unix socket pair", "pipe pair", "System V msgq"}, all,
-			func(ctx context.Context, s *subject) (sample, error) { return pingPong(ctx, s.id, size, dir, cfg.dur) }))
+			func(ctx context.Context, s *subject) (sample, error) {
+				return chanPingPong(ctx, s.id, size, dir, cfg.dur)
+			}))
 	}
 	ts = append(ts, newPlanned("chan-batch64", sec, "Channel, 64 B messages one process sends another in batches of 64", "throughput", "",
 		[]string{"Unix socket pair"}, all[:2],
-		func(ctx context.Context, s *subject) (sample, error) { return batches(ctx, s.id, 64, dir, cfg.dur) }))
+		func(ctx context.Context, s *subject) (sample, error) { return chanBatches(ctx, s.id, 64, dir, cfg.dur) }))
 	return ts
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -184,17 +185,10 @@ func sendAll(ctx context.Context, ch baton.Channel, r io.Reader, raw bool) error
 			if err != nil && err != io.EOF {
 				return exitWith(exitBackend, err)
 			}
-			msg = line[:len(line)-btoi(line[len(line)-1] == '\n')]
+			msg = bytes.TrimSuffix(line, []byte{'\n'})
 		}
 		if err := ch.Send(ctx, msg); err != nil {
 			return err
 		}
 	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
