@@ -194,7 +194,7 @@ func (c *chanHandle) RecvBatch(ctx context.Context, n int) ([][]byte, error) {
 	}
 	// One buffer for the batch's bytes, cut into its messages at the end:
 	// one allocation or a few per batch, not one per message.
-	buf := make([]byte, 0, min(n*c.opts.MaxMessage, 64<<10))
+	buf := make([]byte, 0, min(min(n, 64<<10)*c.opts.MaxMessage, 64<<10)) // n may be huge
 	ends := make([]int, 0, min(n, 1024))
 	_, err := c.recv(ctx, "recvbatch", n, true, func(b []byte) {
 		buf = append(buf, b...)
