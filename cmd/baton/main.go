@@ -147,6 +147,7 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
 	root.AddCommand(newTopCmd(), newServeCmd())
 	root.AddCommand(newQueueCmd(), newWorkCmd())
 	root.AddCommand(newElectCmd())
+	root.AddCommand(newChanCmd())
 	root.Version = version()
 	root.CompletionOptions.HiddenDefaultCmd = false
 	useOwnBashCompletion(root)
