@@ -63,8 +63,8 @@ func TestSessionEndFiresEachOnce(t *testing.T) {
 	}
 }
 
-// TestSessionHammer: goroutines track, pass and untrack holds while the
-// session ends; afterwards every hold still tracked has fired with the
+// TestSessionHammer: goroutines track, pass and untrack holds, and one
+// extends the deadline, while the session ends; afterwards every hold still tracked has fired with the
 // cause, exactly once, and every hold given back has no deadline left
 // (it fired only if End came first).
 func TestSessionHammer(t *testing.T) {
@@ -104,6 +104,13 @@ func TestSessionHammer(t *testing.T) {
 				}
 			})
 		}
+		// Renewals and reads race with the holds and the end.
+		wg.Go(func() {
+			<-start
+			for s.Extend(time.Now().Add(time.Minute)) && s.Err() == nil {
+				s.FireIf(func(int) bool { return false }, cause)
+			}
+		})
 		close(start)
 		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
 		s.End(cause)
