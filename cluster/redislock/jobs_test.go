@@ -225,3 +225,37 @@ func TestQueueSentinel(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestQueueRestartAppendOnly: a server with appendonly and appendfsync
+// always, killed and restarted, keeps the queue: its ready jobs, the claim
+// in flight (renewed again once the server is back, then acked), and its
+// token counter.
+func TestQueueRestartAppendOnly(t *testing.T) {
+	s := startRedis(t, "--appendonly", "yes", "--appendfsync", "always")
+	ctx := context.Background()
+	q := queue(t, open(t, s.URL("ttl=3s")), "aof")
+	for _, p := range []string{"a", "b", "c"} {
+		mustPut(t, q, p)
+	}
+	j, err := q.TryClaim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Restart()
+	q2 := queue(t, open(t, s.URL("ttl=3s")), "aof")
+	wantStats := baton.QueueStats{Ready: 2, InFlight: 1}
+	if st, err := q2.Stats(ctx); err != nil || st != wantStats {
+		t.Fatalf("after the restart: %+v %v, want %+v", st, err, wantStats)
+	}
+	j2, err := q2.TryClaim(ctx)
+	if err != nil || string(j2.Payload()) != "b" || j2.Token() <= j.Token() {
+		t.Fatalf("claim after the restart: %v %v", j2, err)
+	}
+	time.Sleep(2 * time.Second) // past renewals, some of them while the server was down
+	if err := j.Ack(ctx); err != nil {
+		t.Fatalf("Ack of the claim made before the restart: %v", err)
+	}
+	if err := j2.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
