@@ -124,12 +124,29 @@
 // CompareAndSwap against a version read before the loss fails with
 // ErrConflict rather than overwriting data its caller never saw.
 //
+// # Work queues
+//
+// A Queue is a dozen keys of one hash tag (one Cluster slot) and one Lua
+// script per operation. Ready jobs are claimed in the order they became
+// ready, except that a job given back (its claimant's handle closed, or
+// its lease passed) returns to the place it had. A claim is a lease of the
+// TTL, renewed in the background like a hold, and its Loss fires before
+// the lease passes on the server; the next script of the queue to run
+// after that gives the job back. Waiting claimants are woken by Pub/Sub
+// messages, and by a timer to the next delayed job or lease deadline.
+// Tokens come from the queue's counter, which never expires (none of a
+// queue's keys does). Payloads are at most MaxQueuePayload bytes, a
+// PutBatch at most 64 MiB of them. With WithReplicas, every write of a
+// queue waits for the replicas; one not acknowledged returns
+// ErrNotReplicated (a claim then gives its jobs back). Without it, a
+// failover can lose recent puts, acks, claims and tokens.
+//
 // # What failures leave behind
 //
 // Each name uses a handful of keys under the prefix (default "baton:"); they
 // expire one second after the last lease or queue entry ends (a Mutex's hold
 // key with its lease), except the token counter, a semaphore's capacity,
-// values and the markers (see above), which stay.
+// values, queues and the markers (see above), which stay.
 //
 // A Mutex keeps its hold in one key whose expiry is the lease, so that an
 // uncontended Lock and Unlock are one short script each (three and two

@@ -94,6 +94,8 @@ end
 local function claim_ok(id, tok)
   return redis.call('HGET', CLAIM, id) == tok
 end
+-- Delayed jobs whose time came go first: they were ready before these.
+promote()
 local out, added = {}, false
 for i = 0, (#ARGV - 1) / 4 - 1 do
   local p, k, d, m = ARGV[2 + 4 * i], ARGV[3 + 4 * i], tonumber(ARGV[4 + 4 * i]), tonumber(ARGV[5 + 4 * i])

@@ -4,6 +4,8 @@
 -- ARGV[2+4i..5+4i] per job: payload, key ("" for none), delay ms, max attempts
 -- Returns the job ids (strings), the pending job's for a key already pending.
 -- @prelude
+-- Delayed jobs whose time came go first: they were ready before these.
+promote()
 local out, added = {}, false
 for i = 0, (#ARGV - 1) / 4 - 1 do
   local p, k, d, m = ARGV[2 + 4 * i], ARGV[3 + 4 * i], tonumber(ARGV[4 + 4 * i]), tonumber(ARGV[5 + 4 * i])
