@@ -34,18 +34,37 @@ type queueDriver struct {
 	payload string // of its notifications
 
 	mu     sync.Mutex
-	sess   *session               // guarded by mu; nil until a claim, or after it failed
+	sess   *session               // guarded by mu; nil while no claim needs one
 	held   map[*jobClaim]struct{} // guarded by mu
 	closed bool                   // guarded by mu
 }
 
 // session is a connection that renews claims. Its server process is the
-// claimant recorded on the claimed rows.
+// claimant recorded on the claimed rows. It goes back to the pool when no
+// claim and no Claim in progress uses it (refs), so an idle handle holds
+// no connection, and the pool checks it before it is taken again.
 type session struct {
 	mu   sync.Mutex // serialises statements on c
 	c    *pgxpool.Conn
 	pid  uint32
-	dead bool // guarded by mu: c failed
+	dead bool // guarded by mu: c failed and was closed
+	refs int  // guarded by the queueDriver's mu
+}
+
+// unref drops a use of s, with q.mu held; the last one gives c back.
+func (q *queueDriver) unref(s *session) {
+	if s.refs--; s.refs > 0 {
+		return
+	}
+	if q.sess == s {
+		q.sess = nil
+	}
+	s.mu.Lock()
+	if !s.dead {
+		s.c.Release()
+	}
+	s.dead = true
+	s.mu.Unlock()
 }
 
 // jobClaim is the driver-private state of a claim (driver.Claim.Data).
@@ -187,7 +206,10 @@ func (q *queueDriver) forget(jc *jobClaim) {
 	jc.keeper.Stop()
 	claims.Delete(claimKey{jc.id, jc.token})
 	q.mu.Lock()
-	delete(q.held, jc)
+	if _, ok := q.held[jc]; ok {
+		delete(q.held, jc)
+		q.unref(jc.s)
+	}
 	q.mu.Unlock()
 }
 
@@ -291,8 +313,11 @@ func (q *queueDriver) Purge(ctx context.Context, ids []uint64) (int, error) {
 func (q *queueDriver) Close() error {
 	q.mu.Lock()
 	q.closed = true
-	held, s := q.held, q.sess
-	q.held, q.sess = nil, nil
+	held := q.held
+	q.held = nil
+	for jc := range held {
+		q.unref(jc.s)
+	}
 	q.mu.Unlock()
 	var err error
 	if len(held) > 0 {
@@ -310,11 +335,6 @@ func (q *queueDriver) Close() error {
 		if e := q.b.pool.QueryRow(ctx, q.b.q(jobsGiveBackSQL), ids, toks, q.name).Scan(&n, &notified); e != nil {
 			err = fmt.Errorf("giving back %d claims (they return when their lease passes): %w", len(held), e)
 		}
-	}
-	if s != nil {
-		s.mu.Lock()
-		s.c.Release()
-		s.mu.Unlock()
 	}
 	return err
 }

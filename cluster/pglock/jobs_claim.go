@@ -81,8 +81,8 @@ func (q *queueDriver) next(ctx context.Context) (time.Duration, error) {
 	return time.Duration(*ms*float64(time.Millisecond)) + time.Millisecond, nil
 }
 
-// session returns the handle's claimant session, taking a connection for
-// it when there is none.
+// session returns the handle's claimant session, with a use counted for
+// the caller, taking a connection for it when there is none.
 func (q *queueDriver) session(ctx context.Context) (*session, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -94,14 +94,16 @@ func (q *queueDriver) session(ctx context.Context) (*session, error) {
 		dead := s.dead
 		s.mu.Unlock()
 		if !dead {
+			s.refs++
 			return s, nil
 		}
+		q.sess = nil
 	}
 	c, err := q.b.pool.Acquire(ctx)
 	if err != nil {
 		return nil, lease.CtxErr(ctx, err)
 	}
-	q.sess = &session{c: c, pid: c.Conn().PgConn().PID()}
+	q.sess = &session{c: c, pid: c.Conn().PgConn().PID(), refs: 1}
 	return q.sess, nil
 }
 
@@ -114,6 +116,11 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int) ([]driver.Claim, err
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		q.mu.Lock()
+		q.unref(s)
+		q.mu.Unlock()
+	}()
 	rctx, cancel := q.b.rctx()
 	defer cancel()
 	sent := time.Now()
@@ -140,6 +147,7 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int) ([]driver.Claim, err
 		for _, jc := range jcs {
 			jc.keeper = lease.StartKeeper(sent, &q.b.o, jc.renew, jc.loss, q.name)
 			q.held[jc] = struct{}{}
+			s.refs++
 			claims.Store(claimKey{jc.id, jc.token}, jc)
 		}
 	}
@@ -198,8 +206,10 @@ func (jc *jobClaim) renew(ctx context.Context) (time.Time, error) {
 	tag, err := s.c.Exec(rctx, b.q(jobsRenewSQL), jc.id, jc.token, b.o.TTL.Milliseconds())
 	if err != nil {
 		if connLost(err) || s.c.Conn().IsClosed() {
+			if !s.dead {
+				destroy(s.c)
+			}
 			s.dead = true
-			destroy(s.c)
 			return sent, errLost("the claimant session failed: %v", err)
 		}
 		return sent, err
