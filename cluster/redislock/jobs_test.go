@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,5 +258,51 @@ func TestQueueRestartAppendOnly(t *testing.T) {
 	}
 	if err := j2.Ack(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQueueInspect: a queue is listed and inspected (claims as holders,
+// counts in Detail) and removed, which loses its claims.
+func TestQueueInspect(t *testing.T) {
+	s := startRedis(t)
+	b := open(t, s.URL("ttl=1s"))
+	q := queue(t, b, "inspected/q")
+	ctx := context.Background()
+	mustPut(t, q, "a")
+	mustPut(t, q, "b")
+	j, err := q.TryClaim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := b.(baton.Inspector)
+	info, err := in.Inspect(ctx, baton.KindQueue, "inspected/q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Kind != baton.KindQueue || len(info.Holders) != 1 || info.Holders[0].Token != j.Token() ||
+		info.Holders[0].TTL <= 0 || info.LastToken != j.Token() || info.Detail != "ready 1, delayed 0, in flight 1, dead 0" {
+		t.Fatalf("Inspect = %+v", info)
+	}
+	all, err := in.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, i := range all {
+		found = found || i.Kind == baton.KindQueue && i.Name == "inspected/q"
+	}
+	if !found {
+		t.Fatalf("List = %+v: no queue", all)
+	}
+	if err := in.Remove(ctx, baton.KindQueue, "inspected/q"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-j.Lost():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the claim of a removed queue was not lost")
+	}
+	if _, err := in.Inspect(ctx, baton.KindQueue, "inspected/q"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Inspect after Remove: %v", err)
 	}
 }
