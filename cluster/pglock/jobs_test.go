@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -272,5 +275,58 @@ func TestQueueClaimantTerminated(t *testing.T) {
 	}
 	if err := j3.Ack(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQueueInspect: a queue with jobs is listed and inspected (claims as
+// holders with their session, counts in Detail) and removed, which loses
+// its claims and keeps its token row.
+func TestQueueInspect(t *testing.T) {
+	name := fmt.Sprint("inspected-", time.Now().UnixNano())
+	b, q := openQueueT(t, name)
+	ctx := context.Background()
+	for _, p := range []string{"a", "b"} {
+		if _, err := q.Put(ctx, []byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j, err := q.TryClaim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := b.(baton.Inspector)
+	info, err := in.Inspect(ctx, baton.KindQueue, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Holders) != 1 || info.Holders[0].Token != j.Token() || info.Holders[0].TTL <= 0 ||
+		!strings.Contains(info.Holders[0].Owner, "session ") || info.LastToken != j.Token() ||
+		info.Detail != "ready 1, delayed 0, in flight 1, dead 0" {
+		t.Fatalf("Inspect = %+v", info)
+	}
+	all, err := in.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(all, func(i baton.Info) bool { return i.Kind == baton.KindQueue && i.Name == name }) {
+		t.Fatalf("List has no queue %q", name)
+	}
+	if err := in.Remove(ctx, baton.KindQueue, name); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-j.Lost():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the claim of a removed queue was not lost")
+	}
+	if _, err := q.Put(ctx, []byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	j2, err := q.TryClaim(ctx)
+	if err != nil || j2.Token() <= j.Token() {
+		t.Fatalf("claim after Remove: %v %v", j2, err)
+	}
+	if err := in.Remove(ctx, baton.KindQueue, "never-opened"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Remove of an unknown queue: %v", err)
 	}
 }
