@@ -122,6 +122,9 @@ func (b *backend) jobsSchema(ctx context.Context) error {
 func (q *queueDriver) MaxPayload() int { return MaxQueuePayload }
 
 func (q *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
+	if len(jobs) == 1 {
+		return q.putOne(ctx, jobs[0])
+	}
 	var ids []uint64
 	err := pgx.BeginFunc(ctx, q.b.pool, func(tx pgx.Tx) error {
 		var err error
@@ -129,6 +132,37 @@ func (q *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, 
 		return err
 	})
 	return ids, lease.CtxErr(ctx, err)
+}
+
+// putOne puts a lone job in one statement.
+func (q *queueDriver) putOne(ctx context.Context, j driver.PutJob) ([]uint64, error) {
+	key, delay := putArgs(j)
+	for range 3 {
+		var id int64
+		var notified string
+		err := q.b.pool.QueryRow(ctx, q.b.q(jobsPutOneSQL), q.name, j.Payload, key, delay, j.MaxAttempts).Scan(&id, &notified)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // the key's pending job ended meanwhile
+		}
+		if err != nil {
+			return nil, lease.CtxErr(ctx, err)
+		}
+		return []uint64{uint64(id)}, nil
+	}
+	return nil, fmt.Errorf("the pending job of key %q kept ending while put", j.Key)
+}
+
+// putArgs returns the key (nil for none) and the delay in ms of a job.
+func putArgs(j driver.PutJob) (key any, delay int64) {
+	if j.Key != "" {
+		key = j.Key
+	}
+	if !j.At.IsZero() {
+		if d := time.Until(j.At); d > 0 {
+			delay = max(1, d.Milliseconds())
+		}
+	}
+	return key, delay
 }
 
 // putJobs inserts jobs in tx, in one round trip, and notifies the queue at
@@ -155,16 +189,7 @@ func putJobs(ctx context.Context, tx pgx.Tx, sql func(string) string, queue stri
 		var bt pgx.Batch
 		for _, i := range todo {
 			j := jobs[i]
-			var key any
-			if j.Key != "" {
-				key = j.Key
-			}
-			var delay int64
-			if !j.At.IsZero() {
-				if d := time.Until(j.At); d > 0 {
-					delay = max(1, d.Milliseconds())
-				}
-			}
+			key, delay := putArgs(j)
 			bt.Queue(sql(jobsPutSQL), queue, j.Payload, key, delay, j.MaxAttempts)
 		}
 		if round == 0 {

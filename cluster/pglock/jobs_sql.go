@@ -35,13 +35,21 @@ VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) ON CONFLI
 	// $1 queue, $2 payload, $3 key (NULL: none), $4 delay ms, $5 max
 	// attempts. The id of the job, or of the pending job of the key; no
 	// row when that job ended after the conflict (the caller tries again).
-	jobsPutSQL = `WITH ins AS (
+	jobsPutSQL = `WITH ` + jobsInsert + `
+` + jobsPending
+
+	jobsInsert = `ins AS (
 	INSERT INTO baton_jobs (id, queue, payload, ukey, state, ready_at, attempts, max_attempts)
 	VALUES (nextval('baton_job_seq'), $1::text, $2::bytea, $3::text, 0,
 		clock_timestamp() + $4::bigint * interval '1 millisecond', 0, $5::integer)
-	ON CONFLICT (queue, ukey) WHERE state < 2 AND ukey IS NOT NULL DO NOTHING RETURNING id)
-SELECT id FROM ins UNION ALL
+	ON CONFLICT (queue, ukey) WHERE state < 2 AND ukey IS NOT NULL DO NOTHING RETURNING id)`
+	jobsPending = `SELECT id FROM ins UNION ALL
 SELECT id FROM baton_jobs WHERE queue = $1::text AND ukey = $3::text AND state < 2 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+	// jobsPutSQL and the notification in one statement, for a lone job:
+	// one round trip, no transaction.
+	jobsPutOneSQL = `WITH ` + jobsInsert + `, r AS (` + jobsPending + `)
+SELECT id, pg_notify('` + channel + `', 'q/' || $1::text)::text FROM r`
 
 	// $1 queue.
 	jobsNotifySQL = `SELECT pg_notify('` + channel + `', 'q/' || $1::text)`
@@ -127,7 +135,7 @@ SELECT count(*) FROM d`
 )
 
 func init() {
-	statements = append(statements, jobsSchemaSQL, jobsOpenSQL, jobsPutSQL, jobsNotifySQL, jobsClaimSQL, jobsNextSQL,
+	statements = append(statements, jobsSchemaSQL, jobsOpenSQL, jobsPutSQL, jobsPutOneSQL, jobsNotifySQL, jobsClaimSQL, jobsNextSQL,
 		jobsRenewSQL, jobsExistsSQL, jobsAckSQL, jobsRetrySQL, jobsGiveBackSQL, jobsStatsSQL, jobsDeadSQL,
 		jobsRequeueSQL, jobsPurgeSQL)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -83,16 +82,7 @@ func (t Tables) PutSQLTx(ctx context.Context, tx *sql.Tx, queue string, payload 
 	if err != nil {
 		return 0, err
 	}
-	var key any
-	if j.Key != "" {
-		key = j.Key
-	}
-	var delay int64
-	if !j.At.IsZero() {
-		if d := time.Until(j.At); d > 0 {
-			delay = max(1, d.Milliseconds())
-		}
-	}
+	key, delay := putArgs(j)
 	for range 3 {
 		var id int64
 		err = tx.QueryRowContext(ctx, t.sql(jobsPutSQL), queue, payload, key, delay, j.MaxAttempts).Scan(&id)
