@@ -340,6 +340,14 @@ func (q *queueDriver) Close() error {
 	q.closed = true
 	held := q.held
 	q.held = nil
+	q.mu.Unlock()
+	for jc := range held {
+		jc.keeper.Stop()
+		claims.Delete(claimKey{jc.id, jc.token})
+		jc.loss.Fire(errors.New("the queue handle was closed"))
+	}
+	// The session goes back to the pool once no renewal runs on it.
+	q.mu.Lock()
 	for jc := range held {
 		q.unref(jc.s)
 	}
@@ -348,9 +356,6 @@ func (q *queueDriver) Close() error {
 	if len(held) > 0 {
 		ids, toks := make([]int64, 0, len(held)), make([]int64, 0, len(held))
 		for jc := range held {
-			jc.keeper.Stop()
-			claims.Delete(claimKey{jc.id, jc.token})
-			jc.loss.Fire(errors.New("the queue handle was closed"))
 			ids, toks = append(ids, jc.id), append(toks, jc.token)
 		}
 		ctx, cancel := q.b.rctx()

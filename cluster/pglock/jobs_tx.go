@@ -26,7 +26,10 @@ import (
 // again. The claim's lease must not pass before the commit: its renewals
 // wait for the transaction's row lock, and a claim whose lease passes is
 // reported lost (its job is still not given to anyone before the
-// transaction ends). The queue tables must exist (a Backend's first Queue
+// transaction ends). In a REPEATABLE READ or SERIALIZABLE transaction,
+// AckTx fails with a serialization error when the claim was renewed after
+// the transaction's snapshot was taken: retry the transaction, or ack in
+// READ COMMITTED. The queue tables must exist (a Backend's first Queue
 // creates them; see Schema).
 type Tables struct{ Prefix string }
 
