@@ -98,7 +98,8 @@
 // fires; the row stays, with the lease it had, so tokens keep increasing
 // and the next holder waits that lease out. Remove of a Semaphore deletes
 // its capacity row and ends the sessions holding permits; of a Cond, its
-// registrations, which wakes the waiters. Ending another role's sessions
+// registrations, which wakes the waiters; of a Queue, its jobs (their
+// claims are lost at their next renewal; the token row stays). Ending another role's sessions
 // needs the privileges of pg_signal_backend.
 //
 // # Cancellation
