@@ -34,7 +34,6 @@ func serveInspector(t *testing.T, in baton.Inspector) *scraper {
 func TestInspectorTokensExact(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	seedToken(t, dir, "jobs/exact", 1<<60+1)
 	b, err := local.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +44,7 @@ func TestInspectorTokensExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	seedToken(t, dir, "jobs/exact", 1<<60+1)
 	h, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -79,18 +79,10 @@ func TestInspectorTokensExact(t *testing.T) {
 
 // seedToken sets the last token of the same-host RWMutex name in the
 // namespace dir to last (the word at offset 16 of its shmrw file).
+// The lock's file exists while a handle of it is open (an idle one is
+// reclaimed at the last close), so the caller has one open.
 func seedToken(t *testing.T, dir, name string, last uint64) {
 	t.Helper()
-	b, err := local.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rw, err := b.RWMutex(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rw.Close()
-	b.Close()
 	enc, err := ipc.EncodeName(name)
 	if err != nil {
 		t.Fatal(err)
