@@ -32,8 +32,10 @@ func keyKind(k baton.Kind) (string, error) {
 		return ksem, nil
 	case baton.KindCond:
 		return kcond, nil
+	case baton.KindChannel:
+		return kchan, nil
 	}
-	return "", fmt.Errorf("redislock: kind %q: want mutex, rwmutex, semaphore or cond: %w", k, baton.ErrInvalidArgument)
+	return "", fmt.Errorf("redislock: kind %q: want mutex, rwmutex, semaphore, cond or channel: %w", k, baton.ErrInvalidArgument)
 }
 
 func inspectKind(kk string) (baton.Kind, bool) {
@@ -46,11 +48,13 @@ func inspectKind(kk string) (baton.Kind, bool) {
 		return baton.KindSemaphore, true
 	case kcond:
 		return baton.KindCond, true
+	case kchan:
+		return baton.KindChannel, true
 	}
 	return "", false
 }
 
-// List returns every mutex, rwmutex, semaphore and cond that has a key
+// List returns every mutex, rwmutex, semaphore, cond and channel that has a key
 // under the prefix. An object whose keys expire between the scan and its
 // inspection is left out.
 func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
@@ -84,6 +88,9 @@ func (d *backend) objectKeys(kind baton.Kind, name string) ([]string, string, er
 // capacity of a semaphore and the last token of a lock. It returns an error
 // matching fs.ErrNotExist when the object has no key.
 func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
+	if kind == baton.KindChannel {
+		return d.inspectChannel(ctx, name)
+	}
 	keys, what, err := d.objectKeys(kind, name)
 	if err != nil {
 		return baton.Info{}, err
@@ -169,6 +176,9 @@ func parseHoldInfo(kind baton.Kind, s string, h *baton.Holder) {
 // were drawn faster than one per microsecond. It returns an error matching
 // fs.ErrNotExist when the object had no key.
 func (d *backend) Remove(ctx context.Context, kind baton.Kind, name string) error {
+	if kind == baton.KindChannel {
+		return d.removeChannel(ctx, name)
+	}
 	keys, _, err := d.objectKeys(kind, name)
 	if err != nil {
 		return err
