@@ -212,6 +212,11 @@ func online(master *proc, d time.Duration) error {
 	c := master.client()
 	defer c.Close()
 	return waitFor(d, "a replica online at "+master.addr(), func() (bool, error) {
+		// A write to acknowledge: an idle master sends its replica nothing
+		// before its next ping, and its offset stays 0 meanwhile.
+		if err := c.Set(context.Background(), "test:online", "1", 0).Err(); err != nil {
+			return false, err
+		}
 		v, err := infoField(c, "replication", "slave0")
 		return strings.Contains(v, "state=online") && !strings.Contains(v, "offset=0,"), err
 	})
