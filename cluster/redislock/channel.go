@@ -26,7 +26,8 @@ import (
 // message there, which a take from a full list (an append to an empty
 // list, a CloseSend) publishes. So nothing is taken or sent on
 // cancellation, and waiting costs no pooled connection (the Backend's one
-// Pub/Sub connection of Values carries it). A Pub/Sub connection that
+// Pub/Sub connection of Values carries it; a handle stays subscribed after
+// its first wait, until Close). A Pub/Sub connection that
 // breaks and is made again wakes every waiter, in case a message was lost
 // meanwhile: no timer is needed.
 //
@@ -95,6 +96,20 @@ type chanDriver struct {
 	stop     chan struct{} // closed by Interrupt
 	once     sync.Once
 	bufs     sync.Pool // of *[]byte of maxMsg bytes, for SendFunc
+
+	mu     sync.Mutex
+	idle   map[string][]*chanSub // guarded by mu: subscriptions between waits, by wake-up channel
+	closed bool                  // guarded by mu
+}
+
+// chanSub is one waiter's subscription to a wake-up channel. A handle keeps
+// it after the wait, until Close, so that its next wait costs no SUBSCRIBE
+// and UNSUBSCRIBE: it stays subscribed all along (and woken when the
+// connection is made again), so a try after taking it is still one that
+// any later change wakes. A message left from before is a spurious wake.
+type chanSub struct {
+	wake  <-chan struct{}
+	leave func()
 }
 
 // OpenChannel opens a channel (driver.ChannelOpener).
@@ -152,24 +167,24 @@ func (c *chanDriver) eval(ctx context.Context, s *redis.Script, args ...any) (an
 }
 
 // wait runs try until it reports done, sleeping between tries on the
-// wake-up channel ch. The first try is made before subscribing, so that a
-// call that need not wait costs one round trip.
+// wake-up channel ch. A handle that has not waited yet makes its first try
+// before subscribing, so that a call that need not wait costs one round
+// trip.
 func (c *chanDriver) wait(ctx context.Context, ch string, block bool, try func() (bool, error)) error {
-	if done, err := try(); done || err != nil || !block {
-		return err
+	sub := c.kept(ch)
+	if sub == nil {
+		if done, err := try(); done || err != nil || !block {
+			return err
+		}
+		var err error
+		if sub, err = c.subscribe(ctx, ch); err != nil {
+			return err
+		}
 	}
-	vs, err := c.d.valueSubs()
-	if err != nil {
-		return err
-	}
-	wake, leave, err := vs.join(ctx, ch)
-	if err != nil {
-		return err
-	}
-	defer leave()
+	defer c.unsubscribe(ch, sub)
 	for {
 		// Subscribed before this try: a change after it wakes us.
-		if done, err := try(); done || err != nil {
+		if done, err := try(); done || err != nil || !block {
 			return err
 		}
 		select {
@@ -177,9 +192,49 @@ func (c *chanDriver) wait(ctx context.Context, ch string, block bool, try func()
 			return ctx.Err()
 		case <-c.stop:
 			return errClosed
-		case <-wake:
+		case <-sub.wake:
 		}
 	}
+}
+
+// kept returns a subscription to ch the handle kept, or nil.
+func (c *chanDriver) kept(ch string) *chanSub {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.idle[ch]
+	if len(l) == 0 {
+		return nil
+	}
+	c.idle[ch] = l[:len(l)-1]
+	return l[len(l)-1]
+}
+
+// subscribe returns a new subscription to ch.
+func (c *chanDriver) subscribe(ctx context.Context, ch string) (*chanSub, error) {
+	vs, err := c.d.valueSubs()
+	if err != nil {
+		return nil, err
+	}
+	wake, leave, err := vs.join(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	return &chanSub{wake: wake, leave: leave}, nil
+}
+
+// unsubscribe keeps sub for the handle's next wait, or ends it once the
+// handle is closed.
+func (c *chanDriver) unsubscribe(ch string, sub *chanSub) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		sub.leave()
+		return
+	}
+	if c.idle == nil {
+		c.idle = map[string][]*chanSub{}
+	}
+	c.idle[ch] = append(c.idle[ch], sub)
 }
 
 func (c *chanDriver) Send(ctx context.Context, msgs [][]byte, block bool) (int, error) {
@@ -306,7 +361,18 @@ func (c *chanDriver) CloseSend(ctx context.Context) error {
 
 func (c *chanDriver) Interrupt() { c.once.Do(func() { close(c.stop) }) }
 
-func (c *chanDriver) Close() error { return nil }
+func (c *chanDriver) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, l := range c.idle {
+		for _, sub := range l {
+			sub.leave()
+		}
+	}
+	c.idle = nil
+	return nil
+}
 
 // notReplicatedSend is the error of a send the replicas did not
 // acknowledge in time: the messages are on the master, not taken back.

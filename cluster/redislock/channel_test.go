@@ -198,3 +198,80 @@ func TestChannelReplicas(t *testing.T) {
 		t.Fatalf("Recv with a replica = %q, %v", m, err)
 	}
 }
+
+// BenchmarkChannelPingPong: a message there and back between two handles
+// of one process on a local server (ns/op is two one-way trips).
+func BenchmarkChannelPingPong(b *testing.B) {
+	s := startRedis(b)
+	ctx := context.Background()
+	be, err := OpenURL(ctx, s.URL(""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	ping, _ := be.Channel(ctx, "ping", baton.ChannelOptions{Capacity: 64, MaxMessage: 64})
+	pong, _ := be.Channel(ctx, "pong", baton.ChannelOptions{Capacity: 64, MaxMessage: 64})
+	go func() {
+		for {
+			m, err := ping.Recv(ctx)
+			if err != nil || pong.Send(ctx, m) != nil {
+				return
+			}
+		}
+	}()
+	msg := make([]byte, 64)
+	b.ResetTimer()
+	for range b.N {
+		if err := ping.Send(ctx, msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pong.Recv(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	ping.Close()
+	pong.Close()
+}
+
+// BenchmarkChannelBatch64: 64-byte messages in batches of 64 from one
+// handle to a receiver on another (ns/op per message).
+func BenchmarkChannelBatch64(b *testing.B) {
+	s := startRedis(b)
+	ctx := context.Background()
+	be, err := OpenURL(ctx, s.URL(""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	tx, _ := be.Channel(ctx, "batch", baton.ChannelOptions{Capacity: 1024, MaxMessage: 64})
+	rx, _ := be.Channel(ctx, "batch", baton.ChannelOptions{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		for n < b.N {
+			ms, err := rx.RecvBatch(ctx, 64)
+			if err != nil {
+				break
+			}
+			n += len(ms)
+		}
+		done <- n
+	}()
+	batch := make([][]byte, 64)
+	for i := range batch {
+		batch[i] = make([]byte, 64)
+	}
+	b.ResetTimer()
+	for sent := 0; sent < b.N; {
+		n, err := tx.SendBatch(ctx, batch[:min(64, b.N-sent)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		sent += n
+	}
+	<-done
+	b.StopTimer()
+	tx.Close()
+	rx.Close()
+}
