@@ -19,15 +19,41 @@ import (
 // on Pub/Sub, resumes on the new master.
 func TestSentinelChannelFailover(t *testing.T) {
 	s := sentinels(t)
+	stream(t, s.url("ttl=3s&replicas=1"), "stream", func() error {
+		m, killed, err := s.failover()
+		if err == nil {
+			err = s.rejoin(killed, m)
+		}
+		return err
+	})
+}
+
+// TestClusterChannelMoves: the same stream while the channel's slot moves
+// to another master and then fails over (replicas=1), and, without
+// replicas, while it moves: acknowledged sends are received, in order.
+func TestClusterChannelMoves(t *testing.T) {
+	s := redisCluster(t)
+	stream(t, s.url("ttl=3s&replicas=1"), "moved-rep", func() error {
+		if err := s.migrate(nameSlot("moved-rep")); err != nil {
+			return err
+		}
+		return s.failover(nameSlot("moved-rep"))
+	})
+	stream(t, s.url("ttl=3s"), "moved", func() error { return s.migrate(nameSlot("moved")) })
+}
+
+// stream sends numbered messages through the channel name of the backend
+// at u, from one handle to a receiver on another, while disrupt runs, and
+// checks what the receiver got.
+func stream(t *testing.T, u, name string, disrupt func() error) {
 	var total atomic.Uint64 // set once the last message is sent
-	u := s.url("ttl=3s&replicas=1")
 	ctx := context.Background()
-	send, err := open(t, u).Channel(ctx, "stream", baton.ChannelOptions{Capacity: 64, MaxMessage: 8})
+	send, err := open(t, u).Channel(ctx, name, baton.ChannelOptions{Capacity: 64, MaxMessage: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer send.Close()
-	recv, err := open(t, u).Channel(ctx, "stream", baton.ChannelOptions{})
+	recv, err := open(t, u).Channel(ctx, name, baton.ChannelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +97,7 @@ func TestSentinelChannelFailover(t *testing.T) {
 		if seq == 200 {
 			go func() {
 				defer close(done)
-				m, killed, err := s.failover()
-				if err == nil {
-					err = s.rejoin(killed, m)
-				}
-				if err != nil {
+				if err := disrupt(); err != nil {
 					t.Error(err)
 				}
 			}()
@@ -98,7 +120,7 @@ func TestSentinelChannelFailover(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the receiver did not finish: %d messages taken", got.Load())
 	}
-	t.Logf("%d messages, %d sends retried, %d taken", seq, retries, got.Load())
+	t.Logf("%s: %d messages, %d sends retried, %d taken", name, seq, retries, got.Load())
 }
 
 func closed(ch <-chan struct{}) bool {
