@@ -34,8 +34,10 @@ func keyKind(k baton.Kind) (string, error) {
 		return kcond, nil
 	case baton.KindQueue:
 		return kjobs, nil
+	case baton.KindChannel:
+		return kchan, nil
 	}
-	return "", fmt.Errorf("redislock: kind %q: want mutex, rwmutex, semaphore, cond or queue: %w", k, baton.ErrInvalidArgument)
+	return "", fmt.Errorf("redislock: kind %q: want mutex, rwmutex, semaphore, cond, queue or channel: %w", k, baton.ErrInvalidArgument)
 }
 
 func inspectKind(kk string) (baton.Kind, bool) {
@@ -50,11 +52,13 @@ func inspectKind(kk string) (baton.Kind, bool) {
 		return baton.KindCond, true
 	case kjobs:
 		return baton.KindQueue, true
+	case kchan:
+		return baton.KindChannel, true
 	}
 	return "", false
 }
 
-// List returns every mutex, rwmutex, semaphore and cond that has a key
+// List returns every mutex, rwmutex, semaphore, cond and channel that has a key
 // under the prefix. An object whose keys expire between the scan and its
 // inspection is left out.
 func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
@@ -90,8 +94,11 @@ func (d *backend) objectKeys(kind baton.Kind, name string) ([]string, string, er
 // capacity of a semaphore and the last token of a lock. It returns an error
 // matching fs.ErrNotExist when the object has no key.
 func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
-	if kind == baton.KindQueue {
+	switch kind {
+	case baton.KindQueue:
 		return d.inspectQueue(ctx, name) // jobs_inspect.go
+	case baton.KindChannel:
+		return d.inspectChannel(ctx, name)
 	}
 	keys, what, err := d.objectKeys(kind, name)
 	if err != nil {
@@ -178,6 +185,9 @@ func parseHoldInfo(kind baton.Kind, s string, h *baton.Holder) {
 // were drawn faster than one per microsecond. It returns an error matching
 // fs.ErrNotExist when the object had no key.
 func (d *backend) Remove(ctx context.Context, kind baton.Kind, name string) error {
+	if kind == baton.KindChannel {
+		return d.removeChannel(ctx, name)
+	}
 	keys, _, err := d.objectKeys(kind, name)
 	if err != nil {
 		return err

@@ -1,5 +1,6 @@
 // Package redislock is the Redis backend of baton: the same Mutex, RWMutex,
-// Semaphore and Cond as on one host, served by Redis through Lua scripts.
+// Semaphore, Cond and Channel as on one host, served by Redis through Lua
+// scripts.
 //
 // New takes any redis.UniversalClient: a single node, a Sentinel failover
 // client or a Redis Cluster client. Every key of one name carries the same
@@ -153,6 +154,22 @@
 // queue waits for the replicas; one not acknowledged returns
 // ErrNotReplicated (a claim then gives its jobs back). Without it, a
 // failover can lose recent puts, acks, claims and tokens.
+// # Channels
+//
+// A Channel is a list of messages and a hash of its parameters on the
+// name's hash tag, pushed and popped by scripts that never block on the
+// server; a sender of a full channel or a receiver of an empty one sleeps
+// on a Pub/Sub message (see channel.go). It has no expiry: it lasts until
+// removed. What a failure loses: a failover can lose the sends a master
+// acknowledged last and give again messages it had handed out, since
+// Redis replicates asynchronously (WithReplicas makes each send and
+// receive wait for n replicas; a send they did not acknowledge returns
+// ErrNotReplicated, its messages sent on the master all the same); a
+// restart without persistence, or a FLUSHALL, loses the channel, and its
+// handles then fail with an error matching baton.ErrLost; a receiver that
+// dies with a reply in flight loses what it carried. SendFunc and RecvInto
+// copy. A SendBatch goes in requests of at most 1024 messages and 8 MiB,
+// a RecvBatch takes at most that much in one.
 //
 // # What failures leave behind
 //

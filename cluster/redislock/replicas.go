@@ -30,7 +30,9 @@ var (
 // asks acknowledged the grant within the replica timeout. The grant was
 // given back on the server; nothing is held. A renewal that is not
 // acknowledged fails with it, and is retried until the lease's deadline,
-// when the hold's Loss fires.
+// when the hold's Loss fires. A Channel's send fails with it too, having
+// sent its messages on the master all the same (see Channels in the
+// package doc).
 var ErrNotReplicated = errors.New("redislock: fewer replicas than required acknowledged the write")
 
 // WithReplicas makes every grant and every renewal of a hold wait until n

@@ -119,6 +119,9 @@ func (s *valueSubs) read(ch <-chan any) {
 			if sub := s.subs[m.Channel]; sub != nil && a.acked >= sub.sent {
 				select {
 				case <-sub.ready:
+					// Subscribed again on a new connection: a message may
+					// have been lost meanwhile, so the waiters look again.
+					wakeAll(sub)
 				default:
 					close(sub.ready)
 				}
@@ -128,12 +131,7 @@ func (s *valueSubs) read(ch <-chan any) {
 			}
 		case *redis.Message:
 			if sub := s.subs[m.Channel]; sub != nil {
-				for w := range sub.waiters {
-					select {
-					case w <- struct{}{}:
-					default:
-					}
-				}
+				wakeAll(sub)
 			}
 		}
 		s.mu.Unlock()
@@ -146,4 +144,14 @@ func (s *valueSubs) close() error {
 	ps, done := s.ps, s.done
 	s.mu.Unlock()
 	return closeReader(ps, done)
+}
+
+// wakeAll wakes every waiter of sub that is not already woken.
+func wakeAll(sub *valueSub) {
+	for w := range sub.waiters {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
 }

@@ -1,0 +1,6 @@
+-- Channels (channel.go): one list of messages per channel and a hash of
+-- its parameters, on one hash tag.
+-- KEYS[1] the list of messages, oldest first
+-- KEYS[2] the hash: cap (messages), max (bytes), closed ('1' after CloseSend)
+-- A channel whose hash is gone was removed (or lost by the server): every
+-- script then returns -2 and changes nothing.
