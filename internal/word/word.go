@@ -26,7 +26,7 @@ const Driver = ^uint64(0)
 // mapping beside the state. The fence only grows, by atomic adds (see
 // TryLock). Only the holder writes the slot: the compare-and-swap that took
 // the word orders that plain store before any other handle's or process's
-// access.
+// access; it is written only when it changes (see TryLock).
 type Lock struct {
 	state *atomic.Uint64
 	fence *uint64
@@ -59,7 +59,13 @@ func (w *Lock) TryLock(owner uint64) (uint64, bool) {
 	// those of later holders. A hold taken from under a TryLock costs a
 	// token that nobody holds.
 	t := atomic.AddUint64(w.fence, 1)
-	*w.slot = owner
+	// Stored only when it changes: a store to the word's line just before
+	// the next locked instruction (the release) has that instruction wait
+	// for it, and an owner mostly takes its lock again. Writing the value
+	// the slot already has would change nothing.
+	if *w.slot != owner {
+		*w.slot = owner
+	}
 	raceAcquire(w.sync)
 	return t, true
 }

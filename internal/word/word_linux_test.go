@@ -13,7 +13,7 @@ import (
 
 // shared maps the words of one lock outside the Go heap, as the futex
 // mutex does, so that the race detector sees only the sync word.
-func shared(t *testing.T) (state *atomic.Uint64, fence, slot *uint64) {
+func shared(t testing.TB) (state *atomic.Uint64, fence, slot *uint64) {
 	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
@@ -83,4 +83,85 @@ func TestCloseKeepsTokensIncreasing(t *testing.T) {
 	if holds.Load() == 0 {
 		t.Fatal("y never held")
 	}
+}
+
+// TestOwnerSlot: the owner slot, written by TryLock only when it changes,
+// names the owner of each hold, whoever held before (the same owner, another
+// owner of the handle, a driver grant of another handle).
+func TestOwnerSlot(t *testing.T) {
+	state, fence, slot := shared(t)
+	var gone atomic.Bool
+	var sync1 atomic.Uint64
+	const mask = 0xff
+	x := New(state, fence, slot, &gone, &sync1, mask, 1)
+	y := New(state, fence, slot, &gone, &sync1, mask, 2)
+	hold := func(owner, other uint64) {
+		t.Helper()
+		if _, ok := x.TryLock(owner); !ok {
+			t.Fatalf("owner %d: word not free", owner)
+		}
+		if !x.HeldBy(owner) || x.HeldBy(other) || !x.HeldOnWord() || y.HeldOnWord() {
+			t.Fatalf("owner %d: the slot names %d", owner, *slot)
+		}
+		if !x.TryUnlock() {
+			t.Fatalf("owner %d: not given back", owner)
+		}
+	}
+	hold(0, 5)
+	hold(0, 5)
+	hold(5, 0)
+	hold(5, 0)
+	// A driver grant of y, then x's word path again.
+	if !state.CompareAndSwap(0, 2) {
+		t.Fatal("word not free")
+	}
+	y.Granted()
+	if y.HeldOnWord() || x.HeldBy(5) {
+		t.Fatal("a driver grant counts as a word hold")
+	}
+	state.Store(0)
+	hold(5, Driver)
+	hold(0, 5)
+}
+
+// BenchmarkParts measures the parts of an uncontended Lock+Unlock on the
+// word, each against sync.Mutex in the same run: the two compare-and-swaps
+// that any lock on a shared word pays, the token's atomic add, and the
+// word protocol as the core runs it (TryLock, HeldBy, TryUnlock). The
+// core's Lock and Unlock add their calls and checks to the last
+// (BenchmarkUncontended in package local).
+func BenchmarkParts(b *testing.B) {
+	b.Run("sync.Mutex", func(b *testing.B) {
+		var mu sync.Mutex
+		for b.Loop() {
+			mu.Lock()
+			mu.Unlock()
+		}
+	})
+	b.Run("cas-pair", func(b *testing.B) {
+		state, _, _ := shared(b)
+		for b.Loop() {
+			state.CompareAndSwap(0, 1)
+			state.CompareAndSwap(1, 0)
+		}
+	})
+	b.Run("cas-add-cas", func(b *testing.B) {
+		state, fence, _ := shared(b)
+		for b.Loop() {
+			state.CompareAndSwap(0, 1)
+			atomic.AddUint64(fence, 1)
+			state.CompareAndSwap(1, 0)
+		}
+	})
+	b.Run("word", func(b *testing.B) {
+		state, fence, slot := shared(b)
+		var gone atomic.Bool
+		var sync1 atomic.Uint64
+		w := New(state, fence, slot, &gone, &sync1, 0xff, 1)
+		for b.Loop() {
+			if _, ok := w.TryLock(0); !ok || !w.HeldBy(0) || !w.TryUnlock() {
+				b.Fatal("word not taken and given back")
+			}
+		}
+	})
 }
