@@ -52,10 +52,11 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 			}
 		}
 		if err := d.sleep(ctx, sl, gen, next); err != nil {
+			discard(sl) // a cancelled statement closed it, or it failed
 			if ctx.Err() != nil {
+				sl = nil
 				return nil, ctx.Err()
 			}
-			discard(sl)
 			sl = nil
 		}
 	}
