@@ -271,12 +271,14 @@ func (d *queueDriver) Stats(ctx context.Context) (driver.QueueStats, error) {
 	if err != nil {
 		return s, err
 	}
+	// A queue's nodes are made one after another (ensure): one not made
+	// yet is empty.
 	cs, err := d.children(ctx, d.dir+"/c")
-	if err != nil {
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return s, err
 	}
 	ds, err := d.children(ctx, d.dir+"/d")
-	if err != nil {
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return s, err
 	}
 	now := time.Now().UnixNano()
