@@ -34,7 +34,8 @@ import (
 // with the queue; whoever makes a job ready moves the generation and then
 // interrupts, with KILL QUERY, the sleeping statements it finds in the
 // process list under that mark. That costs each Put, Retry or give-back a
-// read of the process list and a KILL QUERY per sleeping claimant, and
+// read of the process list and a KILL QUERY per sleeping claimant (only a
+// read of a counter while no claimant has counted itself as sleeping), and
 // works between connections of one database user (or a user with
 // CONNECTION_ADMIN); other sleepers wake at the end of their slice: the
 // TTL, or sooner when a delayed job or a claim's lease ends first, which
@@ -50,13 +51,14 @@ var errQueueServer = errors.New("work queues need MariaDB 10.6 or MySQL 8.0 or l
 
 // queueDriver is one handle of a queue.
 type queueDriver struct {
-	b               *backend
-	name            string
-	job             string // the job table
-	ids, toks, mark string // lock table rows of the id counter and tokens; the sleepers' mark
-	packet          int    // max_allowed_packet
-	closeOnce       sync.Once
-	renewStop       chan struct{}
+	b                *backend
+	name             string
+	job              string // the job table
+	ids, toks, count string // lock table rows: id counter, tokens, sleepers counted
+	mark             string // the sleepers' statements'
+	packet           int    // max_allowed_packet
+	closeOnce        sync.Once
+	renewStop        chan struct{}
 
 	mu       sync.Mutex
 	claims   map[string]*qclaim // guarded by mu; by owner
@@ -99,7 +101,7 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 	if !serverSupportsQueues(v) {
 		return nil, fmt.Errorf("%w: %w; the server is %s", baton.ErrUnsupported, errQueueServer, v)
 	}
-	d := &queueDriver{b: b, name: name, job: "`" + b.c.Prefix + "job`", ids: key('Q', name), toks: key('q', name),
+	d := &queueDriver{b: b, name: name, job: "`" + b.c.Prefix + "job`", ids: key('Q', name), toks: key('q', name), count: key('W', name),
 		packet: packet, claims: make(map[string]*qclaim), renewStop: make(chan struct{})}
 	d.mark = "baton-queue-wait " + b.userLock(d.ids)
 	if _, err := b.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+d.job+` (
@@ -123,7 +125,7 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 		) ENGINE=InnoDB`); err != nil {
 		return nil, fmt.Errorf("create job table: %w", err)
 	}
-	for _, k := range []string{d.ids, d.toks} {
+	for _, k := range []string{d.ids, d.toks, d.count} {
 		if err := b.ensureRow(ctx, k, 0); err != nil {
 			return nil, err
 		}

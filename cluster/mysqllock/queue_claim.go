@@ -26,6 +26,12 @@ const reasonLastAttempt = "the claim of its last attempt was lost"
 func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
 	var sl *sql.Conn
 	defer func() { d.putSleeper(sl) }()
+	counted := false
+	defer func() {
+		if counted {
+			d.countSleeper(-1)
+		}
+	}()
 	for {
 		var gen uint64
 		if wait {
@@ -45,6 +51,15 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 			return cs, nil
 		case !wait:
 			return nil, baton.ErrEmpty
+		}
+		if !counted {
+			// Counted before the generation is read again, so that a
+			// Put that finds no sleeper counted has moved it already.
+			if err := d.countSleeper(1); err != nil {
+				return nil, err
+			}
+			counted = true
+			continue
 		}
 		if sl == nil {
 			if sl, err = d.getSleeper(ctx); err != nil {
@@ -125,6 +140,12 @@ func (d *queueDriver) sleep(ctx context.Context, sl *sql.Conn, gen uint64, next 
 func (d *queueDriver) wake() {
 	ctx, cancel := context.WithTimeout(context.Background(), d.b.c.RequestTimeout)
 	defer cancel()
+	// Read after the caller's change committed: a claimant not counted
+	// yet reads the moved generation after it is counted, and sleeps not.
+	var n int64
+	if err := d.b.db.QueryRowContext(ctx, `SELECT CAST(token AS SIGNED) FROM `+d.b.t.lock+` WHERE name = ?`, d.count).Scan(&n); err == nil && n <= 0 {
+		return
+	}
 	// The mark goes in hex: this statement's own text, as the process
 	// list shows it, must not match (a late KILL QUERY would then
 	// interrupt whatever its connection runs next).
@@ -144,6 +165,17 @@ func (d *queueDriver) wake() {
 	for _, id := range ids {
 		_, _ = d.b.db.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10))
 	}
+}
+
+// countSleeper adds delta to the count of the queue's claimants that may
+// sleep, which spares a Put the read of the process list when it is 0. A
+// claimant that dies counted leaves it above 0: Puts then read the list,
+// as they would with sleepers.
+func (d *queueDriver) countSleeper(delta int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d.b.c.RequestTimeout)
+	defer cancel()
+	_, err := d.b.db.ExecContext(ctx, `UPDATE `+d.b.t.lock+` SET token = IF(CAST(token AS SIGNED) + ? < 0, 0, CAST(token AS SIGNED) + ?) WHERE name = ?`, delta, delta, d.count)
+	return err
 }
 
 // ring moves the generation and wakes the sleepers, after a change that
