@@ -125,4 +125,3 @@ func (d *queueDriver) ring() {
 		d.wake()
 	}
 }
-
