@@ -42,6 +42,7 @@ func suiteObjects(cfg string) ([]string, error) {
 var caps = locktest.Caps{
 	RWMutex: true, Semaphore: true, Cond: true, Value: true,
 	CrossProcess: true,
+	Queue:        true,
 	KillBound:    6 * time.Second, // TTL 2 s, granted up to the server's minimum
 	Acquisitions: 2000,
 	Lease:        true,

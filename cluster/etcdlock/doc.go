@@ -102,6 +102,20 @@
 // watches on a new stream. Watches ask for a leader (WithRequireLeader), so
 // a member cut off from the others ends them too.
 //
+// # Work queues
+//
+// Backend.Queue serves baton.Queue: a job is a key holding its record,
+// named by when it is ready and its id; a claim is a key on the session's
+// lease, taken by a transaction on the job's revision, so a claimant that
+// dies or whose lease is revoked gives its job back, its Loss firing first
+// (the lease's local deadline, or the watch of the claim key). The token is
+// the claim's revision. Claimants sleep on a watch of the queue. Limits:
+// etcd's request size (--max-request-bytes, 1.5 MiB by default) bounds a
+// payload to 1 MiB and a PutBatch, which is one request, to that size as a
+// whole (refused before any write); a PutBatch of n jobs is also one
+// transaction of n+1 operations (2n+1 with unique keys), which the
+// server's --max-txn-ops (128 by default) must allow.
+//
 // A program that imports this package links the etcd client only, not the
 // server.
 package etcdlock

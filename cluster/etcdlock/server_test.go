@@ -54,6 +54,9 @@ func runMember(js string) int {
 	// wait for a new leader. No fsync: the tests need no durability.
 	cfg.TickMs, cfg.ElectionMs = 20, 200
 	cfg.UnsafeNoFsync = true
+	// A queue's PutBatch of baton.MaxBatch jobs with keys is one
+	// transaction of 2001 operations (queue.go).
+	cfg.MaxTxnOps = 4096
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start etcd:", err)

@@ -13,7 +13,7 @@ import (
 func openCfg(cfg string) (baton.Backend, error) { return OpenURL(context.Background(), cfg) }
 
 var suite = locktest.Suite{Name: "mysql", Open: openCfg, KillSession: killSession, Caps: locktest.Caps{
-	RWMutex: true, Semaphore: true, Cond: true, Value: true, CrossProcess: true, KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}}
+	RWMutex: true, Semaphore: true, Cond: true, Value: true, CrossProcess: true, Queue: true, KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envHold) != "" {

@@ -79,6 +79,19 @@
 // deletes a Semaphore's row, so that it may be created again with another
 // capacity.
 //
+// # Work queues
+//
+// Backend.Queue serves baton.Queue on MariaDB 10.6+ and MySQL 8.0+
+// (SELECT ... FOR UPDATE SKIP LOCKED; older servers are refused when the
+// queue is opened), in a fourth table, prefix + "job". A claim is a
+// leased row, renewed like a hold's; payloads are at most 4 MiB, and a
+// PutBatch at most the server's max_allowed_packet. The server has no
+// NOTIFY: sleeping claimants are woken by KILL QUERY of their marked
+// SLEEP, which works between connections of one database user (or a user
+// with CONNECTION_ADMIN); others wake at the end of a slice (the TTL, or
+// sooner when a delayed job or a claim's lease is due). PutTx and AckTx
+// put and ack inside the caller's transaction.
+//
 // # Helpers
 //
 // LockRow locks a named row inside the caller's own transaction (released

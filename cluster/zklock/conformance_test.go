@@ -77,6 +77,7 @@ func suiteObjects(cfg string) ([]string, error) {
 var caps = locktest.Caps{
 	RWMutex: true, Semaphore: true, Cond: true, Value: true,
 	CrossProcess: true,
+	Queue:        true,
 	KillBound:    5 * time.Second, // session timeout 2 s
 	Acquisitions: 2000,
 	Lease:        true,

@@ -91,6 +91,19 @@
 // that. A name whose last node went with a dead client's session keeps its
 // directory until its next release.
 //
+// # Work queues
+//
+// Backend.Queue serves baton.Queue, as a distributed queue of znodes with
+// leases and fencing tokens: a job is a persistent node holding its
+// record, named by when it is ready and its id; a claim is an ephemeral
+// node made with a versioned rewrite of the record in one multi-op, so a
+// claim ends with its session, and its Loss fires when its epoch ends,
+// before the server can expire the session. The token is the claim's
+// zxid. Claimants sleep on child watches. Limits: one request carries at
+// most the server's jute.maxbuffer (1 MiB by default): a payload is at
+// most 960 KiB and a PutBatch, one multi-op, must fit in one request
+// (refused before any write).
+//
 // # Inspection
 //
 // The Backend is a baton.Inspector (baton status, ls, rm): holders and

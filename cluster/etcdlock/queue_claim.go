@@ -1,0 +1,332 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+)
+
+// reasonLastAttempt is a dead letter's reason when its claimant was lost
+// on the job's last attempt.
+const reasonLastAttempt = "the claim of its last attempt was lost"
+
+// Claim claims up to n ready jobs, oldest first. Waiting, it sleeps on a
+// watch of the queue's directory (a new job, a claim given back) and, when
+// a delayed job is next, until its time.
+func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
+	for attempt := 0; ; {
+		s, err := d.b.session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cs, rev, next, err := d.tryClaim(ctx, s, n)
+		switch {
+		case err != nil:
+			if err := retry(ctx, s, attempt, err); err != nil {
+				return nil, err
+			}
+			attempt++
+			continue
+		case len(cs) > 0:
+			return cs, nil
+		case rev == 0:
+			continue // another claimant came between: read again
+		case !wait:
+			return nil, baton.ErrEmpty
+		}
+		if err := d.wait(ctx, rev, next); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil { // errWatch
+				return nil, err
+			}
+		}
+	}
+}
+
+// tryClaim reads the claims and the first ready jobs, and claims up to n
+// of those not claimed in one transaction. With no job claimed, it
+// returns the revision read when none was ready (else 0: read again) and
+// when the next delayed job is ready (0: none).
+func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int) ([]driver.Claim, int64, int64, error) {
+	d.mu.Lock()
+	limit := n + d.width
+	d.mu.Unlock()
+	for {
+		now := time.Now().UnixNano()
+		from := d.dir + "r/"
+		upto := fmt.Sprintf("%sr/%016x", d.dir, now+1)
+		rctx, cancel := d.b.rctx(ctx)
+		resp, err := d.b.c.Txn(rctx).Then(
+			clientv3.OpGet(d.dir+"c/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+			clientv3.OpGet(from, clientv3.WithRange(upto), clientv3.WithLimit(int64(limit))),
+			clientv3.OpGet(upto, clientv3.WithRange(clientv3.GetPrefixRangeEnd(from)), clientv3.WithLimit(1), clientv3.WithKeysOnly()),
+		).Commit()
+		cancel()
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		claimed := map[uint64]bool{}
+		for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+			claimed[parseID(kv.Key)] = true
+		}
+		d.mu.Lock()
+		d.width = len(claimed)
+		d.mu.Unlock()
+		ready := resp.Responses[1].GetResponseRange()
+		var picks []*mvccpb.KeyValue
+		budget := maxQueueRequest
+		for _, kv := range ready.Kvs {
+			if claimed[parseID(kv.Key)] {
+				continue
+			}
+			size := len(kv.Value) + jobOverhead
+			if len(picks) > 0 && size > budget {
+				break
+			}
+			budget -= size
+			picks = append(picks, kv)
+			if len(picks) == n {
+				break
+			}
+		}
+		if len(picks) == 0 && ready.More && limit < n+len(claimed) {
+			limit = n + len(claimed) // every job read was claimed: read past them
+			continue
+		}
+		if len(picks) == 0 {
+			var next int64
+			if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
+				next, _ = d.parseReady(kvs[0].Key)
+			}
+			return nil, resp.Header.Revision, next, nil
+		}
+		cs, err := d.claim(ctx, s, picks)
+		return cs, 0, 0, err
+	}
+}
+
+// claim claims the picked jobs if none changed since read and none is
+// claimed; a job whose last attempt's claim was lost becomes a dead letter
+// instead.
+func (d *queueDriver) claim(ctx context.Context, s *session, picks []*mvccpb.KeyValue) ([]driver.Claim, error) {
+	var cmps []clientv3.Cmp
+	var ops []clientv3.Op
+	var ckeys []string
+	var jobs []qjob
+	holder := d.b.holderValue("", 0)
+	for _, kv := range picks {
+		at, id := d.parseReady(kv.Key)
+		j, err := decodeJob(id, at, kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", id, err)
+		}
+		ck := d.ckey(id)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision),
+			clientv3.Compare(clientv3.CreateRevision(ck), "=", 0))
+		if j.attempts >= j.max {
+			ops = append(ops, clientv3.OpDelete(string(kv.Key)), clientv3.OpPut(d.dkey(id), string(deadRecord(j, reasonLastAttempt, time.Now()))))
+			ops = append(ops, d.dropKey(j)...)
+			continue
+		}
+		j.attempts++
+		ops = append(ops, clientv3.OpPut(ck, holder, clientv3.WithLease(s.id)), clientv3.OpPut(string(kv.Key), string(j.encode())))
+		ckeys = append(ckeys, ck)
+		jobs = append(jobs, j)
+	}
+	resp, err := d.b.commit(ctx, s, ckeys, func(rctx context.Context) (*clientv3.TxnResponse, error) {
+		return d.b.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
+	})
+	if err != nil || !resp.Succeeded {
+		return nil, err
+	}
+	rev := resp.Header.Revision
+	out := make([]driver.Claim, 0, len(jobs))
+	var lost []*qclaim
+	d.mu.Lock()
+	for k, j := range jobs {
+		loss := driver.NewLoss()
+		s.track(loss, ckeys[k], rev)
+		c := &qclaim{s: s, job: j, ckey: ckeys[k], rkey: d.rkey(j.at, j.id), rev: rev, loss: loss, hw: d.b.watchHold(s, ckeys[k], rev, loss)}
+		if d.closed {
+			lost = append(lost, c)
+		} else {
+			d.claims[c] = struct{}{}
+		}
+		out = append(out, driver.Claim{ID: j.id, Payload: j.payload, Attempt: j.attempts, MaxAttempts: j.max,
+			Token: uint64(rev)<<tokenBits | uint64(k), Loss: loss, Data: c})
+	}
+	d.mu.Unlock()
+	for _, c := range lost { // the handle closed meanwhile: give them back
+		c.hw.release()
+		c.loss.Fire(baton.ErrClosed)
+		c.s.untrack(c.loss)
+		d.b.cleanup(s, c.ckey)
+	}
+	return out, nil
+}
+
+// wait sleeps until the queue may have a job ready after revision rev: a
+// job put, a claim given back (deleted without its job), or next (a
+// delayed job's time, Unix ns; 0 for none). It returns nil to read again.
+func (d *queueDriver) wait(ctx context.Context, rev, next int64) error {
+	w := d.b.watch(ctx, d.dir, clientv3.WithPrefix())
+	defer w.stop()
+	tctx := ctx
+	if next > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithDeadline(ctx, time.Unix(0, next))
+		defer cancel()
+	}
+	for {
+		wr, err := w.next(tctx, nil)
+		if err != nil {
+			if ctx.Err() == nil && tctx.Err() != nil {
+				return nil // the delayed job is ready
+			}
+			return err
+		}
+		if wr.Created {
+			if wr.Header.Revision > rev {
+				return nil // something happened between the read and the watch
+			}
+			continue
+		}
+		if d.wakes(wr.Events, rev) {
+			return nil
+		}
+	}
+}
+
+// wakes reports whether events after rev may have made a job ready: a
+// new job record, or a claim key deleted in a revision that did not delete
+// its job (an Ack).
+func (d *queueDriver) wakes(evs []*clientv3.Event, rev int64) bool {
+	acked := map[int64]bool{}
+	rp, cp := d.dir+"r/", d.dir+"c/"
+	for _, ev := range evs {
+		if ev.Type == mvccpb.DELETE && strings.HasPrefix(string(ev.Kv.Key), rp) {
+			acked[ev.Kv.ModRevision] = true
+		}
+	}
+	for _, ev := range evs {
+		k := string(ev.Kv.Key)
+		switch {
+		case ev.Kv.ModRevision <= rev:
+		case ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && strings.HasPrefix(k, rp):
+			return true
+		case ev.Type == mvccpb.DELETE && strings.HasPrefix(k, cp) && !acked[ev.Kv.ModRevision]:
+			return true
+		}
+	}
+	return false
+}
+
+// Stats counts in one read: jobs ready by now, those later, claims and
+// dead letters.
+func (d *queueDriver) Stats(ctx context.Context) (driver.QueueStats, error) {
+	from := d.dir + "r/"
+	upto := fmt.Sprintf("%sr/%016x", d.dir, time.Now().UnixNano()+1)
+	rctx, cancel := d.b.rctx(ctx)
+	defer cancel()
+	resp, err := d.b.c.Txn(rctx).Then(
+		clientv3.OpGet(from, clientv3.WithRange(upto), clientv3.WithCountOnly()),
+		clientv3.OpGet(upto, clientv3.WithRange(clientv3.GetPrefixRangeEnd(from)), clientv3.WithCountOnly()),
+		clientv3.OpGet(d.dir+"c/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(d.dir+"d/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return driver.QueueStats{}, err
+	}
+	count := func(i int) int { return int(resp.Responses[i].GetResponseRange().Count) }
+	return driver.QueueStats{Ready: max(0, count(0)-count(2)), Delayed: count(1), InFlight: count(2), Dead: count(3)}, nil
+}
+
+// Dead lists dead letters, oldest (lowest id) first.
+func (d *queueDriver) Dead(ctx context.Context, limit int) ([]driver.DeadJob, error) {
+	rctx, cancel := d.b.rctx(ctx)
+	defer cancel()
+	resp, err := d.b.c.Get(rctx, d.dir+"d/", clientv3.WithPrefix(), clientv3.WithLimit(int64(limit)))
+	if err != nil {
+		return nil, err
+	}
+	var out []driver.DeadJob
+	for _, kv := range resp.Kvs {
+		_, dl, err := decodeDead(parseID(kv.Key), kv.Value)
+		if err != nil {
+			continue // not written by this driver
+		}
+		out = append(out, driver.DeadJob{ID: uint64(dl.ID), Payload: dl.Payload, Attempts: dl.Attempts, Reason: dl.Reason, At: dl.At})
+	}
+	return out, nil
+}
+
+// Requeue makes each dead letter ready now, attempts from zero, taking
+// its uniqueness key back if no pending job has it.
+func (d *queueDriver) Requeue(ctx context.Context, ids []uint64) (int, error) {
+	n := 0
+	for _, id := range ids {
+		rctx, cancel := d.b.rctx(ctx)
+		dk := d.dkey(id)
+		resp, err := d.b.c.Get(rctx, dk)
+		if err != nil || len(resp.Kvs) == 0 {
+			cancel()
+			if err != nil {
+				return n, err
+			}
+			continue
+		}
+		j, _, err := decodeDead(id, resp.Kvs[0].Value)
+		if err != nil {
+			cancel()
+			continue
+		}
+		j.attempts, j.at = 0, time.Now().UnixNano()
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(dk), "=", resp.Kvs[0].ModRevision)}
+		ops := []clientv3.Op{clientv3.OpDelete(dk), clientv3.OpPut(d.rkey(j.at, id), string(j.encode()))}
+		if j.key != "" {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(d.kkey(j.key)), "=", 0))
+			ops = append(ops, clientv3.OpPut(d.kkey(j.key), fmt.Sprint(id)))
+		}
+		tr, err := d.b.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return n, err
+		}
+		if tr.Succeeded {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Purge deletes dead letters, a transaction per hundred ids.
+func (d *queueDriver) Purge(ctx context.Context, ids []uint64) (int, error) {
+	n := 0
+	for len(ids) > 0 {
+		part := ids[:min(100, len(ids))]
+		ids = ids[len(part):]
+		ops := make([]clientv3.Op, len(part))
+		for i, id := range part {
+			ops[i] = clientv3.OpDelete(d.dkey(id))
+		}
+		rctx, cancel := d.b.rctx(ctx)
+		resp, err := d.b.c.Txn(rctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return n, err
+		}
+		for _, r := range resp.Responses {
+			n += int(r.GetResponseDeleteRange().Deleted)
+		}
+	}
+	return n, nil
+}

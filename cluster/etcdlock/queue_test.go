@@ -1,0 +1,110 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+// Server faults and limits of etcd's queues, on a server of their own.
+func TestQueue(t *testing.T) {
+	c := startCluster(t, 1)
+	t.Run("RevokedClaimant", func(t *testing.T) { testQueueRevokedClaimant(t, c) })
+	t.Run("RequestLimit", func(t *testing.T) { testQueueRequestLimit(t, c) })
+}
+
+// testQueueRevokedClaimant: the lease of a claimant is revoked by another
+// client; a claimant blocked on the empty queue is woken by the claim's
+// deletion, and by the time it has the job the first claim is lost; the
+// first claimant's Ack then returns ErrLost and changes nothing.
+func testQueueRevokedClaimant(t *testing.T, c *cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b1, d1 := fast(t, c, "qrevoke/")
+	b2, _ := fast(t, c, "qrevoke/")
+	q1, err := b1.Queue(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q2, err := b2.Queue(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q1.Put(ctx, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	j1, err := q1.Claim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type claimed struct {
+		j       *baton.Job
+		lostYet bool
+		err     error
+	}
+	got := make(chan claimed, 1)
+	go func() {
+		j, err := q2.Claim(ctx)
+		got <- claimed{j, err == nil && j1.Err() != nil, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // the second claimant is waiting
+	if _, err := c.client(t).Revoke(ctx, leaseOf(t, d1)); err != nil {
+		t.Fatal(err)
+	}
+	var r claimed
+	select {
+	case r = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job of a revoked claim was not given to the waiting claimant")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !r.lostYet {
+		t.Error("the job was given to another claimant while the revoked claim was trusted")
+	}
+	if r.j.ID() != j1.ID() || r.j.Attempt() != 2 || r.j.Token() <= j1.Token() {
+		t.Errorf("second claim: id %d attempt %d token %d; first id %d token %d", r.j.ID(), r.j.Attempt(), r.j.Token(), j1.ID(), j1.Token())
+	}
+	if err := j1.Ack(ctx); !errors.Is(err, baton.ErrLost) {
+		t.Errorf("Ack of the revoked claim: %v, want ErrLost", err)
+	}
+	if s, err := q2.Stats(ctx); err != nil || s != (baton.QueueStats{InFlight: 1}) {
+		t.Errorf("after the lost claim's Ack: %+v, %v", s, err)
+	}
+	if err := r.j.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testQueueRequestLimit: a batch over what one etcd request carries is
+// refused before anything is written.
+func testQueueRequestLimit(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	b, _ := fast(t, c, "qlimit/")
+	q, err := b.Queue(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, q.MaxPayload())
+	_, err = q.PutBatch(ctx, []baton.JobSpec{{Payload: big}, {Payload: big}})
+	if !errors.Is(err, baton.ErrInvalidArgument) {
+		t.Errorf("PutBatch of two payloads of MaxPayload: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := q.Put(ctx, big); err != nil {
+		t.Errorf("Put of MaxPayload bytes: %v", err)
+	}
+	if s, err := q.Stats(ctx); err != nil || s != (baton.QueueStats{Ready: 1}) {
+		t.Errorf("Stats = %+v, %v; want the one job put", s, err)
+	}
+	j, err := q.TryClaim(ctx)
+	if err != nil || len(j.Payload()) != len(big) {
+		t.Fatalf("TryClaim: %v", err)
+	}
+	if err := j.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,267 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+)
+
+// Work queues (baton.Queue), in the table prefix + "job": one row per job,
+// (queue, id) its key. A pending job has state 0; a claim is the row's
+// owner and expires (a lease of the TTL, counted by the server's clock,
+// renewed in the background through the pool like the lock rows), so a
+// claim survives a KILL of any connection and ends only with its lease;
+// the claimant's loss deadline (send time of its last renewal + TTL -
+// drift) passes before the server's expiry, so its Loss fires before
+// anyone can claim the job again. A claim is one transaction: SELECT ...
+// FOR UPDATE SKIP LOCKED of the oldest ready rows, then the update that
+// takes them and draws their tokens from the queue's counter in the lock
+// table (row "q:<name>"); ids come from the row "Q:<name>", whose counter
+// every change that makes a job ready also moves (the wake-up generation).
+//
+// Wake-ups: MariaDB and MySQL have no NOTIFY. A waiting claimant sleeps in
+// SELECT IF(generation unchanged, SLEEP(slice), 0), a statement marked
+// with the queue; whoever makes a job ready moves the generation and then
+// interrupts, with KILL QUERY, the sleeping statements it finds in the
+// process list under that mark. That costs each Put, Retry or give-back a
+// read of the process list and a KILL QUERY per sleeping claimant (only a
+// read of a counter while no claimant has counted itself as sleeping), and
+// works between connections of one database user (or a user with
+// CONNECTION_ADMIN); other sleepers wake at the end of their slice: the
+// TTL, or sooner when a delayed job or a claim's lease ends first, which
+// they know. A claim's lease that runs out (its claimant died) wakes them
+// by that time.
+
+// queueMaxPayload is the largest payload: 4 MiB, under the server's
+// default max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL), which
+// bounds a PutBatch as a whole (read at open).
+const queueMaxPayload = 4 << 20
+
+var errQueueServer = errors.New("work queues need MariaDB 10.6 or MySQL 8.0 or later (SELECT ... FOR UPDATE SKIP LOCKED)")
+
+// queueDriver is one handle of a queue.
+type queueDriver struct {
+	b                *backend
+	name             string
+	job              string // the job table
+	ids, toks, count string // lock table rows: id counter, tokens, sleepers counted
+	mark             string // the sleepers' statements'
+	packet           int    // max_allowed_packet
+	closeOnce        sync.Once
+	renewStop        chan struct{}
+
+	mu       sync.Mutex
+	claims   map[string]*qclaim // guarded by mu; by owner
+	closed   bool               // guarded by mu
+	sleepers []*sql.Conn        // guarded by mu; idle connections for sleeping
+}
+
+type qclaim struct {
+	id      uint64
+	owner   string
+	loss    *driver.Loss
+	attempt int
+	max     int
+}
+
+var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
+
+// serverSupportsQueues checks VERSION(): MariaDB 10.6+, MySQL 8.0+.
+func serverSupportsQueues(v string) bool {
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return false
+	}
+	maj, _ := strconv.Atoi(m[1])
+	mnr, _ := strconv.Atoi(m[2])
+	if strings.Contains(strings.ToLower(v), "mariadb") {
+		return maj > 10 || maj == 10 && mnr >= 6
+	}
+	return maj >= 8
+}
+
+// OpenQueue checks the server, creates the job table when it is missing
+// and the queue's counter rows (driver.QueueOpener).
+func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, error) {
+	var v string
+	var packet int
+	if err := b.db.QueryRowContext(ctx, `SELECT VERSION(), @@max_allowed_packet`).Scan(&v, &packet); err != nil {
+		return nil, err
+	}
+	if !serverSupportsQueues(v) {
+		return nil, fmt.Errorf("%w: %w; the server is %s", baton.ErrUnsupported, errQueueServer, v)
+	}
+	d := &queueDriver{b: b, name: name, job: "`" + b.c.Prefix + "job`", ids: key('Q', name), toks: key('q', name), count: key('W', name),
+		packet: packet, claims: make(map[string]*qclaim), renewStop: make(chan struct{})}
+	d.mark = "baton-queue-wait " + b.userLock(d.ids)
+	if _, err := b.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+d.job+` (
+			queue VARBINARY(255) NOT NULL,
+			id BIGINT UNSIGNED NOT NULL,
+			state TINYINT NOT NULL DEFAULT 0,
+			ready_at DATETIME(6) NOT NULL,
+			attempts INT NOT NULL DEFAULT 0,
+			max_attempts INT NOT NULL,
+			ukey VARBINARY(128) NULL,
+			ukey_live VARBINARY(128) NULL,
+			owner VARBINARY(64) NOT NULL DEFAULT '',
+			expires DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00',
+			token BIGINT UNSIGNED NOT NULL DEFAULT 0,
+			reason VARBINARY(1024) NOT NULL DEFAULT '',
+			died DATETIME(6) NULL,
+			payload LONGBLOB NOT NULL,
+			PRIMARY KEY (queue, id),
+			UNIQUE KEY (queue, ukey_live),
+			KEY (queue, state, ready_at, id)
+		) ENGINE=InnoDB`); err != nil {
+		return nil, fmt.Errorf("create job table: %w", err)
+	}
+	for _, k := range []string{d.ids, d.toks, d.count} {
+		if err := b.ensureRow(ctx, k, 0); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.track(d, func() { d.Close() }); err != nil {
+		return nil, err
+	}
+	go d.renewals()
+	return d, nil
+}
+
+// MaxPayload is 4 MiB (see queueMaxPayload).
+func (d *queueDriver) MaxPayload() int { return queueMaxPayload }
+
+// retryable reports a transaction that lost a deadlock or a lock wait, to
+// be run again.
+func retryable(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
+// Put adds the jobs in one transaction (see PutTx), then wakes sleepers.
+func (d *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
+	size := 0
+	for _, j := range jobs {
+		size += len(j.Payload) + len(j.Key) + 256
+	}
+	if size > d.packet-4096 {
+		return nil, fmt.Errorf("%w: %d jobs take about %d bytes, over the server's max_allowed_packet (%d)", baton.ErrInvalidArgument, len(jobs), size, d.packet)
+	}
+	for {
+		bctx, cancel := d.b.bg(ctx)
+		ids, err := d.putOnce(bctx, jobs)
+		cancel()
+		if err == nil {
+			d.wake()
+			return ids, nil
+		}
+		if !retryable(err) {
+			return nil, err
+		}
+	}
+}
+
+func (d *queueDriver) putOnce(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
+	tx, err := d.b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	ids, err := putJobs(ctx, tx, d.job, d.b.t.lock, d.name, jobs)
+	if err != nil {
+		return nil, err
+	}
+	return ids, tx.Commit()
+}
+
+// putJobs adds jobs to queue name inside tx: the ids are drawn from the
+// queue's counter row (which also moves the wake-up generation), and a
+// job whose key is pending returns the pending job's id.
+func putJobs(ctx context.Context, tx *sql.Tx, job, lock, name string, jobs []driver.PutJob) ([]uint64, error) {
+	held := map[string]uint64{}
+	var keys []any
+	for _, j := range jobs {
+		if j.Key != "" {
+			keys = append(keys, j.Key)
+		}
+	}
+	// The counter row first: concurrent Puts of the queue go one at a
+	// time from here, so a key read free below stays free.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO `+lock+` (name) VALUES (?) ON DUPLICATE KEY UPDATE token = token`, key('Q', name)); err != nil {
+		return nil, err
+	}
+	var last uint64
+	if err := tx.QueryRowContext(ctx, `SELECT token FROM `+lock+` WHERE name = ? FOR UPDATE`, key('Q', name)).Scan(&last); err != nil {
+		return nil, err
+	}
+	if len(keys) > 0 {
+		rows, err := tx.QueryContext(ctx, `SELECT ukey_live, id FROM `+job+` WHERE queue = ? AND ukey_live IN (`+inList(len(keys))+`)`, append([]any{name}, keys...)...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k string
+			var id uint64
+			if err := rows.Scan(&k, &id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			held[k] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]uint64, len(jobs))
+	var vals []string
+	var args []any
+	seq := last
+	for i, j := range jobs {
+		if id, ok := held[j.Key]; ok && j.Key != "" {
+			ids[i] = id
+			continue
+		}
+		seq++
+		ids[i] = seq
+		var k any
+		if j.Key != "" {
+			held[j.Key] = seq
+			k = j.Key
+		}
+		at := "UTC_TIMESTAMP(6)"
+		if !j.At.IsZero() {
+			at = "GREATEST(UTC_TIMESTAMP(6), ?)"
+		}
+		vals = append(vals, "(?, ?, "+at+", ?, ?, ?, ?)")
+		args = append(args, name, seq)
+		if !j.At.IsZero() {
+			args = append(args, j.At.UTC())
+		}
+		payload := j.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		args = append(args, j.MaxAttempts, k, k, payload)
+	}
+	if seq > last {
+		if _, err := tx.ExecContext(ctx, `UPDATE `+lock+` SET token = ? WHERE name = ?`, seq, key('Q', name)); err != nil {
+			return nil, err
+		}
+	}
+	if len(vals) > 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+job+` (queue, id, ready_at, max_attempts, ukey, ukey_live, payload) VALUES `+strings.Join(vals, ", "), args...); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}

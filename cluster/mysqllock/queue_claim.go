@@ -1,0 +1,349 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
+)
+
+// reasonLastAttempt is a dead letter's reason when its claimant was lost
+// on the job's last attempt.
+const reasonLastAttempt = "the claim of its last attempt was lost"
+
+// Claim claims up to n ready jobs, oldest first; waiting, it sleeps on a
+// connection of its own until woken (see queue.go).
+func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
+	var sl *sql.Conn
+	defer func() { d.putSleeper(sl) }()
+	counted := false
+	defer func() {
+		if counted {
+			d.countSleeper(-1)
+		}
+	}()
+	for {
+		var gen uint64
+		if wait {
+			if err := d.b.db.QueryRowContext(ctx, `SELECT token FROM `+d.b.t.lock+` WHERE name = ?`, d.ids).Scan(&gen); err != nil {
+				return nil, err
+			}
+		}
+		bctx, cancel := d.b.bg(ctx)
+		cs, next, err := d.tryClaim(bctx, n)
+		cancel()
+		switch {
+		case retryable(err):
+			continue
+		case err != nil:
+			return nil, err
+		case len(cs) > 0:
+			return cs, nil
+		case !wait:
+			return nil, baton.ErrEmpty
+		}
+		if !counted {
+			// Counted before the generation is read again, so that a
+			// Put that finds no sleeper counted has moved it already.
+			if err := d.countSleeper(1); err != nil {
+				return nil, err
+			}
+			counted = true
+			continue
+		}
+		if sl == nil {
+			if sl, err = d.getSleeper(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := d.sleep(ctx, sl, gen, next); err != nil {
+			discard(sl) // a cancelled statement closed it, or it failed
+			if ctx.Err() != nil {
+				sl = nil
+				return nil, ctx.Err()
+			}
+			sl = nil
+		}
+	}
+}
+
+// tryClaim claims up to n ready jobs in one transaction; with none it
+// returns how long until the next delayed job or claim lease is due (0:
+// none known).
+func (d *queueDriver) tryClaim(ctx context.Context, n int) ([]driver.Claim, time.Duration, error) {
+	tx, err := d.b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT id, attempts, max_attempts, payload FROM `+d.job+
+		` WHERE queue = ? AND state = 0 AND ready_at <= UTC_TIMESTAMP(6) AND (owner = '' OR expires <= UTC_TIMESTAMP(6))`+
+		` ORDER BY ready_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, d.name, n)
+	if err != nil {
+		return nil, 0, err
+	}
+	type row struct {
+		id            uint64
+		attempts, max int
+		payload       []byte
+	}
+	var got, dead []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.id, &r.attempts, &r.max, &r.payload); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		if r.payload == nil {
+			r.payload = []byte{}
+		}
+		if r.attempts >= r.max {
+			dead = append(dead, r)
+		} else {
+			got = append(got, r)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	for _, r := range dead {
+		if _, err := tx.ExecContext(ctx, `UPDATE `+d.job+` SET state = 1, owner = '', ukey_live = NULL, reason = ?, died = UTC_TIMESTAMP(6) WHERE queue = ? AND id = ?`,
+			reasonLastAttempt, d.name, r.id); err != nil {
+			return nil, 0, err
+		}
+	}
+	if len(got) == 0 {
+		if len(dead) > 0 {
+			return nil, 0, tx.Commit() // read again at once
+		}
+		var us sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(IF(owner = '' OR expires <= ready_at, ready_at, expires)))`+
+			` FROM `+d.job+` WHERE queue = ? AND state = 0`, d.name).Scan(&us)
+		if err != nil || !us.Valid {
+			return nil, 0, err
+		}
+		// Due already: a job another claimant has locked, taken or
+		// given back in a moment.
+		return nil, max(time.Duration(us.Int64)*time.Microsecond, 10*time.Millisecond), nil
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE `+d.b.t.lock+` SET token = LAST_INSERT_ID(token + ?) WHERE name = ?`, len(got), d.toks)
+	if err != nil {
+		return nil, 0, err
+	}
+	last, err := res.LastInsertId()
+	if err != nil {
+		return nil, 0, err
+	}
+	owner := d.b.owner()
+	ids := make([]any, len(got))
+	for i, r := range got {
+		ids[i] = r.id
+	}
+	sent := time.Now()
+	// Row i gets the token last-len(got)+1+i: FIELD numbers the ids from 1.
+	args := append([]any{owner, d.b.ttlMicros(), uint64(last) - uint64(len(got))}, ids...)
+	args = append(append(args, d.name), ids...)
+	if _, err := tx.ExecContext(ctx, `UPDATE `+d.job+` SET owner = ?, expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, attempts = attempts + 1,`+
+		` token = ? + FIELD(id, `+inList(len(ids))+`) WHERE queue = ? AND id IN (`+inList(len(ids))+`)`, args...); err != nil {
+		return nil, 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		// The outcome is unknown: give back whatever was claimed.
+		bctx, cancel := context.WithTimeout(context.Background(), d.b.c.RequestTimeout)
+		_, _ = d.b.db.ExecContext(bctx, `UPDATE `+d.job+` SET owner = '', expires = '1970-01-01' WHERE queue = ? AND owner = ?`, d.name, owner)
+		cancel()
+		return nil, 0, err
+	}
+	dl := sent.Add(d.b.c.TTL - d.b.c.Drift)
+	out := make([]driver.Claim, len(got))
+	var lost []*qclaim
+	d.mu.Lock()
+	for i, r := range got {
+		loss := driver.NewLoss()
+		loss.SetDeadline(dl)
+		c := &qclaim{id: r.id, owner: owner, loss: loss, attempt: r.attempts + 1, max: r.max}
+		if d.closed {
+			lost = append(lost, c)
+		} else {
+			d.claims[claimKey(owner, r.id)] = c
+		}
+		out[i] = driver.Claim{ID: r.id, Payload: r.payload, Attempt: r.attempts + 1, MaxAttempts: r.max,
+			Token: uint64(last) - uint64(len(got)-1-i), Loss: loss, Data: c}
+	}
+	d.mu.Unlock()
+	if len(lost) > 0 {
+		d.giveBack(lost)
+	}
+	return out, 0, nil
+}
+
+func claimKey(owner string, id uint64) string { return owner + "/" + strconv.FormatUint(id, 10) }
+
+// renewals renews the leases of the handle's claims every renewal period,
+// and fires the loss of those it finds gone.
+func (d *queueDriver) renewals() {
+	t := time.NewTicker(d.b.c.RenewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.renewStop:
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		cs := make([]*qclaim, 0, len(d.claims))
+		owners := map[string]bool{}
+		for _, c := range d.claims {
+			cs = append(cs, c)
+			owners[c.owner] = true
+		}
+		d.mu.Unlock()
+		if len(cs) == 0 {
+			continue
+		}
+		args := []any{d.b.ttlMicros(), d.name}
+		for o := range owners {
+			args = append(args, o)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), d.b.c.RequestTimeout)
+		sent := time.Now()
+		_, err := d.b.db.ExecContext(ctx, `UPDATE `+d.job+` SET expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND`+
+			` WHERE queue = ? AND state = 0 AND expires > UTC_TIMESTAMP(6) AND owner IN (`+inList(len(owners))+`)`, args...)
+		var live map[string]bool
+		if err == nil {
+			live, err = d.owned(ctx, args[2:])
+		}
+		cancel()
+		if err != nil {
+			continue // the deadlines stay; the losses fire when they pass
+		}
+		for _, c := range cs {
+			if live[claimKey(c.owner, c.id)] {
+				c.loss.SetDeadline(sent.Add(d.b.c.TTL - d.b.c.Drift))
+			} else {
+				c.loss.Fire(errors.New("the claim's lease ran out"))
+				d.mu.Lock()
+				delete(d.claims, claimKey(c.owner, c.id))
+				d.mu.Unlock()
+			}
+		}
+	}
+}
+
+// owned returns the claims of owners whose leases are live.
+func (d *queueDriver) owned(ctx context.Context, owners []any) (map[string]bool, error) {
+	rows, err := d.b.db.QueryContext(ctx, `SELECT owner, id FROM `+d.job+` WHERE queue = ? AND state = 0 AND expires > UTC_TIMESTAMP(6) AND owner IN (`+
+		inList(len(owners))+`)`, append([]any{d.name}, owners...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	live := map[string]bool{}
+	for rows.Next() {
+		var o string
+		var id uint64
+		if err := rows.Scan(&o, &id); err != nil {
+			return nil, err
+		}
+		live[claimKey(o, id)] = true
+	}
+	return live, rows.Err()
+}
+
+// Ack deletes the job if the claim is still its owner.
+func (d *queueDriver) Ack(ctx context.Context, dc driver.Claim) error {
+	c := dc.Data.(*qclaim)
+	bctx, cancel := d.b.bg(ctx)
+	defer cancel()
+	res, err := d.b.db.ExecContext(bctx, `DELETE FROM `+d.job+` WHERE queue = ? AND id = ? AND owner = ? AND state = 0`, d.name, c.id, c.owner)
+	return d.ended(c, res, err, false)
+}
+
+// Retry makes the job ready at at, or a dead letter after its last
+// attempt, if the claim is still its owner.
+func (d *queueDriver) Retry(ctx context.Context, dc driver.Claim, at time.Time, reason string) error {
+	c := dc.Data.(*qclaim)
+	bctx, cancel := d.b.bg(ctx)
+	defer cancel()
+	var res sql.Result
+	var err error
+	if c.attempt >= c.max {
+		res, err = d.b.db.ExecContext(bctx, `UPDATE `+d.job+` SET state = 1, owner = '', ukey_live = NULL, reason = ?, died = UTC_TIMESTAMP(6)`+
+			` WHERE queue = ? AND id = ? AND owner = ? AND state = 0`, reason, d.name, c.id, c.owner)
+		return d.ended(c, res, err, false)
+	}
+	if at.IsZero() {
+		at = time.Unix(0, 0)
+	}
+	res, err = d.b.db.ExecContext(bctx, `UPDATE `+d.job+` SET owner = '', expires = '1970-01-01', ready_at = GREATEST(UTC_TIMESTAMP(6), ?)`+
+		` WHERE queue = ? AND id = ? AND owner = ? AND state = 0`, at.UTC(), d.name, c.id, c.owner)
+	return d.ended(c, res, err, true)
+}
+
+// ended finishes a claim after the statement that ended it.
+func (d *queueDriver) ended(c *qclaim, res sql.Result, err error, ready bool) error {
+	if err != nil {
+		return err // the outcome is unknown: the core lets it be tried again
+	}
+	d.mu.Lock()
+	delete(d.claims, claimKey(c.owner, c.id))
+	d.mu.Unlock()
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		c.loss.Fire(errors.New("the claim's lease ran out and the job was claimed again"))
+		return fmt.Errorf("%w: job %d", baton.ErrLost, c.id)
+	}
+	c.loss.SetDeadline(time.Time{})
+	if ready {
+		d.ring()
+	}
+	return nil
+}
+
+// giveBack fires the losses of claims and makes their jobs ready.
+func (d *queueDriver) giveBack(cs []*qclaim) {
+	args := []any{d.name}
+	for _, c := range cs {
+		c.loss.Fire(baton.ErrClosed)
+		args = append(args, c.owner, c.id)
+	}
+	conds := strings.TrimSuffix(strings.Repeat("(owner = ? AND id = ?) OR ", len(cs)), " OR ")
+	ctx, cancel := context.WithTimeout(context.Background(), d.b.c.RequestTimeout)
+	_, err := d.b.db.ExecContext(ctx, `UPDATE `+d.job+` SET owner = '', expires = '1970-01-01' WHERE queue = ? AND state = 0 AND (`+conds+`)`, args...)
+	cancel()
+	if err == nil {
+		d.ring()
+	}
+}
+
+// Close gives back the claims still held (their leases end them if that
+// fails) and stops the renewals.
+func (d *queueDriver) Close() error {
+	d.closeOnce.Do(func() {
+		d.mu.Lock()
+		d.closed = true
+		var cs []*qclaim
+		for _, c := range d.claims {
+			cs = append(cs, c)
+		}
+		d.claims = nil
+		sls := d.sleepers
+		d.sleepers = nil
+		d.mu.Unlock()
+		for _, sl := range sls {
+			discard(sl)
+		}
+		close(d.renewStop)
+		if len(cs) > 0 {
+			d.giveBack(cs)
+		}
+		d.b.untrack(d)
+	})
+	return nil
+}
