@@ -18,7 +18,7 @@ type goal struct {
 	// (the best of refs' cost over the subject's, at least bound),
 	// "fairness" (at least bound), "worst_wait", "median" and "p99" (the
 	// worst wait, the median or the 99th percentile latency, at most bound,
-	// in ns).
+	// in ns), "bytes" (the memory figure, at most bound).
 	kind  string
 	refs  []string
 	bound float64
@@ -46,6 +46,9 @@ var goals = []goal{
 	{"RWMutex, waiting reader, writer alive: CPU ≤ 0.1% of a core", "idle-rw-read", "baton local/shm", "p99", nil, 1e6},
 	{"RWMutex, waiting writer, writer alive: CPU ≤ 0.1% of a core", "idle-rw-write", "baton local/shm", "p99", nil, 1e6},
 	{"Semaphore of 4, 64 waiting processes: CPU ≤ 0.1% of a core each", "idle-sem", "baton local/shm", "p99", nil, 1e6},
+	{"futex Mutex, open+Lock+Unlock+Close on a name already open ≤ 2 µs median", "open-known", "baton local/futex", "median", nil, 2e3},
+	{"futex Mutex, open+Lock+Unlock+Close on a fresh name ≤ 20 µs median", "open-fresh", "baton local/futex", "median", nil, 20e3},
+	{"futex Mutex, files left after many distinct names ≤ 4 KiB (not growing with the count)", "residue", "baton local/futex", "bytes", nil, 4096},
 	{"PostgreSQL, uncontended Lock+Unlock ≤ 1.3× the raw floor", "pg-uncontended", "baton pglock", "cost", []string{"raw pg_advisory_lock"}, 1.3},
 	{"PostgreSQL, handoff to another client ≤ 2 ms median", "pg-handoff", "baton pglock", "median", nil, 2e6},
 	{"PostgreSQL, 16 clients on one name: fairness ≥ 0.9", "pg-c16", "baton pglock", "fairness", nil, 0.9},
@@ -151,10 +154,12 @@ func checkGoal(res *results, g goal) goalResult {
 			v[i] = s.Fairness
 		}
 		gr.Measured = medianCI(label, v)
-	case "worst_wait", "median", "p99":
+	case "worst_wait", "median", "p99", "bytes":
 		v := make([]float64, len(r.Samples))
 		for i, s := range r.Samples {
 			switch g.kind {
+			case "bytes":
+				v[i] = float64(s.Bytes)
 			case "median":
 				v[i] = float64(s.P50)
 			case "p99":
@@ -186,6 +191,11 @@ func (gr goalResult) shown() string {
 			return fmtDur(iv.Value)
 		}
 		return fmt.Sprintf("%s [%s–%s]", fmtDur(iv.Value), fmtDur(iv.Lo), fmtDur(iv.Hi))
+	case "bytes":
+		if !iv.known() {
+			return fmtBytes(iv.Value)
+		}
+		return fmt.Sprintf("%s [%s–%s]", fmtBytes(iv.Value), fmtBytes(iv.Lo), fmtBytes(iv.Hi))
 	case "speedup":
 		return fmtRatio(iv) + " " + gr.Best
 	}

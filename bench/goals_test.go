@@ -124,3 +124,22 @@ func TestGoalsVerdicts(t *testing.T) {
 		t.Error("the failed row is not shown as FAILED with its error")
 	}
 }
+
+// The residue goal judges the bytes left, at most its bound.
+func TestResidueGoalJudgesBytes(t *testing.T) {
+	for _, c := range []struct {
+		bytes   int64
+		verdict string
+	}{{0, "met"}, {64, "met"}, {640_000, "not met"}} {
+		r := &row{Subject: "baton local/futex", Baton: true}
+		for range 5 {
+			r.Samples = append(r.Samples, sample{Ops: 100_000, Bytes: c.bytes})
+		}
+		tb := &table{ID: "residue", Section: "S", Title: "T residue", Metric: "memory", Rows: []*row{r}}
+		finishTable(tb)
+		g := goalOf(t, checkGoals(&results{Tables: []*table{tb}}), "futex Mutex, files left")
+		if g.Verdict != c.verdict {
+			t.Errorf("%d bytes left: %s (%s), want %s", c.bytes, g.Verdict, g.shown(), c.verdict)
+		}
+	}
+}

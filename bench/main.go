@@ -183,7 +183,8 @@ var sectionNames = []string{"host", "redis", "etcd", "postgres", "mysql", "zooke
 // sectionsOf names the sections a table id belongs to.
 func sectionsOf(id string) []string {
 	switch {
-	case strings.HasPrefix(id, "mutex-"), strings.HasPrefix(id, "rw-"), strings.HasPrefix(id, "sem-"), strings.HasPrefix(id, "idle-"):
+	case strings.HasPrefix(id, "mutex-"), strings.HasPrefix(id, "rw-"), strings.HasPrefix(id, "sem-"),
+		strings.HasPrefix(id, "idle-"), strings.HasPrefix(id, "open-"), id == "residue":
 		return []string{"host"}
 	case strings.HasPrefix(id, "redis-"):
 		return []string{"redis"}

@@ -33,6 +33,8 @@ type config struct {
 	handoffs   int           // handoffs per run
 	kills      int           // holder kills per run
 	memK       int           // handles opened per memory run
+	opens      int           // handles opened per run of the open tables
+	residue    int           // distinct names of the residue run
 	poll       time.Duration // retry delay of the polling peers
 	idleWindow time.Duration // CPU of waiting processes measured over this
 	idleSem    int           // waiters behind a Semaphore of 4
@@ -43,14 +45,14 @@ type config struct {
 var quickConfig = config{
 	dur: 100 * time.Millisecond, reps: 5, maxReps: 5, netReps: 5, netMaxReps: 9, target: 0.10,
 	gs: []int{1, 4, 16}, ps: []int{2, 4}, semPs: []int{4},
-	permits: []int{1, 4, 16}, rwG: 16, handoffs: 20, kills: 3, memK: 100, poll: 10 * time.Millisecond,
+	permits: []int{1, 4, 16}, rwG: 16, handoffs: 20, kills: 3, memK: 100, opens: 2000, residue: 10_000, poll: 10 * time.Millisecond,
 	idleWindow: time.Second, idleSem: 64,
 }
 
 var fullConfig = config{
 	dur: time.Second, reps: 5, maxReps: 9, netReps: 7, netMaxReps: 15, target: 0.10,
 	gs: []int{1, 4, 16}, ps: []int{2, 4}, semPs: []int{4},
-	permits: []int{1, 4, 16}, rwG: 16, handoffs: 50, kills: 10, memK: 500, poll: 10 * time.Millisecond,
+	permits: []int{1, 4, 16}, rwG: 16, handoffs: 50, kills: 10, memK: 500, opens: 10_000, residue: 100_000, poll: 10 * time.Millisecond,
 	idleWindow: 5 * time.Second, idleSem: 64,
 }
 
@@ -58,7 +60,7 @@ var fullConfig = config{
 var smokeConfig = config{
 	dur: 20 * time.Millisecond, reps: 3, maxReps: 3, netReps: 3, netMaxReps: 3, target: 0.10,
 	gs: []int{4}, ps: []int{2}, semPs: []int{2},
-	permits: []int{2}, rwG: 4, handoffs: 3, kills: 1, memK: 10, poll: 2 * time.Millisecond,
+	permits: []int{2}, rwG: 4, handoffs: 3, kills: 1, memK: 10, opens: 20, residue: 50, poll: 2 * time.Millisecond,
 	idleWindow: 100 * time.Millisecond, idleSem: 2,
 }
 

@@ -50,7 +50,7 @@ func Open(ns *ipc.Namespace, name string) (*Cond, error) {
 // OpenEntry is Open for a name already resolved in its namespace
 // (ipc.Namespace.Resolve with Kind), which is not checked or encoded again.
 func OpenEntry(e ipc.Entry) (*Cond, error) {
-	r, self, err := shm.OpenEntry(e, Kind, fileSize, magic, "condition variable", pidBits)
+	r, self, err := shm.OpenEntry(e, Kind, &layout, "condition variable", pidBits)
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +59,11 @@ func OpenEntry(e ipc.Entry) (*Cond, error) {
 	c.pid = self.PID
 	return c, nil
 }
+
+// layout is the file of a condition variable: it keeps nothing once no
+// handle is open (a registration left is a dead process's), so it is
+// reclaimed at the last close in the host.
+var layout = ipc.Layout{Kind: Kind, Size: fileSize, Magic: magic, Idle: func([]byte) bool { return true }}
 
 func newCond(r *ipc.Region) *Cond {
 	c := &Cond{r: r, mine: map[*waiter]struct{}{}, watches: map[uint64]*ipc.ProcWatch{}}

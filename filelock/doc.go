@@ -1,7 +1,9 @@
 // Package filelock provides baton lock drivers on flock(2): a Mutex over
 // one file and a writer-preferring RWMutex over a data file and a gate file.
 // The local backend serves them by name; OpenMutex and OpenRWMutex open them
-// over any path.
+// over any path. OpenMutexIn opens a Mutex whose file goes when idle (the
+// local backend's): the last handle of the process removes it if nobody
+// holds it, and tokens continue from the namespace's token floor.
 //
 // The lock file stays open for the life of the handle (opened close-on-exec,
 // so a child process never inherits a lock), and its first page is mapped

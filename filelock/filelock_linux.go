@@ -44,6 +44,7 @@ type lockFile struct {
 	mem      []byte
 	pg       *page
 	dev, ino uint64
+	floor    *atomic.Uint64 // a namespace's token floor (OpenMutexIn), else nil
 }
 
 func openLockFile(path string) (*lockFile, error) {
@@ -98,6 +99,11 @@ func (lf *lockFile) current() bool {
 // exclusive records this process in the page as the exclusive holder, which
 // it has just become, and returns the next fencing token.
 func (lf *lockFile) exclusive() uint64 {
+	if lf.floor != nil {
+		// A file made after another of the name was reclaimed counts on
+		// from the tokens that one gave.
+		ipc.RaiseFloor(&lf.pg.token, lf.floor.Load())
+	}
 	tok := lf.pg.token.Add(1)
 	lf.pg.pid.Store(pid)
 	lf.pg.since.Store(time.Now().UnixNano())
@@ -111,6 +117,7 @@ func (lf *lockFile) reopen() error {
 		return err
 	}
 	_ = lf.close()
+	nf.floor = lf.floor
 	*lf = *nf
 	return nil
 }
@@ -252,6 +259,17 @@ func (h *handle) file() (*lockFile, error) {
 	return h.lf, nil
 }
 
+// closeWith runs before on the lock file and then closes it, the first
+// time only.
+func (h *handle) closeWith(before func(*lockFile)) error {
+	var err error
+	closing.First(&h.mu, &h.closed, func() {
+		before(h.lf)
+		err = h.lf.close()
+	})
+	return err
+}
+
 // close closes the lock file and then runs more, the first time only.
 func (h *handle) close(more func() error) error {
 	var err error
@@ -270,6 +288,7 @@ func (h *handle) close(more func() error) error {
 // (Exclusive mode only). The zero value is not usable; use OpenMutex.
 type Mutex struct {
 	handle
+	reclaim bool // OpenMutexIn: the file goes when idle
 }
 
 // OpenMutex opens (creating it with mode 0600 when missing) the lock file at
@@ -279,7 +298,7 @@ func OpenMutex(path string) (*Mutex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filelock: %w", err)
 	}
-	return &Mutex{handle{lf: lf}}, nil
+	return &Mutex{handle: handle{lf: lf}}, nil
 }
 
 func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
@@ -327,4 +346,9 @@ func (m *Mutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant, er
 }
 
 // Close closes the lock file; a hold still held is released by the kernel.
-func (m *Mutex) Close() error { return m.close(nil) }
+func (m *Mutex) Close() error {
+	if m.reclaim {
+		return m.closeWith(reclaim)
+	}
+	return m.close(nil)
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
 )
 
 // Mutex is unsupported on this system.
@@ -23,6 +24,9 @@ func unsupported(path string) error {
 
 // OpenMutex returns an error matching errors.ErrUnsupported on this system.
 func OpenMutex(path string) (*Mutex, error) { return nil, unsupported(path) }
+
+// OpenMutexIn returns an error matching errors.ErrUnsupported on this system.
+func OpenMutexIn(ns *ipc.Namespace, path string) (*Mutex, error) { return nil, unsupported(path) }
 
 // OpenRWMutex returns an error matching errors.ErrUnsupported on this system.
 func OpenRWMutex(dataPath, gatePath string) (*RWMutex, error) { return nil, unsupported(dataPath) }

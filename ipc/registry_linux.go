@@ -256,7 +256,11 @@ func openEntry(e Entry, nsems int, param int64, cl sysvClass, init func(id int) 
 		switch state {
 		case stateAlive:
 			if rec.Param != param || rec.NSems != nsems {
-				return fail(fmt.Errorf("%w: %s %q exists with parameter %d, asked for %d", baton.ErrMismatch, kind, name, rec.Param, param))
+				what := "parameter"
+				if kind == KindSysvSem {
+					what = "capacity"
+				}
+				return fail(&baton.MismatchError{Param: what, Have: rec.Param, Want: param})
 			}
 			if pending {
 				// A queue needs no initialisation: keep the one its

@@ -22,26 +22,36 @@ const MaxRegionSize = 1 << 30
 // zero value is not usable; use OpenRegion. After Close, Bytes must no longer
 // be used: the memory is unmapped.
 type Region struct {
-	path string
-	// The mapping, kept as a pointer and a size: a []byte from unix.Mmap
-	// would cost an entry in x/sys's table of mappings per region.
-	addr unsafe.Pointer
-	size int
+	// The file and its mapping, kept as a pointer (a []byte from
+	// unix.Mmap would cost an entry in x/sys's table of mappings per
+	// region): for a region of OpenShared, shared by the handles of the
+	// file in the process; else this region's own.
+	sh       *shared
+	released bool // this handle gave back its open (Release)
+	closed   bool // this handle gave back its mapping (Close)
 }
 
 // Bytes returns the mapped memory.
 func (r *Region) Bytes() []byte {
-	if r.addr == nil {
+	if r.closed {
 		return nil
 	}
-	return unsafe.Slice((*byte)(r.addr), r.size)
+	return unsafe.Slice((*byte)(r.sh.base()), r.sh.size())
+}
+
+// Base returns the address of the mapped memory, nil after Close.
+func (r *Region) Base() unsafe.Pointer {
+	if r.closed {
+		return nil
+	}
+	return r.sh.base()
 }
 
 // Path returns the file that backs the region.
-func (r *Region) Path() string { return r.path }
+func (r *Region) Path() string { return r.sh.path() }
 
 // Size returns the size of the region in bytes.
-func (r *Region) Size() int { return r.size }
+func (r *Region) Size() int { return r.sh.size() }
 
 func checkRegionArgs(kind string, size int) error {
 	if size <= 0 || size > MaxRegionSize {

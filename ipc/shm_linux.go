@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"sync"
-	"unsafe"
 
 	"github.com/batonlock/baton"
 	"golang.org/x/sys/unix"
@@ -76,7 +75,9 @@ func openRegion(e Entry, size int, create bool) (*Region, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "mmap", Path: path, Err: err}
 	}
-	return &Region{path: path, addr: addr, size: size}, nil
+	// A region of its own: not shared, never reclaimed.
+	sh := &shared{ns: e.ns, name: e.name, lay: &Layout{Kind: e.kind, Size: size}, addr: addr, fd: -1}
+	return &Region{sh: sh}, nil
 }
 
 func openNoEINTR(path string, flags int, mode uint32) (int, error) {
@@ -92,6 +93,12 @@ func openNoEINTR(path string, flags int, mode uint32) (int, error) {
 // existing one, under an exclusive flock so that two creators cannot both
 // see an empty file and set different sizes.
 func sizeRegion(fd int, path string, size int) error {
+	// A file of the size already needs no lock (holders of a shared flock
+	// of it, OpenShared's handles, would make an exclusive one wait).
+	var st0 unix.Stat_t
+	if unix.Fstat(fd, &st0) == nil && st0.Mode&unix.S_IFMT == unix.S_IFREG && st0.Size == int64(size) {
+		return nil
+	}
 	if err := Flock(fd, unix.LOCK_EX); err != nil {
 		return &fs.PathError{Op: "flock", Path: path, Err: err}
 	}
@@ -115,35 +122,30 @@ func sizeRegion(fd int, path string, size int) error {
 	return nil
 }
 
-// Close unmaps the region. The file and its contents stay. Closing twice is
-// a no-op.
+// Close unmaps the region. The file and its contents stay, except that a
+// region of OpenShared is released first (Release), and its mapping goes
+// with the last handle of the process that shares it. Closing twice is a
+// no-op.
 func (r *Region) Close() error {
+	r.Release()
 	regionMu.Lock()
-	addr := r.addr
-	r.addr = nil
+	done := r.closed
+	r.closed = true
 	regionMu.Unlock()
-	if addr == nil {
+	if done {
 		return nil
 	}
-	if err := unix.MunmapPtr(addr, uintptr(r.size)); err != nil {
-		return &fs.PathError{Op: "munmap", Path: r.path, Err: err}
+	if r.sh.fd >= 0 {
+		if r.sh.maps.Add(-1) == 0 {
+			r.sh.unmap()
+		}
+		return nil
+	}
+	if err := r.sh.unmapErr(); err != nil {
+		return &fs.PathError{Op: "munmap", Path: r.Path(), Err: err}
 	}
 	return nil
 }
-
-// A Mapping is the memory of a region without its path: what a cleanup
-// needs to unmap it, without keeping the region's path alive.
-type Mapping struct {
-	addr unsafe.Pointer
-	size int
-}
-
-// Mapping returns the memory of r. Unmapping it and closing r are the
-// same thing: the caller does only one.
-func (r *Region) Mapping() Mapping { return Mapping{r.addr, r.size} }
-
-// Unmap unmaps the memory.
-func (m Mapping) Unmap() error { return unix.MunmapPtr(m.addr, uintptr(m.size)) }
 
 // RemoveRegion removes the file of the region for name among objects of
 // kind. Processes that have it mapped keep their mapping, which no longer
@@ -157,6 +159,9 @@ func RemoveRegion(ns *Namespace, kind, name string) error {
 	if err != nil {
 		return err
 	}
+	// Handles opened here from now on map the file the path names next,
+	// not this one (handles of other processes notice at their watch).
+	forgetShared(ns, kind, name)
 	if err := os.Remove(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("ipc: region %q: %w", name, fs.ErrNotExist)

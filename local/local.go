@@ -28,6 +28,17 @@
 // Holds are given back when their process dies: by the kernel for flock and
 // System V (SEM_UNDO), by the next waiter's owner-liveness check for the
 // futex mutex and the shared-memory RW lock and semaphore.
+//
+// Handles are cheap and idle names leave nothing: the handles of a name in
+// a process share one mapping of its file, and the last handle of the host
+// to close removes the file of a futex Mutex, shared-memory RWMutex or
+// Semaphore, or Cond when nobody holds or waits (a dead process's hold
+// stays, for a waiter to recover), and the file of a flock Mutex when
+// nobody holds it. Tokens keep increasing per name across these reclaims
+// (a token floor per namespace, the file "tokens"). What stays: a Value
+// once written (it is state, like a file), the flock RWMutex's two files,
+// and the System V mechanisms' sets and records, which live until removed
+// (baton rm); see ARCHITECTURE.md for why.
 package local
 
 import (
@@ -156,7 +167,7 @@ func (d *backend) OpenMutex(ctx context.Context, name string) (driver.Lock, erro
 	if err != nil {
 		return nil, err
 	}
-	return filelock.OpenMutex(p)
+	return filelock.OpenMutexIn(d.ns, p)
 }
 
 func (d *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, error) {

@@ -74,6 +74,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envIdleRole) != "" {
 		os.Exit(idleChild())
 	}
+	if os.Getenv(envRaceDir) != "" {
+		os.Exit(raceChild())
+	}
 	locktest.Main(m, suites...)
 }
 

@@ -173,6 +173,11 @@ func testQueuedWaiterLeaseGone(t *testing.T, c *cluster) {
 		_, err := mb.Lock(ctx)
 		got <- err
 	}()
+	// The waiter's session is made by its Lock: wait for it (a loaded
+	// machine may take longer than the sleep that lets it queue).
+	for deadline := time.Now().Add(10 * time.Second); db.cur.Load() == nil && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	time.Sleep(100 * time.Millisecond)
 	if _, err := c.client(t).Revoke(ctx, leaseOf(t, db)); err != nil {
 		t.Fatal(err)

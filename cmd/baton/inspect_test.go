@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/redislock"
@@ -28,9 +31,10 @@ func TestStatusLsRm(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	stop := holder(t, ns, "jobs/nightly")
-	if r := run(t, ns, "sem", "-j", "2", "gpu", "true"); r.code != 0 {
+	if r := run(t, ns, "sem", "-j", "2", "done", "true"); r.code != 0 {
 		t.Fatalf("sem: exit %d, stderr %q", r.code, r.stderr)
 	}
+	semHolder(t, ns, "2", "gpu")
 
 	r := run(t, ns, "status", "--json", "jobs/nightly")
 	if r.code != 0 {
@@ -70,11 +74,13 @@ func TestStatusLsRm(t *testing.T) {
 	kinds := map[string]string{}
 	for _, o := range rep.Objects {
 		kinds[o.Name] = string(o.Kind)
-		if o.Name == "gpu" && (o.Capacity != 2 || len(o.Holders) != 0) {
+		if o.Name == "gpu" && (o.Capacity != 2 || len(o.Holders) != 1) {
 			t.Errorf("ls: semaphore gpu: %+v", o)
 		}
 	}
-	if kinds["jobs/nightly"] != "rwmutex" || kinds["gpu"] != "semaphore" {
+	// "done" was given back by a command that ended: ls shows what
+	// exists, and its name is reclaimed.
+	if kinds["jobs/nightly"] != "rwmutex" || kinds["gpu"] != "semaphore" || kinds["done"] != "" {
 		t.Errorf("ls lists %v", kinds)
 	}
 	r = run(t, ns, "ls")
@@ -95,21 +101,18 @@ func TestStatusLsRm(t *testing.T) {
 	if code := stop(); code != 143 {
 		t.Errorf("holder ended with %d", code)
 	}
-	r = run(t, ns, "status", "--json", "jobs/nightly")
-	if rep := decodeReport(t, r.stdout); r.code != 0 || len(rep.Objects) != 1 || len(rep.Objects[0].Holders) != 0 {
-		t.Errorf("status of a free lock: exit %d, %q", r.code, r.stdout)
+	// Free, with no handle open, the lock is reclaimed.
+	if r := run(t, ns, "status", "--json", "jobs/nightly"); r.code != 1 || len(decodeReport(t, r.stdout).Objects) != 0 {
+		t.Errorf("status of a lock given back: exit %d, %q", r.code, r.stdout)
 	}
-	if r := run(t, ns, "rm", "--kind", "semaphore", "jobs/nightly"); r.code != 1 {
+	if r := run(t, ns, "rm", "--kind", "rwmutex", "gpu"); r.code != 1 {
 		t.Errorf("rm of a kind the name does not have: exit %d", r.code)
 	}
-	if r := run(t, ns, "rm", "jobs/nightly"); r.code != 0 {
-		t.Errorf("rm: exit %d, stderr %q", r.code, r.stderr)
-	}
-	if r := run(t, ns, "status", "jobs/nightly"); r.code != 1 {
-		t.Errorf("status after rm: exit %d, stdout %q", r.code, r.stdout)
-	}
-	if r := run(t, ns, "rm", "--kind", "semaphore", "gpu"); r.code != 0 {
+	if r := run(t, ns, "rm", "--force", "--kind", "semaphore", "gpu"); r.code != 0 {
 		t.Errorf("rm gpu: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := run(t, ns, "status", "gpu"); r.code != 1 {
+		t.Errorf("status after rm: exit %d, stdout %q", r.code, r.stdout)
 	}
 	r = run(t, ns, "ls", "--json")
 	if rep := decodeReport(t, r.stdout); len(rep.Objects) != 0 {
@@ -136,4 +139,20 @@ func TestLsRedis(t *testing.T) {
 	case r.code != 70 || !strings.Contains(r.stderr, "not supported"):
 		t.Errorf("ls on a backend without listing: exit %d, stderr %q; want 70 and a clear message", r.code, r.stderr)
 	}
+}
+
+// semHolder runs "baton sem -j j name" on a command that holds its permit
+// until the test ends, and returns once it holds.
+func semHolder(t *testing.T, backend, j, name string) {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	c := command(backend, "sem", "-j", j, name, "sh", "-c", `touch "$0"; exec sleep 60`, ready)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Process.Signal(syscall.SIGTERM)
+		_ = waitTimeout(c, 20*time.Second)
+	})
+	waitFile(t, ready, 20*time.Second)
 }

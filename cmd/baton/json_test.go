@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/ipc"
-	"github.com/batonlock/baton/local"
 )
 
 // TestJSONTokenExact: tokens above 2^53 (same-host RW locks draw them near
@@ -87,32 +84,19 @@ func TestJSONTokenExact(t *testing.T) {
 	}
 }
 
-// seedToken creates the same-host RW lock name in ns and sets its fencing
-// counter to last, as a lock that has served that many writers would have
-// it (the shared-memory RW lock keeps the counter 16 bytes into its file).
+// seedToken makes the fencing counter of the same-host lock name in ns
+// start at last, as for a name that has served that many writers: it
+// raises the namespace's token floor, from which a new file counts on.
 func seedToken(t *testing.T, backend, name string, last uint64) {
 	t.Helper()
-	ns := strings.TrimPrefix(backend, "local://")
-	b, err := local.Open(ns)
+	// The namespace's token floor: a name's new file counts on from it.
+	ns, err := ipc.OpenNamespace(strings.TrimPrefix(backend, "local://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rw, err := b.RWMutex(context.Background(), name)
+	f, err := ipc.TokenFloor(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rw.Close()
-	b.Close()
-	enc, err := ipc.EncodeName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(filepath.Join(ns, "shmrw", enc), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(binary.LittleEndian.AppendUint64(nil, last), 16); err != nil {
-		t.Fatal(err)
-	}
+	ipc.RaiseFloor(f, last)
 }

@@ -181,7 +181,15 @@ func TestRmHeldNeedsForce(t *testing.T) {
 			t.Fatalf("run %s: exit %d", n, r.code)
 		}
 	}
-	if r := run(t, ns, "rm", "--all", "rm/a/"); r.code != 0 {
+	// Given back, with no handle open, they are reclaimed: ls shows
+	// what exists.
+	if r := run(t, ns, "ls"); strings.Contains(r.stdout, "rm/a/") || strings.Contains(r.stdout, "rm/b/") {
+		t.Errorf("names given back are still listed: %s", r.stdout)
+	}
+	for _, n := range []string{"rm/a/1", "rm/a/2", "rm/b/1"} {
+		holder(t, ns, n)
+	}
+	if r := run(t, ns, "rm", "--all", "--force", "rm/a/"); r.code != 0 {
 		t.Errorf("rm --all rm/a/: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = run(t, ns, "ls")
@@ -219,9 +227,7 @@ func TestParseJobs(t *testing.T) {
 func TestSemJobsForms(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
-	if r := run(t, ns, "sem", "-j", "+0", "jobs/cpus", "true"); r.code != 0 {
-		t.Errorf("-j +0: exit %d, stderr %q", r.code, r.stderr)
-	}
+	semHolder(t, ns, "+0", "jobs/cpus")
 	r := run(t, ns, "status", "--json", "jobs/cpus")
 	if want := `"capacity": ` + strconv.Itoa(numCPU()); !strings.Contains(r.stdout, want) {
 		t.Errorf("-j +0 made %s, want %s", r.stdout, want)

@@ -62,8 +62,23 @@
 //
 // Beside the state word a 64-bit counter holds the last token given. The
 // holder increments it after each acquisition; it lives in the file and
-// keeps increasing across restarts of every process, until the file is
-// removed.
+// keeps increasing across restarts of every process, and across reclaims
+// of the file: a reclaim raises the namespace's token floor to the
+// counter before the file goes, and a new file's counter starts at the
+// floor (and is lifted to it again by every process that maps it).
+//
+// # Handles and reclaim
+//
+// The handles of a name in a process share one mapping of its file and
+// one descriptor (ipc.OpenShared), so a handle on a name already open costs
+// no system call; each handle still has its own handle bits, so two
+// handles exclude each other as two processes do. The last handle of the
+// host to close removes the file when nobody owns the lock (a dead owner's
+// hold stays for a waiter to recover, with Recovered): what idle names
+// leave behind is bounded however many were used. A process holds a shared
+// flock of the file while it has a handle open, which is how the closer
+// knows that no other process does; see ipc.OpenShared for why an opener
+// can never end up on a file that was reclaimed under it.
 //
 // # What failures leave behind
 //

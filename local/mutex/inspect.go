@@ -12,9 +12,11 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 }
 
 // Remove removes the file of the futex mutex name. A process that holds
-// it keeps a mapping nobody else will open, and is not told; later openers
-// get a new, unlocked mutex whose tokens start again from 1. It returns an
-// error matching fs.ErrNotExist when there is no such mutex.
+// it keeps a mapping nobody else will open, and its grants' losses fire
+// within ipc.WatchEvery; later openers get a new, unlocked mutex whose
+// tokens count on from the removed one's (the removal raises the
+// namespace's token floor first, as a reclaim does). It returns an error
+// matching fs.ErrNotExist when there is no such mutex.
 func Remove(ns *ipc.Namespace, name string) error {
-	return ipc.RemoveKind(ns, Kind, name, "futex mutex")
+	return ipc.RemoveFenced(ns, Kind, name, "futex mutex", offFence)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/host/shm"
@@ -26,7 +25,7 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 		return baton.Info{}, err
 	}
 	defer r.Close()
-	m := &Mutex{base: unsafe.Pointer(&r.Bytes()[0])}
+	m := &Mutex{r: r}
 	if self, err := ipc.Self(); err == nil {
 		m.me = uint64(self.Tag())<<32 | uint64(self.PID)
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -29,22 +28,17 @@ import (
 //
 // The zero value is not usable; use Open.
 type Mutex struct {
-	base unsafe.Pointer // the mapping; the words are at the off* offsets
-	me   uint64         // this handle's state pattern: tag<<32 | handle<<handleShift | pid
-	loss *driver.Loss   // the handle's: fired when its file is removed or replaced
-	wl   *word.Lock     // nil: this handle has no word path
-	gone atomic.Bool    // set before loss fires; read by the fast path
+	r    *ipc.Region  // the words are at the off* offsets; released at Close, unmapped once unreachable
+	me   uint64       // this handle's state pattern: tag<<32 | handle<<handleShift | pid
+	loss *driver.Loss // the handle's: fired when its file is removed or replaced
+	wl   *word.Lock   // nil: this handle has no word path
+	gone atomic.Bool  // set before loss fires; read by the fast path
 	// The fields below are used only by the call in progress (one at a
 	// time), or by the file watch.
 	closed bool
 	tok    uint64     // the token of the last grant given, until released
 	waiter ipc.Waiter // the sleep of Acquire; it watches the owner
-	// The file's name (its path is built again at each check rather than
-	// kept) and its device and inode at Open.
-	ns       *ipc.Namespace
-	name     string
-	dev, ino uint64
-	fileW    ipc.Watch
+	fileW  ipc.Watch
 }
 
 var (
@@ -61,44 +55,48 @@ func Open(ns *ipc.Namespace, name string) (*Mutex, error) {
 // OpenEntry is Open for a name already resolved in its namespace
 // (ipc.Namespace.Resolve with Kind), which is not checked or encoded again.
 func OpenEntry(e ipc.Entry) (*Mutex, error) {
-	r, self, err := shm.OpenEntry(e, Kind, mutexSize, mutexMagic, what, pidBits)
+	r, self, err := shm.OpenEntry(e, Kind, &layout, what, pidBits)
 	if err != nil {
 		return nil, err
 	}
-	m := &Mutex{base: unsafe.Pointer(&r.Bytes()[0])}
-	bits := handleBits.get()
+	m := &Mutex{r: r}
+	bits := handleBits.get(r)
 	m.me = uint64(self.Tag())<<32 | bits<<handleShift | uint64(self.PID)
 	// A handle whose file is removed or replaced (Remove, baton rm)
 	// keeps a mapping that no new opener shares: its holds are not
 	// exclusive any more, then or later. The watcher fires the handle's
 	// loss, which every grant of the handle carries.
-	var st unix.Stat_t
-	if err := unix.Stat(r.Path(), &st); err != nil {
-		r.Close()
-		return nil, &fs.PathError{Op: "stat", Path: r.Path(), Err: err}
-	}
-	m.ns, m.name, m.dev, m.ino = e.Namespace(), e.Name(), uint64(st.Dev), st.Ino
 	m.loss = driver.NewLoss()
 	if bits != 0 {
-		m.wl = word.New(m.state(), m.fence(), m.slot(), &m.gone, shm.RaceSync(m.dev, m.ino), ownerMask, m.me)
+		m.wl = word.New(m.state(), m.fence(), m.slot(), &m.gone, shm.RaceSync(r.DevIno()), ownerMask, m.me)
 	}
 	// The memory stays mapped, and the handle bits taken, until the handle
 	// is unreachable, not just closed: the core may still be taking or
 	// giving back the word.
-	runtime.AddCleanup(m, func(u unmap) {
-		u.m.Unmap()
-		handleBits.put(u.bits)
-	}, unmap{r.Mapping(), bits})
+	runtime.AddCleanup(m, func(r *ipc.Region) {
+		r.Close()
+		handleBits.put(r)
+	}, r)
 	m.fileW.Start(m, m.loss)
 	return m, nil
 }
+
+// layout is the file of a futex mutex: idle, so reclaimed at the last
+// close in the host, when no process owns it (a dead owner's hold stays
+// for a waiter to recover, with its grant reporting Recovered).
+var layout = ipc.Layout{Kind: Kind, Size: mutexSize, Magic: mutexMagic, Fence: offFence, Idle: func(b []byte) bool {
+	s := (*atomic.Uint64)(unsafe.Pointer(&b[offState])).Load()
+	return uint32(s)&pidMask == 0
+}}
 
 // CheckLoss reports whether the handle's file was removed or replaced
 // (ipc.Checker).
 func (m *Mutex) CheckLoss() error {
 	var st unix.Stat_t
-	if err := unix.Stat(m.ns.Resolve(Kind, m.name).Path(), &st); err != nil || uint64(st.Dev) != m.dev || st.Ino != m.ino {
+	dev, ino := m.r.DevIno()
+	if err := unix.Stat(m.r.Path(), &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
 		m.gone.Store(true)
+		m.r.Forget()
 		return errMutexRemoved
 	}
 	return nil
@@ -106,22 +104,16 @@ func (m *Mutex) CheckLoss() error {
 
 // WatchedPath returns the path of the handle's file, which the watcher
 // follows with inotify (ipc.PathChecker).
-func (m *Mutex) WatchedPath() string { return m.ns.Resolve(Kind, m.name).Path() }
+func (m *Mutex) WatchedPath() string { return m.r.Path() }
 
 var errMutexRemoved = errors.New("file removed or replaced")
 
-// unmap is what the cleanup of an unreachable handle gives back.
-type unmap struct {
-	m    ipc.Mapping
-	bits uint64
-}
-
 // The words of the mapping. The futex word is the low half of the state.
-func (m *Mutex) state() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Add(m.base, offState)) }
-func (m *Mutex) word() *uint32         { return (*uint32)(unsafe.Add(m.base, offWord)) }
-func (m *Mutex) fence() *uint64        { return (*uint64)(unsafe.Add(m.base, offFence)) }
-func (m *Mutex) wait() *atomic.Int32   { return (*atomic.Int32)(unsafe.Add(m.base, offWaiters)) }
-func (m *Mutex) slot() *uint64         { return (*uint64)(unsafe.Add(m.base, offSlot)) }
+func (m *Mutex) state() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Add(m.r.Base(), offState)) }
+func (m *Mutex) word() *uint32         { return (*uint32)(unsafe.Add(m.r.Base(), offWord)) }
+func (m *Mutex) fence() *uint64        { return (*uint64)(unsafe.Add(m.r.Base(), offFence)) }
+func (m *Mutex) wait() *atomic.Int32   { return (*atomic.Int32)(unsafe.Add(m.r.Base(), offWaiters)) }
+func (m *Mutex) slot() *uint64         { return (*uint64)(unsafe.Add(m.r.Base(), offSlot)) }
 
 var offWord = func() int {
 	if nativeBigEndian {
@@ -414,6 +406,7 @@ func (m *Mutex) Close() error {
 	}
 	m.closed = true
 	m.fileW.Stop()
+	m.r.Release()
 	return nil
 }
 

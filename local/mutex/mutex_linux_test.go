@@ -692,7 +692,7 @@ func handleBitsUsed() int {
 	defer handleBits.mu.Unlock()
 	n := 0
 	for _, u := range handleBits.used {
-		if u {
+		if u != nil {
 			n++
 		}
 	}

@@ -112,11 +112,16 @@ var (
 	errClosed  = errors.New("the queue handle was closed")
 )
 
+// layout is the file of a queue. A queue is never reclaimed: its jobs, its
+// dead letters and the keys of its jobs are state that a later opener
+// must find, as a written Value's data is.
+var layout = ipc.Layout{Kind: Kind, Size: fileSize, Magic: magic, Fence: offToken}
+
 // OpenEntry opens the queue of a resolved entry (ipc.Namespace.Resolve
 // with Kind), creating it empty when it does not exist, and enters the
 // calling process among its participants.
 func OpenEntry(e ipc.Entry) (*Queue, error) {
-	r, self, err := shm.OpenEntry(e, Kind, fileSize, magic, "queue", 22)
+	r, self, err := shm.OpenEntry(e, Kind, &layout, "queue", 22)
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,11 @@
 // Versions are consecutive from 1 here. They last as long as the region's
 // file: removing it, or a reboot of a namespace on tmpfs, starts the name
 // over at version 0.
+//
+// A Value is state, so its file is not reclaimed once written: it stays
+// after every handle closed, until removed (baton rm). The file of a
+// value never written goes with the last handle of the host, as the files
+// of idle locks do (ipc.OpenShared).
 package shmvalue
 
 // Kind is the namespace directory of values.

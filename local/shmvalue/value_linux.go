@@ -45,7 +45,7 @@ type Value struct {
 // OpenEntry opens the value of a resolved entry (ipc.Namespace.Resolve with
 // Kind), creating it, never written, when it does not exist.
 func OpenEntry(e ipc.Entry) (*Value, error) {
-	r, self, err := shm.OpenEntry(e, Kind, fileSize, magic, "value", 32) // the writer word has 32 bits for the pid
+	r, self, err := shm.OpenEntry(e, Kind, &layout, "value", 32) // the writer word has 32 bits for the pid
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +56,13 @@ func OpenEntry(e ipc.Entry) (*Value, error) {
 	v.wwait = (*atomic.Uint32)(v.at(offWWait))
 	return v, nil
 }
+
+// layout is the file of a value. A value is state: once written, its
+// file stays until removed (Remove, baton rm), whoever has it open; one
+// never written is reclaimed at the last close in the host.
+var layout = ipc.Layout{Kind: Kind, Size: fileSize, Magic: magic, Idle: func(b []byte) bool {
+	return (*atomic.Uint64)(unsafe.Pointer(&b[offVersion])).Load() == 0
+}}
 
 func (v *Value) at(off int) unsafe.Pointer { return unsafe.Pointer(&v.r.Bytes()[off]) }
 

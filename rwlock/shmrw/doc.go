@@ -80,9 +80,17 @@
 // # Fencing
 //
 // Writers get a token from the counter in the file, incremented by the
-// writer after draining: strictly increasing across processes until the
-// file is removed. Readers get the token 0; a downgraded grant keeps its
-// writer's token.
+// writer after draining: strictly increasing across processes, and across
+// reclaims of the file (a new file counts on from the namespace's token
+// floor, see ipc.OpenShared). Readers get the token 0; a downgraded grant
+// keeps its writer's token.
+//
+// # Handles and reclaim
+//
+// The handles of a name in a process share one mapping of its file. The
+// last of them to close in the host removes the file when no writer or
+// reader holds the lock (a dead process's hold stays, for a waiter to
+// recover).
 //
 // # What failures leave behind
 //

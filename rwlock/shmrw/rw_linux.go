@@ -102,7 +102,7 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, self, err := shm.OpenEntry(e, kind, size, magic, what, pidBits)
+	r, self, err := shm.OpenEntry(e, kind, &layout, what, pidBits)
 	if err != nil {
 		return nil, err
 	}
@@ -152,18 +152,36 @@ func newGen(c *atomic.Uint64) uint64 {
 // (driver.ReadCounter) and the Loss of every grant of the handle.
 func (l *RW) ReadCounter() (*word.Readers, *driver.Loss) { return l.rd, l.loss }
 
-func on(r *ipc.Region, name string) *RW {
-	base := unsafe.Pointer(&r.Bytes()[0])
-	return &RW{
-		name:  name,
-		r:     r,
-		state: (*atomic.Uint64)(unsafe.Add(base, offState)),
-		word:  (*uint32)(unsafe.Add(base, offState+lowOffset)),
-		fence: (*uint64)(unsafe.Add(base, offFence)),
-		drain: (*atomic.Uint32)(unsafe.Add(base, offDrain)),
-		bound: (*atomic.Uint32)(unsafe.Add(base, offBound)),
-		slots: unsafe.Add(base, offSlots),
+// layout is the file of a read-write lock: reclaimed at the last close in
+// the host when no process holds it (a dead process's hold stays for a
+// waiter to recover).
+var layout = ipc.Layout{Kind: kind, Size: size, Magic: magic, Fence: offFence, Idle: func(b []byte) bool {
+	l := new(RW)
+	l.setBase(unsafe.Pointer(&b[0]))
+	if l.state.Load()&pidMask != 0 {
+		return false
 	}
+	for i := range int(min(l.bound.Load(), maxSlots)) {
+		if l.slotAt(i).Load()&sRead != 0 || l.countAt(i).Load()&countLow != 0 {
+			return false
+		}
+	}
+	return true
+}}
+
+func on(r *ipc.Region, name string) *RW {
+	l := &RW{name: name, r: r}
+	l.setBase(unsafe.Pointer(&r.Bytes()[0]))
+	return l
+}
+
+func (l *RW) setBase(base unsafe.Pointer) {
+	l.state = (*atomic.Uint64)(unsafe.Add(base, offState))
+	l.word = (*uint32)(unsafe.Add(base, offState+lowOffset))
+	l.fence = (*uint64)(unsafe.Add(base, offFence))
+	l.drain = (*atomic.Uint32)(unsafe.Add(base, offDrain))
+	l.bound = (*atomic.Uint32)(unsafe.Add(base, offBound))
+	l.slots = unsafe.Add(base, offSlots)
 }
 
 // lowOffset is where the low half of a uint64 lies in memory.
@@ -300,6 +318,7 @@ func (l *RW) Close() error {
 		l.stopWatch()
 	}
 	if l.freed.Load() {
+		l.r.Release()
 		return nil
 	}
 	if newGen(l.count) != 0 && l.state.Load()&fDrain != 0 {
@@ -307,6 +326,9 @@ func (l *RW) Close() error {
 	}
 	if l.slot.Load() == l.me && !l.freed.Swap(true) {
 		l.slot.CompareAndSwap(l.me, 0)
+	}
+	if l.freed.Load() {
+		l.r.Release() // else the cleanup releases, once it freed the slot
 	}
 	return nil
 }

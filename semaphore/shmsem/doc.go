@@ -6,7 +6,10 @@
 // # Layout
 //
 // The semaphore is a file of the namespace (kind directory "shmsem")
-// mapped shared: its capacity, a ticket word (the next ticket to give and
+// mapped shared, one mapping for the handles of a process (the last handle
+// of the host to close removes the file when no permit is held, a dead
+// process's included; the capacity goes with it, and the next opener sets
+// it anew): its capacity, a ticket word (the next ticket to give and
 // the ticket served, 32 bits each), a futex word that wakers bump, and a
 // table of per-handle slots, one cache line each. A slot holds the
 // handle's process (pid and start-time tag), the permits the handle holds

@@ -106,7 +106,7 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 	if permits > MaxPermits {
 		return nil, fmt.Errorf("%w: %d permits, at most %d", baton.ErrInvalidArgument, permits, MaxPermits)
 	}
-	r, self, err := shm.OpenEntry(e, kind, size, magic, what, pidBits)
+	r, self, err := shm.OpenEntry(e, kind, &layout, what, pidBits)
 	if err != nil {
 		return nil, err
 	}
@@ -146,11 +146,27 @@ type cleanup struct {
 	me                  uint64
 }
 
+// layout is the file of a semaphore: reclaimed at the last close in the
+// host when no process holds permits (a dead process's stay for a waiter
+// to recover); the capacity goes with it, and the next opener sets it.
+var layout = ipc.Layout{Kind: kind, Size: size, Magic: magic, Idle: func(b []byte) bool {
+	s := onBase(unsafe.Pointer(&b[0]))
+	for i := range int(min(s.bound.Load(), maxSlots)) {
+		if _, held, _ := s.slotAt(i); held.Load()&countMask != 0 {
+			return false
+		}
+	}
+	return true
+}}
+
 func on(r *ipc.Region, name string) *Sem {
-	base := unsafe.Pointer(&r.Bytes()[0])
+	s := onBase(unsafe.Pointer(&r.Bytes()[0]))
+	s.name, s.r = name, r
+	return s
+}
+
+func onBase(base unsafe.Pointer) *Sem {
 	return &Sem{
-		name:    name,
-		r:       r,
 		tickets: (*atomic.Uint64)(unsafe.Add(base, offTickets)),
 		bound:   (*atomic.Uint32)(unsafe.Add(base, offBound)),
 		starve:  (*atomic.Uint32)(unsafe.Add(base, offStarve)),

@@ -318,6 +318,9 @@ func (s *Sem) Close() error {
 	if s.held.Load()&countMask == 0 && !s.freed.Swap(true) {
 		free(s.ident, s.held, s.ticket, s.me)
 	}
+	if s.freed.Load() {
+		s.r.Release() // else the cleanup releases, once it freed the slot
+	}
 	return nil
 }
 

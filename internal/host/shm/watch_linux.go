@@ -16,15 +16,12 @@ import (
 // lock to the race detector) and the watch's stop.
 func WatchFile(r *ipc.Region, gone *atomic.Bool, loss *driver.Loss, removed error) (dev, ino uint64, stop func(), err error) {
 	path := r.Path()
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, 0, nil, err
-	}
-	dev, ino = uint64(st.Dev), st.Ino
+	dev, ino = r.DevIno()
 	stop = ipc.WatchFileLoss(path, func() error {
 		var st unix.Stat_t
 		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
 			gone.Store(true)
+			r.Forget()
 			return removed
 		}
 		return nil

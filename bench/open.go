@@ -1,0 +1,105 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+)
+
+// openTables measure what a handle costs to open: open+Lock+Unlock+Close
+// per operation on a name the process keeps open (known) and on a name
+// never used (fresh), beside gofrs/flock (New+Lock on a path) and a map of
+// sync.Mutex; and what many distinct names leave in the namespace.
+func openTables(cfg config, he *hostEnv) []*plannedTable {
+	const sec = "Same host"
+	subs := pick(he.subjects, func(s *subject) bool { return hasMutex(s) && s.id != "rawsem" })
+	refs := []string{"sync.Mutex", "gofrs/flock"}
+	ts := []*plannedTable{
+		newPlanned("open-known", sec, "Mutex handle on a name already open: open+Lock+Unlock+Close", "latency", "mutex",
+			refs, subs, func(ctx context.Context, s *subject) (sample, error) {
+				keep, err := s.mutex(ctx, "open-known")
+				if err != nil {
+					return sample{}, err
+				}
+				defer keep.close()
+				return openCycles(ctx, s, cfg.opens, func(int) string { return "open-known" })
+			}),
+		newPlanned("open-fresh", sec, "Mutex handle on a fresh name: open+Lock+Unlock+Close", "latency", "mutex",
+			refs, subs, func(ctx context.Context, s *subject) (sample, error) {
+				run := freshRuns.Add(1)
+				return openCycles(ctx, s, cfg.opens, func(i int) string { return fmt.Sprintf("fresh-%s-%d-%d", s.id, run, i) })
+			}),
+	}
+	baton := pick(subs, func(s *subject) bool { return s.baton })
+	ts = append(ts, newPlanned("residue", sec, fmt.Sprintf("Namespace residue: bytes of files left after %d distinct names (Lock, Unlock, Close each)", cfg.residue), "memory", "mutex",
+		nil, baton, func(ctx context.Context, s *subject) (sample, error) {
+			before, err := dirBytes(he.dir)
+			if err != nil {
+				return sample{}, err
+			}
+			run := freshRuns.Add(1)
+			if _, err := openCycles(ctx, s, cfg.residue, func(i int) string { return fmt.Sprintf("residue-%s-%d-%d", s.id, run, i) }); err != nil {
+				return sample{}, err
+			}
+			after, err := dirBytes(he.dir)
+			if err != nil {
+				return sample{}, err
+			}
+			return sample{Ops: int64(cfg.residue), Bytes: max(after-before, 0)}, nil
+		}))
+	return ts
+}
+
+// freshRuns numbers the runs that need names never used before.
+var freshRuns atomic.Int64
+
+// openCycles opens a handle on name(i), locks, unlocks and closes it, n
+// times, and reports the time of one cycle.
+func openCycles(ctx context.Context, s *subject, n int, name func(int) string) (sample, error) {
+	var h hist
+	start := time.Now()
+	for i := range n {
+		t0 := time.Now()
+		m, err := s.mutex(ctx, name(i))
+		if err != nil {
+			return sample{}, err
+		}
+		if err := m.lock(ctx); err != nil {
+			m.close()
+			return sample{}, err
+		}
+		if err := m.unlock(ctx); err != nil {
+			m.close()
+			return sample{}, err
+		}
+		if err := m.close(); err != nil {
+			return sample{}, err
+		}
+		h.add(time.Since(t0))
+	}
+	el := time.Since(start)
+	return sample{Ops: int64(n), Seconds: el.Seconds(), Throughput: float64(n) / el.Seconds(),
+		P50: h.quantile(0.5), P99: h.quantile(0.99), Max: h.max}, nil
+}
+
+// dirBytes sums the sizes of the regular files under dir.
+func dirBytes(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil // removed meanwhile
+		}
+		n += info.Size()
+		return nil
+	})
+	return n, err
+}
