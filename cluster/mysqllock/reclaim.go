@@ -59,8 +59,9 @@ func (b *backend) raiseFloor(ctx context.Context, tok uint64) error {
 // idle is how long a free row is kept.
 func (b *backend) idle() time.Duration { return b.c.TTL }
 
-// sweep deletes the hold rows whose lease ended longer than idle ago, and
-// the rows of Mutex and RWMutex names free for longer than idle. Candidates
+// sweep deletes the hold rows and Cond registrations whose lease ended
+// longer than idle ago, and the rows of Mutex and RWMutex names free for
+// longer than idle. Candidates
 // are found by plain reads, which lock nothing; the deletes check again.
 func (b *backend) sweep(ctx context.Context, idle time.Duration) error {
 	us := idle.Microseconds()
@@ -91,6 +92,36 @@ func (b *backend) sweep(ctx context.Context, idle time.Duration) error {
 			}
 		}
 		if len(dead) < sweepBatch {
+			break
+		}
+	}
+	// Cond registrations of waiters that died (live ones renew theirs).
+	for {
+		var ids []any
+		rows, err := b.db.QueryContext(ctx, `SELECT id FROM `+b.t.cond+`
+			WHERE expires <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND LIMIT `+fmt.Sprint(sweepBatch), us)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id uint64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			if _, err := b.db.ExecContext(ctx, `DELETE FROM `+b.t.cond+` WHERE id IN (`+inList(len(ids))+`)
+				AND expires <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`, append(ids, us)...); err != nil {
+				return err
+			}
+		}
+		if len(ids) < sweepBatch {
 			break
 		}
 	}

@@ -159,3 +159,34 @@ func TestRemovedSemaphoreTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepDeadRows: the hold row and the Cond registration of clients
+// that died (their leases ended) are swept, and then the RWMutex row they
+// kept.
+func TestSweepDeadRows(t *testing.T) {
+	d, _, db := reclaimBackend(t)
+	ctx := context.Background()
+	name := testName(t)
+	k := key('r', name)
+	if _, err := d.ensureRow(ctx, k, 0); err != nil {
+		t.Fatal(err)
+	}
+	past := "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND"
+	if _, err := db.Exec("INSERT INTO baton_hold (name, owner, mode, n, token, expires) VALUES (?, 'dead', 0, 1, 1, "+past+")", k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO baton_cond (name, handle, expires) VALUES (?, 'dead', "+past+")", key('c', name)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sweep(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM baton_hold WHERE name = ?) + (SELECT COUNT(*) FROM baton_cond WHERE name = ?)",
+		k, key('c', name)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || rowCount(t, db, k) != 0 {
+		t.Errorf("%d hold and cond rows, %d lock rows left after the sweep, want none", n, rowCount(t, db, k))
+	}
+}
