@@ -122,6 +122,10 @@ type Backend interface {
 	RWMutex(ctx context.Context, name string) (RWMutex, error)
 	Semaphore(ctx context.Context, name string, permits int64) (Semaphore, error)
 	Cond(ctx context.Context, name string) (Cond, error)
+	// Channel opens a channel of messages (see Channel), creating it with
+	// o when it does not exist. Backends without channels return an
+	// error matching ErrUnsupported.
+	Channel(ctx context.Context, name string, o ChannelOptions) (Channel, error)
 	// Value opens a versioned value (see Value). Backends without one
 	// return an error matching ErrUnsupported.
 	Value(ctx context.Context, name string) (Value, error)

@@ -66,6 +66,8 @@ var goals = []goal{
 	{"ZooKeeper, uncontended Lock+Unlock ≤ 1.2× zk.NewLock", "zk-uncontended", "baton zklock", "cost", []string{"zk.NewLock"}, 1.2},
 	{"ZooKeeper, 16 goroutines on one name: faster than zk.NewLock", "zk-g16", "baton zklock", "speedup", []string{"zk.NewLock"}, 1},
 	{"ZooKeeper, 16 clients on one name: fairness ≥ 0.9", "zk-c16", "baton zklock", "fairness", nil, 0.9},
+	{"Channel, 64 B between processes: one-way p50 ≤ 1/3 of a Unix socket pair", "chan-pingpong-64", "baton local channel", "cost", []string{"Unix socket pair"}, 1.0 / 3},
+	{"Channel, 64 B in batches of 64: throughput ≥ 10× a Unix socket pair", "chan-batch64", "baton local channel", "speedup", []string{"Unix socket pair"}, 10},
 }
 
 // goalResult is a goal's verdict in one run.

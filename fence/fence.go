@@ -14,7 +14,9 @@
 //
 // Guards of networked stores live with their clients: package
 // cluster/redisfence runs a Redis write in one script with its check,
-// and for SQL the resource's row carries its own fence column, written by
+// cluster/etcdfence an etcd write in one transaction comparing the fence
+// key, cluster/zkfence a ZooKeeper write in one multi with a version check
+// of the fence node, and for SQL the resource's row carries its own fence column, written by
 // cluster/pglock.FencedUpdate and cluster/mysqllock.FencedUpdate
 // (UPDATE ... SET ..., fence = token WHERE ... AND fence <= token), in the
 // caller's transaction if it likes (LockRow); they refuse a stale token

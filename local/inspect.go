@@ -11,6 +11,7 @@ import (
 	"github.com/batonlock/baton/condvar"
 	"github.com/batonlock/baton/filelock"
 	"github.com/batonlock/baton/local/mutex"
+	"github.com/batonlock/baton/local/shmchan"
 	"github.com/batonlock/baton/local/shmqueue"
 	"github.com/batonlock/baton/rwlock"
 	"github.com/batonlock/baton/rwlock/shmrw"
@@ -56,6 +57,7 @@ func (d *backend) List(ctx context.Context) ([]baton.Info, error) {
 	add(semaphore.List(d.ns))
 	add(condvar.List(d.ns))
 	add(shmqueue.List(d.ns))
+	add(shmchan.List(d.ns))
 	for _, k := range []struct {
 		kind    baton.Kind
 		dirKind string
@@ -108,6 +110,8 @@ func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 		tries = append(tries, func() (baton.Info, error) { return condvar.Inspect(d.ns, name) })
 	case baton.KindQueue:
 		tries = append(tries, func() (baton.Info, error) { return shmqueue.Inspect(d.ns, name) })
+	case baton.KindChannel:
+		tries = append(tries, func() (baton.Info, error) { return shmchan.Inspect(d.ns, name) })
 	default:
 		return baton.Info{}, fmt.Errorf("%w: local: unknown kind %q", baton.ErrInvalidArgument, kind)
 	}
@@ -164,6 +168,8 @@ func (d *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 		removes = append(removes, func() error { return condvar.Remove(d.ns, name) })
 	case baton.KindQueue:
 		removes = append(removes, func() error { return shmqueue.Remove(d.ns, name) })
+	case baton.KindChannel:
+		removes = append(removes, func() error { return shmchan.Remove(d.ns, name) })
 	default:
 		return fmt.Errorf("%w: local: unknown kind %q", baton.ErrInvalidArgument, kind)
 	}

@@ -39,6 +39,10 @@
 // once written (it is state, like a file), the flock RWMutex's two files,
 // and the System V mechanisms' sets and records, which live until removed
 // (baton rm); see ARCHITECTURE.md for why.
+
+// Channels are a ring of message slots in shared memory (package shmchan);
+// a slot that a killed sender or receiver held is recovered by the next
+// process that waits behind it.
 package local
 
 import (

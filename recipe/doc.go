@@ -10,6 +10,13 @@
 //     process for the others; DoubleBarrier: n members enter together and
 //     leave together, and a dead member keeps no one waiting beyond its
 //     lease.
+//   - RateLimiter: a rate limit (GCRA: rate, period, burst) shared by
+//     every process of a name, with its parameters stored with its state;
+//     over the name's Value, or a backend's own RateStore.
+//   - IntervalLock: a job run by one process at a time and at most once
+//     per interval, given up after its longest time.
+//   - PermitSemaphore: permits with ids and leases of their own, released
+//     by id from any process, extended, and back when their lease ends.
 //
 // The shared state of the Election, Latch, Barrier and DoubleBarrier is a
 // baton.Value, changed by CompareAndSwap and awaited with Value.Wait, so

@@ -38,6 +38,7 @@ func TestOneMember(t *testing.T) {
 	t.Run("UnnoticedLeaseGone", func(t *testing.T) { testUnnoticedLeaseGone(t, c) })
 	t.Run("CancelledWrites", func(t *testing.T) { testCancelledWrites(t, c) })
 	t.Run("Pass", func(t *testing.T) { testPass(t, c) })
+	t.Run("ForeignGrant", func(t *testing.T) { testForeignGrant(t, c) })
 }
 
 // The 3-member tests share one cluster; the leader is stopped last.

@@ -144,10 +144,8 @@ func runFailover(ctx context.Context, c *cluster, obs *clientv3.Client, wm baton
 	f.lost = <-lost
 	// The session has ended: its deadline is the last renewal's that got
 	// an answer (sent a TTL less the drift before it).
-	s.mu.Lock()
-	f.deadline = s.dl
-	f.lastRenewal = s.dl.Add(hd.o.drift - f.leaseTTL)
-	s.mu.Unlock()
+	f.deadline = s.ls.Deadline()
+	f.lastRenewal = f.deadline.Add(hd.o.drift - f.leaseTTL)
 	e := <-exp
 	f.expLo, f.expHi = e.lo, e.hi
 	return f, e.err

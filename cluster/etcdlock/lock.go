@@ -224,9 +224,9 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 
 // Release deletes the hold's keys if they are still the ones it wrote.
 func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
-	lg, ok := g.Data.(*lockGrant)
-	if !ok {
-		return fmt.Errorf("%w: foreign grant", baton.ErrInvalidArgument)
+	lg, err := driver.DataOf[lockGrant](g)
+	if err != nil {
+		return err
 	}
 	lg.s.untrack(lg.loss)
 	lg.hw.release()
@@ -265,8 +265,11 @@ func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Gran
 	if !d.rw {
 		return driver.Grant{}, baton.ErrUnsupported
 	}
-	lg, ok := g.Data.(*lockGrant)
-	if !ok || lg.w == "" {
+	lg, err := driver.DataOf[lockGrant](g)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if lg.w == "" {
 		return driver.Grant{}, fmt.Errorf("%w: not a write grant", baton.ErrInvalidArgument)
 	}
 	if lerr := lg.loss.Err(); lerr != nil {

@@ -94,11 +94,11 @@ func testPassTokens(t *testing.T, c *cluster) {
 	// A lease whose renewal is late is not passed on.
 	g = must(ds[0].Acquire(ctx, driver.Exclusive)).get(t)
 	s := d.cur.Load()
-	s.setDeadline(time.Now().Add(s.o.renewal / 2))
+	s.ls.SetDeadline(time.Now().Add(s.o.renewal / 2))
 	if _, ok := ds[0].Pass(g); ok {
 		t.Error("a hold was passed with less than a renewal period left on its lease")
 	}
-	s.setDeadline(time.Now().Add(time.Minute))
+	s.ls.SetDeadline(time.Now().Add(time.Minute))
 	notFired(t, "hold after a refused pass", g.Loss)
 	g = must2(ds[0].Pass(g))(t)
 	if err := ds[0].Release(ctx, g); err != nil {

@@ -262,9 +262,9 @@ func (d *semDriver) watch(ctx context.Context, s *session, key string, rev, n in
 // Release gives back n permits of g: it deletes the key when n is all of
 // them, and otherwise rewrites it with the rest, keeping its place.
 func (d *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error {
-	sg, ok := g.Data.(*semGrant)
-	if !ok {
-		return fmt.Errorf("%w: foreign grant", baton.ErrInvalidArgument)
+	sg, err := driver.DataOf[semGrant](g)
+	if err != nil {
+		return err
 	}
 	op := clientv3.OpDelete(sg.key)
 	if n < g.N {

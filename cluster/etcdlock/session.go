@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,25 +19,21 @@ import (
 	"github.com/batonlock/baton/driver"
 )
 
-// session is one lease and the loop that keeps it alive. Every key an
-// acquisition writes is bound to the lease, so that it goes away with the
-// process that wrote it. A session that ended (lease lost, or closed) stays
-// ended; the backend opens a new one for later acquisitions.
+// session is one lease and the loop that keeps it alive (a lease.Session
+// with etcd's renewal). Every key an acquisition writes is bound to the
+// lease, so that it goes away with the process that wrote it. A session
+// that ended (lease lost, or closed) stays ended; the backend opens a new
+// one for later acquisitions.
 type session struct {
 	c    *clientv3.Client
 	o    *options
 	id   clientv3.LeaseID
 	hexd string // the lease id in hex, the first part of every key id
 
-	seq  atomic.Uint64 // numbers the keys of this session
-	stop context.CancelFunc
-	done chan struct{} // closed when the session ends
-	wg   sync.WaitGroup
-
-	mu     sync.Mutex
-	err    error                    // guarded by mu; why the session ended
-	losses map[*driver.Loss]heldKey // guarded by mu; holds to tell when it ends
-	dl     time.Time                // guarded by mu; the lease's local deadline, given to every loss
+	seq  atomic.Uint64           // numbers the keys of this session
+	ls   *lease.Session[heldKey] // the deadline and the holds to tell when it ends
+	done <-chan struct{}         // ls.Done()
+	wg   sync.WaitGroup          // renewal requests still out
 }
 
 // newSession grants a lease and starts renewing it.
@@ -48,19 +45,16 @@ func newSession(ctx context.Context, c *clientv3.Client, o *options) (*session, 
 	if err != nil {
 		return nil, lease.CtxErr(ctx, fmt.Errorf("grant lease: %w", err))
 	}
-	lctx, stop := context.WithCancel(context.Background())
-	s := &session{
-		c:      c,
-		o:      o,
-		id:     resp.ID,
-		hexd:   strconv.FormatInt(int64(resp.ID), 16),
-		stop:   stop,
-		done:   make(chan struct{}),
-		losses: make(map[*driver.Loss]heldKey),
-	}
-	s.dl = s.deadline(sent, resp.TTL)
-	s.wg.Add(1)
-	go s.keepAlive(lctx, s.dl)
+	s := &session{c: c, o: o, id: resp.ID, hexd: strconv.FormatInt(int64(resp.ID), 16)}
+	s.ls = lease.NewSession[heldKey](s.deadline(sent, resp.TTL), lease.SessionConfig{
+		Logger: o.log, Subject: "etcd lease", Attr: slog.String("lease", s.hexd), TTL: time.Duration(resp.TTL) * time.Second,
+		Expired: fmt.Errorf("lease %x not renewed before its deadline", int64(s.id)),
+		Renewal: lease.Renewal{
+			Renew: s.renewOnce, First: time.Now().Add(o.renewal), Every: o.renewal,
+			Timeout: o.requestTimeout, RetryFloor: 50 * time.Millisecond,
+		},
+	})
+	s.done = s.ls.Done()
 	return s, nil
 }
 
@@ -71,43 +65,16 @@ func (s *session) deadline(sent time.Time, ttl int64) time.Time {
 	return sent.Add(time.Duration(ttl)*time.Second - s.o.drift)
 }
 
-// keepAlive renews the lease every renewal period, and ends the session when
-// the lease is gone or its deadline passes without a renewal.
-func (s *session) keepAlive(ctx context.Context, deadline time.Time) {
-	defer s.wg.Done()
-	wait := s.o.renewal
-	t := time.NewTimer(min(wait, time.Until(deadline)))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !time.Now().Before(deadline) {
-			s.lose(fmt.Errorf("lease %x not renewed before its deadline", int64(s.id)))
-			return
-		}
-		sent, resp, err := s.renew(ctx, deadline)
-		switch {
-		case err == nil:
-			s.o.log.Debug("baton: etcd lease renewed", "lease", s.hexd, "ttl", time.Duration(resp.TTL)*time.Second)
-			deadline = s.deadline(sent, resp.TTL)
-			s.setDeadline(deadline)
-			wait = s.o.renewal
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			s.lose(fmt.Errorf("lease %x expired or revoked", int64(s.id)))
-			return
-		case ctx.Err() != nil:
-			return
-		default:
-			s.o.log.Warn("baton: etcd lease renewal failed; retrying", "lease", s.hexd, "err", err, "deadline_in", time.Until(deadline))
-			// Try again soon; the deadline check above ends the session
-			// if no renewal gets through in time.
-			wait = max(s.o.renewal/8, 50*time.Millisecond)
-		}
-		t.Reset(max(0, min(wait, time.Until(deadline))))
+// renewOnce is the session's lease.Renewer.
+func (s *session) renewOnce(ctx context.Context, deadline time.Time) (time.Time, error) {
+	sent, resp, err := s.renew(ctx, deadline)
+	switch {
+	case err == nil:
+		return s.deadline(sent, resp.TTL), nil
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		return time.Time{}, lease.Gone(fmt.Errorf("lease %x expired or revoked", int64(s.id)))
 	}
+	return time.Time{}, err
 }
 
 // renew sends a renewal and, when no answer has come by half of what is
@@ -152,47 +119,8 @@ func (s *session) renew(ctx context.Context, deadline time.Time) (time.Time, *cl
 	}
 }
 
-// setDeadline moves the deadline of the lease and of every hold on it
-// (a hold's Err and Lost compare it with the clock when read).
-func (s *session) setDeadline(dl time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dl = dl
-	for l := range s.losses {
-		l.SetDeadline(dl)
-	}
-}
-
-// lose ends the session on the loss of its lease.
-func (s *session) lose(cause error) {
-	s.o.log.Warn("baton: etcd lease lost", "err", cause)
-	s.end(cause)
-}
-
-// end marks the session ended with cause and fires the loss of every hold.
-func (s *session) end(cause error) {
-	s.mu.Lock()
-	if s.err != nil {
-		s.mu.Unlock()
-		return
-	}
-	s.err = cause
-	losses := s.losses
-	s.losses = nil
-	close(s.done)
-	s.mu.Unlock()
-	for l := range losses {
-		l.Fire(cause)
-	}
-	s.stop()
-}
-
 // ended returns why the session ended, or nil while it is alive.
-func (s *session) ended() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
+func (s *session) ended() error { return s.ls.Err() }
 
 // lostErr is the error a caller gets when the session ended under it.
 func (s *session) lostErr() error {
@@ -211,32 +139,15 @@ type heldKey struct {
 
 // track registers a hold's loss and key; the loss fires at once if the
 // session has ended.
-func (s *session) track(l *driver.Loss, key string, rev int64) {
-	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
-		l.Fire(err)
-		return
-	}
-	s.losses[l] = heldKey{key, rev}
-	l.SetDeadline(s.dl)
-	s.mu.Unlock()
-}
+func (s *session) track(l *driver.Loss, key string, rev int64) { s.ls.Track(l, heldKey{key, rev}) }
 
 // removed fires the loss of the holds whose keys, under dir, a delete at
 // revision rev took away: keys created before rev. It lets a Remove made
-// through this backend return after its own holders know.
-// The losses fire under mu, so that a hold being passed (pass) is found
+// through this backend return after its own holders know. The losses fire
+// under the session's lock, so that a hold being passed (pass) is found
 // under its new loss or refuses to pass.
 func (s *session) removed(dir string, rev int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for l, k := range s.losses {
-		if k.rev < rev && strings.HasPrefix(k.key, dir) {
-			l.Fire(errRemoved)
-		}
-	}
+	s.ls.FireIf(func(k heldKey) bool { return k.rev < rev && strings.HasPrefix(k.key, dir) }, errRemoved)
 }
 
 // pass moves the tracking of a hold from loss from to loss to, for a hold
@@ -244,28 +155,9 @@ func (s *session) removed(dir string, rev int64) {
 // session has ended, from is not tracked, or less than a renewal period is
 // left before the lease's deadline (renewals are failing: the hold goes
 // back to the server rather than to another holder).
-func (s *session) pass(from, to *driver.Loss) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k, ok := s.losses[from]
-	// removed fires a hold's loss under s.mu and leaves it tracked: a hold
-	// it fired is not passed on, or its Unlock would report success.
-	if s.err != nil || !ok || from.Err() != nil || time.Until(s.dl) < s.o.renewal {
-		return false
-	}
-	delete(s.losses, from)
-	s.losses[to] = k
-	to.SetDeadline(s.dl)
-	from.SetDeadline(time.Time{})
-	return true
-}
+func (s *session) pass(from, to *driver.Loss) bool { return s.ls.Pass(from, to, s.o.renewal) }
 
-func (s *session) untrack(l *driver.Loss) {
-	s.mu.Lock()
-	delete(s.losses, l)
-	s.mu.Unlock()
-	l.SetDeadline(time.Time{})
-}
+func (s *session) untrack(l *driver.Loss) { s.ls.Untrack(l) }
 
 // newID returns a key id unique among all sessions: the lease id and a
 // sequence number.
@@ -277,7 +169,8 @@ func (s *session) newID() string {
 // bound to it.
 func (s *session) close(ctx context.Context) error {
 	alive := s.ended() == nil
-	s.end(baton.ErrClosed)
+	s.ls.End(baton.ErrClosed)
+	s.ls.Wait()
 	s.wg.Wait()
 	if !alive {
 		return nil
@@ -326,4 +219,4 @@ func (p *ids) put(s *session, id string) {
 }
 
 // leaseGone ends s, whose lease the server no longer knows.
-func (s *session) leaseGone() { s.end(fmt.Errorf("lease %x not found", int64(s.id))) }
+func (s *session) leaseGone() { s.ls.End(fmt.Errorf("lease %x not found", int64(s.id))) }

@@ -187,11 +187,11 @@ func TestKeeperFrozenLossAtDeadline(t *testing.T) {
 		<-unblock // never answers while frozen
 		return time.Now(), errors.New("no answer")
 	}, loss, "x")
-	k.mu.Lock()
+	k.s.mu.Lock()
 	frozen := true
 	defer func() {
 		if frozen {
-			k.mu.Unlock()
+			k.s.mu.Unlock()
 		}
 		close(unblock)
 		k.Stop()
@@ -211,7 +211,7 @@ func TestKeeperFrozenLossAtDeadline(t *testing.T) {
 		t.Error("Done not closed right after the deadline, keeper frozen")
 	}
 	frozen = false
-	k.mu.Unlock()
+	k.s.mu.Unlock()
 }
 
 // TestKeeperStopTakesDeadlineOff: a hold given back is not reported lost

@@ -1,8 +1,9 @@
 // Package lease holds what the lease backends of baton share (Redis,
-// Redlock, etcd, and the SQL and ZooKeeper backends to come): one Option
-// type with the same names, defaults and validation on every backend, the
-// URL query parameters that map onto them, and the Keeper that renews a
-// hold in the background and announces its loss.
+// Redlock, etcd, PostgreSQL, MySQL and ZooKeeper): one Option type with
+// the same names, defaults and validation on every backend, the URL query
+// parameters that map onto them, and the Session that keeps a lease: its
+// deadline, the holds that live on it, their loss, and its renewal in the
+// background (Keeper: a session of one hold).
 //
 // Every lease backend's constructor takes ...lease.Option, so moving from
 // one backend to another changes the constructor call and nothing else:

@@ -330,7 +330,10 @@ func (m *mutex) wait(ctx context.Context, c *sconn, owner string) (bdriver.Grant
 }
 
 func (m *mutex) Release(ctx context.Context, gr bdriver.Grant) error {
-	g := gr.Data.(*mgrant)
+	g, err := bdriver.DataOf[mgrant](gr)
+	if err != nil {
+		return err
+	}
 	g.keeper.Stop()
 	defer m.settle(g.sc)
 	// The release time on the row is when the name went idle.

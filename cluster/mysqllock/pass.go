@@ -21,8 +21,8 @@ const passTokens = 15
 // (a renewal is late: the server is slow or unreachable); the core then
 // releases gr.
 func (m *mutex) Pass(gr bdriver.Grant) (bdriver.Grant, bool) {
-	g, ok := gr.Data.(*mgrant)
-	if !ok || g.passes >= passTokens || !g.held || gr.Loss.Err() != nil {
+	g, err := bdriver.DataOf[mgrant](gr)
+	if err != nil || g.passes >= passTokens || !g.held || gr.Loss.Err() != nil {
 		return bdriver.Grant{}, false
 	}
 	loss, passed := sqlcommon.PassLease(g.keeper, &m.b.c)

@@ -229,7 +229,10 @@ func (s *state) drop(owner string) {
 
 // release gives back n permits of g (all when all is set).
 func (s *state) release(ctx context.Context, gr bdriver.Grant, n int64, all bool) error {
-	g := gr.Data.(*sgrant)
+	g, err := bdriver.DataOf[sgrant](gr)
+	if err != nil {
+		return err
+	}
 	if all {
 		g.keeper.Stop()
 		defer s.b.released()
@@ -237,7 +240,6 @@ func (s *state) release(ctx context.Context, gr bdriver.Grant, n int64, all bool
 	bctx, cancel := s.b.bg(ctx)
 	defer cancel()
 	var res sql.Result
-	var err error
 	if all {
 		res, err = s.b.db.ExecContext(bctx, `DELETE FROM `+s.b.t.hold+` WHERE name = ? AND owner = ? AND mode <> ?`, s.key, g.owner, modeWaiting)
 	} else {
@@ -280,7 +282,10 @@ func (r *rwlock) Release(ctx context.Context, g bdriver.Grant) error {
 // Downgrade turns the writer's row into a reader's in place: no writer can
 // come between.
 func (r *rwlock) Downgrade(ctx context.Context, gr bdriver.Grant) (bdriver.Grant, error) {
-	g := gr.Data.(*sgrant)
+	g, err := bdriver.DataOf[sgrant](gr)
+	if err != nil {
+		return bdriver.Grant{}, err
+	}
 	bctx, cancel := r.b.bg(ctx)
 	defer cancel()
 	res, err := r.b.db.ExecContext(bctx, `UPDATE `+r.b.t.hold+` SET mode = ? WHERE name = ? AND owner = ? AND mode = ?`,

@@ -275,9 +275,9 @@ func (d *lockDriver) TryAcquire(ctx context.Context, mode driver.Mode) (driver.G
 }
 
 func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
-	h, ok := g.Data.(*hold)
-	if !ok {
-		return fmt.Errorf("foreign grant: %w", baton.ErrNotHeld)
+	h, err := driver.DataOf[hold](g)
+	if err != nil {
+		return err
 	}
 	return h.end(d.unlockSQL(h.shared), d.unlockArgs(h.shared, h.prev, h.tok)...)
 }
@@ -286,9 +286,9 @@ func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Gran
 	if d.kind != baton.KindRWMutex {
 		return driver.Grant{}, baton.ErrUnsupported
 	}
-	h, ok := g.Data.(*hold)
-	if !ok {
-		return driver.Grant{}, fmt.Errorf("foreign grant: %w", baton.ErrNotHeld)
+	h, err := driver.DataOf[hold](g)
+	if err != nil {
+		return driver.Grant{}, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -23,8 +23,8 @@ type mutexDriver struct{ *lockDriver }
 // than a renewal period (a renewal is late: the server is slow or
 // unreachable), and the core then releases g.
 func (d *mutexDriver) Pass(g driver.Grant) (driver.Grant, bool) {
-	h, ok := g.Data.(*hold)
-	if !ok || h.shared || h.keeper == nil || h.passes >= passTokens || h.loss.Err() != nil {
+	h, err := driver.DataOf[hold](g)
+	if err != nil || h.shared || h.keeper == nil || h.passes >= passTokens || h.loss.Err() != nil {
 		return driver.Grant{}, false
 	}
 	loss, passed := sqlcommon.PassLease(h.keeper, &d.b.o)

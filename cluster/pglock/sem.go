@@ -194,9 +194,9 @@ func (s *semDriver) TryAcquire(ctx context.Context, n int64) (driver.Grant, erro
 }
 
 func (s *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error {
-	h, ok := g.Data.(*hold)
-	if !ok {
-		return fmt.Errorf("foreign grant: %w", baton.ErrNotHeld)
+	h, err := driver.DataOf[hold](g)
+	if err != nil {
+		return err
 	}
 	h.mu.Lock()
 	if int64(len(h.slots)) == n {
@@ -211,7 +211,7 @@ func (s *semDriver) Release(ctx context.Context, g driver.Grant, n int64) error 
 	rctx, cancel := s.b.rctx()
 	defer cancel()
 	var held bool
-	err := h.c.QueryRow(rctx, s.b.q(semReleaseSQL), s.prefix, give, s.payload, s.b.idle).Scan(&held)
+	err = h.c.QueryRow(rctx, s.b.q(semReleaseSQL), s.prefix, give, s.payload, s.b.idle).Scan(&held)
 	if err != nil || !held {
 		h.loss.Fire(errors.New("the server no longer had the permits"))
 		return h.loss.Err()

@@ -284,11 +284,7 @@ func renewed(v any, err error) error {
 }
 
 func holdOf(g driver.Grant) (*hold, error) {
-	h, ok := g.Data.(*hold)
-	if !ok || h == nil {
-		return nil, fmt.Errorf("grant of another backend: %w", baton.ErrInvalidArgument)
-	}
-	return h, nil
+	return driver.DataOf[hold](g)
 }
 
 // finish interprets a release script's reply.

@@ -366,9 +366,9 @@ func (l *rlLock) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 }
 
 func (l *rlLock) Release(ctx context.Context, g driver.Grant) error {
-	h, ok := g.Data.(*rlHold)
-	if !ok || h == nil {
-		return fmt.Errorf("grant of another backend: %w", baton.ErrInvalidArgument)
+	h, err := driver.DataOf[rlHold](g)
+	if err != nil {
+		return err
 	}
 	h.keeper.Stop()
 	deadline := h.keeper.Deadline()

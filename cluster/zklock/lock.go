@@ -214,16 +214,16 @@ func (d *lockDriver) grant(ctx context.Context, n *node) (driver.Grant, error) {
 // A hold already lost is given back in the background: its connection is
 // likely down, and the caller learns nothing more by waiting.
 func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
-	lg, ok := g.Data.(*lockGrant)
-	if !ok {
-		return fmt.Errorf("%w: foreign grant", baton.ErrInvalidArgument)
+	lg, err := driver.DataOf[lockGrant](g)
+	if err != nil {
+		return err
 	}
 	lg.n.e.untrack(lg.loss)
 	if err := lg.loss.Err(); err != nil {
 		d.b.forget(lg.n, nil)
 		return err
 	}
-	_, err := req(d.b, ctx, func() (struct{}, error) { return struct{}{}, d.b.remove(lg.n) })
+	_, err = req(d.b, ctx, func() (struct{}, error) { return struct{}{}, d.b.remove(lg.n) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		lg.loss.Fire(errors.New("the hold's node is gone"))
@@ -243,14 +243,17 @@ func (d *lockDriver) Downgrade(ctx context.Context, g driver.Grant) (driver.Gran
 	if !d.rw {
 		return driver.Grant{}, baton.ErrUnsupported
 	}
-	lg, ok := g.Data.(*lockGrant)
-	if !ok || lg.n.name[0] != 'w' {
+	lg, err := driver.DataOf[lockGrant](g)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if lg.n.name[0] != 'w' {
 		return driver.Grant{}, fmt.Errorf("%w: not a write grant", baton.ErrInvalidArgument)
 	}
 	if err := lg.loss.Err(); err != nil {
 		return driver.Grant{}, err
 	}
-	_, err := req(d.b, ctx, func() (*zk.Stat, error) { return d.b.c.Set(lg.n.path, downgraded, -1) })
+	_, err = req(d.b, ctx, func() (*zk.Stat, error) { return d.b.c.Set(lg.n.path, downgraded, -1) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		lg.loss.Fire(errors.New("the hold's node is gone"))

@@ -225,11 +225,7 @@ func TestLostCreateReply(t *testing.T) {
 func afterHeartbeat(t *testing.T, b *backend) {
 	t.Helper()
 	e := b.cur.Load()
-	dl := func() time.Time {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.dl
-	}
+	dl := e.s.Deadline
 	from := dl()
 	for end := time.Now().Add(10 * b.every()); dl().Equal(from); time.Sleep(time.Millisecond) {
 		if time.Now().After(end) {

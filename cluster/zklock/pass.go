@@ -43,8 +43,8 @@ type mutexDriver struct{ lockDriver }
 // hold was lost (its epoch ended) and when heartbeats are late (epoch.pass);
 // the core then releases g.
 func (d *mutexDriver) Pass(g driver.Grant) (driver.Grant, bool) {
-	lg, ok := g.Data.(*lockGrant)
-	if !ok || lg.pass >= maxPasses {
+	lg, err := driver.DataOf[lockGrant](g)
+	if err != nil || lg.pass >= maxPasses {
 		return driver.Grant{}, false
 	}
 	loss := driver.NewLoss()

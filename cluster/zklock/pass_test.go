@@ -109,16 +109,12 @@ func TestPassRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := g.Data.(*lockGrant).n.e
-	e.mu.Lock()
-	saved := e.dl
-	e.dl = time.Now().Add(b.passLeft() / 2) // as if heartbeats were late
-	e.mu.Unlock()
+	saved := e.s.Deadline()
+	e.s.SetDeadline(time.Now().Add(b.passLeft() / 2)) // as if heartbeats were late
 	if _, ok := ls[1].(driver.Passer).Pass(g); ok {
 		t.Fatal("a hold with heartbeats late was passed")
 	}
-	e.mu.Lock()
-	e.dl = saved
-	e.mu.Unlock()
+	e.s.SetDeadline(saved)
 	if err := g.Loss.Err(); err != nil {
 		t.Fatalf("the refused grant is lost: %v", err)
 	}

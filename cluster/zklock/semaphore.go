@@ -267,9 +267,9 @@ func (d *semDriver) granted(ctx context.Context, n *node, k int64, es []entry, i
 // Release gives back k permits: the node goes when all of them do, and its
 // data is lowered otherwise.
 func (d *semDriver) Release(ctx context.Context, g driver.Grant, k int64) error {
-	sg, ok := g.Data.(*semGrant)
-	if !ok {
-		return fmt.Errorf("%w: foreign grant", baton.ErrInvalidArgument)
+	sg, err := driver.DataOf[semGrant](g)
+	if err != nil {
+		return err
 	}
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
@@ -283,7 +283,6 @@ func (d *semDriver) Release(ctx context.Context, g driver.Grant, k int64) error 
 		}
 		return err
 	}
-	var err error
 	if k == sg.k {
 		sg.n.e.untrack(sg.loss)
 		_, err = req(d.b, ctx, func() (struct{}, error) { return struct{}{}, d.b.remove(sg.n) })

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -22,14 +22,9 @@ import (
 // expired the session), or when the backend closes; an ended epoch stays
 // ended, and the next acquisition begins a new one.
 type epoch struct {
-	sid  int64         // the session's id
-	done chan struct{} // closed when the epoch ends
-
-	mu     sync.Mutex
-	err    error                     // guarded by mu; why it ended
-	dl     time.Time                 // guarded by mu; until when the session can be trusted
-	losses map[*driver.Loss]struct{} // guarded by mu
-	timer  *time.Timer               // guarded by mu; ends the epoch at dl
+	sid  int64                    // the session's id
+	s    *lease.Session[struct{}] // the deadline and the holds' losses
+	done <-chan struct{}          // s.Done(): closed when the epoch ends
 }
 
 var (
@@ -38,83 +33,24 @@ var (
 	errChanged  = errors.New("session replaced by a new one")
 )
 
+// newEpoch begins an epoch of session sid trusted until dl. The backend's
+// heartbeats extend it: it has no renewal of its own.
 func newEpoch(sid int64, dl time.Time) *epoch {
-	e := &epoch{sid: sid, done: make(chan struct{}), dl: dl, losses: make(map[*driver.Loss]struct{})}
-	e.mu.Lock()
-	e.timer = time.AfterFunc(time.Until(dl), e.check)
-	e.mu.Unlock()
-	return e
-}
-
-// check ends the epoch if its deadline has passed, else re-arms the timer.
-func (e *epoch) check() {
-	e.mu.Lock()
-	if e.err != nil {
-		e.mu.Unlock()
-		return
-	}
-	if left := time.Until(e.dl); left > 0 {
-		e.timer.Reset(left)
-		e.mu.Unlock()
-		return
-	}
-	e.mu.Unlock()
-	e.end(errDeadline)
+	s := lease.NewSession[struct{}](dl, lease.SessionConfig{Expired: errDeadline})
+	return &epoch{sid: sid, s: s, done: s.Done()}
 }
 
 // extend moves the deadline to dl, given by a heartbeat answered on the
 // epoch's session. A deadline that has passed is not moved: the server may
 // have expired the session meanwhile, and another client may hold.
-func (e *epoch) extend(dl time.Time) {
-	e.mu.Lock()
-	if e.err != nil {
-		e.mu.Unlock()
-		return
-	}
-	if !time.Now().Before(e.dl) {
-		e.mu.Unlock()
-		e.end(errDeadline)
-		return
-	}
-	if dl.After(e.dl) {
-		e.dl = dl
-		for l := range e.losses {
-			l.SetDeadline(dl)
-		}
-	}
-	e.mu.Unlock()
-}
+func (e *epoch) extend(dl time.Time) { e.s.Extend(dl) }
 
 // end ends the epoch with cause and fires the loss of every hold in it.
-func (e *epoch) end(cause error) {
-	e.mu.Lock()
-	if e.err != nil {
-		e.mu.Unlock()
-		return
-	}
-	e.err = cause
-	losses := e.losses
-	e.losses = nil
-	e.timer.Stop()
-	close(e.done)
-	e.mu.Unlock()
-	for l := range losses {
-		l.Fire(cause)
-	}
-}
+func (e *epoch) end(cause error) { e.s.End(cause) }
 
 // ended returns why the epoch ended, or nil while it lasts. An epoch whose
 // deadline has passed has ended, even if its timer has not run yet.
-func (e *epoch) ended() error {
-	e.mu.Lock()
-	err, dl := e.err, e.dl
-	e.mu.Unlock()
-	if err == nil && !time.Now().Before(dl) {
-		e.end(errDeadline)
-		return e.ended()
-	}
-	return err
-}
+func (e *epoch) ended() error { return e.s.Err() }
 
 // lostErr is the error of a waiter whose epoch ended, matching ErrLost (or
 // ErrClosed when the backend closed).
@@ -128,42 +64,17 @@ func (e *epoch) lostErr() error {
 
 // track gives a new hold's loss the epoch's deadline; the loss fires at
 // once if the epoch has ended.
-func (e *epoch) track(l *driver.Loss) {
-	e.mu.Lock()
-	if e.err != nil {
-		err := e.err
-		e.mu.Unlock()
-		l.Fire(err)
-		return
-	}
-	e.losses[l] = struct{}{}
-	l.SetDeadline(e.dl)
-	e.mu.Unlock()
-}
+func (e *epoch) track(l *driver.Loss) { e.s.Track(l, struct{}{}) }
 
 // pass moves the tracking of a hold from its loss from to the loss to, the
 // hold's grant being passed (mutexDriver.Pass), when the epoch lasts at
 // least left more. It reports false, changing nothing, when it does not or
 // from is not a loss of the epoch's.
 func (e *epoch) pass(from, to *driver.Loss, left time.Duration) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, ok := e.losses[from]; !ok || e.err != nil || time.Until(e.dl) < left {
-		return false
-	}
-	delete(e.losses, from)
-	e.losses[to] = struct{}{}
-	to.SetDeadline(e.dl)
-	from.SetDeadline(time.Time{})
-	return true
+	return e.s.Pass(from, to, left)
 }
 
-func (e *epoch) untrack(l *driver.Loss) {
-	e.mu.Lock()
-	delete(e.losses, l)
-	e.mu.Unlock()
-	l.SetDeadline(time.Time{})
-}
+func (e *epoch) untrack(l *driver.Loss) { e.s.Untrack(l) }
 
 // marginDivisor: a hold's loss deadline keeps a tenth of the session
 // timeout in hand, on top of the drift margin, before the server can expire

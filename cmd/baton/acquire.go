@@ -28,6 +28,8 @@ type held struct {
 
 func describe(r *request) string {
 	switch {
+	case r.file != "":
+		return fmt.Sprintf("the file lock %s", r.file)
 	case r.waitAll:
 		return fmt.Sprintf("all %d slots of semaphore %q", r.sem, r.name)
 	case r.sem > 0:

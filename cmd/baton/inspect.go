@@ -46,8 +46,9 @@ func parseKind(s string) ([]baton.Kind, error) {
 		return allKinds, nil
 	}
 	k := baton.Kind(s)
-	if !slices.Contains(allKinds, k) {
-		return nil, usageErrorf("--kind %q: want mutex, rwmutex, semaphore, cond or queue", s)
+	// Channels are named only by --kind: not every backend knows the kind.
+	if !slices.Contains(allKinds, k) && k != baton.KindChannel {
+		return nil, usageErrorf("--kind %q: want mutex, rwmutex, semaphore, cond, queue or channel", s)
 	}
 	return []baton.Kind{k}, nil
 }
@@ -160,7 +161,7 @@ how many wait. Exits 1 when the backend has no object of that name.
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (schema 2)")
-	cmd.Flags().StringVar(&kind, "kind", "", "only this kind: mutex, rwmutex, semaphore, cond, queue")
+	cmd.Flags().StringVar(&kind, "kind", "", "only this kind: mutex, rwmutex, semaphore, cond, queue, channel")
 	return cmd
 }
 
@@ -214,6 +215,9 @@ func printNotice(ctx context.Context, r *request, tty bool) {
 // tell. It opens a second backend handle so that the waiting one is left
 // alone, and gives up quickly.
 func holdersOf(ctx context.Context, r *request) string {
+	if r.file != "" {
+		return "" // a file lock: the backend knows nothing of it
+	}
 	ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	b, err := openBackend(ctx, r.backend, backendOptions{})

@@ -45,6 +45,7 @@ func newLockCmd() *cobra.Command {
 	}, f, false)
 	addModeFlags(cmd, f)
 	addWaitFlags(cmd, f)
+	addFileFlags(cmd, f, true)
 	f.onLost = "term"
 	return cmd
 }

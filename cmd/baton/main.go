@@ -109,7 +109,9 @@ func newRootCmd() *cobra.Command {
 		Long: `baton runs a command while holding a named lock or a slot of a counting
 semaphore, on any baton backend: the same host (no server), Redis, etcd,
 PostgreSQL, MySQL/MariaDB or ZooKeeper.
-It is a superset of flock(1) for -s/-x/-n/-w/-E/-c/-o, and also shows and
+It is a superset of flock(1): a NAME that is an absolute path (or --file)
+is locked with flock(2) as flock(1) locks it, "baton lock --fd N" and -u
+lock the shell's descriptors, with -s/-x/-n/-w/-E/-c/-o; it also shows and
 removes the objects of a backend.
 
 Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
@@ -144,6 +146,8 @@ Backend: --backend URL, else $BATON_BACKEND, else the same-host default.
 	root.AddCommand(newRunCmd(), newSemCmd(), newStatusCmd(), newLsCmd(), newRmCmd(), newLockCmd())
 	root.AddCommand(newTopCmd(), newServeCmd())
 	root.AddCommand(newQueueCmd(), newWorkCmd())
+	root.AddCommand(newElectCmd())
+	root.AddCommand(newChanCmd())
 	root.Version = version()
 	root.CompletionOptions.HiddenDefaultCmd = false
 	useOwnBashCompletion(root)

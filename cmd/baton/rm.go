@@ -44,7 +44,7 @@ after stopping its command). Exits 1 when there is no object of that name
 			})
 		},
 	}
-	cmd.Flags().StringVar(&kind, "kind", "", "only this kind: mutex, rwmutex, semaphore, cond, queue")
+	cmd.Flags().StringVar(&kind, "kind", "", "only this kind: mutex, rwmutex, semaphore, cond, queue, channel")
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "remove objects that are held too; their holders lose them")
 	cmd.Flags().BoolVar(&all, "all", false, "remove every object whose name starts with the argument, a PREFIX")
 	return cmd

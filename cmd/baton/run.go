@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,6 +33,10 @@ type runFlags struct {
 	jobs    jobsFlag // sem: capacity
 	waitAll bool     // sem: wait until every slot is free, run nothing
 	hold    bool     // lock: no command
+
+	interval everyFlags  // run --at-most-every (every.go)
+	flock    flockFlags  // run and lock on a file, lock --fd (flock.go)
+	gnu      semGNUFlags // sem --id, --fg, --bg (semgnu.go)
 }
 
 const runLong = `Run CMD while holding the lock NAME, then release it.
@@ -80,6 +85,8 @@ func newRunCmd() *cobra.Command {
 	fl.BoolVarP(&f.exclusiveE, "exclusive-e", "e", false, "same as -x")
 	_ = fl.MarkHidden("exclusive-e")
 	addCommonFlags(cmd, f)
+	addEveryFlags(cmd, f)
+	addFileFlags(cmd, f, false)
 	return cmd
 }
 
@@ -108,6 +115,7 @@ Waiting, signals, the environment of CMD and the loss of the slot work as for
 	fl.VarP(&f.jobs, "jobs", "j", "number of slots `N` (required): N, or +N, -N, N% of the CPUs as GNU sem reads them")
 	fl.BoolVar(&f.waitAll, "wait", false, "wait until every slot is free; run no command")
 	addCommonFlags(cmd, f)
+	addSemGNUFlags(cmd, f)
 	return cmd
 }
 
@@ -167,6 +175,7 @@ type request struct {
 
 	noticeEvery time.Duration // repeat of the waiting notice off a terminal; 0: once
 	hold        bool          // lock: no command, hold until a signal or the end of stdin
+	file        string        // NAME is this file, locked with flock(2) (flock.go)
 }
 
 // noticeDelay is how long a wait lasts before baton says what it waits for.
@@ -188,7 +197,9 @@ func parseRequest(cmd *cobra.Command, f *runFlags, args []string, sem bool) (*re
 		// flock(1) order: NAME -c STR.
 		f.command, rest = rest[1], nil
 	}
-	if err := baton.ValidateName(r.name); err != nil {
+	if isFilePath(r.name) && !sem {
+		r.file = filepath.Clean(r.name)
+	} else if err := baton.ValidateName(r.name); err != nil {
 		return nil, usageErrorf("%s", strings.TrimPrefix(err.Error(), "baton: "))
 	}
 	if f.shared && (f.exclusive || f.exclusiveE) {
@@ -273,9 +284,25 @@ const releaseTimeout = 5 * time.Second
 const lostReleaseTimeout = time.Second
 
 func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
+	if done, err := lockFDForm(cmd, f, args); done {
+		return err
+	}
+	args, err := fileArgs(f, args)
+	if err != nil {
+		return err
+	}
+	if sem {
+		var done bool
+		if args, done, err = semGNU(cmd, f, args); done {
+			return err
+		}
+	}
 	r, err := parseRequest(cmd, f, args, sem)
 	if err != nil {
 		return err
+	}
+	if f.interval.every.set || f.interval.maxRun.set {
+		return runEvery(cmd, f, r)
 	}
 	setLogger(f.verbose)
 	sigc := make(chan os.Signal, 8)
@@ -301,6 +328,12 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 		actx, acancel := ctx, context.CancelFunc(func() {})
 		if r.timeout > 0 {
 			actx, acancel = context.WithTimeoutCause(ctx, r.timeout, errTimedOut)
+		}
+		if r.file != "" {
+			h, err := flockFile(actx, r)
+			resc <- result{h: h, err: err, timedOut: err != nil && errors.Is(context.Cause(actx), errTimedOut)}
+			acancel()
+			return
 		}
 		b, err := openBackend(actx, r.backend, backendOptions{ttl: f.ttl.d})
 		if err != nil {
@@ -404,5 +437,6 @@ wait:
 	if r.hold {
 		return holdOnly(r, h, sigc, &closeBound)
 	}
+	sayStarted()
 	return supervise(r, f, h, sigc, &closeBound)
 }

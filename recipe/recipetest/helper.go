@@ -15,9 +15,12 @@ import (
 // standard output (one line per event) and standard input (closed: stop).
 
 var roles = map[string]func(e *env, arg string) error{
-	"leader":    roleLeader,
-	"countdown": roleCountdown,
-	"member":    roleMember,
+	"leader":       roleLeader,
+	"countdown":    roleCountdown,
+	"member":       roleMember,
+	"ratehammer":   roleRateHammer,
+	"intervalhang": roleIntervalHang,
+	"permithold":   rolePermitHold,
 }
 
 func runHelper(role string, suites []Suite) int {

@@ -45,6 +45,9 @@ type Suite struct {
 	// (baton.Inspector.Remove) to the loss seen by its holder; 0: the
 	// loss test is skipped.
 	LossBound time.Duration
+	// RateStore, if set, opens the backend's own store of the rate limit
+	// name (a fast path), which the rate limiter's tests then run on too.
+	RateStore func(cfg, name string) (recipe.RateStore, error)
 }
 
 const (
@@ -119,6 +122,22 @@ var recipes = []struct {
 		{"KillMember", testLatchKill},
 		{"Barrier", testBarrier},
 	}},
+	{"RateLimiter", true, rateTests(false)},
+	{"PermitSemaphore", true, []subtest{
+		{"BadInput", testPermitBadInput},
+		{"Release", testPermitRelease},
+		{"Expiry", testPermitExpiry},
+		{"KillHolder", testPermitKill},
+		{"Hammer", testPermitHammer},
+	}},
+	{"IntervalLock", true, []subtest{
+		{"BadInput", testIntervalBadInput},
+		{"Once", testIntervalOnce},
+		{"AtLeast", testIntervalAtLeast},
+		{"AtMost", testIntervalAtMost},
+		{"KillHolder", testIntervalKill},
+	}},
+	{"RateStore", false, rateTests(true)},
 	{"DoubleBarrier", true, []subtest{
 		{"BadInput", testDoubleBadInput},
 		{"Rounds", testDoubleRounds},

@@ -192,7 +192,7 @@ func (s *Sem) checkCapacity() error {
 		return nil
 	}
 	if v := c.Load(); v != uint64(s.capacity) {
-		return fmt.Errorf("%w: %d permits, not %d", baton.ErrMismatch, v, s.capacity)
+		return &baton.MismatchError{Param: "capacity", Have: int64(v), Want: s.capacity}
 	}
 	return nil
 }

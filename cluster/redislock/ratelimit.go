@@ -1,0 +1,84 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/recipe"
+)
+
+var scriptRateStep = loadScript("rate_step")
+
+// RateStore is the state of one rate limit of package recipe kept in a
+// hash at a key of a Redis server, each step one script (rate_step.lua)
+// on the server's clock: one round trip, whatever the contention, where
+// the limit kept in a Value reads and compares-and-swaps. Open it with
+// recipe.NewRateLimiterOn:
+//
+//	s, err := redislock.NewRateStore(client, "baton:rate:api")
+//	lim, err := recipe.NewRateLimiterOn(ctx, "api", s, recipe.Limit{Rate: 100, Period: time.Second, Burst: 20})
+//
+// The key has no expiry: the limit's parameters stay with it. On Redis
+// Cluster it is one key, so any slot serves it.
+type RateStore struct {
+	c   redis.Scripter
+	key string
+}
+
+// NewRateStore returns the store at key on c (a *redis.Client,
+// *redis.ClusterClient or *redis.Ring). It makes no request; Close leaves
+// the client open.
+func NewRateStore(c redis.Scripter, key string) (*RateStore, error) {
+	if c == nil || key == "" {
+		return nil, fmt.Errorf("%w: redislock: rate store: nil client or empty key", baton.ErrInvalidArgument)
+	}
+	return &RateStore{c: c, key: key}, nil
+}
+
+// Close does nothing: the client is the caller's.
+func (s *RateStore) Close() error { return nil }
+
+// Step runs one step of the limit (see recipe.RateStore).
+func (s *RateStore) Step(ctx context.Context, op recipe.RateOp, lim recipe.Limit, n int64, at time.Time) (recipe.RateOutcome, error) {
+	var atUs int64
+	if !at.IsZero() {
+		atUs = at.UnixMicro()
+	}
+	r, err := scriptRateStep.Run(ctx, s.c, []string{s.key}, int(op), lim.Rate, int64(lim.Period), lim.Burst,
+		lim.Interval().Microseconds(), n, atUs).Slice()
+	if err != nil {
+		return recipe.RateOutcome{}, err
+	}
+	num := func(i int) int64 {
+		if i >= len(r) {
+			return -1
+		}
+		switch v := r[i].(type) {
+		case int64:
+			return v
+		case string:
+			if x, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return x
+			}
+		}
+		return -1
+	}
+	if num(0) == 0 {
+		have := recipe.Limit{Rate: num(1), Period: time.Duration(num(2)), Burst: num(3)}
+		return recipe.RateOutcome{}, recipe.RateMismatch(have, lim)
+	}
+	if len(r) != 5 || num(2) < 0 || num(3) < 0 || num(4) < 0 {
+		return recipe.RateOutcome{}, fmt.Errorf("redislock: rate_step replied %v", r)
+	}
+	return recipe.RateOutcome{
+		Allowed:   num(1) == 1,
+		Wait:      time.Duration(num(2)) * time.Microsecond,
+		Remaining: num(3),
+		Now:       time.UnixMicro(num(4)),
+	}, nil
+}

@@ -1,0 +1,5 @@
+-- Prelude of the rate limit scripts (rate_*.lua).
+-- KEYS[1] hash  r, p, b -> the limit's rate, period (ns) and burst, in
+--               decimal as the caller gave them; t -> the theoretical
+--               arrival time of the next event, in microseconds of the
+--               server's clock (numbers stay below 2^53, exact in doubles)

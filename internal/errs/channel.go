@@ -1,0 +1,10 @@
+package errs
+
+import "errors"
+
+// The sentinels of channels (baton.Channel).
+var (
+	ChannelFull   = errors.New("baton: channel full")
+	ChannelEmpty  = errors.New("baton: channel empty")
+	ChannelClosed = errors.New("baton: channel closed")
+)

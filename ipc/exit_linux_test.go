@@ -1,0 +1,56 @@
+//go:build linux
+
+package ipc
+
+import (
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// NotifyExit calls its function when the process exits (not before), says
+// dead at once for a process that is gone or another with its pid, and
+// calls nothing after Stop.
+func TestNotifyExit(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	p, _, ok, err := LookupProc(cmd.Process.Pid)
+	if err != nil || !ok {
+		t.Fatalf("LookupProc: %v %v", ok, err)
+	}
+	fired := make(chan struct{})
+	w, dead, err := NotifyExit(p.PID, p.Tag(), ^uint32(0), func() { close(fired) })
+	if err != nil || dead {
+		t.Fatalf("NotifyExit of a live process: dead %v, %v", dead, err)
+	}
+	defer w.Stop()
+	select {
+	case <-fired:
+		t.Fatal("fired while the process lives")
+	case <-time.After(50 * time.Millisecond):
+	}
+	// Another start time: the recorded process is not this one.
+	if w2, dead, err := NotifyExit(p.PID, p.Tag()+1, ^uint32(0), func() {}); !dead || err != nil || w2 != nil {
+		t.Errorf("NotifyExit with another start time: dead %v, %v", dead, err)
+	}
+	stopped, dead, err := NotifyExit(p.PID, p.Tag(), ^uint32(0), func() { t.Error("a stopped watch fired") })
+	if err != nil || dead {
+		t.Fatal(dead, err)
+	}
+	stopped.Stop()
+	stopped.Stop()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not fired at the exit")
+	}
+	if _, dead, err := NotifyExit(p.PID, p.Tag(), ^uint32(0), func() {}); !dead || err != nil {
+		t.Errorf("NotifyExit of an exited process: dead %v, %v", dead, err)
+	}
+}
