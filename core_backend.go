@@ -276,6 +276,9 @@ func (b *inspectingBackend) Inspect(ctx context.Context, kind Kind, name string)
 	if err := b.validate(ctx, name); err != nil {
 		return Info{}, b.fail("inspect", kind, name, err)
 	}
+	if err := b.serves(kind); err != nil {
+		return Info{}, b.fail("inspect", kind, name, err)
+	}
 	info, err := b.in.Inspect(ctx, kind, name)
 	return info, b.fail("inspect", kind, name, err)
 }
@@ -284,7 +287,34 @@ func (b *inspectingBackend) Remove(ctx context.Context, kind Kind, name string) 
 	if err := b.validate(ctx, name); err != nil {
 		return b.fail("remove", kind, name, err)
 	}
+	if err := b.serves(kind); err != nil {
+		return b.fail("remove", kind, name, err)
+	}
 	return b.fail("remove", kind, name, b.in.Remove(ctx, kind, name))
+}
+
+// serves answers a kind the Backend does not serve, before its driver is
+// asked: ErrUnsupported for a kind of baton that the driver has no opener
+// of (so that a caller asking about every kind, as baton status does, can
+// pass over it), ErrInvalidArgument for no kind of baton.
+func (b *inspectingBackend) serves(kind Kind) error {
+	var ok bool
+	switch kind {
+	case KindMutex, KindRWMutex, KindSemaphore, KindCond:
+		return nil
+	case KindValue:
+		_, ok = b.d.(driver.ValueOpener)
+	case KindQueue:
+		_, ok = b.d.(driver.QueueOpener)
+	case KindChannel:
+		_, ok = b.d.(driver.ChannelOpener)
+	default:
+		return fmt.Errorf("%w: kind %q", ErrInvalidArgument, kind)
+	}
+	if !ok {
+		return fmt.Errorf("%w: the backend serves no %s", ErrUnsupported, kind)
+	}
+	return nil
 }
 
 var (

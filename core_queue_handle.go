@@ -85,47 +85,7 @@ func (q *jobQueue) enter(ctx context.Context) error {
 
 // spec validates one job and returns it for the driver.
 func (q *jobQueue) spec(payload []byte, opts []PutOption) (driver.PutJob, error) {
-	if payload == nil {
-		return driver.PutJob{}, fmt.Errorf("%w: nil payload (use []byte{} for an empty one)", ErrInvalidArgument)
-	}
-	if max := q.d.MaxPayload(); len(payload) > max {
-		return driver.PutJob{}, fmt.Errorf("%w: %d bytes of payload, more than %d", ErrInvalidArgument, len(payload), max)
-	}
-	p := putSpec{attempts: DefaultMaxAttempts}
-	for _, o := range opts {
-		if o.set == nil {
-			return driver.PutJob{}, fmt.Errorf("%w: zero PutOption", ErrInvalidArgument)
-		}
-		if err := o.set(&p); err != nil {
-			return driver.PutJob{}, err
-		}
-	}
-	j := driver.PutJob{Payload: payload, MaxAttempts: p.attempts}
-	switch {
-	case p.hasDelay && p.hasAt:
-		return j, fmt.Errorf("%w: both Delay and ReadyAt", ErrInvalidArgument)
-	case p.hasDelay && p.delay < 0:
-		return j, fmt.Errorf("%w: negative delay %v", ErrInvalidArgument, p.delay)
-	case p.hasDelay && p.delay > 0:
-		j.At = time.Now().Add(p.delay)
-	case p.hasAt && p.at.IsZero():
-		return j, fmt.Errorf("%w: zero ReadyAt time", ErrInvalidArgument)
-	case p.hasAt:
-		j.At = p.at
-	}
-	if j.At.After(maxReadyAt) {
-		return j, fmt.Errorf("%w: ready at %v, after %v", ErrInvalidArgument, j.At, maxReadyAt)
-	}
-	if p.attempts < 1 || p.attempts > MaxJobAttempts {
-		return j, fmt.Errorf("%w: MaxAttempts %d, must be in 1..%d", ErrInvalidArgument, p.attempts, MaxJobAttempts)
-	}
-	if p.hasKey {
-		if p.key == "" || len(p.key) > MaxJobKeyLen {
-			return j, fmt.Errorf("%w: key of %d bytes, must be 1..%d", ErrInvalidArgument, len(p.key), MaxJobKeyLen)
-		}
-		j.Key = p.key
-	}
-	return j, nil
+	return PutSpec(payload, q.d.MaxPayload(), opts...)
 }
 
 func (q *jobQueue) Put(ctx context.Context, payload []byte, opts ...PutOption) (JobID, error) {

@@ -124,7 +124,11 @@ func (j *Job) end(ctx context.Context, op string, do func(driver.Queue) error) e
 	case err == nil:
 		j.state.Store(2)
 		if o := q.b.observer(); o != nil && j.at != 0 {
-			q.b.emit(o, Event{Type: EventReleased, Kind: KindQueue, Name: q.name, Op: op, Held: since(j.at), Token: j.Token()})
+			e := Event{Type: EventReleased, Kind: KindQueue, Name: q.name, Op: op, Held: since(j.at), Token: j.Token()}
+			if op != "ack" && j.c.Attempt >= j.c.MaxAttempts {
+				e.N = 1 // the job became a dead letter
+			}
+			q.b.emit(o, e)
 		}
 		return nil
 	case isAny(err, ErrLost):

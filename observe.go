@@ -78,7 +78,7 @@ type Event struct {
 	Name    string        // the name; "" for the Backend itself
 	Op      string        // "lock", "rlock", "acquire", "unlock", "wait", "open", "hold" (a loss), ...
 	Mode    Mode          // of a lock acquisition or release
-	N       int64         // permits, for a Semaphore
+	N       int64         // permits, for a Semaphore; for a Queue's EventReleased, 1 when the job became a dead letter
 	Wait    time.Duration // EventAcquired, EventFailed: since the acquisition started
 	Held    time.Duration // EventReleased
 	Token   Token         // EventAcquired: the hold's fencing token

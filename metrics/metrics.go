@@ -7,7 +7,8 @@
 //	http.Handle("/metrics", promhttp.Handler())
 //
 // Every series is labelled by backend (the backend's kind: "local",
-// "redis", ...), primitive ("mutex", "rwmutex", "semaphore", "cond") and
+// "redis", ...), primitive ("mutex", "rwmutex", "semaphore", "cond",
+// "queue") and
 // name. Names come from the program, and may be unbounded (a lock per job
 // id): by default the first DefaultMaxNames distinct names have a series of
 // their own and every later one is counted under the name "other"; see
@@ -23,6 +24,11 @@
 //	baton_losses_total{backend,primitive,name}                holds lost (counted when the loss fires)
 //	baton_handoffs_total{backend,primitive,name}              holds passed between handles of a Backend
 //	baton_errors_total{backend,primitive,name,op,class}       class: baton.ErrorClass
+//	baton_queue_jobs_total{backend,name,result}               result: acked, retried, dead
+//
+// A Queue's claims count as acquisitions (wait_seconds is the claim
+// wait) and their Ack, Retry or Fail as releases; NewQueueCollector
+// exports the depth of queues.
 //
 // Only programs that import this package link client_golang.
 package metrics
@@ -85,6 +91,7 @@ type Collector struct {
 	losses       *prometheus.CounterVec
 	handoffs     *prometheus.CounterVec
 	errors       *prometheus.CounterVec
+	queueJobs    *prometheus.CounterVec // queue.go
 
 	series sync.Map // seriesKey -> *series
 
@@ -134,6 +141,9 @@ func New(opts ...Option) *Collector {
 		handoffs: counter("handoffs_total", "Holds passed to another handle of the same Backend."),
 		errors:   counter("errors_total", "Failed calls, by operation and error class.", "op", "class"),
 		names:    make(map[string]struct{}),
+		queueJobs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cfg.namespace, Name: "queue_jobs_total",
+			Help: "Claims of queue jobs ended, by result (acked, retried, dead).", ConstLabels: cfg.constant},
+			[]string{"backend", "name", "result"}),
 	}
 }
 
@@ -152,7 +162,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (c *Collector) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.acquisitions, c.wait, c.hold, c.waiters, c.releases, c.losses, c.handoffs, c.errors}
+	return []prometheus.Collector{c.acquisitions, c.wait, c.hold, c.waiters, c.releases, c.losses, c.handoffs, c.errors, c.queueJobs}
 }
 
 // label returns the name label of name.
@@ -220,6 +230,9 @@ func (c *Collector) Observe(e baton.Event) {
 		s.wait.Observe(e.Wait.Seconds())
 	case baton.EventReleased:
 		s.releases.Inc()
+		if e.Kind == baton.KindQueue {
+			c.queueJob(&e, name)
+		}
 		if e.Held > 0 {
 			s.hold.Observe(e.Held.Seconds())
 		}

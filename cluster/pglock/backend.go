@@ -55,6 +55,7 @@ type backend struct {
 
 	schemaMu sync.Mutex
 	schemaOK bool // guarded by schemaMu
+	jobsOK   bool // guarded by schemaMu: the queue tables (jobs.go)
 
 	lis *listener
 }
@@ -140,7 +141,7 @@ func Schema(prefix string) string {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return strings.ReplaceAll(schemaSQL, "baton_", prefix)
+	return strings.ReplaceAll(schemaSQL+jobsSchemaSQL, "baton_", prefix)
 }
 
 // q returns statement sql with the backend's prefix.

@@ -20,7 +20,7 @@ func openSuite(cfg string) (baton.Backend, error) {
 }
 
 var suite = locktest.Suite{Name: "postgres", Open: openSuite, KillSession: killSession, Caps: locktest.Caps{
-	RWMutex: true, Semaphore: true, Cond: true, Value: true,
+	RWMutex: true, Semaphore: true, Cond: true, Value: true, Queue: true,
 	CrossProcess: true,
 	// A killed holder's session ends with its socket, but the next holder
 	// waits out the lease it left (TTL 2 s): the server cannot tell a dead

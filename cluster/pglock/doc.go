@@ -37,6 +37,22 @@
 // must reach PostgreSQL directly or through a pooler in session mode:
 // advisory locks belong to the server session.
 //
+// # Work queues
+//
+// A Queue keeps its jobs as rows of one table (baton_jobs), claimed FOR
+// UPDATE SKIP LOCKED in the order of their ready time (the server's clock
+// when put, or when their delay ends) and id; a job whose claim lapsed
+// keeps its place. Tokens come from the queue's row of baton_queues, which
+// is never deleted. A claim is a lease on its row, renewed in the
+// background on the handle's claimant session: when that session ends
+// (pg_terminate_backend, a failover), the claim's Loss fires at its next
+// renewal, before the lease passes and the job can be claimed again.
+// Waiting claimants are woken by NOTIFY. PutTx and AckTx (and PutSQLTx,
+// AckSQLTx for database/sql) put and ack jobs in the caller's own
+// transaction, so that a job commits with the data that caused it and its
+// effect commits with its Ack. Payloads are at most MaxQueuePayload bytes,
+// a PutBatch at most 64 MiB of them.
+//
 // # Leases and loss
 //
 // A session's locks go when the session ends. A session whose client is
@@ -86,7 +102,8 @@
 // fires; the row stays, with the lease it had, so the next holder waits
 // that lease out. Remove of a Semaphore deletes
 // its capacity row and ends the sessions holding permits; of a Cond, its
-// registrations, which wakes the waiters. Ending another role's sessions
+// registrations, which wakes the waiters; of a Queue, its jobs (their
+// claims are lost at their next renewal; the token row stays). Ending another role's sessions
 // needs the privileges of pg_signal_backend.
 //
 // # Cancellation

@@ -98,7 +98,11 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	return listing.Inspect(ctx, refs, b.Inspect)
+	qs, err := b.queueRefs(ctx) // jobs_inspect.go
+	if err != nil {
+		return nil, err
+	}
+	return listing.Inspect(ctx, append(refs, qs...), b.Inspect)
 }
 
 func notExist(kind baton.Kind, name string) error {
@@ -127,6 +131,8 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 		}
 		info.Waiters = n
 		return info, nil
+	case baton.KindQueue:
+		return b.inspectQueue(ctx, info)
 	}
 	return info, fmt.Errorf("%w: kind %q", baton.ErrInvalidArgument, kind)
 }
@@ -280,6 +286,8 @@ func (b *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 			return notExist(kind, name)
 		}
 		return nil
+	case baton.KindQueue:
+		return b.removeQueue(ctx, name)
 	}
 	return fmt.Errorf("%w: kind %q", baton.ErrInvalidArgument, kind)
 }

@@ -32,8 +32,10 @@ func keyKind(k baton.Kind) (string, error) {
 		return ksem, nil
 	case baton.KindCond:
 		return kcond, nil
+	case baton.KindQueue:
+		return kjobs, nil
 	}
-	return "", fmt.Errorf("redislock: kind %q: want mutex, rwmutex, semaphore or cond: %w", k, baton.ErrInvalidArgument)
+	return "", fmt.Errorf("redislock: kind %q: want mutex, rwmutex, semaphore, cond or queue: %w", k, baton.ErrInvalidArgument)
 }
 
 func inspectKind(kk string) (baton.Kind, bool) {
@@ -46,6 +48,8 @@ func inspectKind(kk string) (baton.Kind, bool) {
 		return baton.KindSemaphore, true
 	case kcond:
 		return baton.KindCond, true
+	case kjobs:
+		return baton.KindQueue, true
 	}
 	return "", false
 }
@@ -75,6 +79,8 @@ func (d *backend) objectKeys(kind baton.Kind, name string) ([]string, string, er
 		return condKeys(d.o.Prefix, name), "cond", nil
 	case baton.KindMutex:
 		return mutexKeys(d.o.Prefix, name), "mutex", nil
+	case baton.KindQueue:
+		return nameKeys(redisnode.KeyBase(d.o.Prefix, kjobs, name), jobsSuffixes), "", nil
 	}
 	return lockKeys(d.o.Prefix, kk, name), "lock", nil
 }
@@ -84,6 +90,9 @@ func (d *backend) objectKeys(kind baton.Kind, name string) ([]string, string, er
 // capacity of a semaphore and the last token of a lock. It returns an error
 // matching fs.ErrNotExist when the object has no key.
 func (d *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
+	if kind == baton.KindQueue {
+		return d.inspectQueue(ctx, name) // jobs_inspect.go
+	}
 	keys, what, err := d.objectKeys(kind, name)
 	if err != nil {
 		return baton.Info{}, err

@@ -65,7 +65,7 @@ func TestInspectSingle(t *testing.T) {
 	if _, err := in.Inspect(ctx, baton.KindMutex, "none"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Inspect of a missing name: %v, want fs.ErrNotExist", err)
 	}
-	if _, err := in.Inspect(ctx, baton.Kind("queue"), "x"); !errors.Is(err, baton.ErrInvalidArgument) {
+	if _, err := in.Inspect(ctx, baton.Kind("nosuchkind"), "x"); !errors.Is(err, baton.ErrInvalidArgument) {
 		t.Fatalf("Inspect of an unknown kind: %v, want ErrInvalidArgument", err)
 	}
 	if err := in.Remove(ctx, baton.KindMutex, "none"); !errors.Is(err, fs.ErrNotExist) {

@@ -137,6 +137,23 @@
 // CompareAndSwap against a version read before the loss fails with
 // ErrConflict rather than overwriting data its caller never saw.
 //
+// # Work queues
+//
+// A Queue is a dozen keys of one hash tag (one Cluster slot) and one Lua
+// script per operation. Ready jobs are claimed in the order they became
+// ready, except that a job given back (its claimant's handle closed, or
+// its lease passed) returns to the place it had. A claim is a lease of the
+// TTL, renewed in the background like a hold, and its Loss fires before
+// the lease passes on the server; the next script of the queue to run
+// after that gives the job back. Waiting claimants are woken by Pub/Sub
+// messages, and by a timer to the next delayed job or lease deadline.
+// Tokens come from the queue's counter, which never expires (none of a
+// queue's keys does). Payloads are at most MaxQueuePayload bytes, a
+// PutBatch at most 64 MiB of them. With WithReplicas, every write of a
+// queue waits for the replicas; one not acknowledged returns
+// ErrNotReplicated (a claim then gives its jobs back). Without it, a
+// failover can lose recent puts, acks, claims and tokens.
+//
 // # What failures leave behind
 //
 // Each name uses a handful of keys under the prefix (default "baton:"); they
@@ -144,7 +161,8 @@
 // key with its lease), a semaphore's capacity with them (a handle opened
 // later may then store another capacity, and the handles of the old one find
 // theirs mismatched), and the token counter as Fencing tokens says. What
-// stays whatever the names used is values, which hold data, and the
+// stays whatever the names used is values, which hold data, queues (whose
+// token counters must not start again while a queue exists), and the
 // markers (see above): one per server, or per hash slot of a Cluster.
 //
 // A Mutex keeps its hold in one key whose expiry is the lease, so that an

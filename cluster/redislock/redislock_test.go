@@ -17,10 +17,10 @@ func openCfg(cfg string) (baton.Backend, error) { return OpenURL(context.Backgro
 
 var (
 	suiteSingle = locktest.Suite{Name: "redis", Open: openCfg, KillSession: killSession, Caps: locktest.Caps{
-		RWMutex: true, Semaphore: true, Cond: true, Value: true, CrossProcess: true,
+		RWMutex: true, Semaphore: true, Cond: true, Value: true, Queue: true, CrossProcess: true,
 		KillBound: 6 * time.Second, Acquisitions: 3000, Lease: true}, Reclaim: reclaim}
 	suiteCluster = locktest.Suite{Name: "redis-cluster", Open: openCfg, KillSession: killSession, Caps: locktest.Caps{
-		RWMutex: true, Semaphore: true, Cond: true, Value: true, CrossProcess: true,
+		RWMutex: true, Semaphore: true, Cond: true, Value: true, Queue: true, CrossProcess: true,
 		KillBound: 6 * time.Second, Acquisitions: 2000, Lease: true}, Reclaim: reclaim}
 )
 

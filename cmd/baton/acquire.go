@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/batonlock/baton"
 )
@@ -132,6 +133,9 @@ func classify(err error) error {
 // and reports whether the backend answered: a wait that -w ends is "busy"
 // only when the backend answered meanwhile, and a failure of the backend
 // otherwise. A backend that cannot be asked counts as answering.
+// probeAtLeast is the least time the backend gets to answer the probe.
+const probeAtLeast = 2 * time.Second
+
 func probe(ctx context.Context, b baton.Backend, r *request) <-chan bool {
 	c := make(chan bool, 1)
 	in, ok := b.(baton.Inspector)

@@ -16,8 +16,16 @@ import (
 func TestBashCompletionPlainBash(t *testing.T) {
 	tmux := needTool(t, "tmux")
 	ns := namespace(t)
-	if r := run(t, ns, "run", "jobs/nightly", "true"); r.code != 0 {
-		t.Fatalf("run: exit %d, %s", r.code, r.stderr)
+	// The name exists while it is held (an idle one is reclaimed).
+	holder := command(ns, "run", "jobs/nightly", "sleep", "60")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopCmd(t, holder)
+	for deadline := time.Now().Add(20 * time.Second); run(t, ns, "status", "jobs/nightly").code != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("run jobs/nightly never held it")
+		}
 	}
 	r := run(t, ns, "completion", "bash")
 	if r.code != 0 {

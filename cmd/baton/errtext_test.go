@@ -16,8 +16,17 @@ import (
 func TestErrorTexts(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
-	if r := run(t, ns, "sem", "-j", "2", "gpu", "true"); r.code != 0 {
-		t.Fatalf("sem -j 2: exit %d, %s", r.code, r.stderr)
+	// The semaphore exists while a command holds a slot of it (an idle
+	// one is reclaimed, and its capacity with it).
+	holder := command(ns, "sem", "-j", "2", "gpu", "--", "sleep", "60")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopCmd(t, holder)
+	for deadline := time.Now().Add(20 * time.Second); run(t, ns, "status", "gpu").code != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("sem -j 2 gpu never held a slot")
+		}
 	}
 	redisURL, _ := startRedis(t)
 	addr := strings.TrimPrefix(redisURL, "redis://")

@@ -90,8 +90,12 @@ func writeText(w io.Writer, infos []baton.Info) {
 			fmt.Fprintf(w, "  last token %d", in.LastToken)
 		}
 		// Detail is the backend's raw state (a futex word, ticket
-		// counters, a key): for --json, not for people.
+		// counters, a key): for --json, not for people; but a queue's is
+		// its counts by state, in words.
 		fmt.Fprintln(w)
+		if in.Kind == baton.KindQueue && in.Detail != "" {
+			fmt.Fprintf(w, "  %s\n", in.Detail)
+		}
 		if len(in.Holders) == 0 {
 			fmt.Fprintln(w, "  free")
 		}

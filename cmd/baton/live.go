@@ -102,6 +102,9 @@ func writeLive(w io.Writer, infos []baton.Info, now time.Time) {
 		if in.Capacity > 0 {
 			kind += fmt.Sprintf("/%d", in.Capacity)
 		}
+		if in.Kind == baton.KindQueue && in.Detail != "" {
+			kind += " (" + in.Detail + ")" // the counts by state
+		}
 		waiters := "?"
 		if in.Waiters >= 0 {
 			waiters = fmt.Sprint(in.Waiters)

@@ -343,7 +343,13 @@ func runUnder(cmd *cobra.Command, f *runFlags, args []string, sem bool) error {
 		}
 		var answered <-chan bool
 		if r.timeout > 0 && !r.nonblock {
-			answered = probe(actx, b, r)
+			// The question gets at least probeAtLeast, past a short -w:
+			// a loaded server may take longer than that to answer, and
+			// only no answer at all makes a timed-out wait a failure
+			// rather than busy.
+			pctx, pcancel := context.WithTimeout(ctx, max(r.timeout, probeAtLeast))
+			defer pcancel()
+			answered = probe(pctx, b, r)
 		}
 		h, err := acquire(actx, b, r)
 		timedOut := err != nil && errors.Is(context.Cause(actx), errTimedOut)

@@ -299,7 +299,7 @@ func TestBadInput(t *testing.T) {
 		{"sem --wait with command", "", []string{"sem", "-j", "2", "--wait", "x", "true"}, "--wait"},
 		{"unknown command", "", []string{"frobnicate", "x"}, "unknown command"},
 		{"status without name", "", []string{"status"}, "arg"},
-		{"status bad kind", "", []string{"status", "--kind", "queue", "x"}, "--kind"},
+		{"status bad kind", "", []string{"status", "--kind", "widget", "x"}, "--kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := tc.env

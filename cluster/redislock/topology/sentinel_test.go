@@ -212,6 +212,9 @@ func online(master *proc, d time.Duration) error {
 	c := master.client()
 	defer c.Close()
 	return waitFor(d, "a replica online at "+master.addr(), func() (bool, error) {
+		// Something to replicate, so that the offset moves without
+		// waiting for the master's periodic ping or a Sentinel's hello.
+		_ = c.Publish(context.Background(), "baton-test-sync", "x").Err()
 		v, err := infoField(c, "replication", "slave0")
 		return strings.Contains(v, "state=online") && !strings.Contains(v, "offset=0,"), err
 	})

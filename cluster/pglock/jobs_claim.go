@@ -1,0 +1,229 @@
+package pglock
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/driver"
+)
+
+// Claim claims up to n ready jobs. A waiting claim subscribes to the
+// queue's notifications before it looks, so a Put committed after the look
+// wakes it; between looks it sleeps until a notification, the time the
+// next delayed job is ready or the next lease passes, or a renewal period
+// at most (the listener's backstop for notifications lost with its
+// connection).
+func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
+	wake := make(chan struct{}, 1)
+	if wait {
+		if err := q.b.lis.ensure(ctx); err != nil {
+			return nil, err
+		}
+		q.b.lis.subscribe(q.payload, wake)
+		defer q.b.lis.unsubscribe(q.payload, wake)
+	}
+	busy := time.Millisecond
+	for {
+		cs, err := q.claimOnce(ctx, n)
+		if err != nil || len(cs) > 0 {
+			return cs, err
+		}
+		if !wait {
+			return nil, baton.ErrEmpty
+		}
+		next, err := q.next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d := q.b.o.RenewEvery
+		switch {
+		case next > 0:
+			d, busy = min(d, next), time.Millisecond
+		case next == 0:
+			// A job is ready but was skipped: another claimant's
+			// statement (or a transaction acking it) has its row
+			// locked. Look again soon, less often while it lasts.
+			d, busy = busy, min(2*busy, d)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-wake:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// next buries the claims that lapsed on their last attempt and returns how
+// long until a job is ready or a lease passes: 0 when one is ready now, -1
+// when none will be without a Put.
+func (q *queueDriver) next(ctx context.Context) (time.Duration, error) {
+	var buried int64
+	var ms *float64
+	if err := q.b.pool.QueryRow(ctx, q.b.q(jobsNextSQL), q.name).Scan(&buried, &ms); err != nil {
+		return 0, lease.CtxErr(ctx, err)
+	}
+	switch {
+	case ms == nil:
+		return -1, nil
+	case *ms <= 0:
+		return 0, nil
+	}
+	return time.Duration(*ms*float64(time.Millisecond)) + time.Millisecond, nil
+}
+
+// session returns the handle's claimant session, with a use counted for
+// the caller, taking a connection for it when there is none.
+func (q *queueDriver) session(ctx context.Context) (*session, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, fmt.Errorf("pglock: %w", baton.ErrClosed)
+	}
+	if s := q.sess; s != nil {
+		s.mu.Lock()
+		dead := s.dead
+		s.mu.Unlock()
+		if !dead {
+			s.refs++
+			return s, nil
+		}
+		q.sess = nil
+	}
+	c, err := q.b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, lease.CtxErr(ctx, err)
+	}
+	q.sess = &session{c: c, pid: c.Conn().PgConn().PID(), refs: 1}
+	return q.sess, nil
+}
+
+// claimOnce runs the claim statement once. The statement runs to its end
+// even when ctx ends meanwhile (bounded by the request timeout), so that
+// what it claimed is given back rather than left to its lease: a cancelled
+// Claim claims nothing.
+func (q *queueDriver) claimOnce(ctx context.Context, n int) ([]driver.Claim, error) {
+	s, err := q.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		q.mu.Lock()
+		q.unref(s)
+		q.mu.Unlock()
+	}()
+	rctx, cancel := q.b.rctx()
+	defer cancel()
+	sent := time.Now()
+	rows, err := q.b.pool.Query(rctx, q.b.q(jobsClaimSQL), q.name, n, q.b.o.TTL.Milliseconds(), int64(s.pid))
+	if err != nil {
+		return nil, lease.CtxErr(ctx, err)
+	}
+	jcs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*jobClaim, error) {
+		jc := &jobClaim{s: s, q: q, loss: driver.NewLoss()}
+		var c driver.Claim
+		var attempts, maxA int32
+		err := r.Scan(&jc.id, &c.Payload, &attempts, &maxA, &jc.token)
+		c.ID, c.Attempt, c.MaxAttempts, c.Token, c.Loss, c.Data = uint64(jc.id), int(attempts), int(maxA), uint64(jc.token), jc.loss, jc
+		jc.claim = c
+		return jc, err
+	})
+	if err != nil {
+		return nil, lease.CtxErr(ctx, err)
+	}
+	slices.SortFunc(jcs, func(a, b *jobClaim) int { return int(a.token - b.token) })
+	q.mu.Lock()
+	closed := q.closed
+	if !closed && ctx.Err() == nil {
+		for _, jc := range jcs {
+			jc.keeper = lease.StartKeeper(sent, &q.b.o, jc.renew, jc.loss, q.name)
+			q.held[jc] = struct{}{}
+			s.refs++
+			claims.Store(claimKey{jc.id, jc.token}, jc)
+		}
+	}
+	q.mu.Unlock()
+	if closed || ctx.Err() != nil {
+		q.giveBack(jcs)
+		if closed {
+			return nil, fmt.Errorf("pglock: %w", baton.ErrClosed)
+		}
+		return nil, ctx.Err()
+	}
+	cs := make([]driver.Claim, len(jcs))
+	for i, jc := range jcs {
+		cs[i] = jc.claim
+	}
+	return cs, nil
+}
+
+// giveBack gives back claims never handed to the caller.
+func (q *queueDriver) giveBack(jcs []*jobClaim) {
+	if len(jcs) == 0 {
+		return
+	}
+	ids, toks := make([]int64, len(jcs)), make([]int64, len(jcs))
+	for i, jc := range jcs {
+		ids[i], toks[i] = jc.id, jc.token
+	}
+	ctx, cancel := q.b.rctx()
+	defer cancel()
+	var n int64
+	var notified string
+	if err := q.b.pool.QueryRow(ctx, q.b.q(jobsGiveBackSQL), ids, toks, q.name).Scan(&n, &notified); err != nil {
+		q.b.o.Logger.Warn("pglock: giving back claims failed; they return when their lease passes", "name", q.name, "err", err)
+	}
+}
+
+// renew extends the claim's lease on its claimant session. A session that
+// failed loses every claim renewed on it, at once: its server process may
+// have been ended, and the job is claimable again when the lease passes.
+func (jc *jobClaim) renew(ctx context.Context) (time.Time, error) {
+	s, b := jc.s, jc.q.b
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sent := time.Now()
+	if s.dead {
+		return sent, errLost("the claimant session failed")
+	}
+	// Not the keeper's context: pgx closes a connection whose statement is
+	// cancelled, which would lose every claim of the session.
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = sent.Add(b.o.RequestTimeout)
+	}
+	rctx, cancel := context.WithDeadline(context.Background(), dl)
+	defer cancel()
+	tag, err := s.c.Exec(rctx, b.q(jobsRenewSQL), jc.id, jc.token, b.o.TTL.Milliseconds())
+	if err != nil {
+		if connLost(err) || s.c.Conn().IsClosed() {
+			if !s.dead {
+				destroy(s.c)
+			}
+			s.dead = true
+			return sent, errLost("the claimant session failed: %v", err)
+		}
+		return sent, err
+	}
+	if tag.RowsAffected() == 1 {
+		return sent, nil
+	}
+	if jc.txAcked.Load() {
+		var exists bool
+		if err := s.c.QueryRow(rctx, b.q(jobsExistsSQL), jc.id).Scan(&exists); err == nil && !exists {
+			// Acked in a caller's transaction that committed: done.
+			go jc.q.forget(jc)
+			return sent, nil
+		}
+	}
+	return sent, errLost("the claim's row has another token or its lease passed")
+}

@@ -1,0 +1,275 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// Work queues (baton.Queue). A queue is a dozen keys of one hash tag (see
+// scripts/src/jobs_common.lua), none of which expires, and one script per
+// operation. Claims are leases renewed by a lease.Keeper per job, like
+// holds; a claim whose lease passed on the server is given back by the
+// next script of the queue that looks (claim, ack, retry, stats). Waiting
+// claimants listen on the queue's Pub/Sub channel (the Backend's shared
+// subscriptions, as Value.Wait does), with a timer to the next delayed
+// job or lease deadline the claim script reported.
+
+const kjobs = "jobs"
+
+// MaxQueuePayload is the largest payload of a job on Redis, and
+// maxBatchBytes the most payload bytes one PutBatch sends in its script.
+const (
+	MaxQueuePayload = 1 << 20
+	maxBatchBytes   = 64 << 20
+)
+
+// jobsSuffixes are the keys of a queue, in the order of jobs_common.lua.
+var jobsSuffixes = []string{"ready", "delayed", "inflight", "dead", "data", "info", "claim", "uniq", "ids", "token", "seq", "reason"}
+
+var (
+	scriptJobsPut      = loadScript("jobs_put")
+	scriptJobsClaim    = loadScript("jobs_claim")
+	scriptJobsRenew    = loadScript("jobs_renew")
+	scriptJobsAck      = loadScript("jobs_ack")
+	scriptJobsRetry    = loadScript("jobs_retry")
+	scriptJobsGiveBack = loadScript("jobs_giveback")
+	scriptJobsStats    = loadScript("jobs_stats")
+	scriptJobsDead     = loadScript("jobs_dead")
+	scriptJobsRequeue  = loadScript("jobs_requeue")
+	scriptJobsPurge    = loadScript("jobs_purge")
+)
+
+// queueDriver serves one Queue handle.
+type queueDriver struct {
+	d       *backend
+	name    string
+	keys    []string
+	channel string // where puts and give-backs are announced
+
+	mu     sync.Mutex
+	held   map[*jobClaim]struct{} // guarded by mu: claims not yet ended
+	closed bool                   // guarded by mu
+}
+
+// jobClaim is the driver-private state of a claim (driver.Claim.Data).
+type jobClaim struct {
+	id, token string // as the scripts know them
+	loss      *driver.Loss
+	keeper    *lease.Keeper
+}
+
+var _ driver.QueueOpener = (*backend)(nil)
+
+// OpenQueue opens a work queue (driver.QueueOpener).
+func (d *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	base := redisnode.KeyBase(d.o.Prefix, kjobs, name)
+	return &queueDriver{d: d, name: name, keys: nameKeys(base, jobsSuffixes), channel: base + "wake", held: map[*jobClaim]struct{}{}}, nil
+}
+
+func (q *queueDriver) MaxPayload() int { return MaxQueuePayload }
+
+// write runs a script that changes the queue; with WithReplicas, a write
+// that too few replicas acknowledged in time is reported with
+// ErrNotReplicated (it was made on the master, and a failover may lose it).
+func (q *queueDriver) write(ctx context.Context, s *redis.Script, args ...any) (any, error) {
+	v, acked, err := q.d.run(ctx, s, q.keys, args...)
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	if !acked {
+		return v, fmt.Errorf("%w (%d wanted within %d ms)", ErrNotReplicated, q.d.o.rep.replicas, q.d.o.rep.waitMS)
+	}
+	return v, nil
+}
+
+func (q *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
+	args := make([]any, 0, 1+4*len(jobs))
+	args = append(args, q.channel)
+	size := 0
+	for _, j := range jobs {
+		size += len(j.Payload)
+		var delay int64
+		if !j.At.IsZero() {
+			// Relative, so that the server's clock decides: clients'
+			// clocks need not agree with it.
+			delay = max(0, time.Until(j.At).Milliseconds())
+			if delay == 0 && time.Until(j.At) > 0 {
+				delay = 1
+			}
+		}
+		args = append(args, j.Payload, j.Key, delay, j.MaxAttempts)
+	}
+	if size > maxBatchBytes {
+		return nil, fmt.Errorf("%w: a batch of %d payload bytes, more than %d", baton.ErrInvalidArgument, size, maxBatchBytes)
+	}
+	v, err := q.write(ctx, scriptJobsPut, args...)
+	if v == nil {
+		return nil, err
+	}
+	r, _ := v.([]any)
+	if len(r) != len(jobs) {
+		return nil, fmt.Errorf("jobs_put replied %v", v)
+	}
+	ids := make([]uint64, len(r))
+	for i, x := range r {
+		s, _ := x.(string)
+		id, perr := strconv.ParseUint(s, 10, 64)
+		if perr != nil {
+			return nil, fmt.Errorf("jobs_put replied id %v", x)
+		}
+		ids[i] = id
+	}
+	return ids, err
+}
+
+// renewFunc renews the lease of claim c.
+func (q *queueDriver) renewFunc(c *jobClaim) lease.RenewFunc {
+	ttl := q.d.ttlMS()
+	return func(ctx context.Context) (time.Time, error) {
+		sent := time.Now()
+		v, acked, err := q.d.run(ctx, scriptJobsRenew, q.keys, c.id, c.token, ttl)
+		if err = renewed(v, err); err == nil && !acked {
+			err = fmt.Errorf("renewal: %w", ErrNotReplicated)
+		}
+		return sent, err
+	}
+}
+
+func claimOf(c driver.Claim) (*jobClaim, error) {
+	jc, ok := c.Data.(*jobClaim)
+	if !ok || jc == nil {
+		return nil, fmt.Errorf("claim of another backend: %w", baton.ErrInvalidArgument)
+	}
+	return jc, nil
+}
+
+// end runs a script that ends claim c (ack, retry). The keeper stops
+// first: a renewal answered after the end would report the claim lost.
+// When the outcome is unknown (a network error) the claim is reported
+// lost, since nothing renews it any more.
+func (q *queueDriver) end(ctx context.Context, c driver.Claim, s *redis.Script, args ...any) error {
+	jc, err := claimOf(c)
+	if err != nil {
+		return err
+	}
+	jc.keeper.Stop()
+	q.mu.Lock()
+	delete(q.held, jc)
+	q.mu.Unlock()
+	if err := jc.loss.Err(); err != nil {
+		return err
+	}
+	v, err := q.write(ctx, s, append([]any{jc.id, jc.token}, args...)...)
+	if v == nil {
+		jc.loss.Fire(fmt.Errorf("the end of the claim may not have reached the server: %w", err))
+		return err
+	}
+	if r, _ := v.(int64); r != 1 {
+		jc.loss.Fire(errors.New("the server no longer had the claim"))
+		return fmt.Errorf("job %s, token %s: %w", jc.id, jc.token, baton.ErrLost)
+	}
+	return err
+}
+
+func (q *queueDriver) Ack(ctx context.Context, c driver.Claim) error {
+	return q.end(ctx, c, scriptJobsAck)
+}
+
+func (q *queueDriver) Retry(ctx context.Context, c driver.Claim, at time.Time, reason string) error {
+	var delay int64
+	if !at.IsZero() {
+		delay = max(1, time.Until(at).Milliseconds())
+	}
+	return q.end(ctx, c, scriptJobsRetry, delay, reason, q.channel)
+}
+
+func (q *queueDriver) Stats(ctx context.Context) (driver.QueueStats, error) {
+	r, err := scriptJobsStats.Run(ctx, q.d.c, q.keys).Int64Slice()
+	if err != nil {
+		return driver.QueueStats{}, ctxErr(ctx, err)
+	}
+	if len(r) != 4 {
+		return driver.QueueStats{}, fmt.Errorf("jobs_stats replied %v", r)
+	}
+	return driver.QueueStats{Ready: int(r[0]), Delayed: int(r[1]), InFlight: int(r[2]), Dead: int(r[3])}, nil
+}
+
+func (q *queueDriver) Dead(ctx context.Context, limit int) ([]driver.DeadJob, error) {
+	r, err := scriptJobsDead.Run(ctx, q.d.c, q.keys, limit).Slice()
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	if len(r)%5 != 0 {
+		return nil, fmt.Errorf("jobs_dead replied %d values", len(r))
+	}
+	out := make([]driver.DeadJob, 0, len(r)/5)
+	for i := 0; i < len(r); i += 5 {
+		id, _ := r[i].(string)
+		payload, _ := r[i+1].(string)
+		attempts, _ := r[i+2].(int64)
+		reason, _ := r[i+3].(string)
+		at, _ := r[i+4].(string)
+		n, err := strconv.ParseUint(id, 10, 64)
+		ms, err2 := strconv.ParseFloat(at, 64)
+		if err != nil || err2 != nil {
+			return nil, fmt.Errorf("jobs_dead replied %v", r[i:i+5])
+		}
+		out = append(out, driver.DeadJob{ID: n, Payload: []byte(payload), Attempts: int(attempts), Reason: reason, At: time.UnixMilli(int64(ms))})
+	}
+	return out, nil
+}
+
+func (q *queueDriver) Requeue(ctx context.Context, ids []uint64) (int, error) {
+	return q.byIDs(ctx, scriptJobsRequeue, ids, q.channel)
+}
+
+func (q *queueDriver) Purge(ctx context.Context, ids []uint64) (int, error) {
+	return q.byIDs(ctx, scriptJobsPurge, ids)
+}
+
+func (q *queueDriver) byIDs(ctx context.Context, s *redis.Script, ids []uint64, first ...any) (int, error) {
+	args := first
+	for _, id := range ids {
+		args = append(args, strconv.FormatUint(id, 10))
+	}
+	v, err := q.write(ctx, s, args...)
+	n, _ := v.(int64)
+	return int(n), err
+}
+
+// Close gives back the claims still held, their losses fired first.
+func (q *queueDriver) Close() error {
+	q.mu.Lock()
+	q.closed = true
+	held := q.held
+	q.held = nil
+	q.mu.Unlock()
+	if len(held) == 0 {
+		return nil
+	}
+	args := []any{q.channel}
+	for jc := range held {
+		jc.keeper.Stop()
+		jc.loss.Fire(errors.New("the queue handle was closed"))
+		args = append(args, jc.id, jc.token)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.d.o.RequestTimeout)
+	defer cancel()
+	if _, err := q.write(ctx, scriptJobsGiveBack, args...); err != nil {
+		return fmt.Errorf("giving back %d claims (they return when their lease passes): %w", len(held), err)
+	}
+	return nil
+}

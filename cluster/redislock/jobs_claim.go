@@ -1,0 +1,137 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/driver"
+)
+
+// Claim claims up to n ready jobs. A waiting claim subscribes to the
+// queue's channel first, then runs the claim script: a Put after the
+// script is announced to it. It sleeps until a message, the time the
+// script said the next delayed job is ready or the next lease passes, or
+// a renewal period at most (a message lost with a broken Pub/Sub
+// connection is made up for then, as for values).
+func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
+	var wake <-chan struct{}
+	if wait {
+		vs, err := q.d.valueSubs()
+		if err != nil {
+			return nil, err
+		}
+		w, leave, err := vs.join(ctx, q.channel)
+		if err != nil {
+			return nil, err
+		}
+		defer leave()
+		wake = w
+	}
+	for {
+		cs, next, err := q.claimOnce(ctx, n)
+		if err != nil || len(cs) > 0 {
+			return cs, err
+		}
+		if !wait {
+			return nil, baton.ErrEmpty
+		}
+		d := q.d.o.RenewEvery
+		if next > 0 {
+			d = min(d, next)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-wake:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// claimOnce runs the claim script once. It runs to its end even when ctx
+// ends meanwhile (bounded by the request timeout), so that what it claimed
+// is given back rather than left to its lease: a cancelled Claim claims
+// nothing. next is when to look again (0: no delayed job nor claim).
+func (q *queueDriver) claimOnce(ctx context.Context, n int) ([]driver.Claim, time.Duration, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.d.o.RequestTimeout)
+	defer cancel()
+	sent := time.Now()
+	v, acked, err := q.d.run(rctx, scriptJobsClaim, q.keys, n, q.d.ttlMS())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		return nil, 0, err
+	}
+	r, _ := v.([]any)
+	if len(r) < 1 || (len(r)-1)%5 != 0 {
+		return nil, 0, fmt.Errorf("jobs_claim replied %v", v)
+	}
+	if len(r) == 1 {
+		w, _ := r[0].(int64)
+		return nil, time.Duration(max(w, 0)) * time.Millisecond, nil
+	}
+	cs := make([]driver.Claim, 0, (len(r)-1)/5)
+	jcs := make([]*jobClaim, 0, cap(cs))
+	var perr error
+	for i := 1; i < len(r); i += 5 {
+		id, _ := r[i].(string)
+		payload, _ := r[i+1].(string)
+		attempt, _ := r[i+2].(int64)
+		maxA, _ := r[i+3].(int64)
+		tok, _ := r[i+4].(string)
+		nid, err1 := strconv.ParseUint(id, 10, 64)
+		ntok, err2 := strconv.ParseUint(tok, 10, 64)
+		if err1 != nil || err2 != nil {
+			perr = fmt.Errorf("jobs_claim replied %v", r[i:i+5])
+		}
+		jc := &jobClaim{id: id, token: tok, loss: driver.NewLoss()}
+		jcs = append(jcs, jc)
+		cs = append(cs, driver.Claim{ID: nid, Payload: []byte(payload), Attempt: int(attempt), MaxAttempts: int(maxA), Token: ntok, Loss: jc.loss, Data: jc})
+	}
+	switch {
+	case perr != nil:
+	case !acked:
+		perr = fmt.Errorf("%w (%d wanted within %d ms); the claims were given back", ErrNotReplicated, q.d.o.rep.replicas, q.d.o.rep.waitMS)
+	case ctx.Err() != nil:
+		perr = ctx.Err()
+	}
+	q.mu.Lock()
+	closed := q.closed
+	if perr == nil && !closed {
+		for _, jc := range jcs {
+			jc.keeper = lease.StartKeeper(sent, &q.d.o.Config, q.renewFunc(jc), jc.loss, q.name)
+			q.held[jc] = struct{}{}
+		}
+	}
+	q.mu.Unlock()
+	if perr == nil && closed {
+		perr = errClosed
+	}
+	if perr != nil {
+		q.giveBack(jcs)
+		return nil, 0, perr
+	}
+	return cs, 0, nil
+}
+
+// giveBack gives back claims never handed to the caller.
+func (q *queueDriver) giveBack(jcs []*jobClaim) {
+	args := []any{q.channel}
+	for _, jc := range jcs {
+		args = append(args, jc.id, jc.token)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.d.o.RequestTimeout)
+	defer cancel()
+	if err := scriptJobsGiveBack.Run(ctx, q.d.c, q.keys, args...).Err(); err != nil {
+		q.d.o.Logger.Warn("redislock: giving back claims failed; they return when their lease passes",
+			"name", q.name, "err", err)
+	}
+}

@@ -1,0 +1,46 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"time"
+
+	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
+)
+
+var scriptJobsInspect = loadScript("jobs_inspect")
+
+// inspectQueue reads a queue in one script: a holder per claim in flight
+// (its job, token and lease left; up to 100), the last token, and the
+// counts by state in Detail, as the same-host queue shows them.
+func (d *backend) inspectQueue(ctx context.Context, name string) (baton.Info, error) {
+	keys := nameKeys(redisnode.KeyBase(d.o.Prefix, kjobs, name), jobsSuffixes)
+	v, err := scriptJobsInspect.Run(ctx, d.c, keys).Slice()
+	if err != nil {
+		return baton.Info{}, fmt.Errorf("redislock: inspect queue %q: %w", name, err)
+	}
+	if len(v) == 0 || v[0] != int64(1) {
+		return baton.Info{}, fmt.Errorf("redislock: queue %q: %w", name, fs.ErrNotExist)
+	}
+	if len(v) < 7 || (len(v)-7)%3 != 0 {
+		return baton.Info{}, fmt.Errorf("redislock: inspect queue %q: unexpected reply %v", name, v)
+	}
+	now := toInt(v[1])
+	in := baton.Info{Name: name, Kind: baton.KindQueue, Backend: d.Kind(), Impl: "lua", Holders: []baton.Holder{}, Waiters: -1,
+		Detail: fmt.Sprintf("ready %d, delayed %d, in flight %d, dead %d", toInt(v[2]), toInt(v[3]), toInt(v[4]), toInt(v[5]))}
+	if s, _ := v[6].(string); s != "" {
+		n, _ := strconv.ParseUint(s, 10, 64)
+		in.LastToken = baton.Token(n)
+	}
+	for i := 7; i+2 < len(v); i += 3 {
+		id, _ := v[i].(string)
+		tok, _ := v[i+2].(string)
+		t, _ := strconv.ParseUint(tok, 10, 64)
+		in.Holders = append(in.Holders, baton.Holder{Mode: "exclusive", Owner: "job " + id, Token: baton.Token(t),
+			TTL: time.Duration(toInt(v[i+1])-now) * time.Millisecond})
+	}
+	return in, nil
+}

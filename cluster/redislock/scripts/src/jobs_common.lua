@@ -1,0 +1,91 @@
+-- Prelude of the work queue scripts (jobs_*.lua). Every key of a queue
+-- shares one Cluster hash tag; none expires (a queue lasts until its keys
+-- are removed), so the token counter never restarts while the queue exists.
+-- KEYS[1]  ready    zset    job id -> ready sequence (claimed lowest first)
+-- KEYS[2]  delayed  zset    job id -> ready time (server ms)
+-- KEYS[3]  inflight zset    job id -> lease deadline of its claim (server ms)
+-- KEYS[4]  dead     zset    job id -> time of death (server ms)
+-- KEYS[5]  data     hash    job id -> payload
+-- KEYS[6]  info     hash    job id -> "attempts|max attempts|ready sequence|key"
+-- KEYS[7]  claim    hash    job id -> token of its current claim
+-- KEYS[8]  uniq     hash    uniqueness key -> id of the pending job
+-- KEYS[9]  ids      string  job id counter
+-- KEYS[10] token    string  fencing token counter
+-- KEYS[11] seq      string  ready sequence counter
+-- KEYS[12] reason   hash    job id -> reason of its death
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, REASON =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+-- @end head
+
+local function fmt(n) return string.format('%d', n) end
+
+local function info(id)
+  local v = redis.call('HGET', INFO, id)
+  if not v then return nil end
+  local a, m, s, k = string.match(v, '^(%d+)|(%d+)|(%d+)|(.*)$')
+  return {a = tonumber(a), m = tonumber(m), s = tonumber(s), k = k}
+end
+
+local function set_info(id, j)
+  redis.call('HSET', INFO, id, fmt(j.a) .. '|' .. fmt(j.m) .. '|' .. fmt(j.s) .. '|' .. j.k)
+end
+
+-- make_ready puts a job in line: at the back with a new sequence, or, when
+-- given back (keep), where it stood before it was claimed.
+local function make_ready(id, j, keep)
+  if not keep then j.s = redis.call('INCR', SEQ) end
+  redis.call('ZADD', READY, j.s, id)
+  set_info(id, j)
+end
+
+local function free_key(id, j)
+  if j.k ~= '' and redis.call('HGET', UNIQ, j.k) == id then redis.call('HDEL', UNIQ, j.k) end
+end
+
+-- bury makes a job a dead letter: its key is free again.
+local function bury(id, j, reason)
+  redis.call('ZADD', DEAD, now, id)
+  redis.call('HSET', REASON, id, reason)
+  free_key(id, j)
+end
+
+-- forget deletes a job acked or purged.
+local function forget(id, j)
+  free_key(id, j)
+  redis.call('HDEL', DATA, id)
+  redis.call('HDEL', INFO, id)
+  redis.call('HDEL', REASON, id)
+end
+
+-- give_back ends the claim of a job (its attempt counted): in line again
+-- where it stood, or dead when that was its last attempt.
+local function give_back(id, why)
+  redis.call('ZREM', INFLIGHT, id)
+  redis.call('HDEL', CLAIM, id)
+  local j = info(id)
+  if not j then return end
+  if j.a >= j.m then bury(id, j, why) else make_ready(id, j, true) end
+end
+
+-- reclaim gives back the claims whose lease passed (up to 100 a call).
+local function reclaim()
+  local ids = redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, 100)
+  for _, id in ipairs(ids) do give_back(id, 'claim lease expired on its last attempt') end
+end
+
+-- promote makes the delayed jobs whose time came ready, in time order.
+local function promote()
+  local ids = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, 1000)
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', DELAYED, id)
+    local j = info(id)
+    if j then make_ready(id, j, false) end
+  end
+end
+
+-- claim_ok reports whether the job's current claim has token tok.
+local function claim_ok(id, tok)
+  return redis.call('HGET', CLAIM, id) == tok
+end
