@@ -90,13 +90,15 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"pg-uncontended", "pg-g4", "pg-c4", "pg-handoff", "mysql-uncontended", "mysql-g4", "mysql-c4", "mysql-handoff",
-		"zk-uncontended", "zk-g4", "zk-c4", "zk-handoff"} {
+		"zk-uncontended", "zk-g4", "zk-c4", "zk-handoff", "pg-residue", "mysql-residue", "zk-residue"} {
 		if want[sectionsOf(id)[0]] && !seen[id] {
 			t.Errorf("table %s missing", id)
 		}
 	}
-	if want["redis"] && !seen["redis-g4"] {
-		t.Error("table redis-g4 missing")
+	for _, id := range []string{"redis-g4", "redis-residue", "etcd-residue"} {
+		if want[sectionsOf(id)[0]] && !seen[id] {
+			t.Errorf("table %s missing", id)
+		}
 	}
 
 	dir := t.TempDir()

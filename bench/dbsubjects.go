@@ -26,6 +26,7 @@ type dbEnv struct {
 	closers  []func() error
 	subjects map[string][]*subject // by section
 	cpu      map[string]func() time.Duration
+	probes   map[string]residueProbe // by subject id: what the server keeps
 }
 
 // failing is a subject every open of which fails with err.
@@ -35,7 +36,7 @@ func failing(name, id, kind string, isBaton bool, err error) *subject {
 }
 
 func openDBEnv(ctx context.Context, want map[string]bool, logf func(string, ...any)) *dbEnv {
-	de := &dbEnv{subjects: map[string][]*subject{}, cpu: map[string]func() time.Duration{}}
+	de := &dbEnv{subjects: map[string][]*subject{}, cpu: map[string]func() time.Duration{}, probes: map[string]residueProbe{}}
 	if want["postgres"] {
 		de.subjects["postgres"] = de.postgres(ctx, logf)
 	}
@@ -109,6 +110,7 @@ func (de *dbEnv) postgres(ctx context.Context, logf func(string, ...any)) []*sub
 		return fail(err)
 	}
 	de.closers = append(de.closers, b.Close)
+	de.probes["bpg"] = pgProbe(url)
 	return []*subject{
 		{name: raw, id: "rawpg", kind: "postgres",
 			mutex: func(ctx context.Context, key string) (mutexH, error) {
@@ -178,6 +180,7 @@ func (de *dbEnv) mysql(ctx context.Context, logf func(string, ...any)) []*subjec
 		return fail(err)
 	}
 	de.closers = append(de.closers, b.Close)
+	de.probes["bmy"] = mysqlProbe("root@tcp(" + s.addr + ")/baton")
 	return []*subject{
 		{name: raw, id: "rawmy", kind: "mysql",
 			mutex: func(ctx context.Context, key string) (mutexH, error) {
@@ -265,6 +268,7 @@ func (de *dbEnv) zookeeper(ctx context.Context, logf func(string, ...any)) []*su
 		return fail(err)
 	}
 	de.closers = append(de.closers, b.Close)
+	de.probes["bzk"] = zkProbe(shared, "/baton-bench")
 	acl := zk.WorldACL(zk.PermAll)
 	return []*subject{
 		{name: peer, id: "zkrecipe", kind: "zookeeper",
@@ -313,6 +317,9 @@ func planDB(cfg config, de *dbEnv, want map[string]bool) []*plannedTable {
 			newPlanned(id("handoff"), sec.title, sec.what+" handoff: holder's Unlock to the blocked waiter (another client) holding", "latency", "mutex",
 				refs, subs, handoffRun("handoff", cfg.handoffs, 5*time.Millisecond)),
 		)...)
+		if bs := pick(subs, func(s *subject) bool { return s.baton && de.probes[s.id].objects != nil }); len(bs) > 0 {
+			ts = append(ts, residueTable(id("residue"), sec.title, residueTitle(sec.title, de.probes[bs[0].id].what, cfg.residue), cfg.residue, bs, de.probes))
+		}
 	}
 	return ts
 }

@@ -18,7 +18,9 @@ type goal struct {
 	// (the best of refs' cost over the subject's, at least bound),
 	// "fairness" (at least bound), "worst_wait", "median" and "p99" (the
 	// worst wait, the median or the 99th percentile latency, at most bound,
-	// in ns), "bytes" (the memory figure, at most bound).
+	// in ns), "bytes" (the memory figure, at most bound), "left" (objects
+	// a network backend left after the wait of a residue run, at most
+	// bound).
 	kind  string
 	refs  []string
 	bound float64
@@ -49,6 +51,12 @@ var goals = []goal{
 	{"futex Mutex, open+Lock+Unlock+Close on a name already open ≤ 2 µs median", "open-known", "baton local/futex", "median", nil, 2e3},
 	{"futex Mutex, open+Lock+Unlock+Close on a fresh name ≤ 20 µs median", "open-fresh", "baton local/futex", "median", nil, 20e3},
 	{"futex Mutex, files left after many distinct names ≤ 4 KiB (not growing with the count)", "residue", "baton local/futex", "bytes", nil, 4096},
+	{"Redis, keys left after many distinct names and the idle time ≤ 4 (bounded, not growing with the count)", "redis-residue", "baton redis", "left", nil, 4},
+	{"Redlock, keys left after many distinct names and the idle time ≤ 4 (bounded, not growing with the count)", "redis-residue", "baton redlock 3 nodes", "left", nil, 4},
+	{"etcd, keys left after many distinct names and the idle time ≤ 4 (bounded, not growing with the count)", "etcd-residue", "baton etcd", "left", nil, 4},
+	{"PostgreSQL, rows left after many distinct names and the idle time ≤ 4 (bounded, not growing with the count)", "pg-residue", "baton pglock", "left", nil, 4},
+	{"MariaDB, rows left after many distinct names and the idle time ≤ 4 (bounded, not growing with the count)", "mysql-residue", "baton mysqllock", "left", nil, 4},
+	{"ZooKeeper, znodes left after many distinct names and the idle time ≤ 4 (bounded, not growing with the count)", "zk-residue", "baton zklock", "left", nil, 4},
 	{"PostgreSQL, uncontended Lock+Unlock ≤ 1.3× the raw floor", "pg-uncontended", "baton pglock", "cost", []string{"raw pg_advisory_lock"}, 1.3},
 	{"PostgreSQL, handoff to another client ≤ 2 ms median", "pg-handoff", "baton pglock", "median", nil, 2e6},
 	{"PostgreSQL, 16 clients on one name: fairness ≥ 0.9", "pg-c16", "baton pglock", "fairness", nil, 0.9},
@@ -156,12 +164,14 @@ func checkGoal(res *results, g goal) goalResult {
 			v[i] = s.Fairness
 		}
 		gr.Measured = medianCI(label, v)
-	case "worst_wait", "median", "p99", "bytes":
+	case "worst_wait", "median", "p99", "bytes", "left":
 		v := make([]float64, len(r.Samples))
 		for i, s := range r.Samples {
 			switch g.kind {
 			case "bytes":
 				v[i] = float64(s.Bytes)
+			case "left":
+				v[i] = float64(s.LeftAfterWait)
 			case "median":
 				v[i] = float64(s.P50)
 			case "p99":
@@ -193,6 +203,11 @@ func (gr goalResult) shown() string {
 			return fmtDur(iv.Value)
 		}
 		return fmt.Sprintf("%s [%s–%s]", fmtDur(iv.Value), fmtDur(iv.Lo), fmtDur(iv.Hi))
+	case "left":
+		if !iv.known() {
+			return fmt.Sprintf("%.0f", iv.Value)
+		}
+		return fmt.Sprintf("%.0f [%.0f–%.0f]", iv.Value, iv.Lo, iv.Hi)
 	case "bytes":
 		if !iv.known() {
 			return fmtBytes(iv.Value)

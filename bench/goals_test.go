@@ -3,6 +3,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -140,6 +141,34 @@ func TestResidueGoalJudgesBytes(t *testing.T) {
 		g := goalOf(t, checkGoals(&results{Tables: []*table{tb}}), "futex Mutex, files left")
 		if g.Verdict != c.verdict {
 			t.Errorf("%d bytes left: %s (%s), want %s", c.bytes, g.Verdict, g.shown(), c.verdict)
+		}
+	}
+}
+
+// A network backend's residue goal judges the objects left after the wait,
+// at most its bound, whatever was there right after; the table shows both
+// and the server memory, or that the server reports none.
+func TestNetResidueGoalJudgesObjectsLeft(t *testing.T) {
+	for _, c := range []struct {
+		left    int64
+		verdict string
+	}{{0, "met"}, {3, "met"}, {2000, "not met"}} {
+		r := &row{Subject: "baton mysqllock", Baton: true}
+		for range 5 {
+			r.Samples = append(r.Samples, sample{Ops: 2000, Left: 2000, LeftAfterWait: c.left, Seconds: 12.5, Bytes: -1})
+		}
+		tb := &table{ID: "mysql-residue", Section: "S", Title: "T", Metric: "memory", Rows: []*row{r}}
+		finishTable(tb)
+		g := goalOf(t, checkGoals(&results{Tables: []*table{tb}}), "MariaDB, rows left")
+		if g.Verdict != c.verdict {
+			t.Errorf("%d rows left: %s (%s), want %s", c.left, g.Verdict, g.shown(), c.verdict)
+		}
+		head, cells := tb.columns()
+		if want := []string{"subject", "left right after", "left after the wait", "wait", "server memory growth"}; !slices.Equal(head, want) {
+			t.Fatalf("head %q, want %q", head, want)
+		}
+		if cells[0][1] != "2000 [2000–2000]" || cells[0][4] != "not reported" {
+			t.Errorf("cells %q", cells[0])
 		}
 	}
 }

@@ -302,6 +302,11 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			t.pin = true
 		}
 		ts = append(ts, rts...)
+		if len(ce.clients) > 0 {
+			probes := map[string]residueProbe{"bredis": redisProbe(ce.clients[0]), "bredlock": redisProbe(ce.clients...)}
+			bs := pick(redisSubs, func(s *subject) bool { return probes[s.id].objects != nil })
+			ts = append(ts, residueTable("redis-residue", sec, residueTitle("Redis", "keys", cfg.residue), cfg.residue, bs, probes))
+		}
 	}
 	if want["etcd"] && len(etcdSubs) > 0 {
 		const sec = "etcd"
@@ -314,6 +319,11 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 		}
 		ts = append(ts, networked(newPlanned("etcd-handoff", sec, "etcd mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
 			refs, etcdSubs, handoffRun("handoff", cfg.handoffs, 15*time.Millisecond)))...)
+		if ce.etcdC != nil {
+			probes := map[string]residueProbe{"betcd": etcdProbe(ce.etcdC)}
+			bs := pick(etcdSubs, func(s *subject) bool { return probes[s.id].objects != nil })
+			ts = append(ts, residueTable("etcd-residue", sec, residueTitle("etcd", "keys", cfg.residue), cfg.residue, bs, probes))
+		}
 	}
 	if (want["redis"] || want["etcd"]) && len(ce.subjects) > 0 {
 		const sec = "Cluster semaphores and RW locks"

@@ -80,7 +80,14 @@ var figures = []struct {
 	{"cpu_per_op", func(s sample) float64 { return float64(s.CPUPerOp) }},
 	{"fairness", func(s sample) float64 { return s.Fairness }},
 	{"bytes", func(s sample) float64 { return float64(s.Bytes) }},
+	{"left", func(s sample) float64 { return float64(s.Left) }},
+	{"left_after_wait", func(s sample) float64 { return float64(s.LeftAfterWait) }},
+	{"seconds", func(s sample) float64 { return s.Seconds }},
 }
+
+// netResidue reports whether t is the residue table of a network backend
+// (objects left, a wait, server memory).
+func (t *table) netResidue() bool { return t.Metric == "memory" && strings.HasSuffix(t.ID, "-residue") }
 
 // cost is the figure ratios compare: lower is better.
 func (t *table) cost(r *row) float64 {
@@ -254,6 +261,12 @@ func (t *table) columns() ([]string, [][]string) {
 		head = []string{"subject", "ops/s median [min–max]", "p50", "p99", "max", "worst wait", "CPU/op", "fairness"}
 	case "latency":
 		head = []string{"subject", "p50 median [min–max]", "p99", "max"}
+	case "memory":
+		if t.netResidue() {
+			head = []string{"subject", "left right after", "left after the wait", "wait", "server memory growth"}
+			break
+		}
+		fallthrough
 	default:
 		head = []string{"subject", "bytes median [min–max]"}
 	}
@@ -293,6 +306,17 @@ func (t *table) columns() ([]string, [][]string) {
 		case "latency":
 			c = append(c, withRange(r.Summary["p50"], fmtDur), fmtDur(m("p99")), fmtDur(m("max")))
 		default:
+			if t.netResidue() {
+				mem := "not reported"
+				if m("bytes") >= 0 {
+					mem = withRange(r.Summary["bytes"], fmtBytes)
+				}
+				count := func(k string) string {
+					return withRange(r.Summary[k], func(v float64) string { return fmt.Sprintf("%.0f", v) })
+				}
+				c = append(c, count("left"), count("left_after_wait"), fmtDur(m("seconds")*1e9), mem)
+				break
+			}
 			c = append(c, withRange(r.Summary["bytes"], fmtBytes))
 		}
 		for _, ref := range t.Refs {

@@ -98,6 +98,12 @@ type sample struct {
 	Fairness float64 `json:"fairness,omitempty"`
 	// Bytes is the memory figure of the memory workloads.
 	Bytes int64 `json:"bytes,omitempty"`
+	// Left and LeftAfterWait are the objects (keys, rows, znodes) that the
+	// residue runs of network backends leave, right after the last Close
+	// and after waiting for the backend to give them back; Bytes is then
+	// the growth of the server's memory, -1 where it reports none.
+	Left          int64 `json:"left,omitempty"`
+	LeftAfterWait int64 `json:"left_after_wait,omitempty"`
 }
 
 // summary is the median and range of one figure over the repetitions.

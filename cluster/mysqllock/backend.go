@@ -51,6 +51,8 @@ type backend struct {
 	mu      sync.Mutex
 	drivers map[any]func()        // guarded by mu: open drivers and their close
 	polls   map[string]*valuePoll // guarded by mu: the pollers of names with waiting Values
+
+	jan janitor // the sweeps of idle rows (reclaim.go)
 }
 
 type tables struct{ lock, hold, cond, value string }
@@ -91,12 +93,14 @@ func newBackend(ctx context.Context, db *sql.DB, opts []lease.Option, own bool) 
 	if err := b.createTables(ctx); err != nil {
 		return nil, err
 	}
+	if err := b.sweep(ctx, b.idle()); err != nil {
+		return nil, fmt.Errorf("delete the rows of idle names: %w", err)
+	}
 	return b, nil
 }
 
-// createTables creates the tables that are missing. Rows of the lock table
-// are never deleted by the package: they carry each name's fencing
-// counter.
+// createTables creates the tables that are missing, and the floor row of
+// the lock table (reclaim.go).
 func (b *backend) createTables(ctx context.Context) error {
 	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS ` + b.t.lock + ` (
@@ -135,6 +139,9 @@ func (b *backend) createTables(ctx context.Context) error {
 			return fmt.Errorf("create tables: %w", err)
 		}
 	}
+	if err := b.makeFloor(ctx); err != nil {
+		return fmt.Errorf("create tables: %w", err)
+	}
 	return nil
 }
 
@@ -161,24 +168,19 @@ func (b *backend) owner() string {
 
 // rowOnce creates a handle's lock table row at its first acquisition, not
 // when the handle is opened, so that opening a handle asks the server
-// nothing (the Backend checked the server when it was opened).
+// nothing (the Backend checked the server when it was opened). A row swept
+// later is made again by the acquisition that finds it missing.
 type rowOnce struct{ made atomic.Bool }
 
 func (r *rowOnce) ensure(ctx context.Context, b *backend, k string) error {
 	if r.made.Load() {
 		return nil
 	}
-	if err := b.ensureRow(ctx, k, 0); err != nil {
+	if _, err := b.ensureRow(ctx, k, 0); err != nil {
 		return err
 	}
 	r.made.Store(true)
 	return nil
-}
-
-// ensureRow creates the lock table row of k if it is missing.
-func (b *backend) ensureRow(ctx context.Context, k string, capacity int64) error {
-	_, err := b.db.ExecContext(ctx, `INSERT IGNORE INTO `+b.t.lock+` (name, capacity) VALUES (?, ?)`, k, capacity)
-	return err
 }
 
 // bg returns a context for a statement that must not be abandoned half-way
@@ -222,7 +224,7 @@ func (b *backend) OpenRWMutex(ctx context.Context, name string) (driver.Lock, er
 
 func (b *backend) OpenSemaphore(ctx context.Context, name string, permits int64) (driver.Semaphore, error) {
 	s := &sem{state{b: b, key: key('s', name), capacity: permits}}
-	if err := b.ensureRow(ctx, s.key, permits); err != nil {
+	if _, err := b.ensureRow(ctx, s.key, permits); err != nil {
 		return nil, err
 	}
 	var got int64
@@ -261,6 +263,7 @@ func (b *backend) Close() error {
 	for _, fn := range fns {
 		fn()
 	}
+	b.jan.stop()
 	if b.ownDB {
 		return b.db.Close()
 	}

@@ -8,9 +8,13 @@
 //
 // Every hold is a row with an owner and an expiry (a lease of the TTL,
 // default 10 s, counted by the server's clock), renewed in the background
-// every renewal period. The lock table has one row per name, never
-// deleted, that carries the name's fencing counter, so tokens keep
-// increasing across restarts of clients and of the server.
+// every renewal period. The lock table has one row per name in use, that
+// carries the name's fencing counter, so tokens keep increasing across
+// restarts of clients and of the server. The rows of Mutex and RWMutex
+// names free for longer than the TTL are deleted; a floor row, raised
+// before rows are deleted, is the counter a row made again starts from, so
+// tokens keep increasing across that too. A Semaphore's row (its capacity)
+// stays.
 //
 //   - Mutex: the name's row itself is the lock. One statement takes it
 //     when it is free or its lease has run out, draws the next token and
@@ -75,9 +79,8 @@
 // The Backend is a baton.Inspector (the baton command's status, ls and
 // rm): a Mutex's holder, token and lease time left, an RWMutex's and a
 // Semaphore's holders and queued requests, a Cond's waiters. Remove frees
-// a Mutex and keeps its row, so that its tokens keep increasing; it
-// deletes a Semaphore's row, so that it may be created again with another
-// capacity.
+// a Mutex; it deletes a Semaphore's row, so that it may be created again
+// with another capacity, and its tokens go on from the floor.
 //
 // # Work queues
 //

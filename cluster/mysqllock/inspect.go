@@ -124,8 +124,8 @@ func (b *backend) inspectKey(ctx context.Context, k string) (baton.Info, error) 
 	return info, rows.Err()
 }
 
-// Remove frees the object: a Mutex's row is freed (and kept, with its
-// fencing counter), an RWMutex's and a Semaphore's holders and queued
+// Remove frees the object: a Mutex's row is freed (and left to the sweep,
+// reclaim.go), an RWMutex's and a Semaphore's holders and queued
 // requests are deleted (a Semaphore's row too, so it may be created again
 // with another capacity), and a Cond's waiters are woken. Holders learn of
 // the loss at their next renewal.
@@ -134,7 +134,8 @@ func (b *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 	if err != nil {
 		return err
 	}
-	if _, err := b.inspectKey(ctx, k); err != nil {
+	info, err := b.inspectKey(ctx, k)
+	if err != nil {
 		return err
 	}
 	switch k[0] {
@@ -142,7 +143,10 @@ func (b *backend) Remove(ctx context.Context, kind baton.Kind, name string) erro
 		_, err = b.db.ExecContext(ctx, `UPDATE `+b.t.lock+` SET owner = '', expires = '1970-01-01' WHERE name = ?`, k)
 	case 'r', 's':
 		if _, err = b.db.ExecContext(ctx, `DELETE FROM `+b.t.hold+` WHERE name = ?`, k); err == nil && k[0] == 's' {
-			_, err = b.db.ExecContext(ctx, `DELETE FROM `+b.t.lock+` WHERE name = ?`, k)
+			// The floor first, so that the name's tokens go on from it.
+			if err = b.raiseFloor(ctx, uint64(info.LastToken)); err == nil {
+				_, err = b.db.ExecContext(ctx, `DELETE FROM `+b.t.lock+` WHERE name = ? AND token <= ?`, k, uint64(info.LastToken))
+			}
 		}
 	case 'c':
 		_, err = b.db.ExecContext(ctx, `UPDATE `+b.t.cond+` SET signalled = 1 WHERE name = ?`, k)

@@ -43,9 +43,10 @@ type mgrant struct {
 // the next token (the counter moves by passTokens+1, pass.go), starts the
 // lease, and (get) tries the user-level lock at
 // once, in one statement. Its insert id carries the token and whether the
-// user-level lock was taken: token*2 + taken. Every SET clause reads only
-// the old row, so the statement means the same whether the server assigns
-// left to right or simultaneously.
+// user-level lock was taken: token*2 + taken; 1 when the row is there but
+// not free, 0 when it is missing (swept, reclaim.go). Every SET clause reads
+// only the old row, so the statement means the same whether the server
+// assigns left to right or simultaneously.
 //
 // A claim that queues (Lock's first claim) also leaves the row alone while
 // another session holds the user-level lock: that session is, but for the
@@ -59,7 +60,7 @@ type mgrant struct {
 // past it.
 const claimSet = `UPDATE %[1]s SET token = token + %[2]d + LAST_INSERT_ID((token + %[2]d) * 2 + %[3]s) * 0,
 	owner = ?, expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-	WHERE name = ? AND (owner = '' OR expires <= UTC_TIMESTAMP(6))%[4]s`
+	WHERE name = ? AND IF((owner = '' OR expires <= UTC_TIMESTAMP(6))%[4]s, TRUE, LAST_INSERT_ID(1) = 0)`
 
 // Kinds of claim.
 const (
@@ -79,9 +80,23 @@ func (m *mutex) claimSQL(kind int) string {
 		" AND COALESCE(IS_USED_LOCK(?) = CONNECTION_ID(), TRUE)")
 }
 
-// claim runs the claim statement on c. ok reports whether the row was
-// taken.
+// claim runs the claim statement on c, and when the row is missing makes
+// it and runs it again. ok reports whether the row was taken.
 func (m *mutex) claim(ctx context.Context, c *sconn, owner string, kind int) (token uint64, took, ok bool, sent time.Time, err error) {
+	token, took, ok, missing, sent, err := m.claimOnce(ctx, c, owner, kind)
+	if err != nil || !missing {
+		return token, took, ok, sent, err
+	}
+	if _, err := m.b.ensureRow(ctx, m.key, 0); err != nil {
+		return 0, false, false, sent, err
+	}
+	token, took, ok, _, sent, err = m.claimOnce(ctx, c, owner, kind)
+	return token, took, ok, sent, err
+}
+
+// claimOnce runs the claim statement on c; missing reports that the row is
+// not there.
+func (m *mutex) claimOnce(ctx context.Context, c *sconn, owner string, kind int) (token uint64, took, ok, missing bool, sent time.Time, err error) {
 	bctx, cancel := m.b.bg(ctx)
 	defer cancel()
 	args := []any{}
@@ -99,15 +114,15 @@ func (m *mutex) claim(ctx context.Context, c *sconn, owner string, kind int) (to
 		// taken, and the connection with whatever user-level lock.
 		m.dropConn(c)
 		m.b.cleanupRow(m.key, owner)
-		return 0, false, false, sent, err
+		return 0, false, false, false, sent, err
 	}
 	c.used()
 	n, _ := res.RowsAffected()
-	if n == 0 {
-		return 0, false, false, sent, nil
-	}
 	id, _ := res.LastInsertId()
-	return uint64(id) >> 1, kind == claimHeld || id&1 == 1, true, sent, nil
+	if n == 0 {
+		return 0, false, false, id == 0, sent, nil
+	}
+	return uint64(id) >> 1, kind == claimHeld || id&1 == 1, true, false, sent, nil
 }
 
 // cleanupRow frees k's row if owner holds it, in the background.
@@ -115,7 +130,7 @@ func (b *backend) cleanupRow(k, owner string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.c.RequestTimeout)
 		defer cancel()
-		_, _ = b.db.ExecContext(ctx, `UPDATE `+b.t.lock+` SET owner = '', expires = '1970-01-01' WHERE name = ? AND owner = ?`, k, owner)
+		_, _ = b.db.ExecContext(ctx, `UPDATE `+b.t.lock+` SET owner = '', expires = UTC_TIMESTAMP(6) WHERE name = ? AND owner = ?`, k, owner)
 	}()
 }
 
@@ -256,7 +271,7 @@ func (m *mutex) wait(ctx context.Context, c *sconn, owner string) (bdriver.Grant
 		backoff = min(2*backoff, 50*time.Millisecond)
 		return nil
 	}
-	if err := m.b.ensureRow(ctx, m.key, 0); err != nil && ctx.Err() != nil {
+	if _, err := m.b.ensureRow(ctx, m.key, 0); err != nil && ctx.Err() != nil {
 		return bdriver.Grant{}, ctx.Err()
 	}
 	for {
@@ -321,6 +336,8 @@ func (m *mutex) Release(ctx context.Context, gr bdriver.Grant) error {
 	}
 	g.keeper.Stop()
 	defer m.settle(g.sc)
+	// The release time on the row is when the name went idle.
+	defer m.b.released()
 	bctx, cancel := m.b.bg(ctx)
 	defer cancel()
 	// unsure: the release on the holder's session failed, and the server
@@ -329,7 +346,7 @@ func (m *mutex) Release(ctx context.Context, gr bdriver.Grant) error {
 	if g.held {
 		// One statement frees the row and the user-level lock; the latter
 		// only if the row was still this holder's.
-		res, err := g.sc.exec(bctx, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01',
+		res, err := g.sc.exec(bctx, `UPDATE `+m.b.t.lock+` SET owner = '', expires = UTC_TIMESTAMP(6),
 			token = token + LAST_INSERT_ID(COALESCE(RELEASE_LOCK(?), 2)) * 0
 			WHERE name = ? AND owner = ?`, m.ulock, m.key, g.owner)
 		if err != nil {
@@ -345,7 +362,7 @@ func (m *mutex) Release(ctx context.Context, gr bdriver.Grant) error {
 		}
 	}
 	if !freed && (!g.held || bctx.Err() == nil) {
-		res, err := m.b.db.ExecContext(bctx, `UPDATE `+m.b.t.lock+` SET owner = '', expires = '1970-01-01' WHERE name = ? AND owner = ?`, m.key, g.owner)
+		res, err := m.b.db.ExecContext(bctx, `UPDATE `+m.b.t.lock+` SET owner = '', expires = UTC_TIMESTAMP(6) WHERE name = ? AND owner = ?`, m.key, g.owner)
 		if err != nil {
 			if lerr := gr.Loss.Err(); lerr != nil {
 				return lerr

@@ -126,7 +126,7 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 		return nil, fmt.Errorf("create job table: %w", err)
 	}
 	for _, k := range []string{d.ids, d.toks, d.count} {
-		if err := b.ensureRow(ctx, k, 0); err != nil {
+		if _, err := b.ensureRow(ctx, k, 0); err != nil {
 			return nil, err
 		}
 	}

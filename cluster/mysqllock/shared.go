@@ -45,48 +45,60 @@ type holdRow struct {
 	token uint64
 }
 
-// attempt tries once to grant mode (n permits) to owner. With queue set, a
+// attempt tries once to grant mode (n permits) to owner, making the name's
+// row first when it is missing (swept, reclaim.go). With queue set, a
 // refused request keeps (or takes) a place in the queue.
 func (s *state) attempt(ctx context.Context, owner string, mode int, n int64, queue bool) (tok uint64, ok bool, sent time.Time, err error) {
+	tok, ok, missing, sent, err := s.attemptOnce(ctx, owner, mode, n, queue)
+	if err != nil || !missing {
+		return tok, ok, sent, err
+	}
+	bctx, cancel := s.b.bg(ctx)
+	_, err = s.b.ensureRow(bctx, s.key, s.capacity)
+	cancel()
+	if err != nil {
+		return 0, false, sent, err
+	}
+	tok, ok, _, sent, err = s.attemptOnce(ctx, owner, mode, n, queue)
+	return tok, ok, sent, err
+}
+
+func (s *state) attemptOnce(ctx context.Context, owner string, mode int, n int64, queue bool) (tok uint64, ok, missing bool, sent time.Time, err error) {
 	bctx, cancel := s.b.bg(ctx)
 	defer cancel()
 	sent = time.Now()
 	tx, err := s.b.db.BeginTx(bctx, nil)
 	if err != nil {
-		return 0, false, sent, err
+		return 0, false, false, sent, err
 	}
 	defer tx.Rollback()
 	var counter uint64
 	var capacity int64
 	if err := tx.QueryRowContext(bctx, `SELECT token, capacity FROM `+s.b.t.lock+` WHERE name = ? FOR UPDATE`, s.key).Scan(&counter, &capacity); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			// Removed since the handle was opened: recreate it.
-			if err := s.b.ensureRow(bctx, s.key, s.capacity); err != nil {
-				return 0, false, sent, err
-			}
-			return 0, false, sent, nil
+			return 0, false, true, sent, nil
 		}
-		return 0, false, sent, err
+		return 0, false, false, sent, err
 	}
 	if _, err := tx.ExecContext(bctx, `DELETE FROM `+s.b.t.hold+` WHERE name = ? AND expires <= UTC_TIMESTAMP(6)`, s.key); err != nil {
-		return 0, false, sent, err
+		return 0, false, false, sent, err
 	}
 	rows, err := tx.QueryContext(bctx, `SELECT owner, mode, n, token FROM `+s.b.t.hold+` WHERE name = ?`, s.key)
 	if err != nil {
-		return 0, false, sent, err
+		return 0, false, false, sent, err
 	}
 	var hs []holdRow
 	for rows.Next() {
 		var h holdRow
 		if err := rows.Scan(&h.owner, &h.mode, &h.n, &h.token); err != nil {
 			rows.Close()
-			return 0, false, sent, err
+			return 0, false, false, sent, err
 		}
 		hs = append(hs, h)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, false, sent, err
+		return 0, false, false, sent, err
 	}
 	var place uint64 // this request's place in the queue; 0: none
 	for _, h := range hs {
@@ -98,13 +110,13 @@ func (s *state) attempt(ctx context.Context, owner string, mode int, n int64, qu
 	switch {
 	case ok:
 		tok = counter + 1
-		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.lock+` SET token = ? WHERE name = ?`, tok, s.key)
+		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.lock+` SET token = ?, expires = UTC_TIMESTAMP(6) WHERE name = ?`, tok, s.key)
 		if err == nil {
 			_, err = tx.ExecContext(bctx, `REPLACE INTO `+s.b.t.hold+` (name, owner, mode, n, token, expires)
 				VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, s.key, owner, mode, n, tok, s.b.ttlMicros())
 		}
 	case queue && place == 0 && (mode == modeExcl || !s.rw):
-		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.lock+` SET token = ? WHERE name = ?`, counter+1, s.key)
+		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.lock+` SET token = ?, expires = UTC_TIMESTAMP(6) WHERE name = ?`, counter+1, s.key)
 		if err == nil {
 			_, err = tx.ExecContext(bctx, `INSERT INTO `+s.b.t.hold+` (name, owner, mode, n, token, expires)
 				VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, s.key, owner, modeWaiting, n, counter+1, s.b.ttlMicros())
@@ -114,12 +126,12 @@ func (s *state) attempt(ctx context.Context, owner string, mode int, n int64, qu
 			s.b.ttlMicros(), s.key, owner)
 	}
 	if err != nil {
-		return 0, false, sent, err
+		return 0, false, false, sent, err
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, false, sent, err
+		return 0, false, false, sent, err
 	}
-	return tok, ok, sent, nil
+	return tok, ok, false, sent, nil
 }
 
 // grantable decides a request on the rows of the name. Writers are
@@ -223,6 +235,7 @@ func (s *state) release(ctx context.Context, gr bdriver.Grant, n int64, all bool
 	}
 	if all {
 		g.keeper.Stop()
+		defer s.b.released()
 	}
 	bctx, cancel := s.b.bg(ctx)
 	defer cancel()
