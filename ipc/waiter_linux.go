@@ -54,10 +54,7 @@ const (
 	fallbackSlice = time.Millisecond
 )
 
-var (
-	noWaitv atomic.Bool // futex_waitv returned ENOSYS
-	noPidfd atomic.Bool // pidfd_open returned ENOSYS
-)
+var noWaitv atomic.Bool // futex_waitv returned ENOSYS
 
 // Watch makes the Waiter's sleeps end when the process that has pid, with
 // start-time tag, exits, and reports dead when it has exited already (or
@@ -118,17 +115,11 @@ func (w *Waiter) watch(k procKey) (dead bool) {
 	if w.watches == nil {
 		w.watches = map[procKey]*watchRef{}
 	}
-	if !noPidfd.Load() {
-		e, dead, err := subscribe(k, w)
-		if err == nil {
-			if !dead {
-				w.watches[k] = &watchRef{e: e, round: w.round}
-			}
-			return dead
+	if e, dead, err := subscribe(k, w); err == nil {
+		if !dead {
+			w.watches[k] = &watchRef{e: e, round: w.round}
 		}
-		if err == errNoPidfd {
-			noPidfd.Store(true)
-		}
+		return dead
 	}
 	p, dead, err := WatchProc(k.pid, k.tag)
 	if err != nil || dead {
@@ -247,6 +238,8 @@ func (w *Waiter) Ring() {
 		unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&w.bell)), futexWake|futexPrivate, 1, 0, 0, 0)
 	}
 }
+
+func (w *Waiter) ring() { w.Ring() }
 
 // Close ends the Waiter's watches. The Waiter may be used again.
 func (w *Waiter) Close() {
