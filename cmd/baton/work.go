@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,9 +80,9 @@ func work(cmd *cobra.Command, f *workFlags, args []string) error {
 	case len(argv) == 0:
 		return usageErrorf("missing command after NAME %q", name)
 	}
-	path, err := exec.LookPath(argv[0])
+	path, err := commandPath(argv)
 	if err != nil {
-		return exitWith(exitNoExec, fmt.Errorf("cannot execute %s: %v", argv[0], errors.Unwrap(err)))
+		return err
 	}
 	grace := 5 * time.Second
 	if f.grace.set {
@@ -185,21 +184,8 @@ func (w *worker) run(killCtx context.Context, j *baton.Job) {
 			"BATON_TOKEN="+strconv.FormatUint(uint64(j.Token()), 10)),
 		SysProcAttr: sysProcAttr(true),
 	}
-	waitc := make(chan error, 1)
-	startc := make(chan error, 1)
-	go func() {
-		// The parent-death signal follows the thread that started the
-		// command: keep that thread until it ends.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := c.Start(); err != nil {
-			startc <- err
-			return
-		}
-		startc <- nil
-		waitc <- c.Wait()
-	}()
-	if err := <-startc; err != nil {
+	waitc, err := startCommand(c)
+	if err != nil {
 		w.end(ctx, j, fmt.Sprintf("cannot execute %s: %v", w.argv[0], err))
 		return
 	}
