@@ -73,13 +73,8 @@ func (w *Waiter) Watch(pid int, tag uint32) (dead bool) {
 		return tag != self.Tag()
 	}
 	k := procKey{pid: pid, tag: tag}
-	if r := w.watches[k]; r != nil {
-		if r.dead() {
-			w.drop(k, r)
-			return true
-		}
-		r.round = w.round
-		return false
+	if watched, dead := w.known(k); watched {
+		return dead
 	}
 	return w.watch(k)
 }
@@ -100,15 +95,27 @@ func (w *Waiter) WatchExit(pid int) (exited bool) {
 		return true
 	}
 	k := procKey{pid: pid, tag: p.Tag(), group: true}
-	if r := w.watches[k]; r != nil && r.e != nil {
-		if r.e.exited() {
-			w.drop(k, r)
-			return true
-		}
-		r.round = w.round
-		return false
+	if watched, exited := w.known(k); watched {
+		return exited
 	}
 	return w.watch(k)
+}
+
+// known looks k up among the Waiter's watches: watched reports that it is
+// one (kept for this round), dead that its process has exited (and the
+// watch is dropped). A group watch in slices cannot tell an exit from an
+// exiting, so it never reports dead: the caller's next look tells.
+func (w *Waiter) known(k procKey) (watched, dead bool) {
+	r := w.watches[k]
+	switch {
+	case r == nil:
+		return false, false
+	case (r.e != nil || !k.group) && r.dead():
+		w.drop(k, r)
+		return true, true
+	}
+	r.round = w.round
+	return true, false
 }
 
 func (w *Waiter) watch(k procKey) (dead bool) {
