@@ -100,16 +100,11 @@ func work(cmd *cobra.Command, f *workFlags, args []string) error {
 	defer stopClaims()
 	killCtx, killAll := context.WithCancel(context.Background())
 	defer killAll()
-	b, err := openBackend(claimCtx, raw, backendOptions{})
+	q, closeQueue, err := openQueue(claimCtx, raw, name)
 	if err != nil {
-		return exitWith(exitBackend, err)
+		return err
 	}
-	defer closeBackend(b, releaseTimeout)
-	q, err := b.Queue(claimCtx, name)
-	if err != nil {
-		return queueErr(err)
-	}
-	defer q.Close()
+	defer closeQueue()
 	childURL, childEnv := childBackend(raw)
 	w := &worker{q: q, name: name, path: path, argv: argv, grace: grace, env: append(append(os.Environ(), "BATON_NAME="+name, "BATON_BACKEND="+childURL), childEnv...)}
 	var (
