@@ -75,6 +75,14 @@ func startCommand(cmd *exec.Cmd) (<-chan error, error) {
 	return waitc, nil
 }
 
+// termThenKill sends SIGTERM to the command p (to its process group with
+// group) and returns the channel on which the time to send SIGKILL comes:
+// after grace, if it has not ended by then.
+func termThenKill(p *os.Process, group bool, grace time.Duration) <-chan time.Time {
+	_ = signalChild(p, sigTerm, group)
+	return time.After(grace)
+}
+
 // serve runs fn with a context that the first signal on sigc that comes
 // while no command runs cancels (signals that come while one runs are
 // passed on to it), and returns when fn has: with the exit status of that
@@ -125,8 +133,7 @@ func (c *child) run(ctx context.Context, path string, argv, env []string, grace 
 		select {
 		case <-done:
 			done, stopped = nil, true
-			_ = signalChild(cmd.Process, sigTerm, c.group)
-			killc = time.After(grace)
+			killc = termThenKill(cmd.Process, c.group, grace)
 		case <-killc:
 			_ = signalChild(cmd.Process, sigKill, c.group)
 		case err := <-waitc:

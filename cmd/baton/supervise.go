@@ -88,8 +88,7 @@ run:
 			switch f.onLost {
 			case "term":
 				fmt.Fprintf(os.Stderr, "%s; sending SIGTERM to the command (SIGKILL in %v)\n", msg, r.grace)
-				_ = signalChild(c.Process, sigTerm, group)
-				killc = time.After(r.grace)
+				killc = termThenKill(c.Process, group, r.grace)
 			case "kill":
 				fmt.Fprintf(os.Stderr, "%s; killing the command\n", msg)
 				_ = signalChild(c.Process, sigKill, group)

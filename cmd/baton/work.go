@@ -193,8 +193,7 @@ wait:
 		case <-lostc:
 			lostc = nil
 			fmt.Fprintf(os.Stderr, "baton: job %d of %q: claim lost: %s; sending SIGTERM to the command (SIGKILL in %v)\n", j.ID(), w.name, errText(j.Err()), w.grace)
-			_ = signalChild(c.Process, sigTerm, true)
-			killc = time.After(w.grace)
+			killc = termThenKill(c.Process, true, w.grace)
 		case <-stopc:
 			stopc = nil
 			_ = signalChild(c.Process, sigTerm, true)
