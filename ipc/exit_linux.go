@@ -5,88 +5,73 @@ package ipc
 import (
 	"context"
 	"errors"
-	"os"
-	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
-// An ExitWatch calls a function once a process has exited, woken by a
-// pidfd in Go's netpoller: no timer, no thread of its own while it waits.
+// An ExitWatch calls a function once a process has exited. It is a
+// subscriber of the process's shared exit watch (one pidfd in Go's
+// netpoller per watched process, see exitWatch): no timer, no thread of
+// its own while it waits.
 type ExitWatch struct {
-	f    *os.File
-	done sync.WaitGroup
+	e     *exitWatch
+	fn    func()
+	state atomic.Uint32 // armed, then fired or stopped
+	done  chan struct{} // closed once fn has returned, when fired
 }
+
+const (
+	watchArmed uint32 = iota
+	watchFired
+	watchStopped
+)
 
 // NotifyExit calls fn (once, in a goroutine of its own) when the process
 // that has pid and whose start time has the low bits tag&mask has exited:
 // all its threads are gone, so it will never touch shared memory again. It
 // returns dead true, and calls nothing, when that process is gone already
-// (no such pid, a zombie, or a later process with the pid). Without pidfds
+// (no such pid, exited, or a later process with the pid). Without pidfds
 // (kernels before 5.3) it returns an error matching errors.ErrUnsupported.
 func NotifyExit(pid int, tag, mask uint32, fn func()) (w *ExitWatch, dead bool, err error) {
 	if pid <= 0 {
 		return nil, true, nil
 	}
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if errors.Is(err, unix.ESRCH) {
-		return nil, true, nil
-	}
-	if errors.Is(err, unix.ENOSYS) {
-		return nil, false, errors.ErrUnsupported
-	}
-	if err != nil {
-		return nil, false, os.NewSyscallError("pidfd_open", err)
-	}
-	// The pidfd names whatever process has pid now: check that it is the
-	// recorded one, and not exited already.
-	p, state, ok, err := LookupProc(pid)
-	if err != nil || !ok || uint32(p.Start)&mask != tag&mask || state == 'Z' || state == 'X' || exited(fd) {
-		unix.Close(fd)
+	p, _, ok, err := LookupProc(pid)
+	if err != nil || !ok || uint32(p.Start)&mask != tag&mask {
 		return nil, err == nil, err
 	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, false, err
+	// The watch is keyed by the whole tag, so that this watch shares the
+	// pidfd of the process with its Waiters' group watches.
+	w = &ExitWatch{fn: fn, done: make(chan struct{})}
+	e, dead, err := subscribe(procKey{pid: pid, tag: p.Tag(), group: true}, w)
+	if err != nil || dead {
+		return nil, dead, err
 	}
-	w = &ExitWatch{f: f}
-	w.done.Add(1)
-	go func() {
-		defer w.done.Done()
-		var gone bool
-		// Read returns once the pidfd is readable (the process exited) or
-		// the file is closed (Stop).
-		if rc.Read(func(fd uintptr) bool { gone = exited(int(fd)); return gone }) == nil && gone {
-			fn()
-		}
-	}()
+	w.e = e
 	return w, false, nil
 }
 
-// exited reports whether the pidfd fd is readable: its process exited.
-func exited(fd int) bool {
-	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(pfd, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		return err == nil && n > 0
+// ring is called by the exit watch at the exit.
+func (w *ExitWatch) ring() {
+	if w.state.CompareAndSwap(watchArmed, watchFired) {
+		go func() {
+			defer close(w.done)
+			w.fn()
+		}()
 	}
 }
 
-// Stop ends the watch and waits for its goroutine: fn is not called after
-// Stop returns (unless it was running already, and then it has returned).
-// Stopping nil or twice is a no-op.
+// Stop ends the watch: fn is not called after Stop returns (unless it was
+// running already, and then it has returned). Stopping nil or twice is a
+// no-op.
 func (w *ExitWatch) Stop() {
 	if w == nil {
 		return
 	}
-	w.f.Close()
-	w.done.Wait()
+	unsubscribe(w.e, w)
+	if !w.state.CompareAndSwap(watchArmed, watchStopped) && w.state.Load() == watchFired {
+		<-w.done
+	}
 }
 
 // WaitExit blocks until the process that has pid and whose start time has

@@ -13,23 +13,28 @@ import (
 )
 
 // The exit watches of the process: one pidfd per watched process, shared
-// by every Waiter of this process that watches it, and followed by Go's
-// network poller, so that a watch costs a parked goroutine and no CPU
-// until the process exits.
+// by every subscriber of this process that watches it (its Waiters and
+// the watches of NotifyExit), and followed by Go's network poller, so that
+// a watch costs a parked goroutine and no CPU until the process exits.
 
 // procKey names a watched process; group watches wait for every thread
-// of it to exit (see Waiter.WatchExit), the others for its main thread.
+// of it to exit (see Waiter.WatchExit and NotifyExit), the others for its
+// main thread.
 type procKey struct {
 	pid   int
 	tag   uint32
 	group bool
 }
 
+// A ringer is told of the exit by a call of ring, once, from the watch's
+// goroutine; ring must not block (a Waiter's wakes a futex).
+type ringer interface{ ring() }
+
 type exitWatch struct {
 	key  procKey
 	f    *os.File
-	dead bool                 // guarded by exits.mu: the process has exited
-	subs map[*Waiter]struct{} // guarded by exits.mu
+	dead bool                // guarded by exits.mu: the process has exited
+	subs map[ringer]struct{} // guarded by exits.mu
 }
 
 var exits struct {
@@ -37,19 +42,21 @@ var exits struct {
 	m  map[procKey]*exitWatch // guarded by mu
 }
 
-// noPidfdThread: pidfd_open refused PIDFD_THREAD (before Linux 6.9).
-var noPidfdThread atomic.Bool
+var (
+	noPidfd       atomic.Bool // pidfd_open returned ENOSYS
+	noPidfdThread atomic.Bool // pidfd_open refused PIDFD_THREAD (before Linux 6.9)
+)
 
 // errNoPidfd means that the kernel has no pidfd_open (before Linux 5.3):
 // waiters then look at the watched processes after each sleep slice.
-var errNoPidfd = errors.New("ipc: pidfd_open is not supported")
+var errNoPidfd = fmt.Errorf("ipc: pidfd_open: %w", errors.ErrUnsupported)
 
 // subscribe makes w rung when the process k exits. dead is true (and
 // nothing subscribed) when it has exited already, is exiting, or k's pid
 // is another process now.
 // A group watch subscribes a process that is exiting but has not exited
 // yet (its files not closed, its flocks still held) too.
-func subscribe(k procKey, w *Waiter) (e *exitWatch, dead bool, err error) {
+func subscribe(k procKey, w ringer) (e *exitWatch, dead bool, err error) {
 	exits.mu.Lock()
 	if e := exits.m[k]; e != nil {
 		defer exits.mu.Unlock()
@@ -60,7 +67,13 @@ func subscribe(k procKey, w *Waiter) (e *exitWatch, dead bool, err error) {
 		return e, false, nil
 	}
 	exits.mu.Unlock()
+	if noPidfd.Load() {
+		return nil, false, errNoPidfd
+	}
 	f, dead, err := openPidfd(k)
+	if err == errNoPidfd {
+		noPidfd.Store(true)
+	}
 	if err != nil || dead {
 		return nil, dead, err
 	}
@@ -81,17 +94,21 @@ func subscribe(k procKey, w *Waiter) (e *exitWatch, dead bool, err error) {
 	if exits.m == nil {
 		exits.m = map[procKey]*exitWatch{}
 	}
-	e = &exitWatch{key: k, f: f, subs: map[*Waiter]struct{}{w: {}}}
+	e = &exitWatch{key: k, f: f, subs: map[ringer]struct{}{w: {}}}
 	exits.m[k] = e
 	exits.mu.Unlock()
 	go e.wait()
 	return e, false, nil
 }
 
-// unsubscribe ends w's watch of e; the last one closes the pidfd, which
-// ends e's goroutine.
-func unsubscribe(e *exitWatch, w *Waiter) {
+// unsubscribe ends w's watch of e, if any; the last one closes the
+// pidfd, which ends e's goroutine.
+func unsubscribe(e *exitWatch, w ringer) {
 	exits.mu.Lock()
+	if _, ok := e.subs[w]; !ok {
+		exits.mu.Unlock()
+		return
+	}
 	delete(e.subs, w)
 	last := len(e.subs) == 0
 	if last && exits.m[e.key] == e {
@@ -129,13 +146,13 @@ func (e *exitWatch) wait() {
 	}
 	exits.mu.Lock()
 	e.dead = true
-	subs := make([]*Waiter, 0, len(e.subs))
+	subs := make([]ringer, 0, len(e.subs))
 	for w := range e.subs {
 		subs = append(subs, w)
 	}
 	exits.mu.Unlock()
 	for _, w := range subs {
-		w.Ring()
+		w.ring()
 	}
 }
 
@@ -223,10 +240,10 @@ func openPidfd(k procKey) (*os.File, bool, error) {
 	if k.group {
 		// A zombie main thread may wait for other threads still
 		// exiting, which keep the files open: the pidfd tells when the
-		// last one has gone (at once if it has).
+		// last one has gone.
 		gone = st == 0
 	}
-	if gone || uint32(start) != k.tag {
+	if gone || uint32(start) != k.tag || pidfdExited(fd) {
 		unix.Close(fd)
 		return nil, true, nil
 	}

@@ -54,10 +54,7 @@ const (
 	fallbackSlice = time.Millisecond
 )
 
-var (
-	noWaitv atomic.Bool // futex_waitv returned ENOSYS
-	noPidfd atomic.Bool // pidfd_open returned ENOSYS
-)
+var noWaitv atomic.Bool // futex_waitv returned ENOSYS
 
 // Watch makes the Waiter's sleeps end when the process that has pid, with
 // start-time tag, exits, and reports dead when it has exited already (or
@@ -76,13 +73,8 @@ func (w *Waiter) Watch(pid int, tag uint32) (dead bool) {
 		return tag != self.Tag()
 	}
 	k := procKey{pid: pid, tag: tag}
-	if r := w.watches[k]; r != nil {
-		if r.dead() {
-			w.drop(k, r)
-			return true
-		}
-		r.round = w.round
-		return false
+	if watched, dead := w.known(k); watched {
+		return dead
 	}
 	return w.watch(k)
 }
@@ -103,32 +95,38 @@ func (w *Waiter) WatchExit(pid int) (exited bool) {
 		return true
 	}
 	k := procKey{pid: pid, tag: p.Tag(), group: true}
-	if r := w.watches[k]; r != nil && r.e != nil {
-		if r.e.exited() {
-			w.drop(k, r)
-			return true
-		}
-		r.round = w.round
-		return false
+	if watched, exited := w.known(k); watched {
+		return exited
 	}
 	return w.watch(k)
+}
+
+// known looks k up among the Waiter's watches: watched reports that it is
+// one (kept for this round), dead that its process has exited (and the
+// watch is dropped). A group watch in slices cannot tell an exit from an
+// exiting, so it never reports dead: the caller's next look tells.
+func (w *Waiter) known(k procKey) (watched, dead bool) {
+	r := w.watches[k]
+	switch {
+	case r == nil:
+		return false, false
+	case (r.e != nil || !k.group) && r.dead():
+		w.drop(k, r)
+		return true, true
+	}
+	r.round = w.round
+	return true, false
 }
 
 func (w *Waiter) watch(k procKey) (dead bool) {
 	if w.watches == nil {
 		w.watches = map[procKey]*watchRef{}
 	}
-	if !noPidfd.Load() {
-		e, dead, err := subscribe(k, w)
-		if err == nil {
-			if !dead {
-				w.watches[k] = &watchRef{e: e, round: w.round}
-			}
-			return dead
+	if e, dead, err := subscribe(k, w); err == nil {
+		if !dead {
+			w.watches[k] = &watchRef{e: e, round: w.round}
 		}
-		if err == errNoPidfd {
-			noPidfd.Store(true)
-		}
+		return dead
 	}
 	p, dead, err := WatchProc(k.pid, k.tag)
 	if err != nil || dead {
@@ -247,6 +245,8 @@ func (w *Waiter) Ring() {
 		unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&w.bell)), futexWake|futexPrivate, 1, 0, 0, 0)
 	}
 }
+
+func (w *Waiter) ring() { w.Ring() }
 
 // Close ends the Waiter's watches. The Waiter may be used again.
 func (w *Waiter) Close() {

@@ -3,6 +3,7 @@
 package ipc
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -149,5 +150,36 @@ func TestWaiterKeepsFewOldWatches(t *testing.T) {
 	}
 	if n := len(w.watches); n > keepWatches+1 {
 		t.Fatalf("%d watches kept; want at most %d", n, keepWatches+1)
+	}
+}
+
+// Without pidfds, a Waiter that watches a flock holder's exit at each look
+// keeps one /proc watch of it, not one more open file per look.
+func TestWaiterWatchExitInSlicesKeepsOneWatch(t *testing.T) {
+	noPidfd.Store(true)
+	defer noPidfd.Store(false)
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	var w Waiter
+	defer w.Close()
+	before := fds()
+	for range 10 {
+		if w.WatchExit(cmd.Process.Pid) {
+			t.Fatal("WatchExit: a live process counted as exited")
+		}
+	}
+	if n := fds() - before; n > 1 {
+		t.Errorf("10 looks at one live process opened %d files; want 1", n)
 	}
 }

@@ -36,11 +36,7 @@ const MaxLeaderValue = baton.MaxValueSize - recordHeader
 //
 // An Election is safe for concurrent use; its candidates campaign in FIFO
 // order.
-type Election struct {
-	name string
-	m    baton.Mutex
-	v    baton.Value
-}
+type Election struct{ guarded }
 
 // Leader is a published leader: its value and the fencing token of its
 // leadership. The zero Leader means no leader.
@@ -51,19 +47,15 @@ type Leader struct {
 
 // NewElection opens the Mutex and the Value of name on b.
 func NewElection(ctx context.Context, b baton.Backend, name string) (*Election, error) {
-	m, err := b.Mutex(ctx, name)
+	g, err := openGuarded(ctx, b, name)
 	if err != nil {
 		return nil, err
 	}
-	v, err := b.Value(ctx, name)
-	if err != nil {
-		return nil, errors.Join(err, m.Close())
-	}
-	return &Election{name: name, m: m, v: v}, nil
+	return &Election{g}, nil
 }
 
 // Close closes the Election's handles; a leadership still held ends.
-func (e *Election) Close() error { return errors.Join(e.v.Close(), e.m.Close()) }
+func (e *Election) Close() error { return e.close() }
 
 // Campaign waits until the caller is leader or ctx ends, then publishes
 // value (at most MaxLeaderValue bytes) as the leader's. On failure it

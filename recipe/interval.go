@@ -40,27 +40,19 @@ type Interval struct {
 // much. A holder that dies frees the Mutex (at once on the same host,
 // when its lease ends elsewhere), and its start is recorded: the next run
 // comes AtLeast after it.
-type IntervalLock struct {
-	name string
-	m    baton.Mutex
-	v    baton.Value
-}
+type IntervalLock struct{ guarded }
 
 // NewIntervalLock opens the Mutex and the Value of name on b.
 func NewIntervalLock(ctx context.Context, b baton.Backend, name string) (*IntervalLock, error) {
-	m, err := b.Mutex(ctx, name)
+	g, err := openGuarded(ctx, b, name)
 	if err != nil {
 		return nil, err
 	}
-	v, err := b.Value(ctx, name)
-	if err != nil {
-		return nil, errors.Join(err, m.Close())
-	}
-	return &IntervalLock{name: name, m: m, v: v}, nil
+	return &IntervalLock{g}, nil
 }
 
 // Close closes the lock's handles; a run in progress loses its hold.
-func (l *IntervalLock) Close() error { return errors.Join(l.v.Close(), l.m.Close()) }
+func (l *IntervalLock) Close() error { return l.close() }
 
 // RunResult says what Run did.
 type RunResult struct {

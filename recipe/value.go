@@ -36,3 +36,26 @@ func awaitValue(ctx context.Context, v baton.Value, done func(data []byte) bool)
 	}
 	return err
 }
+
+// guarded is a name's Mutex and the Value recorded under it: the state of
+// the recipes that publish what a hold decided (Election, IntervalLock).
+type guarded struct {
+	name string
+	m    baton.Mutex
+	v    baton.Value
+}
+
+// openGuarded opens the Mutex and the Value of name on b.
+func openGuarded(ctx context.Context, b baton.Backend, name string) (guarded, error) {
+	m, err := b.Mutex(ctx, name)
+	if err != nil {
+		return guarded{}, err
+	}
+	v, err := b.Value(ctx, name)
+	if err != nil {
+		return guarded{}, errors.Join(err, m.Close())
+	}
+	return guarded{name: name, m: m, v: v}, nil
+}
+
+func (g *guarded) close() error { return errors.Join(g.v.Close(), g.m.Close()) }

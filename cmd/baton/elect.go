@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"time"
@@ -122,16 +121,9 @@ func parseElect(cmd *cobra.Command, f *electFlags, args []string) (*electRequest
 	if f.ttl.set && f.ttl.d <= 0 {
 		return nil, usageErrorf("--ttl must be more than 0")
 	}
-	r.backend = backendURL(cmd)
-	if err := checkBackendURL(r.backend); err != nil {
+	var err error
+	if r.backend, r.path, err = commandTarget(cmd, r.argv); err != nil {
 		return nil, err
-	}
-	if r.argv != nil {
-		p, err := exec.LookPath(r.argv[0])
-		if err != nil {
-			return nil, exitWith(exitNoExec, fmt.Errorf("cannot execute %s: %v", r.argv[0], errors.Unwrap(err)))
-		}
-		r.path = p
 	}
 	return r, nil
 }
@@ -145,38 +137,24 @@ func runElect(cmd *cobra.Command, f *electFlags, args []string) error {
 	sigc := make(chan os.Signal, 8)
 	signal.Notify(sigc, caughtSignals...)
 	defer signal.Stop(sigc)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
 	ch := newChild()
-	sigExit := 0
-	done := make(chan error, 1)
 	var b baton.Backend
-	go func() { done <- elect(ctx, f, r, ch, &b) }()
-	for {
-		select {
-		case s := <-sigc:
-			if !ch.signal(s) && sigExit == 0 {
-				sigExit = signalExit(s)
-				cancel(signalCause{s})
-			}
-		case err := <-done:
-			if b != nil {
-				closeBackend(b, releaseTimeout)
-			}
-			var ee *exitError
-			switch {
-			case errors.As(err, &ee):
-				return err
-			case sigExit != 0 && err == nil:
-				return nil // a signal is how listening and leading end
-			case sigExit != 0:
-				return exitWith(sigExit, nil)
-			case err != nil:
-				return classify(err)
-			}
-			return nil
-		}
+	sigExit := ch.serve(sigc, func(ctx context.Context) { err = elect(ctx, f, r, ch, &b) })
+	if b != nil {
+		closeBackend(b, releaseTimeout)
 	}
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return err
+	case sigExit != 0 && err == nil:
+		return nil // a signal is how listening and leading end
+	case sigExit != 0:
+		return exitWith(sigExit, nil)
+	case err != nil:
+		return classify(err)
+	}
+	return nil
 }
 
 // elect does what r asks on a backend it opens into *b.

@@ -59,9 +59,6 @@ func runEvery(cmd *cobra.Command, f *runFlags, r *request) error {
 	sigc := make(chan os.Signal, 8)
 	signal.Notify(sigc, caughtSignals...)
 	defer signal.Stop(sigc)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-
 	ch := newChild()
 	type outcome struct {
 		res     recipe.RunResult
@@ -71,10 +68,8 @@ func runEvery(cmd *cobra.Command, f *runFlags, r *request) error {
 		runErr  error
 		b       baton.Backend
 	}
-	outc := make(chan outcome, 1)
-	go func() {
-		var o outcome
-		defer func() { outc <- o }()
+	var o outcome
+	sigExit := ch.serve(sigc, func(ctx context.Context) {
 		if o.b, o.err = openBackend(ctx, r.backend, backendOptions{ttl: f.ttl.d}); o.err != nil {
 			return
 		}
@@ -95,21 +90,7 @@ func runEvery(cmd *cobra.Command, f *runFlags, r *request) error {
 		if o.res.Ran {
 			<-ended // given up: the command is stopping, SIGKILL at the latest
 		}
-	}()
-	var o outcome
-	sigExit := 0
-wait:
-	for {
-		select {
-		case s := <-sigc:
-			if !ch.signal(s) && sigExit == 0 {
-				sigExit = signalExit(s)
-				cancel(signalCause{s})
-			}
-		case o = <-outc:
-			break wait
-		}
-	}
+	})
 	if o.b != nil {
 		defer closeBackend(o.b, releaseTimeout)
 	}

@@ -55,17 +55,29 @@ func withQueue(cmd *cobra.Command, name string, fn func(ctx context.Context, q b
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), caughtSignals...)
 	defer stop()
+	q, closeQueue, err := openQueue(ctx, raw, name)
+	if err != nil {
+		return err
+	}
+	defer closeQueue()
+	return queueErr(fn(ctx, q))
+}
+
+// openQueue opens the backend raw and its queue name; closeQueue closes
+// both.
+func openQueue(ctx context.Context, raw, name string) (q baton.Queue, closeQueue func(), err error) {
 	b, err := openBackend(ctx, raw, backendOptions{})
 	if err != nil {
-		return exitWith(exitBackend, err)
+		return nil, nil, exitWith(exitBackend, err)
 	}
-	defer closeBackend(b, releaseTimeout)
-	q, err := b.Queue(ctx, name)
-	if err != nil {
-		return queueErr(err)
+	if q, err = b.Queue(ctx, name); err != nil {
+		closeBackend(b, releaseTimeout)
+		return nil, nil, queueErr(err)
 	}
-	defer q.Close()
-	return queueErr(fn(ctx, q))
+	return q, func() {
+		_ = q.Close()
+		closeBackend(b, releaseTimeout)
+	}, nil
 }
 
 // queueErr gives an error of a queue call its exit code.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -261,16 +260,9 @@ func parseRequest(cmd *cobra.Command, f *runFlags, args []string, sem bool) (*re
 	default:
 		r.argv = rest
 	}
-	r.backend = backendURL(cmd)
-	if err := checkBackendURL(r.backend); err != nil {
+	var err error
+	if r.backend, r.path, err = commandTarget(cmd, r.argv); err != nil {
 		return nil, err
-	}
-	if r.argv != nil {
-		p, err := exec.LookPath(r.argv[0])
-		if err != nil {
-			return nil, exitWith(exitNoExec, fmt.Errorf("cannot execute %s: %v", r.argv[0], errors.Unwrap(err)))
-		}
-		r.path = p
 	}
 	return r, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -55,20 +54,7 @@ func supervise(r *request, f *runFlags, h held, sigc <-chan os.Signal, closeBoun
 			"BATON_BACKEND="+childURL), childEnv...),
 		SysProcAttr: sysProcAttr(group),
 	}
-	startc := make(chan error, 1)
-	waitc := make(chan error, 1)
-	go func() {
-		// The kernel's parent-death signal follows the thread that
-		// started the command: keep that thread until the command ends.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := c.Start(); err != nil {
-			startc <- err
-			return
-		}
-		startc <- nil
-		waitc <- c.Wait()
-	}()
+	waitc, err := startCommand(c)
 	lost := false
 	release := func() error {
 		// Once the hold is known lost, a release only tidies up what
@@ -79,7 +65,7 @@ func supervise(r *request, f *runFlags, h held, sigc <-chan os.Signal, closeBoun
 		}
 		return bounded(d, h.release)
 	}
-	if err := <-startc; err != nil {
+	if err != nil {
 		_ = release()
 		return exitWith(exitNoExec, fmt.Errorf("cannot execute %s: %v", r.argv[0], err))
 	}
@@ -102,8 +88,7 @@ run:
 			switch f.onLost {
 			case "term":
 				fmt.Fprintf(os.Stderr, "%s; sending SIGTERM to the command (SIGKILL in %v)\n", msg, r.grace)
-				_ = signalChild(c.Process, sigTerm, group)
-				killc = time.After(r.grace)
+				killc = termThenKill(c.Process, group, r.grace)
 			case "kill":
 				fmt.Fprintf(os.Stderr, "%s; killing the command\n", msg)
 				_ = signalChild(c.Process, sigKill, group)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,9 +80,9 @@ func work(cmd *cobra.Command, f *workFlags, args []string) error {
 	case len(argv) == 0:
 		return usageErrorf("missing command after NAME %q", name)
 	}
-	path, err := exec.LookPath(argv[0])
+	path, err := commandPath(argv)
 	if err != nil {
-		return exitWith(exitNoExec, fmt.Errorf("cannot execute %s: %v", argv[0], errors.Unwrap(err)))
+		return err
 	}
 	grace := 5 * time.Second
 	if f.grace.set {
@@ -101,16 +100,11 @@ func work(cmd *cobra.Command, f *workFlags, args []string) error {
 	defer stopClaims()
 	killCtx, killAll := context.WithCancel(context.Background())
 	defer killAll()
-	b, err := openBackend(claimCtx, raw, backendOptions{})
+	q, closeQueue, err := openQueue(claimCtx, raw, name)
 	if err != nil {
-		return exitWith(exitBackend, err)
+		return err
 	}
-	defer closeBackend(b, releaseTimeout)
-	q, err := b.Queue(claimCtx, name)
-	if err != nil {
-		return queueErr(err)
-	}
-	defer q.Close()
+	defer closeQueue()
 	childURL, childEnv := childBackend(raw)
 	w := &worker{q: q, name: name, path: path, argv: argv, grace: grace, env: append(append(os.Environ(), "BATON_NAME="+name, "BATON_BACKEND="+childURL), childEnv...)}
 	var (
@@ -185,21 +179,8 @@ func (w *worker) run(killCtx context.Context, j *baton.Job) {
 			"BATON_TOKEN="+strconv.FormatUint(uint64(j.Token()), 10)),
 		SysProcAttr: sysProcAttr(true),
 	}
-	waitc := make(chan error, 1)
-	startc := make(chan error, 1)
-	go func() {
-		// The parent-death signal follows the thread that started the
-		// command: keep that thread until it ends.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := c.Start(); err != nil {
-			startc <- err
-			return
-		}
-		startc <- nil
-		waitc <- c.Wait()
-	}()
-	if err := <-startc; err != nil {
+	waitc, err := startCommand(c)
+	if err != nil {
 		w.end(ctx, j, fmt.Sprintf("cannot execute %s: %v", w.argv[0], err))
 		return
 	}
@@ -212,8 +193,7 @@ wait:
 		case <-lostc:
 			lostc = nil
 			fmt.Fprintf(os.Stderr, "baton: job %d of %q: claim lost: %s; sending SIGTERM to the command (SIGKILL in %v)\n", j.ID(), w.name, errText(j.Err()), w.grace)
-			_ = signalChild(c.Process, sigTerm, true)
-			killc = time.After(w.grace)
+			killc = termThenKill(c.Process, true, w.grace)
 		case <-stopc:
 			stopc = nil
 			_ = signalChild(c.Process, sigTerm, true)
