@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"io/fs"
 	"slices"
 	"strconv"
@@ -151,6 +152,11 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 }
 
 func (b *backend) checkObject(kind baton.Kind, name string) error {
+	if kind == baton.KindQueue || kind == baton.KindChannel {
+		// Kinds of baton that the Inspector does not show: callers that
+		// ask every kind (baton status) pass over them.
+		return fmt.Errorf("%w: the etcd Inspector shows no %s", baton.ErrUnsupported, kind)
+	}
 	if !validKind(kind) {
 		return refused("kind %q", kind)
 	}

@@ -20,6 +20,11 @@ func kindKey(kind baton.Kind, name string) (string, error) {
 			return key(k, name), nil
 		}
 	}
+	if kind == baton.KindQueue || kind == baton.KindChannel {
+		// Kinds of baton that the Inspector does not show: callers that
+		// ask every kind (baton status) pass over them.
+		return "", fmt.Errorf("%w: the MySQL Inspector shows no %s", baton.ErrUnsupported, kind)
+	}
 	return "", fmt.Errorf("%w: kind %q", baton.ErrInvalidArgument, kind)
 }
 
