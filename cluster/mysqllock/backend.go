@@ -139,7 +139,16 @@ func (b *backend) createTables(ctx context.Context) error {
 			return fmt.Errorf("create tables: %w", err)
 		}
 	}
-	if err := b.makeFloor(ctx); err != nil {
+	// Backends set up at once may deadlock on the floor row's insert
+	// (it reads the table's highest counter); the one that lost tries
+	// again, once the other has committed.
+	var err error
+	for range 8 {
+		if err = b.makeFloor(ctx); !retryable(err) {
+			break
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("create tables: %w", err)
 	}
 	return nil
