@@ -134,17 +134,12 @@ func (b *backend) createTables(ctx context.Context) error {
 			data BLOB NOT NULL
 		) ENGINE=InnoDB`,
 	}
-	for _, s := range stmts {
-		if _, err := b.db.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("create tables: %w", err)
-		}
-	}
-	// Backends set up at once may deadlock on the floor row's insert
-	// (it reads the table's highest counter); the one that lost tries
-	// again, once the other has committed.
+	// Backends set up at once may deadlock with each other (the floor
+	// row's insert reads the table's highest counter): the one that lost
+	// tries again, once the other has committed.
 	var err error
 	for range 8 {
-		if err = b.makeFloor(ctx); !retryable(err) {
+		if err = b.setUp(ctx, stmts); !retryable(err) {
 			break
 		}
 	}
@@ -152,6 +147,15 @@ func (b *backend) createTables(ctx context.Context) error {
 		return fmt.Errorf("create tables: %w", err)
 	}
 	return nil
+}
+
+func (b *backend) setUp(ctx context.Context, stmts []string) error {
+	for _, s := range stmts {
+		if _, err := b.db.ExecContext(ctx, s); err != nil {
+			return err
+		}
+	}
+	return b.makeFloor(ctx)
 }
 
 func (b *backend) Kind() string { return "mysql" }
