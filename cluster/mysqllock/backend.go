@@ -134,28 +134,37 @@ func (b *backend) createTables(ctx context.Context) error {
 			data BLOB NOT NULL
 		) ENGINE=InnoDB`,
 	}
-	// Backends set up at once may deadlock with each other (the floor
-	// row's insert reads the table's highest counter): the one that lost
-	// tries again, once the other has committed.
-	var err error
-	for range 8 {
-		if err = b.setUp(ctx, stmts); !retryable(err) {
-			break
-		}
-	}
-	if err != nil {
+	if err := b.setUp(ctx, stmts); err != nil {
 		return fmt.Errorf("create tables: %w", err)
 	}
 	return nil
 }
 
+// setUp runs stmts and makes the floor row on one connection, holding a
+// named lock of the prefix: Backends set up at once would otherwise
+// deadlock with each other (the floor row's insert reads the table's
+// highest counter).
 func (b *backend) setUp(ctx context.Context, stmts []string) error {
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var got sql.NullInt64
+	lock := "baton-setup:" + b.c.Prefix // apart from userLock's "baton:" names
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", lock, int(b.c.RequestTimeout.Seconds())+1).Scan(&got); err != nil {
+		return err
+	}
+	if got.Int64 != 1 {
+		return fmt.Errorf("the set-up lock %q was not granted in time", lock)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(?)", lock)
 	for _, s := range stmts {
-		if _, err := b.db.ExecContext(ctx, s); err != nil {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
 			return err
 		}
 	}
-	return b.makeFloor(ctx)
+	return b.makeFloor(ctx, conn)
 }
 
 func (b *backend) Kind() string { return "mysql" }

@@ -2,6 +2,7 @@ package mysqllock
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"time"
@@ -44,8 +45,8 @@ func (b *backend) ensureRow(ctx context.Context, k string, capacity int64) (bool
 
 // makeFloor creates the floor row at the highest counter of the table (the
 // rows a version that kept every row left).
-func (b *backend) makeFloor(ctx context.Context) error {
-	_, err := b.db.ExecContext(ctx, `INSERT IGNORE INTO `+b.t.lock+` (name, token)
+func (b *backend) makeFloor(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, `INSERT IGNORE INTO `+b.t.lock+` (name, token)
 		SELECT '', COALESCE(MAX(token), 0) FROM `+b.t.lock)
 	return err
 }
