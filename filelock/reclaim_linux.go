@@ -62,11 +62,20 @@ func reclaim(lf *lockFile) {
 	if opens.add(lf.path, -1) != 0 || lf.floor == nil {
 		return
 	}
-	if unix.Flock(lf.fd, unix.LOCK_EX|unix.LOCK_NB) != nil || !lf.current() {
+	if unix.Flock(lf.fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return
+	}
+	// A waiter that tried while this flock was held sleeps until the
+	// release generation moves: give the flock back first, then move it,
+	// whether the file went or not (sleepers on a removed file retry, find
+	// it unlinked and move on to the path's new file).
+	defer func() {
+		_ = unix.Flock(lf.fd, unix.LOCK_UN)
+		released(lf.pg)
+	}()
+	if !lf.current() {
 		return
 	}
 	ipc.RaiseFloor(lf.floor, lf.pg.token.Load())
-	if unix.Unlink(lf.path) == nil {
-		released(lf.pg) // sleepers on this file retry, and move on
-	}
+	_ = unix.Unlink(lf.path)
 }
