@@ -67,7 +67,9 @@ func TestSmoke(t *testing.T) {
 					t.Errorf("%s / %s: no throughput", tb.ID, r.Subject)
 				}
 			case "latency":
-				if r.Summary["p50"].Median <= 0 {
+				// The idle tables measure CPU per second of waiting, for
+				// which 0 is what the goal asks.
+				if r.Summary["p50"].Median <= 0 && !strings.HasPrefix(tb.ID, "idle-") {
 					t.Errorf("%s / %s: no latency", tb.ID, r.Subject)
 				}
 			}
