@@ -159,16 +159,24 @@ func (w *Waiter) drop(k procKey, r *watchRef) {
 // Waiter was rung before, and on EINTR: the caller looks again in every
 // case. A ring is consumed by the Sleep it ends.
 func (w *Waiter) Sleep(addr *uint32, val uint32) error {
-	return w.sleep(addr, val, nil, 0)
+	return w.sleep(addr, val, nil, 0, 0)
+}
+
+// SleepFor is Sleep that also ends after d (d > 0): for a caller that
+// waits on something no wake-up announces, such as a handoff that may
+// never be taken because the process it was meant for died.
+func (w *Waiter) SleepFor(addr *uint32, val uint32, d time.Duration) error {
+	return w.sleep(addr, val, nil, 0, max(d, 1))
 }
 
 // Sleep2 is Sleep on two shared words: it sleeps while *a == av and
 // *b == bv, until either is woken.
 func (w *Waiter) Sleep2(a *uint32, av uint32, b *uint32, bv uint32) error {
-	return w.sleep(a, av, b, bv)
+	return w.sleep(a, av, b, bv, 0)
 }
 
-func (w *Waiter) sleep(addr *uint32, val uint32, b *uint32, bv uint32) error {
+// sleep sleeps as Sleep2 (b may be nil), at most d when d > 0.
+func (w *Waiter) sleep(addr *uint32, val uint32, b *uint32, bv uint32, d time.Duration) error {
 	sliced := noWaitv.Load() || noPidfd.Load()
 	if len(w.watches) > 0 {
 		for k, r := range w.watches {
@@ -182,7 +190,7 @@ func (w *Waiter) sleep(addr *uint32, val uint32, b *uint32, bv uint32) error {
 	w.round++
 	var err error
 	if !sliced {
-		err = w.waitv(addr, val, b, bv)
+		err = w.waitv(addr, val, b, bv, d)
 		if err == unix.ENOSYS {
 			noWaitv.Store(true)
 			sliced = true
@@ -190,7 +198,11 @@ func (w *Waiter) sleep(addr *uint32, val uint32, b *uint32, bv uint32) error {
 	}
 	if sliced {
 		if w.bell.Load() == 0 {
-			_, err = FutexWait(addr, val, fallbackSlice)
+			slice := fallbackSlice
+			if d > 0 {
+				slice = min(slice, d)
+			}
+			_, err = FutexWait(addr, val, slice)
 		}
 	}
 	w.bell.Store(0)
@@ -212,8 +224,8 @@ const (
 )
 
 // waitv sleeps on the bell being 0, addr == val and, unless b is nil,
-// b == bv.
-func (w *Waiter) waitv(addr *uint32, val uint32, b *uint32, bv uint32) error {
+// b == bv; at most d when d > 0.
+func (w *Waiter) waitv(addr *uint32, val uint32, b *uint32, bv uint32, d time.Duration) error {
 	v := [3]futexWaitv{
 		{val: 0, uaddr: uint64(uintptr(unsafe.Pointer(&w.bell))), flags: futex2U32 | futex2Private},
 		{val: uint64(val), uaddr: uint64(uintptr(unsafe.Pointer(addr))), flags: futex2U32},
@@ -223,7 +235,15 @@ func (w *Waiter) waitv(addr *uint32, val uint32, b *uint32, bv uint32) error {
 	if b == nil {
 		n = 2
 	}
-	_, _, e := unix.Syscall6(unix.SYS_FUTEX_WAITV, uintptr(unsafe.Pointer(&v[0])), uintptr(n), 0, 0, 0, 0)
+	var ts *unix.Timespec // futex_waitv's timeout is absolute
+	if d > 0 {
+		ts = new(unix.Timespec)
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, ts)
+		*ts = unix.NsecToTimespec(ts.Nano() + int64(d))
+	}
+	_, _, e := unix.Syscall6(unix.SYS_FUTEX_WAITV, uintptr(unsafe.Pointer(&v[0])), uintptr(n), 0,
+		uintptr(unsafe.Pointer(ts)), unix.CLOCK_MONOTONIC, 0)
+	runtime.KeepAlive(ts)
 	runtime.KeepAlive(w)
 	switch e {
 	case 0, unix.EAGAIN, unix.EINTR, unix.ETIMEDOUT:

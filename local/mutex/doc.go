@@ -85,7 +85,11 @@
 // A process that dies holding the lock leaves it held until a waiter (or a
 // TryAcquire) notices the death. A waiter killed while sleeping leaves
 // nothing held; the approximate waiter count shown by Inspect may stay
-// one too high. Removing the file (Remove) while the lock is held
+// one too high. A waiter killed between its wake-up and its claim of a
+// handoff leaves the handoff unclaimed: it is void after handoffGrace,
+// and any caller then takes the lock. (Without a handoff, such a death
+// leaves the lock free with its waiters asleep until the next Lock of
+// the name, which wakes the next one when it unlocks.) Removing the file (Remove) while the lock is held
 // leaves the holder with a mapping nobody else opens: new openers get a new
 // lock, so the old hold is not exclusive any more. A watcher of the file
 // notices the removal and fires the loss of every grant of the handle.
@@ -100,24 +104,29 @@ const Kind = "futex"
 const what = "futex mutex"
 
 const (
-	mutexSize   = 64
-	mutexMagic  = 0x62746d31 // "btm1"
-	offMagic    = 0          // uint32
-	offState    = 8          // uint64; its low half is the futex word
-	offFence    = 16         // uint64: the last token given
-	offWaiters  = 24         // int32: handles in the slow path of Acquire (approximate)
-	offSlot     = 32         // uint64: the word's owner slot (internal/word), the owner of a hold within its handle
-	pidBits     = 22
-	pidMask     = 1<<pidBits - 1
-	fWaiters    = 1 << 22 // a waiter may sleep in FUTEX_WAIT: unlock must wake one
-	fHandoff    = 1 << 23 // free, but only for a waiter that has slept
-	fStarving   = 1 << 24 // a waiter waited more than starveAfter: hand off at unlock
-	handleShift = 25      // bits 25..31: which handle of the owner process holds
-	handleMax   = 127
-	ownerMask   = 0xffffffff_00000000 | handleMax<<handleShift | pidMask
-	lowHalf     = 0xffffffff
-	starveAfter = time.Millisecond
-	maxSpin     = 64
-	maxTryAgain = 8
-	pidMaxLinux = 1 << pidBits
+	mutexSize    = 64
+	mutexMagic   = 0x62746d31 // "btm1"
+	offMagic     = 0          // uint32
+	offState     = 8          // uint64; its low half is the futex word
+	offFence     = 16         // uint64: the last token given
+	offWaiters   = 24         // int32: handles in the slow path of Acquire (approximate)
+	offSlot      = 32         // uint64: the word's owner slot (internal/word), the owner of a hold within its handle
+	offHandoffAt = 40         // int64: CLOCK_MONOTONIC ns of the last handoff
+	pidBits      = 22
+	pidMask      = 1<<pidBits - 1
+	fWaiters     = 1 << 22 // a waiter may sleep in FUTEX_WAIT: unlock must wake one
+	fHandoff     = 1 << 23 // free, but only for a waiter that has slept
+	fStarving    = 1 << 24 // a waiter waited more than starveAfter: hand off at unlock
+	handleShift  = 25      // bits 25..31: which handle of the owner process holds
+	handleMax    = 127
+	ownerMask    = 0xffffffff_00000000 | handleMax<<handleShift | pidMask
+	lowHalf      = 0xffffffff
+	starveAfter  = time.Millisecond
+	// handoffGrace is how long a handoff stays reserved for the waiters
+	// that slept; a waiter killed right after its wake-up leaves one that
+	// nobody would claim.
+	handoffGrace = 20 * time.Millisecond
+	maxSpin      = 64
+	maxTryAgain  = 8
+	pidMaxLinux  = 1 << pidBits
 )

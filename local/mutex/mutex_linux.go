@@ -114,6 +114,23 @@ func (m *Mutex) word() *uint32         { return (*uint32)(unsafe.Add(m.r.Base(),
 func (m *Mutex) fence() *uint64        { return (*uint64)(unsafe.Add(m.r.Base(), offFence)) }
 func (m *Mutex) wait() *atomic.Int32   { return (*atomic.Int32)(unsafe.Add(m.r.Base(), offWaiters)) }
 func (m *Mutex) slot() *uint64         { return (*uint64)(unsafe.Add(m.r.Base(), offSlot)) }
+func (m *Mutex) handoffAt() *atomic.Int64 {
+	return (*atomic.Int64)(unsafe.Add(m.r.Base(), offHandoffAt))
+}
+
+// handoffWait returns how much longer a handoff seen now stays reserved
+// for the waiters that have slept; 0 once it is void. The waiter it was
+// meant for may have been killed between its wake-up and its claim, and
+// nothing else would wake the others.
+func (m *Mutex) handoffWait() time.Duration {
+	return time.Duration(m.handoffAt().Load() + int64(handoffGrace) - monoNow())
+}
+
+func monoNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
 
 var offWord = func() int {
 	if nativeBigEndian {
@@ -157,10 +174,10 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant,
 		s := m.state().Load()
 		lo := uint32(s)
 		switch {
-		case lo&fHandoff != 0 && m.wait().Load() > 0:
+		case lo&fHandoff != 0 && m.wait().Load() > 0 && m.handoffWait() > 0:
 			return driver.Grant{}, baton.ErrLocked
 		case lo&fHandoff != 0:
-			// Nobody waits any more: the handoff is void.
+			// Nobody waits any more, or the handoff is stale: it is void.
 			if m.state().CompareAndSwap(s, m.me|fWaiters) {
 				return m.granted(false), nil
 			}
@@ -207,6 +224,7 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 		start time.Time
 		slept bool
 		spins int
+		grace time.Duration // > 0: a handoff for others is pending
 		done  = ctx.Done()
 	)
 	if done != nil {
@@ -235,7 +253,11 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 			}
 			continue
 		case lo&fHandoff != 0:
-			if slept || m.wait().Load() == 1 {
+			grace = 0
+			if !slept && m.wait().Load() > 1 {
+				grace = max(m.handoffWait(), 0)
+			}
+			if grace == 0 {
 				if m.state().CompareAndSwap(s, m.me|fWaiters) {
 					return m.granted(false), nil
 				}
@@ -271,7 +293,15 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 			continue
 		}
 		// The owner is watched: its death ends the sleep as an unlock does.
-		if err := m.waiter.Sleep(m.word(), lo); err != nil {
+		// A pending handoff is waited out, not slept on: its claim wakes
+		// nobody.
+		var err error
+		if lo&fHandoff != 0 && grace > 0 {
+			err = m.waiter.SleepFor(m.word(), lo, grace)
+		} else {
+			err = m.waiter.Sleep(m.word(), lo)
+		}
+		if err != nil {
 			m.abandon(ctx, slept)
 			return driver.Grant{}, err
 		}
@@ -366,6 +396,7 @@ func (m *Mutex) unlockSlow(g driver.Grant) error {
 		switch {
 		case lo&fStarving != 0:
 			next = fHandoff | fWaiters
+			m.handoffAt().Store(monoNow())
 		case lo&fWaiters != 0 && m.wait().Load() > 1:
 			// More than the waiter woken below sleep: the flag stays, so
 			// that the next unlock wakes one too, whoever takes the lock
@@ -379,10 +410,12 @@ func (m *Mutex) unlockSlow(g driver.Grant) error {
 				if err != nil {
 					return err
 				}
-				if n == 0 && next == fWaiters {
-					// Nobody sleeps (the count is approximate): the flag
-					// would only take the word path away.
-					m.state().CompareAndSwap(fWaiters, 0)
+				if n == 0 && next != 0 {
+					// Nobody sleeps (the count is approximate: a waiter
+					// killed in its wait stays counted): the flag would
+					// only take the word path away, and a handoff would
+					// be for nobody.
+					m.state().CompareAndSwap(next, 0)
 				}
 			}
 			return nil

@@ -23,7 +23,6 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
-	"golang.org/x/sys/unix"
 )
 
 // Helper processes: the test binary re-executes itself with these variables
@@ -90,12 +89,6 @@ func openCheck(ns *ipc.Namespace, name string) (*check, *ipc.Region, error) {
 		return nil, nil, err
 	}
 	return (*check)(unsafe.Pointer(&r.Bytes()[0])), r, nil
-}
-
-func monoNow() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
 }
 
 func stressLoop(ns *ipc.Namespace, m *Mutex) error {
@@ -499,7 +492,9 @@ func testMutexStress(t *testing.T, core bool) {
 	kills := 0
 	for c.count.Load() < total || len(lat) < wantKills {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d acquisitions and %d kills before the deadline", c.count.Load(), len(lat))
+			m := openM(t, ns, "s")
+			t.Fatalf("only %d acquisitions and %d kills before the deadline; state %#x, %d waiters",
+				c.count.Load(), len(lat), m.state().Load(), m.wait().Load())
 		}
 		time.Sleep(5 * time.Millisecond)
 		// Ask a holder to stay in the critical section, then kill it.
