@@ -43,6 +43,8 @@ var goals = []goal{
 	{"Semaphore, capacity 1, 4 processes: worst wait ≤ 10 ms", "sem-p4", "baton local/shm", "worst_wait", nil, 10e6},
 	{"RWMutex, writer SIGKILLed: kill to the next grant p99 ≤ 5 ms", "rw-kill", "baton local/shm", "p99", nil, 5e6},
 	{"Semaphore, permit holder SIGKILLed: kill to the next grant p99 ≤ 5 ms", "sem-kill", "baton local/shm", "p99", nil, 5e6},
+	{"futex Mutex, holder SIGKILLed: kill to the next grant p99 ≤ 5 ms", "mutex-kill", "baton local/futex", "p99", nil, 5e6},
+	{"flock Mutex, holder SIGKILLed: kill to the next grant p99 ≤ 5 ms", "mutex-kill", "baton local/flock", "p99", nil, 5e6},
 	{"futex Mutex, waiting process, holder alive: CPU ≤ 0.1% of a core", "idle-mutex", "baton local/futex", "p99", nil, 1e6},
 	{"flock Mutex, waiting process, holder alive: CPU ≤ 0.1% of a core", "idle-mutex", "baton local/flock", "p99", nil, 1e6},
 	{"RWMutex, waiting reader, writer alive: CPU ≤ 0.1% of a core", "idle-rw-read", "baton local/shm", "p99", nil, 1e6},

@@ -317,18 +317,11 @@ func TestKillToGrant(t *testing.T) {
 	}
 	for _, mech := range []string{"mutex-futex", "mutex-flock", "rw", "sem"} {
 		t.Run(mech, func(t *testing.T) {
-			for try := 1; ; try++ {
-				total, after := killToGrant(t, mech, rounds)
-				t.Logf("%s: kill to grant median %v p99 %v; exit to grant median %v p99 %v (%d kills)",
-					mech, total[len(total)/2], p99(total), after[len(after)/2], p99(after), rounds)
-				p := p99(after)
-				if p <= 5*time.Millisecond || raceEnabled {
-					return
-				}
-				if try == 2 {
-					t.Fatalf("%s: exit to grant p99 %v twice; want at most 5ms", mech, p)
-				}
-			}
+			// Every kill ends in a grant (killToGrant fails otherwise); how
+			// soon is a goal of bench's kill tables, not of a test.
+			total, after := killToGrant(t, mech, rounds)
+			t.Logf("%s: kill to grant median %v p99 %v; exit to grant median %v p99 %v (%d kills)",
+				mech, total[len(total)/2], p99(total), after[len(after)/2], p99(after), rounds)
 		})
 	}
 }
