@@ -27,10 +27,34 @@ const manyRun = 600 * time.Millisecond
 // strictly increase, and no handle is starved: the handles of one Backend
 // pass holds among themselves (where the driver is a driver.Passer) and
 // still let the other Backend in. (testLockCancelRace checks that a
-// cancelled Lock holds nothing.)
+// cancelled Lock holds nothing.) A share is judged over a short run: a
+// loaded machine can keep one handle's threads off the CPU for most of it,
+// so a starved share counts only if it is starved in each of three runs.
 func testManyHandles(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
 	bs := []baton.Backend{b, e.open(t)}
+	for try := 1; ; try++ {
+		starved := manyHandlesRun(t, ctx, bs, name)
+		if starved == "" || t.Failed() {
+			break
+		}
+		if try == 3 {
+			t.Errorf("%s in each of %d runs", starved, try)
+			break
+		}
+		t.Logf("%s; again", starved)
+	}
+	// The name is free at the end.
+	m, err := b.Mutex(ctx, name)
+	ok(t, "Mutex", err)
+	defer m.Close()
+	ok(t, "TryLock at the end", soon(func() error { _, err := m.TryLock(ctx); return err }))
+	ok(t, "Unlock", m.Unlock(ctx))
+}
+
+// manyHandlesRun is one run of testManyHandles; it returns what starved,
+// if a handle was.
+func manyHandlesRun(t *testing.T, ctx context.Context, bs []baton.Backend, name string) (starved string) {
 	const handles, goroutines = 8, 4
 	var (
 		hist   History
@@ -89,11 +113,9 @@ func testManyHandles(t *testing.T, e *env) {
 	least := slices.Min(counts[:])
 	t.Logf("%d holds; per handle %v", total, counts)
 	if least == 0 || least < total/handles/10 {
-		t.Errorf("a handle got %d of %d holds (per handle %v): starved", least, total, counts)
+		return fmt.Sprintf("a handle got %d of %d holds (per handle %v): starved", least, total, counts)
 	}
-	// The name is free at the end.
-	ok(t, "TryLock at the end", soon(func() error { _, err := ms[0].TryLock(ctx); return err }))
-	ok(t, "Unlock", ms[0].Unlock(ctx))
+	return ""
 }
 
 // testCloseWhilePassing: handles are opened and closed while their
