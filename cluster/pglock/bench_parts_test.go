@@ -111,6 +111,46 @@ func BenchmarkUncontendedParts(b *testing.B) {
 x AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false) FROM u)
 SELECT ok FROM u, x`, []any{k, prev}, &ok)
 	})
+	// A design that writes per session, not per hold: the acquisition
+	// takes the lock, reads the marker, draws the token and checks every
+	// registered session with a running lease for the transaction-level
+	// lock it holds while alive (one try-lock each); the release unlocks
+	// and writes nothing. With one registered session and with 16.
+	reg := conn()
+	if _, err := reg.Exec(ctx, `CREATE UNLOGGED TABLE IF NOT EXISTS baton_bench_sessions (k bigint PRIMARY KEY, n int NOT NULL, expires timestamptz NOT NULL);
+DELETE FROM baton_bench_sessions;
+INSERT INTO baton_bench_sessions SELECT 5000 + i, CASE WHEN i = 0 THEN 1 ELSE 16 END, clock_timestamp() + interval '1 hour' FROM generate_series(0, 15) i`); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _, _ = reg.Exec(ctx, `DROP TABLE IF EXISTS baton_bench_sessions`) })
+	live := conn()
+	if _, err := live.Exec(ctx, `BEGIN`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := live.Exec(ctx, `SELECT pg_advisory_xact_lock(5000 + i) FROM generate_series(0, 15) i`); err != nil {
+		b.Fatal(err)
+	}
+	sessionDesign := func(regs int) func(c *pgx.Conn, k int64, n string) {
+		return func(c *pgx.Conn, k int64, n string) {
+			var tok int64
+			var prev string
+			var until *time.Time
+			var ok bool
+			run(c, lockPart+`
+m AS MATERIALIZED (SELECT (SELECT expires FROM baton_leases WHERE kind = '' AND name = '') AS trust FROM l WHERE $1::text <> $2::text),
+r AS MATERIALIZED (SELECT max(s.expires) AS until FROM baton_bench_sessions s, m
+	WHERE s.n <= $5 AND s.expires > clock_timestamp() AND pg_try_advisory_lock_shared(s.k))
+SELECT nextval('baton_token_seq'), l.prev, r.until FROM l, m, r`, []any{"mutex", n, k, idle, regs}, &tok, &prev, &until)
+			if until != nil {
+				b.Fatal("a live session's lock was free")
+			}
+			run(c, `WITH u AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS ok),
+x AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false) FROM u)
+SELECT ok FROM u, x`, []any{k, prev}, &ok)
+		}
+	}
+	add("session-design-1", sessionDesign(1))
+	add("session-design-16", sessionDesign(16))
 	add("mutex", func(*pgx.Conn, int64, string) {
 		if _, err := m.Lock(ctx); err != nil {
 			b.Fatal(err)
