@@ -245,11 +245,15 @@ func testQueueKillClaimants(t *testing.T, e *env) {
 		}
 	}()
 	deadline := time.Now().Add(3*time.Minute + time.Duration(killJobs)*time.Millisecond)
-	kills := 0
+	// A kill waits for some progress since the last one: a claimant
+	// that takes longer to start than the kill interval (a slow connect
+	// on a loaded machine) would otherwise never get to work.
+	kills, doneAtKill, step := 0, 0, max(1, killJobs/1000)
 	for {
 		putSome()
 		s, err := q.Stats(ctx)
 		ok(t, "Stats", err)
+		done := put - s.Ready - s.Delayed - s.InFlight - s.Dead
 		if put == killJobs && s == (baton.QueueStats{}) {
 			break
 		}
@@ -257,7 +261,8 @@ func testQueueKillClaimants(t *testing.T, e *env) {
 			t.Fatalf("jobs left after %d kills: %d put, %+v", kills, put, s)
 		}
 		time.Sleep(time.Duration(10+rand.IntN(40)) * time.Millisecond)
-		if kills < maxKills {
+		if kills < maxKills && done-doneAtKill >= step {
+			doneAtKill = done
 			k := rand.IntN(len(ps))
 			killed[ps[k].cmd.Process.Pid] = true
 			ok(t, "kill", ps[k].cmd.Process.Kill())
