@@ -267,6 +267,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 		idle("idle-rw-write", "RWMutex, a writer waiting behind a live writer", "rw-write", 1, rw)
 		idle("idle-sem", fmt.Sprintf("Semaphore of 4, all held, %d processes waiting", cfg.idleSem), "sem", cfg.idleSem, sem)
 		ts = append(ts, chanTables(cfg, dir)...)
+		ts = append(ts, queueLocalTables(cfg, dir)...)
 	}
 
 	var redisSubs, etcdSubs []*subject
