@@ -70,6 +70,14 @@ var goals = []goal{
 	{"ZooKeeper, 16 clients on one name: fairness ≥ 0.9", "zk-c16", "baton zklock", "fairness", nil, 0.9},
 	{"Channel, 64 B between processes: one-way p50 ≤ 1/3 of a Unix socket pair", "chan-pingpong-64", "baton local channel", "cost", []string{"Unix socket pair"}, 1.0 / 3},
 	{"Channel, 64 B in batches of 64: throughput ≥ 10× a Unix socket pair", "chan-batch64", "baton local channel", "speedup", []string{"Unix socket pair"}, 10},
+	// Work queues, same host and Redis (issue 35).
+	{"Queue, same host, Put+Claim+Ack, 2 processes: throughput ≥ 2× System V msgq", "queue-c1", "baton local queue", "speedup", []string{"System V msgq"}, 2},
+	{"Queue, same host, Put+Claim+Ack, 4 claimant processes: throughput ≥ 2× System V msgq", "queue-c4", "baton local queue", "speedup", []string{"System V msgq"}, 2},
+	{"Queue, same host, claim latency after a Put p50 ≤ 20 µs", "queue-latency", "baton local queue", "median", nil, 20e3},
+	{"Queue, same host, idle claimant: CPU ≤ 0.1% of a core", "idle-queue", "baton local queue", "p99", nil, 1e6},
+	{"Redis queue, uncontended Put+Claim+Ack ≤ 1.3× the raw XADD + XREADGROUP + XACK floor", "redis-queue-uncontended", "baton redis", "cost", []string{"raw XADD + XREADGROUP + XACK"}, 1.3},
+	{"Redis queue, 16 workers: throughput ≥ 2× asynq", "redis-queue-w16", "baton redis", "speedup", []string{"asynq"}, 2},
+	{"Redis queue, 16 workers: fairness of claims ≥ 0.9", "redis-queue-w16", "baton redis", "fairness", nil, 0.9},
 }
 
 // goalResult is a goal's verdict in one run.

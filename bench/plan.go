@@ -267,6 +267,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 		idle("idle-rw-write", "RWMutex, a writer waiting behind a live writer", "rw-write", 1, rw)
 		idle("idle-sem", fmt.Sprintf("Semaphore of 4, all held, %d processes waiting", cfg.idleSem), "sem", cfg.idleSem, sem)
 		ts = append(ts, chanTables(cfg, dir)...)
+		ts = append(ts, queueLocalTables(cfg, dir)...)
 	}
 
 	var redisSubs, etcdSubs []*subject
@@ -298,6 +299,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			refs[1:], single, contendedRun("client", fmt.Sprintf("c%d", g), g, 0, 0, cfg, extra)).twin("bsm/redislock"))
 		rts = append(rts, newPlanned("redis-handoff", sec, "Redis mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
 			refs[1:], multi, handoffRun("handoff", cfg.handoffs, 3*time.Millisecond)))
+		rts = append(rts, queueRedisTables(cfg, ce, extra)...)
 		for _, t := range networked(rts...) {
 			t.pin = true
 		}

@@ -51,8 +51,8 @@
 //
 // Claims are lost (their Loss fires) when the handle is closed, and when
 // the queue's file is removed or replaced (Remove, baton rm): a handle that
-// holds claims checks its file every ipc.WatchEvery; an idle one checks
-// nothing.
+// holds claims checks its file every ipc.WatchEvery; one that has held
+// none for that long checks nothing.
 //
 // # Waiting
 //

@@ -49,6 +49,9 @@ func (q *Queue) lock(ctx context.Context) (notify bool, err error) {
 		q.seenGen.Store(g)
 		q.watch(q.participants())
 	}
+	if q.u64(offNextDue).Load() == 0 {
+		return notify, nil // nothing delayed: no clock to read
+	}
 	return q.promote(time.Now().UnixNano()) || notify, nil
 }
 

@@ -145,16 +145,7 @@ func boolInt(b bool) int64 {
 // Claim takes up to n ready jobs, waiting for one if wait is set
 // (driver.Queue).
 func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
-	if wait && ctx.Done() != nil {
-		// Cancellation moves the futex word, so that a claimant between
-		// its last look and its sleep does not sleep, and wakes the
-		// sleepers; the others look and sleep again.
-		stop := context.AfterFunc(ctx, func() {
-			q.u32(offSeq).Add(1)
-			_, _ = ipc.FutexWake(q.seqWord(), math.MaxInt32)
-		})
-		defer stop()
-	}
+	armed := false
 	for {
 		notify, err := q.lock(ctx)
 		if err != nil {
@@ -175,6 +166,19 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 				q.unlock(notify)
 			}
 			return nil, baton.ErrEmpty
+		}
+		if !armed && ctx.Done() != nil {
+			// Before the first sleep, not before the first look: a job
+			// ready at once costs no registration. Cancellation moves
+			// the futex word, so that a claimant between its last look
+			// and its sleep does not sleep, and wakes the sleepers; the
+			// others look and sleep again.
+			armed = true
+			stop := context.AfterFunc(ctx, func() {
+				q.u32(offSeq).Add(1)
+				_, _ = ipc.FutexWake(q.seqWord(), math.MaxInt32)
+			})
+			defer stop()
 		}
 		seq := q.u32(offSeq).Load()
 		timeout := time.Duration(-1)
@@ -250,7 +254,6 @@ func (q *Queue) mine(c driver.Claim) (uint32, error) {
 	tok, held := q.claims[i]
 	if held && tok == c.Token {
 		delete(q.claims, i)
-		q.held()
 	}
 	q.mu.Unlock()
 	if !held || tok != c.Token || q.sw(i, sState).Load()&0xff != stClaimed ||

@@ -178,13 +178,21 @@ func (q *Queue) data(i uint32) []byte {
 func (q *Queue) ring(pos uint64) *atomic.Uint32 { return q.u32(offRing + 4*int(pos%Capacity)) }
 func (q *Queue) free(n uint64) *atomic.Uint32   { return q.u32(offFree + 4*int(n)) }
 
-// held starts or stops the watch of the file as the handle's claims
-// come and go; under mu. An idle handle checks nothing.
+// held starts the watch of the file when the handle comes to hold claims;
+// under mu. The watch is stopped by its first check that finds the handle
+// holding none (checkFile), not by the Ack of the last claim: a claimant
+// that claims and acks in a loop would otherwise start and stop it, and
+// wake the watcher's goroutine, for every job. A handle idle for a
+// WatchEvery checks nothing.
 func (q *Queue) held() {
-	switch {
-	case len(q.claims) > 0 && q.stopFile == nil:
+	if len(q.claims) > 0 && q.stopFile == nil {
 		q.stopFile = ipc.WatchLoss(q.checkFile, q.loss)
-	case len(q.claims) == 0 && q.stopFile != nil:
+	}
+}
+
+// unwatchFile stops the watch of the file; under mu.
+func (q *Queue) unwatchFile() {
+	if q.stopFile != nil {
 		q.stopFile()
 		q.stopFile = nil
 	}
@@ -192,8 +200,17 @@ func (q *Queue) held() {
 
 // checkFile reports a queue file removed or replaced (Remove, baton rm):
 // the handle's mapping is then shared with no new opener, and its claims
-// are lost.
+// are lost. A handle that holds no claim stops the watch instead.
 func (q *Queue) checkFile() error {
+	q.mu.Lock()
+	idle := len(q.claims) == 0
+	if idle {
+		q.unwatchFile()
+	}
+	q.mu.Unlock()
+	if idle {
+		return nil
+	}
 	var st unix.Stat_t
 	if err := unix.Stat(q.r.Path(), &st); err != nil || uint64(st.Dev) != q.dev || st.Ino != q.ino {
 		q.gone.Store(true)
@@ -213,7 +230,7 @@ func (q *Queue) Close() error {
 	q.closed = true
 	claims := q.claims
 	q.claims = nil
-	q.held()
+	q.unwatchFile()
 	q.mu.Unlock()
 	q.loss.Fire(errClosed)
 	q.unwatch()

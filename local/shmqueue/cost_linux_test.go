@@ -1,0 +1,71 @@
+//go:build linux
+
+package shmqueue
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/ipc"
+)
+
+// A claimant that claims and acks in a loop keeps one watch of the file
+// (starting and stopping it per job woke the watcher's goroutine and
+// stat'ed the file every time); the watch ends at its first check that
+// finds the handle holding no claim.
+func TestFileWatchSpansClaims(t *testing.T) {
+	q := open(t)
+	ctx := context.Background()
+	watching := func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.stopFile != nil
+	}
+	for range 3 {
+		put(t, q, "job")
+		cs, err := q.Claim(ctx, 1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Ack(ctx, cs[0]); err != nil {
+			t.Fatal(err)
+		}
+		if !watching() {
+			t.Fatal("the watch of the file stopped with the Ack of the last claim")
+		}
+	}
+	deadline := time.Now().Add(3*ipc.WatchEvery + time.Second)
+	for watching() {
+		if time.Now().After(deadline) {
+			t.Fatalf("a handle without claims still watches its file after %v", 3*ipc.WatchEvery+time.Second)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A Claim that finds a job ready registers nothing on its context, and a
+// Put, Claim and Ack allocate little: the claim, its payload and the ids.
+func TestPutClaimAckAllocs(t *testing.T) {
+	q := open(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	job := []driver.PutJob{{Payload: make([]byte, 64), MaxAttempts: 1}}
+	cycle := func() {
+		if _, err := q.Put(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := q.Claim(ctx, 1, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Ack(ctx, cs[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle()
+	if n := testing.AllocsPerRun(200, cycle); n > 5 {
+		t.Errorf("%.1f allocations per Put+Claim+Ack, want at most 5", n)
+	}
+}
