@@ -17,9 +17,10 @@
 // killed before the move leaves the slot to the next changer, which takes
 // it over once the owner is dead.
 //
-// A limit is state: once its parameters are stored its file stays after
-// every handle closed, until removed (baton rm), as a Value's does; the
-// file of a limit never stored goes with the last handle of the host.
+// A limit is state: once its parameters are stored its file (DIR/rate/NAME)
+// stays after every handle closed, as a written Value's does, until it is
+// removed or a namespace on tmpfs goes with a reboot; the file of a limit
+// never stored goes with the last handle of the host.
 package shmrate
 
 // Kind is the namespace directory of rate limits.
