@@ -92,12 +92,14 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"pg-uncontended", "pg-g4", "pg-c4", "pg-handoff", "mysql-uncontended", "mysql-g4", "mysql-c4", "mysql-handoff",
-		"zk-uncontended", "zk-g4", "zk-c4", "zk-handoff", "pg-residue", "mysql-residue", "zk-residue"} {
+		"zk-uncontended", "zk-g4", "zk-c4", "zk-handoff", "pg-residue", "mysql-residue", "zk-residue",
+		"pg-open-known", "pg-open-fresh", "mysql-open-known", "mysql-open-fresh", "zk-open-known", "zk-open-fresh"} {
 		if want[sectionsOf(id)[0]] && !seen[id] {
 			t.Errorf("table %s missing", id)
 		}
 	}
-	for _, id := range []string{"redis-g4", "redis-residue", "etcd-residue"} {
+	for _, id := range []string{"redis-g4", "redis-residue", "etcd-residue",
+		"redis-open-known", "redis-open-fresh", "etcd-open-known", "etcd-open-fresh"} {
 		if want[sectionsOf(id)[0]] && !seen[id] {
 			t.Errorf("table %s missing", id)
 		}
