@@ -184,7 +184,7 @@ var sectionNames = []string{"host", "redis", "etcd", "postgres", "mysql", "zooke
 func sectionsOf(id string) []string {
 	switch {
 	case strings.HasPrefix(id, "mutex-"), strings.HasPrefix(id, "rw-"), strings.HasPrefix(id, "sem-"),
-		strings.HasPrefix(id, "idle-"), strings.HasPrefix(id, "open-"), id == "residue", strings.HasPrefix(id, "chan-"):
+		strings.HasPrefix(id, "idle-"), strings.HasPrefix(id, "open-"), id == "residue", strings.HasPrefix(id, "chan-"), strings.HasPrefix(id, "rate-"):
 		return []string{"host"}
 	case strings.HasPrefix(id, "redis-"):
 		return []string{"redis"}

@@ -249,6 +249,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			ts = append(ts, t)
 		}
 		ts = append(ts, openTables(cfg, he)...)
+		ts = append(ts, rateTables(cfg, he)...)
 		ts = append(ts, newPlanned("sem-kill", sec, "Semaphore (capacity 1) permit holder SIGKILLed: kill to a waiter in another process holding", "latency", "sem",
 			[]string{"raw semop"}, pick(sem, func(s *subject) bool { return s.proc }), func(ctx context.Context, s *subject) (sample, error) {
 				return killGrant(ctx, s, dir, "sem", "kill", cfg.kills)
