@@ -86,18 +86,20 @@ func TestSmoke(t *testing.T) {
 	for _, id := range []string{"mutex-uncontended", "mutex-g4", "mutex-p2", "mutex-handoff", "mutex-kill", "rw-kill", "sem-kill",
 		"rw-uncontended-read", "rw-read-heavy", "sem-uncontended", "sem-n2", "sem-p2", "etcd-uncontended", "etcd-handoff",
 		"idle-mutex", "idle-rw-read", "idle-rw-write", "idle-sem",
-		"open-known", "open-fresh", "residue", "queue-c1", "queue-c4", "queue-latency", "idle-queue"} {
+		"open-known", "open-fresh", "residue", "queue-c1", "queue-c4", "queue-latency", "idle-queue", "rate-allow"} {
 		if !seen[id] {
 			t.Errorf("table %s missing", id)
 		}
 	}
 	for _, id := range []string{"pg-uncontended", "pg-g4", "pg-c4", "pg-handoff", "mysql-uncontended", "mysql-g4", "mysql-c4", "mysql-handoff",
-		"zk-uncontended", "zk-g4", "zk-c4", "zk-handoff", "pg-residue", "mysql-residue", "zk-residue"} {
+		"zk-uncontended", "zk-g4", "zk-c4", "zk-handoff", "pg-residue", "mysql-residue", "zk-residue",
+		"pg-open-known", "pg-open-fresh", "mysql-open-known", "mysql-open-fresh", "zk-open-known", "zk-open-fresh"} {
 		if want[sectionsOf(id)[0]] && !seen[id] {
 			t.Errorf("table %s missing", id)
 		}
 	}
-	for _, id := range []string{"redis-g4", "redis-residue", "etcd-residue", "redis-queue-uncontended", "redis-queue-w4"} {
+	for _, id := range []string{"redis-g4", "redis-residue", "etcd-residue", "redis-queue-uncontended", "redis-queue-w4",
+		"redis-open-known", "redis-open-fresh", "etcd-open-known", "etcd-open-fresh"} {
 		if want[sectionsOf(id)[0]] && !seen[id] {
 			t.Errorf("table %s missing", id)
 		}

@@ -296,7 +296,7 @@ var dbSections = []struct{ name, prefix, title, what string }{
 }
 
 // planDB lists the tables of the selected database sections.
-func planDB(cfg config, de *dbEnv, want map[string]bool) []*plannedTable {
+func planDB(cfg config, de *dbEnv, he *hostEnv, want map[string]bool) []*plannedTable {
 	var ts []*plannedTable
 	g := cfg.gs[len(cfg.gs)-1]
 	for _, sec := range dbSections {
@@ -317,7 +317,11 @@ func planDB(cfg config, de *dbEnv, want map[string]bool) []*plannedTable {
 			newPlanned(id("handoff"), sec.title, sec.what+" handoff: holder's Unlock to the blocked waiter (another client) holding", "latency", "mutex",
 				refs, subs, handoffRun("handoff", cfg.handoffs, 5*time.Millisecond)),
 		)...)
+		// A baton subject with a probe is one whose server runs: without
+		// it, the open and residue tables would measure only the
+		// references.
 		if bs := pick(subs, func(s *subject) bool { return s.baton && de.probes[s.id].objects != nil }); len(bs) > 0 {
+			ts = append(ts, openNetTables(cfg, he, sec.prefix, sec.title, sec.what, subs)...)
 			ts = append(ts, residueTable(id("residue"), sec.title, residueTitle(sec.title, de.probes[bs[0].id].what, cfg.residue), cfg.residue, bs, de.probes))
 		}
 	}

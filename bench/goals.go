@@ -53,6 +53,7 @@ var goals = []goal{
 	{"futex Mutex, open+Lock+Unlock+Close on a name already open ≤ 2 µs median", "open-known", "baton local/futex", "median", nil, 2e3},
 	{"futex Mutex, open+Lock+Unlock+Close on a fresh name ≤ 20 µs median", "open-fresh", "baton local/futex", "median", nil, 20e3},
 	{"futex Mutex, files left after many distinct names ≤ 4 KiB (not growing with the count)", "residue", "baton local/futex", "bytes", nil, 4096},
+	{"Rate limit on the same host: Allow ≤ 3× golang.org/x/time/rate in one process", "rate-allow", "baton local rate limit (word)", "cost", []string{"x/time/rate"}, 3},
 	{"Redis, keys left after many distinct names and the idle time ≤ 4 (bounded, not growing with the count)", "redis-residue", "baton redis", "left", nil, 4},
 	{"Redlock, keys left after many distinct names and the idle time ≤ 4 (bounded, not growing with the count)", "redis-residue", "baton redlock 3 nodes", "left", nil, 4},
 	{"etcd, keys left after many distinct names and the idle time ≤ 4 (bounded, not growing with the count)", "etcd-residue", "baton etcd", "left", nil, 4},

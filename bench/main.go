@@ -184,7 +184,8 @@ var sectionNames = []string{"host", "redis", "etcd", "postgres", "mysql", "zooke
 func sectionsOf(id string) []string {
 	switch {
 	case strings.HasPrefix(id, "mutex-"), strings.HasPrefix(id, "rw-"), strings.HasPrefix(id, "sem-"),
-		strings.HasPrefix(id, "idle-"), strings.HasPrefix(id, "open-"), id == "residue", strings.HasPrefix(id, "chan-"), strings.HasPrefix(id, "queue-"):
+		strings.HasPrefix(id, "idle-"), strings.HasPrefix(id, "open-"), id == "residue", strings.HasPrefix(id, "chan-"), strings.HasPrefix(id, "queue-"),
+		strings.HasPrefix(id, "rate-"):
 		return []string{"host"}
 	case strings.HasPrefix(id, "redis-"):
 		return []string{"redis"}
@@ -289,7 +290,7 @@ func run(ctx context.Context, cfg config, mode string, sel selection, cmd string
 	}
 	logf("CPU pinning: %s", opt.pin)
 
-	tables := append(plan(cfg, he, ce, dir, want), planDB(cfg, de, want)...)
+	tables := append(plan(cfg, he, ce, dir, want), planDB(cfg, de, he, want)...)
 	tables = append(tables, planScale(cfg, se)...)
 	tables = append(tables, planReplicas(cfg, re)...)
 	var keep []*plannedTable

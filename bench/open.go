@@ -19,22 +19,7 @@ func openTables(cfg config, he *hostEnv) []*plannedTable {
 	const sec = "Same host"
 	subs := pick(he.subjects, func(s *subject) bool { return hasMutex(s) && s.id != "rawsem" })
 	refs := []string{"sync.Mutex", "gofrs/flock"}
-	ts := []*plannedTable{
-		newPlanned("open-known", sec, "Mutex handle on a name already open: open+Lock+Unlock+Close", "latency", "mutex",
-			refs, subs, func(ctx context.Context, s *subject) (sample, error) {
-				keep, err := s.mutex(ctx, "open-known")
-				if err != nil {
-					return sample{}, err
-				}
-				defer keep.close()
-				return openCycles(ctx, s, cfg.opens, func(int) string { return "open-known" })
-			}),
-		newPlanned("open-fresh", sec, "Mutex handle on a fresh name: open+Lock+Unlock+Close", "latency", "mutex",
-			refs, subs, func(ctx context.Context, s *subject) (sample, error) {
-				run := freshRuns.Add(1)
-				return openCycles(ctx, s, cfg.opens, func(i int) string { return fmt.Sprintf("fresh-%s-%d-%d", s.id, run, i) })
-			}),
-	}
+	ts := openPair(cfg, "", sec, "Mutex", refs, subs)
 	baton := pick(subs, func(s *subject) bool { return s.baton })
 	ts = append(ts, newPlanned("residue", sec, fmt.Sprintf("Namespace residue: bytes of files left after %d distinct names (Lock, Unlock, Close each)", cfg.residue), "memory", "mutex",
 		nil, baton, func(ctx context.Context, s *subject) (sample, error) {
@@ -53,6 +38,39 @@ func openTables(cfg config, he *hostEnv) []*plannedTable {
 			return sample{Ops: int64(cfg.residue), Bytes: max(after-before, 0)}, nil
 		}))
 	return ts
+}
+
+// openPair is the open-known and open-fresh tables (ids prefixed by
+// prefix) of what, over subs.
+func openPair(cfg config, prefix, sec, what string, refs []string, subs []*subject) []*plannedTable {
+	return []*plannedTable{
+		newPlanned(prefix+"open-known", sec, what+" handle on a name already open: open+Lock+Unlock+Close", "latency", "mutex",
+			refs, subs, func(ctx context.Context, s *subject) (sample, error) {
+				keep, err := s.mutex(ctx, "open-known")
+				if err != nil {
+					return sample{}, err
+				}
+				defer keep.close()
+				return openCycles(ctx, s, cfg.opens, func(int) string { return "open-known" })
+			}),
+		newPlanned(prefix+"open-fresh", sec, what+" handle on a fresh name: open+Lock+Unlock+Close", "latency", "mutex",
+			refs, subs, func(ctx context.Context, s *subject) (sample, error) {
+				run := freshRuns.Add(1)
+				return openCycles(ctx, s, cfg.opens, func(i int) string { return fmt.Sprintf("fresh-%s-%d-%d", s.id, run, i) })
+			}),
+	}
+}
+
+// openNetTables are the open tables of a network section (ids prefixed by
+// prefix): its baton subjects, beside a map of sync.Mutex and gofrs/flock
+// (New+Lock on a path) of the same run.
+func openNetTables(cfg config, he *hostEnv, prefix, sec, what string, subs []*subject) []*plannedTable {
+	subs = pick(subs, func(s *subject) bool { return s.baton && hasMutex(s) })
+	if len(subs) == 0 {
+		return nil
+	}
+	refs := pick(he.subjects, func(s *subject) bool { return s.id == "sync" || s.id == "gofrs" })
+	return networked(openPair(cfg, prefix, sec, what, []string{"sync.Mutex", "gofrs/flock"}, append(subs, refs...))...)
 }
 
 // freshRuns numbers the runs that need names never used before.

@@ -249,6 +249,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			ts = append(ts, t)
 		}
 		ts = append(ts, openTables(cfg, he)...)
+		ts = append(ts, rateTables(cfg, he)...)
 		ts = append(ts, newPlanned("sem-kill", sec, "Semaphore (capacity 1) permit holder SIGKILLed: kill to a waiter in another process holding", "latency", "sem",
 			[]string{"raw semop"}, pick(sem, func(s *subject) bool { return s.proc }), func(ctx context.Context, s *subject) (sample, error) {
 				return killGrant(ctx, s, dir, "sem", "kill", cfg.kills)
@@ -304,6 +305,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			t.pin = true
 		}
 		ts = append(ts, rts...)
+		ts = append(ts, openNetTables(cfg, he, "redis-", sec, "Redis mutex", redisSubs)...)
 		if len(ce.clients) > 0 {
 			probes := map[string]residueProbe{"bredis": redisProbe(ce.clients[0]), "bredlock": redisProbe(ce.clients...)}
 			bs := pick(redisSubs, func(s *subject) bool { return probes[s.id].objects != nil })
@@ -321,6 +323,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 		}
 		ts = append(ts, networked(newPlanned("etcd-handoff", sec, "etcd mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
 			refs, etcdSubs, handoffRun("handoff", cfg.handoffs, 15*time.Millisecond)))...)
+		ts = append(ts, openNetTables(cfg, he, "etcd-", sec, "etcd mutex", etcdSubs)...)
 		if ce.etcdC != nil {
 			probes := map[string]residueProbe{"betcd": etcdProbe(ce.etcdC)}
 			bs := pick(etcdSubs, func(s *subject) bool { return probes[s.id].objects != nil })

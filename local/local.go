@@ -24,6 +24,8 @@
 //	Queue      job slots in shared memory under a robust lock, claims
 //	           recorded by process and given back when it exits (package
 //	           shmqueue; its limits are stated there)
+//	rate limit one lock-free word in shared memory, for package recipe's
+//	           RateLimiter (OpenRateStore, package shmrate)
 //
 // Holds are given back when their process dies: by the kernel for flock and
 // System V (SEM_UNDO), by the next waiter's owner-liveness check for the

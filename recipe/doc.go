@@ -12,7 +12,8 @@
 //     lease.
 //   - RateLimiter: a rate limit (GCRA: rate, period, burst) shared by
 //     every process of a name, with its parameters stored with its state;
-//     over the name's Value, or a backend's own RateStore.
+//     over the name's Value, or a backend's own RateStore (on the same
+//     host local.OpenRateStore, one lock-free word of shared memory).
 //   - IntervalLock: a job run by one process at a time and at most once
 //     per interval, given up after its longest time.
 //   - PermitSemaphore: permits with ids and leases of their own, released

@@ -14,6 +14,7 @@ var localSuite = recipetest.Suite{
 	Open:      func(dir string) (baton.Backend, error) { return local.Open(dir) },
 	Failover:  time.Second,
 	LossBound: 5 * time.Second,
+	RateStore: local.OpenRateStore,
 }
 
 func TestMain(m *testing.M) { recipetest.Main(m, localSuite) }

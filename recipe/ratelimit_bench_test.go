@@ -11,9 +11,10 @@ import (
 	"github.com/batonlock/baton/recipe"
 )
 
-// The cost of one Allow of a limit shared through the same-host backend's
-// Value, beside golang.org/x/time/rate's in-process limiter of the same
-// rate and burst (go test -bench RateAllow ./recipe).
+// The cost of one Allow of a limit shared on the same host, kept in the
+// backend's Value and in local.OpenRateStore's word, beside
+// golang.org/x/time/rate's in-process limiter of the same rate and burst
+// (go test -bench RateAllow ./recipe).
 
 var benchLimit = recipe.Limit{Rate: 1_000_000, Period: time.Second, Burst: 1000}
 
@@ -24,6 +25,24 @@ func BenchmarkRateAllowLocal(b *testing.B) {
 	}
 	defer be.Close()
 	r, err := recipe.NewRateLimiter(context.Background(), be, "bench", benchLimit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := r.Allow(ctx, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRateAllowLocalWord(b *testing.B) {
+	s, err := local.OpenRateStore(b.TempDir(), "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := recipe.NewRateLimiterOn(context.Background(), "bench", s, benchLimit)
 	if err != nil {
 		b.Fatal(err)
 	}

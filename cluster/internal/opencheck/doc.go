@@ -1,3 +1,4 @@
 // Package opencheck holds the tests of what baton.Open does with the URLs
-// of every network scheme before it connects; it has no code of its own.
+// of every network scheme before it connects, and of what opening a handle
+// sends the server (nothing); it has no code of its own.
 package opencheck
