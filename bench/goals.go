@@ -68,6 +68,16 @@ var goals = []goal{
 	{"ZooKeeper, 16 clients on one name: fairness ≥ 0.9", "zk-c16", "baton zklock", "fairness", nil, 0.9},
 	{"Channel, 64 B between processes: one-way p50 ≤ 1/3 of a Unix socket pair", "chan-pingpong-64", "baton local channel", "cost", []string{"Unix socket pair"}, 1.0 / 3},
 	{"Channel, 64 B in batches of 64: throughput ≥ 10× a Unix socket pair", "chan-batch64", "baton local channel", "speedup", []string{"Unix socket pair"}, 10},
+	// Queues on PostgreSQL, MariaDB, etcd and ZooKeeper (queue_sql.go, queue_etcdzk.go).
+	{"PostgreSQL queue, uncontended Put+Claim+Ack ≤ 1.3× the raw SKIP LOCKED floor", "pg-queue-uncontended", "baton pglock", "cost", []string{"raw SKIP LOCKED (pgx)"}, 1.3},
+	{"PostgreSQL queue, 16 workers: throughput ≥ 2× River", "pg-queue-w16", "baton pglock", "speedup", []string{"River"}, 2},
+	{"PostgreSQL queue, 16 workers: fairness ≥ 0.9", "pg-queue-w16", "baton pglock", "fairness", nil, 0.9},
+	{"MariaDB queue, uncontended Put+Claim+Ack ≤ 1.3× the raw SKIP LOCKED floor", "mysql-queue-uncontended", "baton mysqllock", "cost", []string{"raw SKIP LOCKED (MariaDB)"}, 1.3},
+	{"MariaDB queue, 16 workers: fairness ≥ 0.9", "mysql-queue-w16", "baton mysqllock", "fairness", nil, 0.9},
+	{"etcd queue, uncontended Put+Claim+Ack ≤ 1.3× the raw Put + Get + Txn floor", "etcd-queue-uncontended", "baton etcd", "cost", []string{"raw Put + Get + Txn (etcd)"}, 1.3},
+	{"etcd queue, 16 workers: fairness ≥ 0.9", "etcd-queue-w16", "baton etcd", "fairness", nil, 0.9},
+	{"ZooKeeper queue, uncontended Put+Claim+Ack ≤ 1.3× the raw sequential-znode floor", "zk-queue-uncontended", "baton zklock", "cost", []string{"raw sequential znodes"}, 1.3},
+	{"ZooKeeper queue, 16 workers: fairness ≥ 0.9", "zk-queue-w16", "baton zklock", "fairness", nil, 0.9},
 }
 
 // goalResult is a goal's verdict in one run.
