@@ -107,11 +107,15 @@ func dbqUncontended(ctx context.Context, d *dbqSubject, name string, dur time.Du
 
 // Workers' runs keep a backlog of about dbqBacklog jobs, put in batches
 // of dbqBatch by a feeder, so that workers never wait for work; the
-// window measured starts a quarter of a run after the workers do.
+// window measured starts a quarter of a run after the workers do. Each
+// run has a queue of its own, so that the jobs a run leaves do not grow
+// the next one's backlog.
 const (
-	dbqBacklog = 1024
+	dbqBacklog = 256
 	dbqBatch   = 32
 )
+
+var dbqRuns atomic.Int64
 
 // dbqFeeder keeps the backlog of a workers' run: it puts a batch whenever
 // fewer than dbqBacklog jobs put are not yet done.
@@ -157,10 +161,8 @@ func (f *dbqFeeder) run(ctx context.Context) error {
 		if f.sent.Load()-f.done.Load() > dbqBacklog-dbqBatch {
 			continue
 		}
-		if err := f.fill(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		// A put under way finishes: cancelled, a client logs its retry.
+		if err := f.fill(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
 	}
@@ -194,6 +196,7 @@ func (w dbqWindow) cpuOver(extra func() time.Duration) func() time.Duration {
 // the window: throughput, Claim+Ack latency, and fairness (the fewest
 // jobs one worker did over the most).
 func dbqWorkers(ctx context.Context, d *dbqSubject, name string, n int, dur time.Duration, extra func() time.Duration) (sample, error) {
+	name = fmt.Sprintf("%s-%d", name, dbqRuns.Add(1))
 	if d.workers != nil {
 		return d.workers(ctx, name, n, dur, extra)
 	}
