@@ -79,6 +79,16 @@ var goals = []goal{
 	{"Redis queue, uncontended Put+Claim+Ack ≤ 1.3× the raw XADD + XREADGROUP + XACK floor", "redis-queue-uncontended", "baton redis", "cost", []string{"raw XADD + XREADGROUP + XACK"}, 1.3},
 	{"Redis queue, 16 workers: throughput ≥ 2× asynq", "redis-queue-w16", "baton redis", "speedup", []string{"asynq"}, 2},
 	{"Redis queue, 16 workers: fairness of claims ≥ 0.9", "redis-queue-w16", "baton redis", "fairness", nil, 0.9},
+	// Queues on PostgreSQL, MariaDB, etcd and ZooKeeper (queue_sql.go, queue_etcdzk.go).
+	{"PostgreSQL queue, uncontended Put+Claim+Ack ≤ 1.3× the raw SKIP LOCKED floor", "pg-queue-uncontended", "baton pglock", "cost", []string{"raw SKIP LOCKED (pgx)"}, 1.3},
+	{"PostgreSQL queue, 16 workers: throughput ≥ 2× River", "pg-queue-w16", "baton pglock", "speedup", []string{"River"}, 2},
+	{"PostgreSQL queue, 16 workers: fairness ≥ 0.9", "pg-queue-w16", "baton pglock", "fairness", nil, 0.9},
+	{"MariaDB queue, uncontended Put+Claim+Ack ≤ 1.3× the raw SKIP LOCKED floor", "mysql-queue-uncontended", "baton mysqllock", "cost", []string{"raw SKIP LOCKED (MariaDB)"}, 1.3},
+	{"MariaDB queue, 16 workers: fairness ≥ 0.9", "mysql-queue-w16", "baton mysqllock", "fairness", nil, 0.9},
+	{"etcd queue, uncontended Put+Claim+Ack ≤ 1.3× the raw Put + Get + Txn floor", "etcd-queue-uncontended", "baton etcd", "cost", []string{"raw Put + Get + Txn (etcd)"}, 1.3},
+	{"etcd queue, 16 workers: fairness ≥ 0.9", "etcd-queue-w16", "baton etcd", "fairness", nil, 0.9},
+	{"ZooKeeper queue, uncontended Put+Claim+Ack ≤ 1.3× the raw sequential-znode floor", "zk-queue-uncontended", "baton zklock", "cost", []string{"raw sequential znodes"}, 1.3},
+	{"ZooKeeper queue, 16 workers: fairness ≥ 0.9", "zk-queue-w16", "baton zklock", "fairness", nil, 0.9},
 }
 
 // goalResult is a goal's verdict in one run.

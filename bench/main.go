@@ -291,6 +291,7 @@ func run(ctx context.Context, cfg config, mode string, sel selection, cmd string
 	logf("CPU pinning: %s", opt.pin)
 
 	tables := append(plan(cfg, he, ce, dir, want), planDB(cfg, de, he, want)...)
+	tables = append(tables, planDBQueues(ctx, cfg, de, ce, want)...)
 	tables = append(tables, planScale(cfg, se)...)
 	tables = append(tables, planReplicas(cfg, re)...)
 	var keep []*plannedTable

@@ -293,7 +293,7 @@ func TestMissingServerFailsItsSection(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{"zk-uncontended", "zk-g16", "zk-c16", "zk-handoff"}; strings.Join(ids, ",") != strings.Join(want, ",") {
+	if want := []string{"zk-uncontended", "zk-g16", "zk-c16", "zk-handoff", "zk-queue-uncontended", "zk-queue-w16"}; strings.Join(ids, ",") != strings.Join(want, ",") {
 		t.Errorf("tables %v, want %v", ids, want)
 	}
 	if !strings.Contains(stderr.String(), "zk-uncontended / baton zklock failed") {

@@ -344,6 +344,7 @@ func (d *queueDriver) end(ctx context.Context, c *qclaim, ops []clientv3.Op) err
 
 // forget stops tracking a claim that ended.
 func (d *queueDriver) forget(c *qclaim) {
+	d.unmarkKey(c.rkey)
 	c.hw.release()
 	c.s.untrack(c.loss)
 	d.mu.Lock()
@@ -360,6 +361,7 @@ func (d *queueDriver) Close() error {
 	d.claims = nil
 	d.mu.Unlock()
 	for c := range cs {
+		d.unmarkKey(c.rkey)
 		c.hw.release()
 		c.loss.Fire(baton.ErrClosed)
 		c.s.untrack(c.loss)

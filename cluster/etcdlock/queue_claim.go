@@ -60,6 +60,7 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int) ([]driver
 	d.mu.Lock()
 	limit := n + d.width
 	d.mu.Unlock()
+	limit += d.marks() // read past the jobs other claimants here are trying
 	for {
 		now := time.Now().UnixNano()
 		from := d.dir + "r/"
@@ -82,12 +83,16 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int) ([]driver
 		d.width = len(claimed)
 		d.mu.Unlock()
 		ready := resp.Responses[1].GetResponseRange()
+		var unclaimed []*mvccpb.KeyValue
+		for _, kv := range ready.Kvs {
+			if !claimed[parseID(kv.Key)] {
+				unclaimed = append(unclaimed, kv)
+			}
+		}
+		order, m := d.reserve(unclaimed, n)
 		var picks []*mvccpb.KeyValue
 		budget := maxQueueRequest
-		for _, kv := range ready.Kvs {
-			if claimed[parseID(kv.Key)] {
-				continue
-			}
+		for _, kv := range order {
 			size := len(kv.Value) + jobOverhead
 			if len(picks) > 0 && size > budget {
 				break
@@ -97,6 +102,9 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int) ([]driver
 			if len(picks) == n {
 				break
 			}
+		}
+		if len(picks) == 0 {
+			d.settle(order[:m], nil)
 		}
 		if len(picks) == 0 && ready.More && limit < n+len(claimed) {
 			limit = n + len(claimed) // every job read was claimed: read past them
@@ -110,6 +118,10 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int) ([]driver
 			return nil, resp.Header.Revision, next, nil
 		}
 		cs, err := d.claim(ctx, s, picks)
+		d.settle(order[:m], cs)
+		if err == nil && len(cs) == 0 {
+			claimConflicts.Add(1)
+		}
 		return cs, 0, 0, err
 	}
 }
@@ -166,6 +178,7 @@ func (d *queueDriver) claim(ctx context.Context, s *session, picks []*mvccpb.Key
 	}
 	d.mu.Unlock()
 	for _, c := range lost { // the handle closed meanwhile: give them back
+		d.unmarkKey(c.rkey)
 		c.hw.release()
 		c.loss.Fire(baton.ErrClosed)
 		c.s.untrack(c.loss)

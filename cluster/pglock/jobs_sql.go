@@ -54,12 +54,21 @@ SELECT id, pg_notify('` + channel + `', 'q/' || $1::text)::text FROM r`
 	// $1 queue.
 	jobsNotifySQL = `SELECT pg_notify('` + channel + `', 'q/' || $1::text)`
 
-	// $1 queue, $2 n, $3 lease ms, $4 claimant (server pid).
-	jobsClaimSQL = `WITH c AS (
+	// $1 queue, $2 n, $3 lease ms, $4 claimant (server pid). The ready
+	// jobs and the lapsed claims are read apart, each by its own index in
+	// claim order, so that a claim reads about n rows of each, not the
+	// whole backlog (one scan of both would read and sort every row); the
+	// n oldest of both are claimed, and the others locked on the way are
+	// let go at the statement's end.
+	jobsClaimSQL = `WITH c0 AS (
 	SELECT id, ready_at FROM baton_jobs
-	WHERE queue = $1 AND ((state = 0 AND ready_at <= clock_timestamp())
-		OR (state = 1 AND lease_until < clock_timestamp() AND attempts < max_attempts))
+	WHERE queue = $1 AND state = 0 AND ready_at <= clock_timestamp()
 	ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+c1 AS (
+	SELECT id, ready_at FROM baton_jobs
+	WHERE queue = $1 AND state = 1 AND lease_until < clock_timestamp() AND attempts < max_attempts
+	ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+c AS (SELECT id, ready_at FROM (SELECT * FROM c0 UNION ALL SELECT * FROM c1) u ORDER BY ready_at, id LIMIT $2),
 r AS (SELECT id, row_number() OVER (ORDER BY ready_at, id) AS k, count(*) OVER () AS n FROM c),
 t AS (UPDATE baton_queues SET token = token + (SELECT count(*) FROM c)
 	WHERE queue = $1 AND EXISTS (SELECT 1 FROM c) RETURNING token)

@@ -341,6 +341,7 @@ func (d *queueDriver) end(ctx context.Context, c *qclaim, ops []any) error {
 }
 
 func (d *queueDriver) forget(c *qclaim) {
+	d.unmark(c)
 	c.e.untrack(c.loss)
 	d.mu.Lock()
 	delete(d.claims, c)
@@ -364,6 +365,7 @@ func (d *queueDriver) Close() error {
 // giveBack fires a claim's loss and deletes its node if it is still the
 // claim's.
 func (d *queueDriver) giveBack(c *qclaim) {
+	d.unmark(c)
 	c.loss.Fire(baton.ErrClosed)
 	c.e.untrack(c.loss)
 	d.dropClaim(d.c(c.job.id), c.holder)

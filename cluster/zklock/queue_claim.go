@@ -47,10 +47,13 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 			}
 		}
 		if len(picks) > 0 {
+			picks, m := d.reserve(picks, n)
 			cs, err := d.claim(ctx, e, picks, n)
+			d.settle(picks[:m], cs)
 			if err != nil || len(cs) > 0 {
 				return cs, err
 			}
+			claimConflicts.Add(1)
 			continue // another claimant came between: read again
 		}
 		if !wait {

@@ -1,0 +1,183 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonlock/baton/cluster/etcdlock"
+	"github.com/batonlock/baton/cluster/zklock"
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The etcd and ZooKeeper floors: a job is a key (a sequential znode), and
+// a claim finds the oldest, reads its payload and deletes it, guarded by
+// its revision (its existence) against another client taking it.
+
+const etcdFloorDesc = "a Put of the job key; a Get of the oldest key (by create revision) under the prefix, with its value; a Txn deleting it if its mod revision is unchanged"
+
+var etcdFloorSeq atomic.Int64
+
+type etcdFloor struct {
+	c      *clientv3.Client
+	prefix string
+	me     string // this client's part of its keys
+	n      int
+}
+
+func (e *etcdFloor) key() string {
+	e.n++
+	return fmt.Sprintf("%s%s-%016x", e.prefix, e.me, e.n)
+}
+
+func (e *etcdFloor) put(ctx context.Context, n int) error {
+	if n == 1 {
+		_, err := e.c.Put(ctx, e.key(), string(dbqPayload))
+		return err
+	}
+	ops := make([]clientv3.Op, n)
+	for i := range ops {
+		ops[i] = clientv3.OpPut(e.key(), string(dbqPayload))
+	}
+	_, err := e.c.Txn(ctx).Then(ops...).Commit()
+	return err
+}
+
+func (e *etcdFloor) claimAck(ctx context.Context) error {
+	for {
+		r, err := e.c.Get(ctx, e.prefix, clientv3.WithFirstCreate()...)
+		if err != nil {
+			return err
+		}
+		if len(r.Kvs) == 0 {
+			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		kv := r.Kvs[0]
+		t, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil {
+			return err
+		}
+		if t.Succeeded {
+			return nil
+		}
+	}
+}
+
+func (e *etcdFloor) close() error { return nil }
+
+// etcdQueues returns the etcd queue rows, the floor first.
+func etcdQueues(ctx context.Context, de *dbEnv, ce *clusterEnv) []*dbqSubject {
+	const floor, bn = "raw Put + Get + Txn (etcd)", "baton etcd"
+	if ce.etcdC == nil {
+		err := errors.New("etcd: the server did not start")
+		return []*dbqSubject{dbqFailing(floor, "rawetcdq", "etcd", false, err), dbqFailing(bn, "betcdq", "etcd", true, err)}
+	}
+	c := ce.etcdC
+	b, err := etcdlock.New(c)
+	if err != nil {
+		err = fmt.Errorf("etcd queues: %w", err)
+		return []*dbqSubject{dbqFailing(floor, "rawetcdq", "etcd", false, err), dbqFailing(bn, "betcdq", "etcd", true, err)}
+	}
+	de.closers = append(de.closers, b.Close)
+	raw := &dbqSubject{s: &subject{name: floor, id: "rawetcdq", kind: "etcd"},
+		open: func(ctx context.Context, queue string) (dbqClient, error) {
+			return &etcdFloor{c: c, prefix: "/bench-queue-floor/" + queue + "/", me: strconv.FormatInt(etcdFloorSeq.Add(1), 16)}, nil
+		}}
+	return []*dbqSubject{raw, dbqBatonSubject(bn, "betcdq", "etcd", b)}
+}
+
+const zkFloorDesc = "a sequential create of the job znode; getChildren, a get of the oldest child's data, and its delete"
+
+type zkFloor struct {
+	c   *zk.Conn
+	dir string
+	acl []zk.ACL
+}
+
+func (z *zkFloor) put(ctx context.Context, n int) error {
+	if n == 1 {
+		_, err := z.c.Create(z.dir+"/job-", dbqPayload, zk.FlagSequence, z.acl)
+		return err
+	}
+	ops := make([]any, n)
+	for i := range ops {
+		ops[i] = &zk.CreateRequest{Path: z.dir + "/job-", Data: dbqPayload, Acl: z.acl, Flags: zk.FlagSequence}
+	}
+	_, err := z.c.Multi(ops...)
+	return err
+}
+
+func (z *zkFloor) claimAck(ctx context.Context) error {
+	for {
+		kids, _, err := z.c.Children(z.dir)
+		if err != nil {
+			return err
+		}
+		slices.Sort(kids) // sequence numbers of one width sort as text
+		for _, k := range kids {
+			p := z.dir + "/" + k
+			if _, _, err := z.c.Get(p); errors.Is(err, zk.ErrNoNode) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			if err := z.c.Delete(p, -1); errors.Is(err, zk.ErrNoNode) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			return nil
+		}
+		if err := sleepCtx(ctx, time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func (z *zkFloor) close() error { z.c.Close(); return nil }
+
+// zkQueues returns the ZooKeeper queue rows, the floor first.
+func (de *dbEnv) zkQueues(ctx context.Context) []*dbqSubject {
+	const floor, bn = "raw sequential znodes", "baton zklock"
+	fail := func(err error) []*dbqSubject {
+		err = fmt.Errorf("zookeeper queues: %w", err)
+		return []*dbqSubject{dbqFailing(floor, "rawzkq", "zookeeper", false, err), dbqFailing(bn, "bzkq", "zookeeper", true, err)}
+	}
+	s, err := de.server(ctx, "zookeeper", "zookeeper")
+	if err != nil {
+		return fail(err)
+	}
+	b, err := zklock.OpenURL(ctx, "zk://"+s.addr+"/baton-bench-queues")
+	if err != nil {
+		return fail(err)
+	}
+	de.closers = append(de.closers, b.Close)
+	acl := zk.WorldACL(zk.PermAll)
+	raw := &dbqSubject{s: &subject{name: floor, id: "rawzkq", kind: "zookeeper"},
+		open: func(ctx context.Context, queue string) (dbqClient, error) {
+			c, err := zkConnect(s.addr)
+			if err != nil {
+				return nil, err
+			}
+			dir := "/bench-queue-floor/" + queue
+			for _, p := range []string{"/bench-queue-floor", dir} {
+				if _, err := c.Create(p, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+					c.Close()
+					return nil, err
+				}
+			}
+			return &zkFloor{c: c, dir: dir, acl: acl}, nil
+		}}
+	return []*dbqSubject{raw, dbqBatonSubject(bn, "bzkq", "zookeeper", b)}
+}

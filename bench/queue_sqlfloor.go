@@ -1,0 +1,270 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonlock/baton/cluster/mysqllock"
+	"github.com/batonlock/baton/cluster/pglock"
+	"github.com/jackc/pgx/v5"
+)
+
+// The SQL floors: a job is a row, put by an INSERT; a claim is a
+// transaction that takes the oldest ready row with SELECT … FOR UPDATE
+// SKIP LOCKED and deletes it. Each client has one connection of its own,
+// and sends BEGIN with the SELECT and the DELETE with COMMIT, so that the
+// floor is three round trips, as few as those statements take.
+
+const pgFloorDesc = "INSERT, then BEGIN + SELECT … FOR UPDATE SKIP LOCKED and DELETE + COMMIT with pgx, on a table of the shape of baton's"
+
+// pgFloorSchema is baton_jobs' shape (pglock's jobs table), its indexes
+// included, with the id drawn by the table's own sequence.
+const pgFloorSchema = `
+CREATE TABLE IF NOT EXISTS bench_floor_jobs (
+	id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, queue text NOT NULL, payload bytea NOT NULL, ukey text,
+	state smallint NOT NULL, ready_at timestamptz NOT NULL,
+	attempts integer NOT NULL, max_attempts integer NOT NULL,
+	token bigint, lease_until timestamptz, claimant integer,
+	reason text, died timestamptz);
+CREATE UNIQUE INDEX IF NOT EXISTS bench_floor_jobs_ukey ON bench_floor_jobs (queue, ukey) WHERE state < 2 AND ukey IS NOT NULL;
+CREATE INDEX IF NOT EXISTS bench_floor_jobs_ready ON bench_floor_jobs (queue, ready_at, id) WHERE state = 0;
+CREATE INDEX IF NOT EXISTS bench_floor_jobs_claimed ON bench_floor_jobs (queue, lease_until) WHERE state = 1;
+CREATE INDEX IF NOT EXISTS bench_floor_jobs_dead ON bench_floor_jobs (queue, died, id) WHERE state = 2;
+`
+
+type pgFloor struct {
+	c     *pgx.Conn
+	queue string
+}
+
+func (p *pgFloor) put(ctx context.Context, n int) error {
+	_, err := p.c.Exec(ctx, `INSERT INTO bench_floor_jobs (queue, payload, state, ready_at, attempts, max_attempts)
+SELECT $1, $2, 0, clock_timestamp(), 0, 25 FROM generate_series(1, $3)`, p.queue, dbqPayload, n)
+	return err
+}
+
+func (p *pgFloor) claimAck(ctx context.Context) error {
+	for {
+		var b pgx.Batch
+		b.Queue("BEGIN")
+		b.Queue(`SELECT id, payload FROM bench_floor_jobs WHERE queue = $1 AND state = 0 AND ready_at <= clock_timestamp()
+ORDER BY ready_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, p.queue)
+		br := p.c.SendBatch(ctx, &b)
+		_, err := br.Exec()
+		var id int64
+		var payload []byte
+		if err == nil {
+			err = br.QueryRow().Scan(&id, &payload)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Every ready row is another client's: the floor has no
+			// wake-up, so it looks again shortly.
+			if _, err := p.c.Exec(ctx, "ROLLBACK"); err != nil {
+				return err
+			}
+			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = pgx.Batch{}
+		b.Queue(`DELETE FROM bench_floor_jobs WHERE id = $1`, id)
+		b.Queue("COMMIT")
+		return p.c.SendBatch(ctx, &b).Close()
+	}
+}
+
+func (p *pgFloor) close() error { return p.c.Close(context.Background()) }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// pgQueues returns the PostgreSQL queue rows, the floor first, and River.
+func (de *dbEnv) pgQueues(ctx context.Context) ([]*dbqSubject, *dbqSubject) {
+	const floor, bn = "raw SKIP LOCKED (pgx)", "baton pglock"
+	s, err := de.server(ctx, "postgres", "postgres")
+	if err != nil {
+		return []*dbqSubject{dbqFailing(floor, "rawpgq", "postgres", false, err), dbqFailing(bn, "bpgq", "postgres", true, err)},
+			dbqFailing(riverName, "river", "postgres", false, err)
+	}
+	url := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", s.addr)
+	fail := func(err error) ([]*dbqSubject, *dbqSubject) {
+		err = fmt.Errorf("postgres queues: %w", err)
+		return []*dbqSubject{dbqFailing(floor, "rawpgq", "postgres", false, err), dbqFailing(bn, "bpgq", "postgres", true, err)},
+			dbqFailing(riverName, "river", "postgres", false, err)
+	}
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fail(err)
+	}
+	_, err = c.Exec(ctx, pgFloorSchema)
+	c.Close(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	b, err := pglock.OpenURL(ctx, url)
+	if err != nil {
+		return fail(err)
+	}
+	de.closers = append(de.closers, b.Close)
+	river, err := de.riverSubject(ctx, url)
+	if err != nil {
+		return fail(err)
+	}
+	raw := &dbqSubject{s: &subject{name: floor, id: "rawpgq", kind: "postgres"},
+		open: func(ctx context.Context, queue string) (dbqClient, error) {
+			c, err := pgx.Connect(ctx, url)
+			if err != nil {
+				return nil, err
+			}
+			return &pgFloor{c: c, queue: queue}, nil
+		}}
+	return []*dbqSubject{raw, dbqBatonSubject(bn, "bpgq", "postgres", b)}, river
+}
+
+const mysqlFloorDesc = "INSERT, then START TRANSACTION + SELECT … FOR UPDATE SKIP LOCKED and DELETE + COMMIT (each pair one multi-statement request), on a table of the shape of baton's"
+
+// mysqlFloorSchema is mysqllock's job table's shape; the id is the
+// table's AUTO_INCREMENT, which needs a key of its own.
+const mysqlFloorSchema = `CREATE TABLE IF NOT EXISTS bench_floor_jobs (
+	queue VARBINARY(255) NOT NULL,
+	id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+	state TINYINT NOT NULL DEFAULT 0,
+	ready_at DATETIME(6) NOT NULL,
+	attempts INT NOT NULL DEFAULT 0,
+	max_attempts INT NOT NULL,
+	ukey VARBINARY(128) NULL,
+	ukey_live VARBINARY(128) NULL,
+	owner VARBINARY(64) NOT NULL DEFAULT '',
+	expires DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00',
+	token BIGINT UNSIGNED NOT NULL DEFAULT 0,
+	reason VARBINARY(1024) NOT NULL DEFAULT '',
+	died DATETIME(6) NULL,
+	payload LONGBLOB NOT NULL,
+	PRIMARY KEY (queue, id),
+	KEY (id),
+	UNIQUE KEY (queue, ukey_live),
+	KEY (queue, state, ready_at, id)
+) ENGINE=InnoDB`
+
+type mysqlFloor struct {
+	db    *sql.DB
+	c     *sql.Conn
+	queue string
+}
+
+func (m *mysqlFloor) put(ctx context.Context, n int) error {
+	q := `INSERT INTO bench_floor_jobs (queue, state, ready_at, max_attempts, payload) VALUES `
+	args := make([]any, 0, 2*n)
+	for i := range n {
+		if i > 0 {
+			q += ", "
+		}
+		q += "(?, 0, NOW(6), 25, ?)"
+		args = append(args, m.queue, dbqPayload)
+	}
+	_, err := m.c.ExecContext(ctx, q, args...)
+	return err
+}
+
+func (m *mysqlFloor) claimAck(ctx context.Context) error {
+	for {
+		rows, err := m.c.QueryContext(ctx, `START TRANSACTION; SELECT id, payload FROM bench_floor_jobs
+WHERE queue = ? AND state = 0 AND ready_at <= NOW(6) ORDER BY ready_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, m.queue)
+		if err != nil {
+			return err
+		}
+		var id uint64
+		var payload []byte
+		found := false
+		for {
+			for rows.Next() {
+				if err := rows.Scan(&id, &payload); err != nil {
+					rows.Close()
+					return err
+				}
+				found = true
+			}
+			if !rows.NextResultSet() {
+				break
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		if !found {
+			if _, err := m.c.ExecContext(ctx, "ROLLBACK"); err != nil {
+				return err
+			}
+			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		_, err = m.c.ExecContext(ctx, `DELETE FROM bench_floor_jobs WHERE queue = ? AND id = ?; COMMIT`, m.queue, id)
+		return err
+	}
+}
+
+func (m *mysqlFloor) close() error { return errors.Join(m.c.Close(), m.db.Close()) }
+
+// mysqlQueues returns the MariaDB queue rows, the floor first.
+func (de *dbEnv) mysqlQueues(ctx context.Context) []*dbqSubject {
+	const floor, bn = "raw SKIP LOCKED (MariaDB)", "baton mysqllock"
+	fail := func(err error) []*dbqSubject {
+		err = fmt.Errorf("mariadb queues: %w", err)
+		return []*dbqSubject{dbqFailing(floor, "rawmyq", "mysql", false, err), dbqFailing(bn, "bmyq", "mysql", true, err)}
+	}
+	s, err := de.server(ctx, "mysql", "mariadb")
+	if err != nil {
+		return fail(err)
+	}
+	dsn := "root@tcp(" + s.addr + ")/baton?timeout=2s&interpolateParams=true&multiStatements=true"
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return fail(err)
+	}
+	_, err = db.ExecContext(ctx, mysqlFloorSchema)
+	db.Close()
+	if err != nil {
+		return fail(err)
+	}
+	b, err := mysqllock.OpenURL(ctx, "mysql://root@"+s.addr+"/baton")
+	if err != nil {
+		return fail(err)
+	}
+	de.closers = append(de.closers, b.Close)
+	raw := &dbqSubject{s: &subject{name: floor, id: "rawmyq", kind: "mysql"},
+		open: func(ctx context.Context, queue string) (dbqClient, error) {
+			db, err := sql.Open("mysql", dsn)
+			if err != nil {
+				return nil, err
+			}
+			c, err := db.Conn(ctx)
+			if err != nil {
+				db.Close()
+				return nil, err
+			}
+			return &mysqlFloor{db: db, c: c, queue: queue}, nil
+		}}
+	return []*dbqSubject{raw, dbqBatonSubject(bn, "bmyq", "mysql", b)}
+}

@@ -1,0 +1,72 @@
+package pglock
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonlock/baton"
+)
+
+// TestQueueClaimReadsFewRows: a claim of one job reads a few rows of the
+// jobs table, not every ready job of the queue (a scan and sort of the
+// whole backlog made each claim's cost grow with the queue's depth).
+func TestQueueClaimReadsFewRows(t *testing.T) {
+	ctx := context.Background()
+	_, q := openQueueT(t, "claim-plan")
+	specs := make([]baton.JobSpec, 500)
+	for i := range specs {
+		specs[i] = baton.JobSpec{Payload: []byte("job")}
+	}
+	for range 2 {
+		if _, err := q.PutBatch(ctx, specs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := pgx.Connect(ctx, need(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "ANALYZE baton_jobs"); err != nil {
+		t.Fatal(err)
+	}
+	// EXPLAIN ANALYZE runs the claim: in a transaction rolled back.
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var plan []struct{ Plan planNode }
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+jobsClaimSQL, "claim-plan", 1, 10000, 1).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 1 {
+		t.Fatalf("plan: %+v", plan)
+	}
+	most := 0.0
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.Relation == "baton_jobs" {
+			most = max(most, n.Rows*max(n.Loops, 1))
+		}
+		for _, k := range n.Plans {
+			walk(k)
+		}
+	}
+	walk(plan[0].Plan)
+	if most == 0 || most > 10 {
+		b, _ := json.MarshalIndent(plan, "", " ")
+		t.Fatalf("a scan of baton_jobs gave %v rows for a claim of one job among 1000 ready:\n%s", most, b)
+	}
+}
+
+type planNode struct {
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Rows     float64    `json:"Actual Rows"`
+	Loops    float64    `json:"Actual Loops"`
+	Plans    []planNode `json:"Plans"`
+}

@@ -1,0 +1,78 @@
+package zklock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+// TestQueueClaimantsOfOneBackendTryDifferentJobs: workers on handles of
+// one Backend, claiming from a backlog together, each take a different
+// job rather than all the oldest (when all tried the oldest, one got it
+// and every other read the queue again, most claims being conflicts).
+func TestQueueClaimantsOfOneBackendTryDifferentJobs(t *testing.T) {
+	const workers, jobs = 8, 160
+	b := open(t, "zk://"+standalone(t)+"/qtrying")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("trying-%d", time.Now().UnixNano())
+	qs := make([]baton.Queue, workers)
+	for i := range qs {
+		q, err := b.Queue(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		qs[i] = q
+	}
+	specs := make([]baton.JobSpec, jobs/4)
+	for i := range specs {
+		specs[i] = baton.JobSpec{Payload: []byte("job")}
+	}
+	for range 4 {
+		if _, err := qs[0].PutBatch(ctx, specs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := claimConflicts.Load()
+	var left atomic.Int64
+	left.Store(jobs)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for _, q := range qs {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				j, err := q.Claim(ctx)
+				if err == nil {
+					err = j.Ack(ctx)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := claimConflicts.Load() - before; n > jobs/2 {
+		t.Errorf("%d claims of %d found another claimant had come between", n, jobs)
+	}
+	if s, err := qs[0].Stats(ctx); err != nil || s != (baton.QueueStats{}) {
+		t.Errorf("Stats = %+v, %v; want an empty queue", s, err)
+	}
+	trying.mu.Lock()
+	marked := len(trying.m)
+	trying.mu.Unlock()
+	if marked != 0 {
+		t.Errorf("%d records still marked after every claim ended", marked)
+	}
+}
