@@ -15,15 +15,6 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
-// spinFor bounds how long a waiter looks at the slot before it yields once
-// and then sleeps: long enough to catch the peer's next message when both
-// ends run (a sleep and a wake-up cost more than that), short enough that
-// a blocked end stays asleep in the kernel nearly all the time.
-const spinFor = 5 * time.Microsecond
-
-// spinCheck is how many loads go between two looks at the clock.
-const spinCheck = 64
-
 func mk(lap, owner, phase uint64) uint64 {
 	return (lap&lapMask)<<lapShift | owner<<ownerShift | phase
 }
@@ -160,7 +151,11 @@ func (c *Chan) wake(word, flag uintptr, k int) {
 // recovered; one held by a live other process is watched through a pidfd,
 // whose exit wakes the word.
 func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *atomic.Uint64, v uint64) error {
-	if spin(st, v) {
+	sp := &c.spinRecv
+	if word == offSendWord {
+		sp = &c.spinSend
+	}
+	if sp.spin(st, v) {
 		return nil
 	}
 	runtime.Gosched()
@@ -212,24 +207,6 @@ func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *atomic.Uint64, 
 		return err
 	}
 	return ctx.Err()
-}
-
-// spin looks at st until it is no longer v, for spinFor at most, and
-// reports whether it changed.
-func spin(st *atomic.Uint64, v uint64) bool {
-	var start time.Time
-	for i := 1; ; i++ {
-		if st.Load() != v {
-			return true
-		}
-		if i%spinCheck == 0 {
-			if start.IsZero() {
-				start = time.Now()
-			} else if time.Since(start) > spinFor {
-				return false
-			}
-		}
-	}
 }
 
 // Send sends as many of msgs, in order, as fit; with block it waits until
