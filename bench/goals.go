@@ -68,6 +68,9 @@ var goals = []goal{
 	{"ZooKeeper, 16 clients on one name: fairness ≥ 0.9", "zk-c16", "baton zklock", "fairness", nil, 0.9},
 	{"Channel, 64 B between processes: one-way p50 ≤ 1/3 of a Unix socket pair", "chan-pingpong-64", "baton local channel", "cost", []string{"Unix socket pair"}, 1.0 / 3},
 	{"Channel, 64 B in batches of 64: throughput ≥ 10× a Unix socket pair", "chan-batch64", "baton local channel", "speedup", []string{"Unix socket pair"}, 10},
+	{"Channel, 64 B in batches of 64: ≥ 10 M messages/s (≤ 100 ns each)", "chan-batch64", "baton local channel", "median", nil, 100},
+	{"Channel, 4 KiB between processes: one-way p50 ≤ 1/3 of a Unix socket pair", "chan-pingpong-4096", "baton local channel", "cost", []string{"Unix socket pair"}, 1.0 / 3},
+	{"Channel, receiving process blocked on an empty channel: CPU ≤ 0.1% of a core", "idle-chan", "baton local channel", "p99", nil, 1e6},
 }
 
 // goalResult is a goal's verdict in one run.
