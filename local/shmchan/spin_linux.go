@@ -31,10 +31,7 @@ type spinner struct{ fails, waits atomic.Int64 }
 // spin looks at st until it is no longer v or the limit has passed, and
 // reports whether it changed.
 func (s *spinner) spin(st *atomic.Uint64, v uint64) bool {
-	limit := spinLong
-	if s.fails.Load() >= failStreak && s.waits.Add(1)%probeEvery != 0 {
-		limit = spinShort
-	}
+	limit := s.next()
 	var start time.Time
 	for i := 1; ; i++ {
 		if st.Load() != v {
@@ -52,4 +49,12 @@ func (s *spinner) spin(st *atomic.Uint64, v uint64) bool {
 			}
 		}
 	}
+}
+
+// next returns the limit of the next spin.
+func (s *spinner) next() time.Duration {
+	if s.fails.Load() >= failStreak && s.waits.Add(1)%probeEvery != 0 {
+		return spinShort
+	}
+	return spinLong
 }
