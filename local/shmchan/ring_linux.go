@@ -158,7 +158,14 @@ func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *atomic.Uint64, 
 	if sp.spin(st, v) {
 		return nil
 	}
-	runtime.Gosched()
+	// With one P, a peer goroutine of this process may be queued behind
+	// this one, and a futex wait holds the P until the runtime takes it
+	// back: let it run first. With more, a Gosched only hands this
+	// goroutine to another thread, a wake-up and a sleep of the runtime's
+	// own, while an idle P would run the peer anyway.
+	if runtime.GOMAXPROCS(0) == 1 {
+		runtime.Gosched()
+	}
 	seen := c.u32(word).Load()
 	c.u32(flag).Store(1)
 	if st.Load() != v {
