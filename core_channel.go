@@ -188,26 +188,43 @@ func (c *chanHandle) RecvInto(ctx context.Context, buf []byte) (int, error) {
 	return size, err
 }
 
+// batchScratch collects a batch's bytes before they are copied into one
+// allocation of the exact size; pooled, so a batch of a few messages does
+// not allocate for n of the largest.
+type batchScratch struct {
+	buf  []byte
+	ends []int
+}
+
+var batchPool = sync.Pool{New: func() any { return new(batchScratch) }}
+
+// maxPooledBatch bounds the scratch kept for later batches.
+const maxPooledBatch = 256 << 10
+
 func (c *chanHandle) RecvBatch(ctx context.Context, n int) ([][]byte, error) {
 	if n < 1 {
 		return nil, c.fail("recvbatch", fmt.Errorf("%w: batch of %d messages, must be at least 1", ErrInvalidArgument, n))
 	}
-	// One buffer for the batch's bytes, cut into its messages at the end:
-	// one allocation or a few per batch, not one per message.
-	buf := make([]byte, 0, min(min(n, 64<<10)*c.opts.MaxMessage, 64<<10)) // n may be huge
-	ends := make([]int, 0, min(n, 1024))
+	sc := batchPool.Get().(*batchScratch)
+	sc.buf, sc.ends = sc.buf[:0], sc.ends[:0]
 	_, err := c.recv(ctx, "recvbatch", n, true, func(b []byte) {
-		buf = append(buf, b...)
-		ends = append(ends, len(buf))
+		sc.buf = append(sc.buf, b...)
+		sc.ends = append(sc.ends, len(sc.buf))
 	})
-	if len(ends) == 0 {
-		return nil, err
+	var out [][]byte
+	if len(sc.ends) > 0 {
+		// One allocation for the batch's bytes, cut into its messages.
+		own := make([]byte, len(sc.buf))
+		copy(own, sc.buf)
+		out = make([][]byte, len(sc.ends))
+		start := 0
+		for i, end := range sc.ends {
+			out[i] = own[start:end:end]
+			start = end
+		}
 	}
-	out := make([][]byte, len(ends))
-	start := 0
-	for i, end := range ends {
-		out[i] = buf[start:end:end]
-		start = end
+	if cap(sc.buf) <= maxPooledBatch && cap(sc.ends) <= maxPooledBatch/8 {
+		batchPool.Put(sc)
 	}
 	return out, err
 }

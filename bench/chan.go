@@ -153,6 +153,7 @@ type chanTransport struct {
 	recv     func(buf []byte) error
 	recvMany func(buf []byte) (int, error)
 	close    func()
+	pid      int // the peer process
 }
 
 // openChanTransport opens transport to a peer in role, in a fresh directory.
@@ -189,6 +190,7 @@ func openChanTransport(ctx context.Context, transport, role string, size int, ba
 				return len(many), err
 			},
 			close: func() { stopChanPeer(cmd); b.Close(); os.RemoveAll(dir) },
+			pid:   cmd.Process.Pid,
 		}, nil
 	case "msgq":
 		ns, err := ipc.OpenNamespace(dir)
@@ -208,6 +210,7 @@ func openChanTransport(ctx context.Context, transport, role string, size int, ba
 			send:  func(msg []byte) error { return q.Send(ctx, 1, msg) },
 			recv:  func([]byte) error { _, err := q.Receive(ctx, 2); return err },
 			close: func() { stopChanPeer(cmd); q.Close(); ipc.RemoveMsgQueue(ns, "q"); os.RemoveAll(dir) },
+			pid:   cmd.Process.Pid,
 		}, nil
 	}
 	var mineR, mineW, theirR, theirW *os.File
@@ -243,6 +246,7 @@ func openChanTransport(ctx context.Context, transport, role string, size int, ba
 		recv:     func(buf []byte) error { _, err := io.ReadFull(mineR, buf); return err },
 		recvMany: func(buf []byte) (int, error) { n, err := io.ReadFull(mineR, buf); return n / size, err },
 		close:    func() { mineR.Close(); mineW.Close(); stopChanPeer(cmd); os.RemoveAll(dir) },
+		pid:      cmd.Process.Pid,
 	}, nil
 }
 
@@ -292,8 +296,7 @@ func chanBatches(ctx context.Context, transport string, size int, dir string, du
 		}
 		n += k
 	}
-	el := time.Since(start)
-	return sample{Ops: int64(n), Seconds: el.Seconds(), Throughput: float64(n) / el.Seconds()}, nil
+	return perMessage(n, time.Since(start)), nil
 }
 
 // chanTables are the channel tables of the same-host section.
@@ -316,8 +319,14 @@ func chanTables(cfg config, dir string) []*plannedTable {
 				return chanPingPong(ctx, s.id, size, dir, cfg.dur)
 			}))
 	}
-	ts = append(ts, newPlanned("chan-batch64", sec, "Channel, 64 B messages one process sends another in batches of 64", "throughput", "",
-		[]string{"Unix socket pair"}, all[:2],
-		func(ctx context.Context, s *subject) (sample, error) { return chanBatches(ctx, s.id, 64, dir, cfg.dur) }))
-	return ts
+	goChan := mk("go", "Go channel (in process)", false)
+	ts = append(ts, newPlanned("chan-batch64", sec, "Channel, 64 B messages one process sends another in batches of 64 (p50: time per message)", "throughput", "",
+		[]string{"Unix socket pair"}, append(all[:2:2], goChan),
+		func(ctx context.Context, s *subject) (sample, error) {
+			if s.id == "go" {
+				return goChanRun(1, cfg.dur), nil
+			}
+			return chanBatches(ctx, s.id, 64, dir, cfg.dur)
+		}))
+	return append(ts, chanMoreTables(cfg, dir, all[0], goChan)...)
 }

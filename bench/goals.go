@@ -89,6 +89,9 @@ var goals = []goal{
 	{"etcd queue, 16 workers: fairness ≥ 0.9", "etcd-queue-w16", "baton etcd", "fairness", nil, 0.9},
 	{"ZooKeeper queue, uncontended Put+Claim+Ack ≤ 1.3× the raw sequential-znode floor", "zk-queue-uncontended", "baton zklock", "cost", []string{"raw sequential znodes"}, 1.3},
 	{"ZooKeeper queue, 16 workers: fairness ≥ 0.9", "zk-queue-w16", "baton zklock", "fairness", nil, 0.9},
+	{"Channel, 64 B in batches of 64: ≥ 10 M messages/s (≤ 100 ns each)", "chan-batch64", "baton local channel", "median", nil, 100},
+	{"Channel, 4 KiB between processes: one-way p50 ≤ 1/3 of a Unix socket pair", "chan-pingpong-4096", "baton local channel", "cost", []string{"Unix socket pair"}, 1.0 / 3},
+	{"Channel, receiving process blocked on an empty channel: CPU ≤ 0.1% of a core", "idle-chan", "baton local channel", "p99", nil, 1e6},
 }
 
 // goalResult is a goal's verdict in one run.

@@ -62,9 +62,11 @@ type Chan struct {
 	self     ipc.Proc
 
 	closing atomic.Bool // Interrupt was called
-	gone    atomic.Bool // the file was removed or replaced
-	loss    driver.Loss
-	stop    func() // ends the watch of the file
+
+	spinRecv, spinSend spinner     // how long a wait of each side spins
+	gone               atomic.Bool // the file was removed or replaced
+	loss               driver.Loss
+	stop               func() // ends the watch of the file
 
 	// unmapped is set by Close, under mapMu, before the region goes: a
 	// loss of the file may be told after Unwatch, and must not touch it.

@@ -41,13 +41,15 @@
 // # Waiting
 //
 // Receivers sleep on one futex word and senders on another. A waiter
-// spins briefly, then sets its word's flag, looks again and sleeps on the
+// spins a few microseconds (less once its spins keep running out: see
+// spin_linux.go), then sets its word's flag, looks again and sleeps on the
 // word's value; a sender (receiver) that commits (frees) slots and finds
 // the flag set clears it, bumps the word and wakes every sleeper: a waker
 // that finds the flag cleared already leaves its slots to the wake-up of
 // the one that cleared it, which must therefore reach all. So an
 // uncontended send or receive makes no system call, and a batch makes at
-// most one. A waiter killed while asleep leaves the flag set, which costs the next
+// most one. A batch also walks from slot to slot on its own and moves the
+// shared tail (head) once, at its end. A waiter killed while asleep leaves the flag set, which costs the next
 // commit one wake-up and no more. Cancellation, Close and the removal of
 // the file bump the word too.
 //

@@ -15,11 +15,6 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
-// spinLoads is how many times a waiter looks at the slot before it yields
-// once and then sleeps. The spin is short: on a busy machine the peer that
-// would end the wait may need the very CPU a longer spin burns.
-const spinLoads = 16
-
 func mk(lap, owner, phase uint64) uint64 {
 	return (lap&lapMask)<<lapShift | owner<<ownerShift | phase
 }
@@ -49,6 +44,27 @@ func (c *Chan) check() error {
 }
 
 func (c *Chan) closed() bool { return c.u32(offClosed).Load() != 0 }
+
+// advance moves the position word at off on to pos, unless it is there
+// or further already: a batch publishes where it ended once.
+func (c *Chan) advance(off uintptr, pos uint64) {
+	w := c.u64(off)
+	for {
+		cur := w.Load()
+		if int64(pos-cur) <= 0 || w.CompareAndSwap(cur, pos) {
+			return
+		}
+	}
+}
+
+// reserveNext reserves the slot of pos, the one after the caller's last
+// reservation of the batch, if it is free on its lap: a batch walks on
+// without the shared position word, which it moves once at its end.
+func (c *Chan) reserveNext(pos uint64, want, mine uint64) (*atomic.Uint64, bool) {
+	st := c.state(pos)
+	v := st.Load()
+	return st, v == want && st.CompareAndSwap(v, mine)
+}
 
 // reserveSend reserves the slot at the tail. When the ring is full there
 // it returns ok false with the state that blocks.
@@ -135,12 +151,21 @@ func (c *Chan) wake(word, flag uintptr, k int) {
 // recovered; one held by a live other process is watched through a pidfd,
 // whose exit wakes the word.
 func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *atomic.Uint64, v uint64) error {
-	for range spinLoads {
-		if st.Load() != v {
-			return nil
-		}
+	sp := &c.spinRecv
+	if word == offSendWord {
+		sp = &c.spinSend
 	}
-	runtime.Gosched()
+	if sp.spin(st, v) {
+		return nil
+	}
+	// With one P, a peer goroutine of this process may be queued behind
+	// this one, and a futex wait holds the P until the runtime takes it
+	// back: let it run first. With more, a Gosched only hands this
+	// goroutine to another thread, a wake-up and a sleep of the runtime's
+	// own, while an idle P would run the peer anyway.
+	if runtime.GOMAXPROCS(0) == 1 {
+		runtime.Gosched()
+	}
 	seen := c.u32(word).Load()
 	c.u32(flag).Store(1)
 	if st.Load() != v {
@@ -218,12 +243,28 @@ func (c *Chan) send(ctx context.Context, block bool, next func(buf []byte) (size
 		return err
 	}
 	sent := 0
-	defer func() { c.wake(offRecvWord, offRecvFlag, sent) }()
+	var after uint64 // the position after the last one reserved, once sent > 0
+	defer func() {
+		if sent > 1 {
+			c.advance(offTail, after)
+		}
+		c.wake(offRecvWord, offRecvFlag, sent)
+	}()
 	for {
 		if c.closed() {
 			return baton.ErrChannelClosed
 		}
-		pos, st, v, ok := c.reserveSend()
+		var pos, v uint64
+		var st *atomic.Uint64
+		ok := false
+		if sent > 0 {
+			lap := c.lap(after)
+			pos = after
+			st, ok = c.reserveNext(after, mk(lap, 0, phaseEmpty), mk(lap, c.me, phaseWriting))
+		}
+		if !ok {
+			pos, st, v, ok = c.reserveSend()
+		}
 		if !ok {
 			if sent > 0 {
 				return nil
@@ -256,6 +297,7 @@ func (c *Chan) send(ctx context.Context, block bool, next func(buf []byte) (size
 			return fmt.Errorf("%s: slot of position %d taken over while written", c.r.Path(), pos)
 		}
 		sent++
+		after = pos + 1
 		if !more {
 			return nil
 		}
@@ -286,9 +328,25 @@ func (c *Chan) Recv(ctx context.Context, max int, block bool, take func(msg []by
 		return 0, err
 	}
 	n := 0
-	defer func() { c.wake(offSendWord, offSendFlag, n) }()
+	var next uint64 // the position after the last one taken, once n > 0
+	defer func() {
+		if n > 1 {
+			c.advance(offHead, next)
+		}
+		c.wake(offSendWord, offSendFlag, n)
+	}()
 	for n < max {
-		pos, st, v, ok := c.reserveRecv()
+		var pos, v uint64
+		var st *atomic.Uint64
+		ok := false
+		if n > 0 {
+			lap := c.lap(next)
+			pos = next
+			st, ok = c.reserveNext(next, mk(lap, 0, phaseFull), mk(lap, c.me, phaseReading))
+		}
+		if !ok {
+			pos, st, v, ok = c.reserveRecv()
+		}
 		if !ok {
 			switch {
 			case n > 0:
@@ -324,6 +382,7 @@ func (c *Chan) Recv(ctx context.Context, max int, block bool, take func(msg []by
 			return n, fmt.Errorf("%s: the message at position %d claims %d bytes, more than %d: dropped", c.r.Path(), pos, size, c.maxMsg)
 		}
 		n++
+		next = pos + 1
 	}
 	return n, nil
 }
