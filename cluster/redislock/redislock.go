@@ -302,7 +302,10 @@ type backend struct {
 	o    options
 	meta string
 	wake string // this backend's wake-up channel
-	n    *notifier
+	// The Mutex scripts' constant arguments, boxed once rather than at
+	// every request: ttl ms, meta, wake.
+	ttlArg, metaArg, wakeArg any
+	n                        *notifier
 	// cluster: c is a Redis Cluster client, with a marker per hash slot
 	// (restart.go).
 	cluster bool
@@ -330,6 +333,7 @@ func newDriver(client redis.UniversalClient, opts []lease.Option) (*backend, err
 	}
 	d := &backend{c: client, o: o, meta: redisnode.Meta(), idPrefix: redisnode.NewID() + "."}
 	d.wake = o.Prefix + "wake:" + redisnode.NewID()
+	d.ttlArg, d.metaArg, d.wakeArg = d.ttlMS(), d.meta, d.wake
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.alive = o.Prefix + "alive"
 	d.n = newNotifier(client, d.wake, o.Logger)
