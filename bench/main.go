@@ -412,7 +412,8 @@ func (tr *tableRun) once(ctx context.Context, rep int, keep bool) {
 
 // step runs the table's next repetition and reports whether it ran one:
 // false once the table has its most repetitions, or at least its fewest
-// and every ratio of a baton row to a peer within ±cfg.target. A network
+// and every ratio of a baton row to a peer within ±cfg.target; a decide
+// table goes on past that while one of its goals is undecided. A network
 // table first runs one repetition that is thrown away.
 func (tr *tableRun) step(ctx context.Context) bool {
 	t0 := time.Now()
@@ -421,12 +422,17 @@ func (tr *tableRun) step(ctx context.Context) bool {
 		tr.once(ctx, 0, false)
 		tr.warmed = true
 	}
-	if tr.rep >= tr.hi {
+	decide := tr.t.decide && tr.hi > tr.lo // a fixed count stays fixed
+	most := tr.hi
+	if decide {
+		most *= decideFactor
+	}
+	if tr.rep >= most {
 		return false
 	}
 	if tr.rep >= tr.lo {
 		finishTable(tr.t.table)
-		if settled(tr.t.table, tr.cfg.target) {
+		if (tr.rep >= tr.hi || settled(tr.t.table, tr.cfg.target)) && !(decide && undecided(tr.t.table)) {
 			return false
 		}
 	}

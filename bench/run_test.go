@@ -336,3 +336,56 @@ func TestRoundsSpreadRepetitions(t *testing.T) {
 		t.Errorf("ratio %+v, want 1", r)
 	}
 }
+
+// A decide table runs past its most repetitions while a goal checked on it
+// is undecided, up to decideFactor times as many, and stops as usual when
+// its goals are decided.
+func TestDecideTableRunsUntilTheGoalIsDecided(t *testing.T) {
+	cfg := config{dur: time.Millisecond, reps: 5, maxReps: 5, netReps: 4, netMaxReps: 6, target: 0.10}
+	mk := func(ratio, spread float64) *plannedTable {
+		rng := rand.New(rand.NewPCG(3, 4))
+		subs := []*subject{{name: "raw Redlock 3 nodes"}, {name: "baton redlock 3 nodes", baton: true}}
+		pt := newPlanned("redis-uncontended", "S", "T", "throughput", "mutex", []string{"raw Redlock 3 nodes"}, subs,
+			func(ctx context.Context, s *subject) (sample, error) {
+				v := 100 * (1 + spread*(rng.Float64()-0.5))
+				if s.baton {
+					v /= ratio
+				}
+				return sample{Throughput: v}, nil
+			})
+		pt.network, pt.decide = true, true
+		return pt
+	}
+	clear := mk(1.0, 0.02)
+	runTable(context.Background(), cfg, clear)
+	if clear.table.Reps != 4 {
+		t.Errorf("a decided goal: %d repetitions, want 4", clear.table.Reps)
+	}
+	close := mk(1.15, 0.6)
+	runTable(context.Background(), cfg, close)
+	t.Logf("undecided: %d repetitions", close.table.Reps)
+	if close.table.Reps <= 6 || close.table.Reps > 6*decideFactor {
+		t.Errorf("an undecided goal: %d repetitions, want more than 6, at most %d", close.table.Reps, 6*decideFactor)
+	}
+}
+
+// A fixed count of repetitions (-reps, the smoke pass) stays fixed on a
+// decide table.
+func TestDecideTableKeepsAFixedCount(t *testing.T) {
+	cfg := config{dur: time.Millisecond, reps: 3, maxReps: 3, netReps: 3, netMaxReps: 3, target: 0.10}
+	rng := rand.New(rand.NewPCG(3, 4))
+	subs := []*subject{{name: "raw Redlock 3 nodes"}, {name: "baton redlock 3 nodes", baton: true}}
+	pt := newPlanned("redis-uncontended", "S", "T", "throughput", "mutex", []string{"raw Redlock 3 nodes"}, subs,
+		func(ctx context.Context, s *subject) (sample, error) {
+			v := 100 * (1 + 0.6*(rng.Float64()-0.5))
+			if s.baton {
+				v /= 1.15
+			}
+			return sample{Throughput: v}, nil
+		})
+	pt.network, pt.decide = true, true
+	runTable(context.Background(), cfg, pt)
+	if pt.table.Reps != 3 {
+		t.Errorf("%d repetitions, want the fixed 3", pt.table.Reps)
+	}
+}

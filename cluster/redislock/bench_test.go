@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,6 +162,52 @@ func BenchmarkContended16(b *testing.B) {
 	el := time.Since(start)
 	b.ReportMetric(float64(per*16)/el.Seconds(), "acq/s")
 	b.ReportMetric(float64(worst.Milliseconds()), "worst-wait-ms")
+}
+
+// BenchmarkClients16: 16 clients (a Backend each, as 16 processes would
+// have) on one name, so that every acquisition is a handoff on the server.
+// Reports acquisitions/s, the server's CPU per acquisition and the fairness
+// (fewest over most acquisitions per client).
+func BenchmarkClients16(b *testing.B) {
+	s := startRedis(b)
+	ctx := context.Background()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	counts := make([]int, 16)
+	var wg sync.WaitGroup
+	ms := make([]baton.Mutex, 16)
+	for i := range ms {
+		m, err := benchBackend(b, s.URL("")).Mutex(ctx, "clients16")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		ms[i] = m
+	}
+	stop := serverCPU(b, s.Client())
+	start := time.Now()
+	for i, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				if _, err := m.Lock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				counts[i]++
+				if err := m.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	stop()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "acq/s")
+	b.ReportMetric(float64(slices.Min(counts))/float64(max(1, slices.Max(counts))), "fairness")
 }
 
 // BenchmarkHandoff: a holder in one client unlocks; a waiter queued in

@@ -18,6 +18,7 @@ var errClosed = fmt.Errorf("redislock: %w", baton.ErrClosed)
 // hold is the driver-private state of one grant (Grant.Data).
 type hold struct {
 	id     string
+	keys   []string // the name's KEYS, made once per acquisition
 	keeper *lease.Keeper
 	loss   *driver.Loss
 	excl   bool // an exclusive lock hold (not a read hold, not permits)
@@ -70,9 +71,9 @@ func (q *queued) marker() string { return q.keys.marker }
 // TryAcquire takes the lock if it is free, without queueing.
 func (q *queued) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
 	for {
-		id := q.d.holdID()
+		id, keys := q.d.holdID(), q.keys.all()
 		sent := time.Now()
-		v, acked, err := q.d.run(ctx, q.s.acquire, q.keys.all(), q.s.args(q.d, id, mode, "", sent)...)
+		v, acked, err := q.d.run(ctx, q.s.acquire, keys, q.s.args(q.d, id, mode, "", sent)...)
 		ok, tok, err := pair(v, err)
 		if ok && !acked {
 			q.cancel(ctx, id)
@@ -91,12 +92,12 @@ func (q *queued) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant
 		}
 		// A reply too late to bound the lease start: renew before
 		// trusting the lease (see fresh).
-		renew := q.renewFunc(id)
+		renew := q.renewFunc(id, keys)
 		for err == nil && !q.d.fresh(sent) {
 			sent, err = renew(ctx)
 		}
 		if err == nil {
-			return q.granted(id, mode, tok, sent), nil
+			return q.granted(id, keys, mode, tok, sent), nil
 		}
 		if !errors.Is(err, baton.ErrLost) {
 			q.cancel(ctx, id)
@@ -150,7 +151,7 @@ func (q *queued) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 		}
 		switch {
 		case ok && q.d.fresh(sent):
-			return q.granted(id, mode, tok, sent), nil
+			return q.granted(id, keys, mode, tok, sent), nil
 		case ok:
 			// Held, but on a reply too late to bound the lease start (the
 			// server was paused, say): poll at once, which renews the
@@ -163,7 +164,7 @@ func (q *queued) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 				return driver.Grant{}, err
 			}
 			if handed {
-				return q.granted(id, mode, tok, sent), nil
+				return q.granted(id, keys, mode, tok, sent), nil
 			}
 		}
 		sent = time.Now()
@@ -234,15 +235,15 @@ func (q *queued) cancel(ctx context.Context, id string) {
 	}
 }
 
-func (q *queued) granted(id string, mode driver.Mode, tok int64, sent time.Time) driver.Grant {
+func (q *queued) granted(id string, keys []string, mode driver.Mode, tok int64, sent time.Time) driver.Grant {
 	loss := driver.NewLoss()
-	h := &hold{id: id, loss: loss, excl: mode == driver.Exclusive}
-	h.keeper = lease.StartKeeper(sent, &q.d.o.Config, q.renewFunc(id), loss, q.name)
+	h := &hold{id: id, keys: keys, loss: loss, excl: mode == driver.Exclusive}
+	h.keeper = lease.StartKeeper(sent, &q.d.o.Config, q.renewFunc(id, keys), loss, q.name)
 	return driver.Grant{Token: uint64(tok), Loss: loss, Data: h}
 }
 
-func (q *queued) renewFunc(id string) lease.RenewFunc {
-	return q.d.renewFunc(q.s.renew, q.keys.all()[:q.s.renewKeys], id)
+func (q *queued) renewFunc(id string, keys []string) lease.RenewFunc {
+	return q.d.renewFunc(q.s.renew, keys[:q.s.renewKeys], id)
 }
 
 func (q *queued) Release(ctx context.Context, g driver.Grant) error {
@@ -251,7 +252,7 @@ func (q *queued) Release(ctx context.Context, g driver.Grant) error {
 		return err
 	}
 	h.keeper.Stop()
-	r, err := q.s.release.Run(ctx, q.d.c, q.keys.all(), q.s.releaseArgs(h)...).Int64()
+	r, err := q.s.release.Run(ctx, q.d.c, h.keys, q.s.releaseArgs(h)...).Int64()
 	return finish(h, r, err)
 }
 

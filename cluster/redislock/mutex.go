@@ -22,7 +22,11 @@ var mutexKind = &lockKind{
 	acquire: scriptMutexAcquire, poll: scriptMutexPoll, cancel: scriptMutexCancel,
 	renew: scriptMutexRenew, renewKeys: 1, release: scriptMutexRelease,
 	args: func(d *backend, id string, _ driver.Mode, ch string, now time.Time) []any {
-		return []any{id, d.ttlMS(), d.meta, now.UnixMilli(), ch}
+		var wake any = ""
+		if ch != "" {
+			wake = d.wakeArg
+		}
+		return []any{id, d.ttlArg, d.metaArg, now.UnixMilli(), wake}
 	},
 	releaseArgs: func(h *hold) []any { return []any{h.id} },
 }
@@ -48,7 +52,7 @@ func (m *mutexDriver) Pass(g driver.Grant) (driver.Grant, bool) {
 	if !m.d.fresh(h.keeper.Deadline().Add(m.d.o.Drift - m.d.o.TTL)) {
 		return driver.Grant{}, false
 	}
-	nh := &hold{id: h.id, keeper: h.keeper, loss: driver.NewLoss(), excl: true, passes: h.passes + 1}
+	nh := &hold{id: h.id, keys: h.keys, keeper: h.keeper, loss: driver.NewLoss(), excl: true, passes: h.passes + 1}
 	if !h.keeper.Pass(nh.loss) {
 		return driver.Grant{}, false // lost: the release on the server says so
 	}

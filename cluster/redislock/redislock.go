@@ -175,16 +175,18 @@
 //
 // Each name uses a handful of keys under the prefix (default "baton:"); they
 // expire one second after the last lease or queue entry ends (a Mutex's hold
-// key with its lease), a semaphore's capacity with them (a handle opened
-// later may then store another capacity, and the handles of the old one find
-// theirs mismatched), and the token counter as Fencing tokens says. What
+// key with its lease; a Mutex's queue keys, whose expiry arrivals extend by
+// a TTL at a time, up to a TTL later), a semaphore's capacity with them (a
+// handle opened later may then store another capacity, and the handles of
+// the old one find theirs mismatched), and the token counter as Fencing tokens says. What
 // stays whatever the names used is values, which hold data, queues (whose
 // token counters must not start again while a queue exists), and the
 // markers (see above): one per server, or per hash slot of a Cluster.
 //
 // A Mutex keeps its hold in one key whose expiry is the lease, so that an
-// uncontended Lock and Unlock are one short script each (five and two
-// commands; the clock is read for the counter's expiry); the start of such a hold, as
+// uncontended Lock and Unlock are one short script each (five commands, two
+// of them writes, and three, one a write; the clock is read for the
+// counter's expiry); the start of such a hold, as
 // inspection shows it, is the client's clock. An RWMutex keeps its holders
 // in a sorted set. A call that fails on
 // the network returns the error; a hold it may have taken expires with its
@@ -300,7 +302,10 @@ type backend struct {
 	o    options
 	meta string
 	wake string // this backend's wake-up channel
-	n    *notifier
+	// The Mutex scripts' constant arguments, boxed once rather than at
+	// every request: ttl ms, meta, wake.
+	ttlArg, metaArg, wakeArg any
+	n                        *notifier
 	// cluster: c is a Redis Cluster client, with a marker per hash slot
 	// (restart.go).
 	cluster bool
@@ -328,6 +333,7 @@ func newDriver(client redis.UniversalClient, opts []lease.Option) (*backend, err
 	}
 	d := &backend{c: client, o: o, meta: redisnode.Meta(), idPrefix: redisnode.NewID() + "."}
 	d.wake = o.Prefix + "wake:" + redisnode.NewID()
+	d.ttlArg, d.metaArg, d.wakeArg = d.ttlMS(), d.meta, d.wake
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.alive = o.Prefix + "alive"
 	d.n = newNotifier(client, d.wake, o.Logger)

@@ -7,12 +7,16 @@
 -- Returns {1, token} when held, {0, 0} otherwise, {-1, 0} when the marker
 -- is missing.
 local id, ttl, meta, ch = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[5]
+-- One EXISTS counts the marker three times: 3 is the fast path (marker, no
+-- holder, no waiter), less a missing marker, more a holder or waiters.
+local e = redis.call('EXISTS', KEYS[7], KEYS[7], KEYS[7], KEYS[1], KEYS[3])
 -- The server lost its data (or is new): grant nothing (restart.go).
-if redis.call('EXISTS', KEYS[7]) == 0 then return {-1, 0} end
--- Fast path: no holder and no waiter. Three commands, no clock read.
-if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
-  local tok = next_token(ttl)
-  redis.call('SET', KEYS[1], id .. '|' .. string.format('%d', tok) .. '|' .. ARGV[4] .. '|' .. meta, 'PX', ttl)
+if e < 3 then return {-1, 0} end
+-- Fast path: no holder and no waiter: five commands, two of them writes
+-- (the counter and the hold).
+if e == 3 then
+  local tok, s = next_token(ttl)
+  redis.call('SET', KEYS[1], id .. '|' .. s .. '|' .. ARGV[4] .. '|' .. meta, 'PX', ttl)
   return {1, tok}
 end
 -- @prelude
@@ -22,6 +26,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[3]) == 0 then
   tidy()
   return {1, tok}
 end
-if ch ~= '' then enqueue(id, ttl, ch, meta) end
-tidy()
+if ch ~= '' then
+  enqueue(id, ttl, ch, meta)
+  queue_added(now + ttl, ttl)
+else
+  tidy()
+end
 return {0, 0}

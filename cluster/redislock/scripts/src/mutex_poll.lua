@@ -25,5 +25,5 @@ elseif redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[3]) == 0 
 else
   enqueue(id, ttl, ch, meta)
 end
-tidy()
+queue_added(now + ttl, ttl)
 return {0, 0}

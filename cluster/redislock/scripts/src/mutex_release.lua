@@ -6,10 +6,16 @@
 local id = ARGV[1]
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, #id + 1) ~= id .. '|' then return 0 end
-redis.call('DEL', KEYS[1])
 -- Fast path: nobody waits.
-if redis.call('EXISTS', KEYS[3]) == 0 then return 1 end
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
 -- @prelude
-handoff()
-tidy()
+-- The next holder's hold overwrites ours; without one, ours goes.
+if not pass_on() then redis.call('DEL', KEYS[1]) end
+-- A release only removes waiters, so the expiry the queue's keys have (set
+-- when a waiter was added or checked in) still covers those left; they go
+-- with the last.
+if redis.call('EXISTS', QEXP) == 0 then redis.call('DEL', unpack(QUEUE_KEYS)) end
 return 1
