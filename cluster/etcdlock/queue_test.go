@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 )
 
 // Server faults and limits of etcd's queues, on a server of their own.
@@ -14,6 +15,10 @@ func TestQueue(t *testing.T) {
 	c := startCluster(t, 1)
 	t.Run("RevokedClaimant", func(t *testing.T) { testQueueRevokedClaimant(t, c) })
 	t.Run("RequestLimit", func(t *testing.T) { testQueueRequestLimit(t, c) })
+	t.Run("Inspector", func(t *testing.T) {
+		b, _ := fast(t, c, "qinspect/")
+		queuecheck.Inspector(t, b, "a/jobs")
+	})
 }
 
 // testQueueRevokedClaimant: the lease of a claimant is revoked by another
