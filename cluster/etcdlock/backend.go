@@ -173,7 +173,7 @@ func parseHolder(v []byte) holder {
 // (then the lease takes the keys with it). It reports whether the keys are
 // gone when it returns.
 func (b *backend) cleanup(s *session, keys ...string) bool {
-	if b.deleteKeys(b.bgCtx, keys, min(b.o.requestTimeout, 500*time.Millisecond)) {
+	if b.deleteKeys(b.bgCtx, s, keys, min(b.o.requestTimeout, 500*time.Millisecond)) {
 		return true
 	}
 	b.bg.Add(1)
@@ -184,11 +184,14 @@ func (b *backend) cleanup(s *session, keys ...string) bool {
 	return false
 }
 
-// deleteKeys deletes keys in one request bounded by d.
-func (b *backend) deleteKeys(ctx context.Context, keys []string, d time.Duration) bool {
+// deleteKeys deletes keys in one request bounded by d, each only while it
+// is bound to the lease of s: a key may have been written again since by
+// another session (a queue's claim key names the job, not the claim), and
+// that key is not this session's to delete.
+func (b *backend) deleteKeys(ctx context.Context, s *session, keys []string, d time.Duration) bool {
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
-		ops[i] = clientv3.OpDelete(k)
+		ops[i] = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(k), "=", s.id)}, []clientv3.Op{clientv3.OpDelete(k)}, nil)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -207,7 +210,7 @@ func (b *backend) deleteLater(s *session, keys []string, wait time.Duration) {
 			return
 		case <-time.After(wait):
 		}
-		if b.deleteKeys(b.bgCtx, keys, b.o.requestTimeout) {
+		if b.deleteKeys(b.bgCtx, s, keys, b.o.requestTimeout) {
 			return
 		}
 	}
