@@ -117,13 +117,13 @@ func testQueueRequestLimit(t *testing.T, c *cluster) {
 
 // testQueueForeignCleanup: a session's clean-up of a claim key it may
 // have written (a claim whose outcome it does not know) leaves the key
-// alone once another session's claim has it: a claim key names the job,
-// and the other claimant's claim must stay its own.
+// alone once another session's claim, or another claim of its own, has
+// it: a claim key names the job, and the later claim must stay.
 func testQueueForeignCleanup(t *testing.T, c *cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, d1 := fast(t, c, "qforeign/")
-	b2, _ := fast(t, c, "qforeign/")
+	b2, d2 := fast(t, c, "qforeign/")
 	s1, err := d1.session(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +138,18 @@ func testQueueForeignCleanup(t *testing.T, c *cluster) {
 	}
 	if r := must(c.client(t).Get(ctx, ck)).get(t); len(r.Kvs) != 1 {
 		t.Fatalf("another session's clean-up deleted the claim key %s", ck)
+	}
+	// The claimant's own session cleaning up an earlier claim of the job
+	// (another value) leaves the current claim alone too.
+	s2, err := d2.session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d2.deleteKeys(ctx, s2, []string{guardKey(ck, "an earlier claim")}, 5*time.Second) {
+		t.Fatal("the clean-up request failed")
+	}
+	if r := must(c.client(t).Get(ctx, ck)).get(t); len(r.Kvs) != 1 {
+		t.Fatalf("the clean-up of an earlier claim deleted the claim key %s", ck)
 	}
 	if err := j.Ack(ctx); err != nil {
 		t.Errorf("Ack after another session's clean-up: %v", err)
