@@ -154,12 +154,24 @@ type holder struct {
 	Since time.Time `json:"since"`
 	Mode  string    `json:"mode,omitempty"`
 	N     int64     `json:"n,omitempty"`
+	Claim string    `json:"claim,omitempty"` // a queue claim's id, unique to the claim
 }
 
 func (b *backend) holderValue(mode string, n int64) string {
 	v, _ := json.Marshal(holder{PID: b.pid, Host: b.host, Since: time.Now().UTC(), Mode: mode, N: n})
 	return string(v)
 }
+
+// claimValue is the value of a queue's claim key, unique to the claim.
+func (b *backend) claimValue(id string) string {
+	v, _ := json.Marshal(holder{PID: b.pid, Host: b.host, Since: time.Now().UTC(), Mode: "exclusive", Claim: id})
+	return string(v)
+}
+
+// guardKey names key for a clean-up that deletes it only while it has the
+// value v (a claim key names a job, and this session may have claimed the
+// job again since). Values are JSON, which has no NUL.
+func guardKey(key, v string) string { return key + "\x00" + v }
 
 func parseHolder(v []byte) holder {
 	var h holder
@@ -173,7 +185,7 @@ func parseHolder(v []byte) holder {
 // (then the lease takes the keys with it). It reports whether the keys are
 // gone when it returns.
 func (b *backend) cleanup(s *session, keys ...string) bool {
-	if b.deleteKeys(b.bgCtx, keys, min(b.o.requestTimeout, 500*time.Millisecond)) {
+	if b.deleteKeys(b.bgCtx, s, keys, min(b.o.requestTimeout, 500*time.Millisecond)) {
 		return true
 	}
 	b.bg.Add(1)
@@ -184,11 +196,21 @@ func (b *backend) cleanup(s *session, keys ...string) bool {
 	return false
 }
 
-// deleteKeys deletes keys in one request bounded by d.
-func (b *backend) deleteKeys(ctx context.Context, keys []string, d time.Duration) bool {
+// deleteKeys deletes keys in one request bounded by d, each only while it
+// is bound to the lease of s (and has the value of a guardKey): a key may
+// have been written again since, by another session or another claim of
+// this one (a queue's claim key names the job, not the claim), and that
+// key is not this clean-up's to delete.
+func (b *backend) deleteKeys(ctx context.Context, s *session, keys []string, d time.Duration) bool {
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
-		ops[i] = clientv3.OpDelete(k)
+		var cmps []clientv3.Cmp
+		if j := strings.LastIndexByte(k, 0); j >= 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(k[:j]), "=", k[j+1:]))
+			k = k[:j]
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(k), "=", s.id))
+		ops[i] = clientv3.OpTxn(cmps, []clientv3.Op{clientv3.OpDelete(k)}, nil)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -207,7 +229,7 @@ func (b *backend) deleteLater(s *session, keys []string, wait time.Duration) {
 			return
 		case <-time.After(wait):
 		}
-		if b.deleteKeys(b.bgCtx, keys, b.o.requestTimeout) {
+		if b.deleteKeys(b.bgCtx, s, keys, b.o.requestTimeout) {
 			return
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/listing"
 	"github.com/batonlock/baton/cluster/lease"
 )
 
@@ -132,7 +133,7 @@ func (b *backend) info(ctx context.Context, o *object, ttls map[int64]time.Durat
 	return in
 }
 
-// List returns every object under the backend's prefix.
+// List returns every object under the backend's prefix, queues included.
 func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 	rctx, cancel := b.rctx(ctx)
 	defer cancel()
@@ -145,6 +146,17 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 	for _, o := range b.collect(resp.Kvs) {
 		out = append(out, b.info(rctx, o, ttls))
 	}
+	keys := make([][]byte, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		keys[i] = kv.Key
+	}
+	qs, err := listing.Inspect(ctx, b.queueNames(keys), func(ctx context.Context, _ baton.Kind, name string) (baton.Info, error) {
+		return b.inspectQueue(ctx, name) // queue_inspect.go
+	})
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, qs...)
 	slices.SortFunc(out, func(x, y baton.Info) int {
 		return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Kind, y.Kind))
 	})
@@ -152,12 +164,12 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 }
 
 func (b *backend) checkObject(kind baton.Kind, name string) error {
-	if kind == baton.KindQueue || kind == baton.KindChannel {
-		// Kinds of baton that the Inspector does not show: callers that
-		// ask every kind (baton status) pass over them.
+	if kind == baton.KindChannel {
+		// etcd serves no channels: callers that ask every kind (baton
+		// status) pass over them.
 		return fmt.Errorf("%w: the etcd Inspector shows no %s", baton.ErrUnsupported, kind)
 	}
-	if !validKind(kind) {
+	if !validKind(kind) && kind != baton.KindQueue {
 		return refused("kind %q", kind)
 	}
 	return baton.ValidateName(name)
@@ -179,6 +191,9 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 	if err := b.checkObject(kind, name); err != nil {
 		return baton.Info{}, err
 	}
+	if kind == baton.KindQueue {
+		return b.inspectQueue(ctx, name)
+	}
 	rctx, cancel := b.rctx(ctx)
 	defer cancel()
 	resp, err := b.c.Txn(rctx).Then(b.objectOps(kind, name, clientv3.OpGet)...).Commit()
@@ -196,7 +211,8 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 	return b.info(rctx, o, map[int64]time.Duration{}), nil
 }
 
-// Remove deletes every key of the object. Holders see their loss fire: those
+// Remove deletes every key of the object (of a queue: its jobs, claims,
+// dead letters and id sequence). Holders see their loss fire: those
 // of this Backend before Remove returns, others when the delete reaches the
 // watch of their key (holdwatch.go); their Unlock returns ErrLost. Waiters
 // get ErrLost when they next read their queue.

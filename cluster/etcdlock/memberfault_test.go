@@ -28,6 +28,7 @@ func TestMemberFaults(t *testing.T) {
 	t.Run("WatchMemberPaused", func(t *testing.T) { testWatchMemberDies(t, c, false) })
 	t.Run("RenewPastPausedMember", func(t *testing.T) { testRenewPastPausedMember(t, c) })
 	t.Run("KillUnderWaiters", func(t *testing.T) { testKillUnderWaiters(t, c) })
+	t.Run("QueueLeaderKill", func(t *testing.T) { testQueueLeaderKill(t, c) })
 }
 
 // A holder whose client balances over every member keeps its hold while

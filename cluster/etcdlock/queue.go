@@ -76,7 +76,8 @@ type qclaim struct {
 	s          *session
 	job        qjob // attempts counts this claim
 	ckey, rkey string
-	rev        int64 // the claim key's create revision
+	gkey       string // ckey guarded by the claim's value, for clean-ups
+	rev        int64  // the claim key's create revision
 	loss       *driver.Loss
 	hw         *holdWatch
 }
@@ -365,7 +366,7 @@ func (d *queueDriver) Close() error {
 		c.hw.release()
 		c.loss.Fire(baton.ErrClosed)
 		c.s.untrack(c.loss)
-		d.b.cleanup(c.s, c.ckey)
+		d.b.cleanup(c.s, c.gkey)
 	}
 	return nil
 }

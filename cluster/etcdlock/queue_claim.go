@@ -132,9 +132,8 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int) ([]driver
 func (d *queueDriver) claim(ctx context.Context, s *session, picks []*mvccpb.KeyValue) ([]driver.Claim, error) {
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
-	var ckeys []string
+	var ckeys, gkeys []string
 	var jobs []qjob
-	holder := d.b.holderValue("", 0)
 	for _, kv := range picks {
 		at, id := d.parseReady(kv.Key)
 		j, err := decodeJob(id, at, kv.Value)
@@ -150,11 +149,12 @@ func (d *queueDriver) claim(ctx context.Context, s *session, picks []*mvccpb.Key
 			continue
 		}
 		j.attempts++
+		holder := d.b.claimValue(s.newID())
 		ops = append(ops, clientv3.OpPut(ck, holder, clientv3.WithLease(s.id)), clientv3.OpPut(string(kv.Key), string(j.encode())))
-		ckeys = append(ckeys, ck)
+		ckeys, gkeys = append(ckeys, ck), append(gkeys, guardKey(ck, holder))
 		jobs = append(jobs, j)
 	}
-	resp, err := d.b.commit(ctx, s, ckeys, func(rctx context.Context) (*clientv3.TxnResponse, error) {
+	resp, err := d.b.commit(ctx, s, gkeys, func(rctx context.Context) (*clientv3.TxnResponse, error) {
 		return d.b.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
 	})
 	if err != nil || !resp.Succeeded {
@@ -167,7 +167,7 @@ func (d *queueDriver) claim(ctx context.Context, s *session, picks []*mvccpb.Key
 	for k, j := range jobs {
 		loss := driver.NewLoss()
 		s.track(loss, ckeys[k], rev)
-		c := &qclaim{s: s, job: j, ckey: ckeys[k], rkey: d.rkey(j.at, j.id), rev: rev, loss: loss, hw: d.b.watchHold(s, ckeys[k], rev, loss)}
+		c := &qclaim{s: s, job: j, ckey: ckeys[k], gkey: gkeys[k], rkey: d.rkey(j.at, j.id), rev: rev, loss: loss, hw: d.b.watchHold(s, ckeys[k], rev, loss)}
 		if d.closed {
 			lost = append(lost, c)
 		} else {
@@ -182,7 +182,7 @@ func (d *queueDriver) claim(ctx context.Context, s *session, picks []*mvccpb.Key
 		c.hw.release()
 		c.loss.Fire(baton.ErrClosed)
 		c.s.untrack(c.loss)
-		d.b.cleanup(s, c.ckey)
+		d.b.cleanup(s, c.gkey)
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 )
 
 // Server faults and limits of etcd's queues, on a server of their own.
@@ -14,6 +15,11 @@ func TestQueue(t *testing.T) {
 	c := startCluster(t, 1)
 	t.Run("RevokedClaimant", func(t *testing.T) { testQueueRevokedClaimant(t, c) })
 	t.Run("RequestLimit", func(t *testing.T) { testQueueRequestLimit(t, c) })
+	t.Run("ForeignCleanup", func(t *testing.T) { testQueueForeignCleanup(t, c) })
+	t.Run("Inspector", func(t *testing.T) {
+		b, _ := fast(t, c, "qinspect/")
+		queuecheck.Inspector(t, b, "a/jobs")
+	})
 }
 
 // testQueueRevokedClaimant: the lease of a claimant is revoked by another
@@ -106,5 +112,46 @@ func testQueueRequestLimit(t *testing.T, c *cluster) {
 	}
 	if err := j.Ack(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testQueueForeignCleanup: a session's clean-up of a claim key it may
+// have written (a claim whose outcome it does not know) leaves the key
+// alone once another session's claim, or another claim of its own, has
+// it: a claim key names the job, and the later claim must stay.
+func testQueueForeignCleanup(t *testing.T, c *cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, d1 := fast(t, c, "qforeign/")
+	b2, d2 := fast(t, c, "qforeign/")
+	s1, err := d1.session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := must(b2.Queue(ctx, "jobs")).get(t)
+	must(q.Put(ctx, []byte("x"))).get(t)
+	j := must(q.Claim(ctx)).get(t)
+	qd := &queueDriver{b: d1, dir: d1.dir(baton.KindQueue, "jobs")}
+	ck := qd.ckey(uint64(j.ID()))
+	if !d1.deleteKeys(ctx, s1, []string{ck}, 5*time.Second) {
+		t.Fatal("the clean-up request failed")
+	}
+	if r := must(c.client(t).Get(ctx, ck)).get(t); len(r.Kvs) != 1 {
+		t.Fatalf("another session's clean-up deleted the claim key %s", ck)
+	}
+	// The claimant's own session cleaning up an earlier claim of the job
+	// (another value) leaves the current claim alone too.
+	s2, err := d2.session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d2.deleteKeys(ctx, s2, []string{guardKey(ck, "an earlier claim")}, 5*time.Second) {
+		t.Fatal("the clean-up request failed")
+	}
+	if r := must(c.client(t).Get(ctx, ck)).get(t); len(r.Kvs) != 1 {
+		t.Fatalf("the clean-up of an earlier claim deleted the claim key %s", ck)
+	}
+	if err := j.Ack(ctx); err != nil {
+		t.Errorf("Ack after another session's clean-up: %v", err)
 	}
 }

@@ -20,17 +20,17 @@ func kindKey(kind baton.Kind, name string) (string, error) {
 			return key(k, name), nil
 		}
 	}
-	if kind == baton.KindQueue || kind == baton.KindChannel {
-		// Kinds of baton that the Inspector does not show: callers that
-		// ask every kind (baton status) pass over them.
+	if kind == baton.KindChannel {
+		// MySQL serves no channels: callers that ask every kind (baton
+		// status) pass over them.
 		return "", fmt.Errorf("%w: the MySQL Inspector shows no %s", baton.ErrUnsupported, kind)
 	}
 	return "", fmt.Errorf("%w: kind %q", baton.ErrInvalidArgument, kind)
 }
 
 // List returns the objects of every kind: the rows of the lock table
-// (LockRow's rows are not objects of the Backend) and the names with Cond
-// waiters.
+// (LockRow's rows are not objects of the Backend; a queue's token row
+// names the queue) and the names with Cond waiters.
 func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 	rows, err := b.db.QueryContext(ctx, `SELECT name FROM `+b.t.lock+` WHERE name NOT LIKE 't:%'
 		UNION SELECT DISTINCT name FROM `+b.t.cond)
@@ -44,8 +44,11 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 			rows.Close()
 			return nil, err
 		}
-		if len(k) >= 3 && kinds[k[0]] != "" {
+		switch {
+		case len(k) >= 3 && kinds[k[0]] != "":
 			refs = append(refs, listing.Ref{Kind: kinds[k[0]], Name: k[2:]})
+		case len(k) >= 3 && k[:2] == "q:": // a queue's token row (queue_inspect.go)
+			refs = append(refs, listing.Ref{Kind: baton.KindQueue, Name: k[2:]})
 		}
 	}
 	rows.Close()
@@ -56,6 +59,9 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 }
 
 func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
+	if kind == baton.KindQueue {
+		return b.inspectQueue(ctx, name)
+	}
 	k, err := kindKey(kind, name)
 	if err != nil {
 		return baton.Info{}, err
@@ -132,9 +138,13 @@ func (b *backend) inspectKey(ctx context.Context, k string) (baton.Info, error) 
 // Remove frees the object: a Mutex's row is freed (and left to the sweep,
 // reclaim.go), an RWMutex's and a Semaphore's holders and queued
 // requests are deleted (a Semaphore's row too, so it may be created again
-// with another capacity), and a Cond's waiters are woken. Holders learn of
+// with another capacity), a Cond's waiters are woken, and a queue's jobs
+// are deleted. Holders learn of
 // the loss at their next renewal.
 func (b *backend) Remove(ctx context.Context, kind baton.Kind, name string) error {
+	if kind == baton.KindQueue {
+		return b.removeQueue(ctx, name)
+	}
 	k, err := kindKey(kind, name)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 	"github.com/batonlock/baton/cluster/lease"
 )
 
@@ -214,4 +215,17 @@ func TestQueueTx(t *testing.T) {
 		t.Fatal(err)
 	}
 	stats(baton.QueueStats{Delayed: 1})
+}
+
+// TestQueueInspector: the Inspector lists a queue with its counts by
+// state, its oldest ready job's age and its claims; Remove deletes its
+// jobs.
+func TestQueueInspector(t *testing.T) {
+	s := sharedServer(t)
+	b, err := New(context.Background(), openDB(t, s), lease.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	queuecheck.Inspector(t, b, fmt.Sprint("inspect/", time.Now().UnixNano()))
 }

@@ -19,12 +19,13 @@ import (
 const (
 	jobsListSQL = `SELECT DISTINCT queue FROM baton_jobs ORDER BY 1`
 
-	// $1 queue: the counts by state and the last token; no row when the
-	// queue was never opened.
+	// $1 queue: the counts by state, the last token and the age of the
+	// oldest ready job in µs; no row when the queue was never opened.
 	jobsInspectSQL = `SELECT
 	count(j.id) FILTER (WHERE j.state = 0 AND j.ready_at <= clock_timestamp()),
 	count(j.id) FILTER (WHERE j.state = 0 AND j.ready_at > clock_timestamp()),
-	count(j.id) FILTER (WHERE j.state = 1), count(j.id) FILTER (WHERE j.state = 2), q.token
+	count(j.id) FILTER (WHERE j.state = 1), count(j.id) FILTER (WHERE j.state = 2), q.token,
+	coalesce(floor(extract(epoch FROM clock_timestamp() - min(j.ready_at) FILTER (WHERE j.state = 0 AND j.ready_at <= clock_timestamp())) * 1000000), 0)::bigint
 FROM baton_queues q LEFT JOIN baton_jobs j ON j.queue = q.queue WHERE q.queue = $1 GROUP BY q.token`
 
 	// $1 queue: up to 100 claims, the soonest to lapse first.
@@ -62,8 +63,8 @@ func (b *backend) inspectQueue(ctx context.Context, info baton.Info) (baton.Info
 	if err := b.jobsSchema(ctx); err != nil {
 		return info, err
 	}
-	var ready, delayed, inFlight, dead, token int64
-	err := b.pool.QueryRow(ctx, b.q(jobsInspectSQL), info.Name).Scan(&ready, &delayed, &inFlight, &dead, &token)
+	var ready, delayed, inFlight, dead, token, oldest int64
+	err := b.pool.QueryRow(ctx, b.q(jobsInspectSQL), info.Name).Scan(&ready, &delayed, &inFlight, &dead, &token, &oldest)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return info, notExist(info.Kind, info.Name)
 	}
@@ -72,7 +73,7 @@ func (b *backend) inspectQueue(ctx context.Context, info baton.Info) (baton.Info
 	}
 	info.Waiters = -1
 	info.LastToken = baton.Token(token)
-	info.Detail = fmt.Sprintf("ready %d, delayed %d, in flight %d, dead %d", ready, delayed, inFlight, dead)
+	info.Detail = listing.QueueDetail(int(ready), int(delayed), int(inFlight), int(dead), time.Duration(oldest)*time.Microsecond)
 	rows, err := b.pool.Query(ctx, b.q(jobsClaimsSQL), info.Name)
 	if err != nil {
 		return info, err

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 	"github.com/batonlock/baton/cluster/lease"
 )
 
@@ -301,7 +302,7 @@ func TestQueueInspect(t *testing.T) {
 	}
 	if len(info.Holders) != 1 || info.Holders[0].Token != j.Token() || info.Holders[0].TTL <= 0 ||
 		!strings.Contains(info.Holders[0].Owner, "session ") || info.LastToken != j.Token() ||
-		info.Detail != "ready 1, delayed 0, in flight 1, dead 0" {
+		!strings.HasPrefix(info.Detail, "ready 1, delayed 0, in flight 1, dead 0, oldest ready ") {
 		t.Fatalf("Inspect = %+v", info)
 	}
 	all, err := in.List(ctx)
@@ -329,4 +330,7 @@ func TestQueueInspect(t *testing.T) {
 	if err := in.Remove(ctx, baton.KindQueue, "never-opened"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Remove of an unknown queue: %v", err)
 	}
+	// The check every network backend runs: counts by state and the
+	// oldest ready job's age.
+	queuecheck.Inspector(t, b, fmt.Sprint("checked-", time.Now().UnixNano()))
 }

@@ -16,9 +16,10 @@ import (
 	"github.com/batonlock/baton/cluster/internal/listing"
 )
 
-var kinds = []baton.Kind{baton.KindMutex, baton.KindRWMutex, baton.KindSemaphore, baton.KindCond}
+var kinds = []baton.Kind{baton.KindMutex, baton.KindRWMutex, baton.KindSemaphore, baton.KindCond, baton.KindQueue}
 
-// List returns every name of every kind under the prefix.
+// List returns every name of every kind under the prefix, queues
+// included (queue_inspect.go).
 func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 	var refs []listing.Ref
 	for _, k := range kinds {
@@ -43,6 +44,9 @@ func (b *backend) List(ctx context.Context) ([]baton.Info, error) {
 // Inspect reads the queue of one name and works out who holds, by the
 // rules the waiters follow.
 func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (baton.Info, error) {
+	if kind == baton.KindQueue {
+		return b.inspectQueue(ctx, name)
+	}
 	info := baton.Info{Name: name, Kind: kind, Backend: b.Kind(), Holders: []baton.Holder{}}
 	dir := b.dir(kind, name)
 	type read struct {
@@ -138,6 +142,9 @@ func (b *backend) Inspect(ctx context.Context, kind baton.Kind, name string) (ba
 // hold back (ErrLost): a hold does not watch its own node, which would
 // cost every acquisition a request.
 func (b *backend) Remove(ctx context.Context, kind baton.Kind, name string) error {
+	if kind == baton.KindQueue {
+		return b.removeQueue(ctx, name)
+	}
 	dir := b.dir(kind, name)
 	_, err := req(b, ctx, func() (struct{}, error) {
 		for {

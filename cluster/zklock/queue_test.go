@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 )
 
 // TestQueueSessionExpiry: a claimant cut off from the server loses its
@@ -108,4 +109,12 @@ func TestQueueRequestLimit(t *testing.T) {
 	if err := j.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestQueueInspector: the Inspector lists a queue with its counts by
+// state, its oldest ready job's age and its claims; Remove deletes it.
+func TestQueueInspector(t *testing.T) {
+	addr := standalone(t)
+	b := open(t, fmt.Sprintf("zk://%s/qinspect-%d", addr, time.Now().UnixNano()))
+	queuecheck.Inspector(t, b, "a/jobs")
 }

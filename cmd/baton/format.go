@@ -30,6 +30,7 @@ type jsonObject struct {
 	Capacity  int64        `json:"capacity,omitempty"`
 	LastToken uint64       `json:"last_token,omitempty,string"`
 	Detail    string       `json:"detail,omitempty"`
+	Queue     *jsonQueue   `json:"queue,omitempty"` // a queue's counts, read from Detail
 }
 
 type jsonHolder struct {
@@ -47,7 +48,7 @@ type jsonHolder struct {
 func toJSON(in baton.Info, now time.Time) jsonObject {
 	o := jsonObject{Name: in.Name, Kind: in.Kind, Backend: in.Backend, Impl: in.Impl,
 		Holders: []jsonHolder{}, Waiters: in.Waiters, Capacity: in.Capacity,
-		LastToken: uint64(in.LastToken), Detail: in.Detail}
+		LastToken: uint64(in.LastToken), Detail: in.Detail, Queue: queueJSON(in)}
 	for _, h := range in.Holders {
 		j := jsonHolder{PID: h.PID, Host: h.Host, Owner: h.Owner, Token: uint64(h.Token), Mode: h.Mode, N: h.N}
 		if !h.Since.IsZero() {

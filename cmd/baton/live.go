@@ -136,4 +136,24 @@ func writeLive(w io.Writer, infos []baton.Info, now time.Time) {
 		}
 	}
 	_ = tw.Flush()
+	writeQueues(w, infos)
+}
+
+// writeQueues writes the table of the queues among infos, as the status
+// page shows them; nothing when there is none.
+func writeQueues(w io.Writer, infos []baton.Info) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := false
+	for _, in := range infos {
+		c, ok := parseQueueDetail(in)
+		if !ok {
+			continue
+		}
+		if !head {
+			fmt.Fprintln(tw, "\nQUEUE\tREADY\tDELAYED\tIN FLIGHT\tDEAD\tOLDEST READY")
+			head = true
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", in.Name, c.Ready, c.Delayed, c.InFlight, c.Dead, ago(c.Oldest))
+	}
+	_ = tw.Flush()
 }

@@ -72,3 +72,15 @@ func (r *reopening) close() {
 		closeBackend(r.b, releaseTimeout)
 	}
 }
+
+// Queue opens a queue of the backend once it answers (the status page's
+// requeue and purge).
+func (r *reopening) Queue(ctx context.Context, name string) (baton.Queue, error) {
+	if _, err := r.get(ctx); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	b := r.b
+	r.mu.Unlock()
+	return b.Queue(ctx, name)
+}

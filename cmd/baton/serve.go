@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -27,6 +28,11 @@ Prometheus:
                  refreshed every second, sortable by wait, hold time or name
   /api/objects   the same as JSON (?sort=wait|held|name): the objects of
                  baton ls --json (schema 2) with the time of the listing
+  /queues/requeue, /queues/purge
+                 POST only, from the page itself (its form, with the
+                 token made for this server instance; other origins and
+                 requests without the token are refused with 403):
+                 requeue or purge every dead letter of a queue
   /metrics       Prometheus metrics of the objects: baton_object_holders,
                  baton_object_waiters, baton_object_held_seconds,
                  baton_object_lease_seconds, baton_object_last_token_high
@@ -72,7 +78,7 @@ func runServe(cmd *cobra.Command, addr string) error {
 		if err != nil {
 			return usageErrorf("--http %s: %v", addr, err)
 		}
-		srv := &http.Server{Handler: liveHandler(in, raw), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: liveHandler(in, raw, pageToken()), ReadHeaderTimeout: 10 * time.Second}
 		cmd.PrintErrf("baton: serving %s on http://%s/\n", baton.RedactURL(raw), ln.Addr())
 		done := make(chan error, 1)
 		go func() { done <- srv.Serve(ln) }()
@@ -88,16 +94,22 @@ func runServe(cmd *cobra.Command, addr string) error {
 	})
 }
 
-// liveHandler serves the page, its JSON and the metrics of in.
-func liveHandler(in baton.Inspector, raw string) http.Handler {
+// liveHandler serves the page, its JSON, the metrics of in and the
+// page's actions on dead letters, which need token.
+func liveHandler(in baton.Inspector, raw, token string) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewInspector(in))
 	mux := http.NewServeMux()
+	page := bytes.Replace(livePage, []byte("{{token}}"), []byte(token), 1)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		_, _ = w.Write(livePage)
+		// Its forms act on queues: no other site may frame it.
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+		_, _ = w.Write(page)
 	})
+	mux.Handle("POST /queues/{op}", deadLettersHandler(in, token))
 	mux.HandleFunc("GET /api/objects", func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("sort")
 		if key == "" {
