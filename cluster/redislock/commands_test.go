@@ -148,3 +148,44 @@ func TestQueueKeysOutliveEntries(t *testing.T) {
 		t.Errorf("%d queue keys left once every waiter was granted (%v)", n, err)
 	}
 }
+
+// An uncontended Put, Claim and Ack cost the server one script each: a
+// Claim that finds a job ready neither subscribes nor unsubscribes.
+func TestQueueUncontendedCommands(t *testing.T) {
+	s := startRedis(t)
+	c := s.Client()
+	q := queue(t, open(t, s.URL("")), "commands")
+	ctx := context.Background()
+	cycle := func() {
+		mustPut(t, q, "job")
+		j, err := q.Claim(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle() // loads the scripts
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	for range n {
+		cycle()
+	}
+	calls := commandCalls(t, c)
+	defer func() {
+		if t.Failed() {
+			t.Logf("calls: %v", calls)
+		}
+	}()
+	if calls["evalsha"] != 3*n {
+		t.Errorf("evalsha: %d calls in %d cycles, want %d", calls["evalsha"], n, 3*n)
+	}
+	for _, k := range []string{"subscribe", "unsubscribe", "ping"} {
+		if calls[k] != 0 {
+			t.Errorf("%s: %d calls in %d cycles, want none", k, calls[k], n)
+		}
+	}
+}

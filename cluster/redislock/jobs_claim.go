@@ -11,33 +11,39 @@ import (
 	"github.com/batonlock/baton/driver"
 )
 
-// Claim claims up to n ready jobs. A waiting claim subscribes to the
-// queue's channel first, then runs the claim script: a Put after the
-// script is announced to it. It sleeps until a message, the time the
-// script said the next delayed job is ready or the next lease passes, or
-// a renewal period at most (a message lost with a broken Pub/Sub
-// connection is made up for then, as for values).
+// Claim claims up to n ready jobs. It runs the claim script first, so a
+// claim that finds a job ready costs one script and no subscription. Only
+// when nothing was ready does a waiting claim subscribe to the queue's
+// channel and run the script again: a Put between the first try and the
+// subscription is found by the second, a Put after it is announced. It
+// then sleeps until a message, the time the script said the next delayed
+// job is ready or the next lease passes, or a renewal period at most (a
+// message lost with a broken Pub/Sub connection is made up for then, as
+// for values).
 func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
-	var wake <-chan struct{}
-	if wait {
-		vs, err := q.d.valueSubs()
-		if err != nil {
-			return nil, err
-		}
-		w, leave, err := vs.join(ctx, q.channel)
-		if err != nil {
-			return nil, err
-		}
-		defer leave()
-		wake = w
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
+	cs, _, err := q.claimOnce(ctx, n)
+	if err != nil || len(cs) > 0 {
+		return cs, err
+	}
+	if !wait {
+		return nil, baton.ErrEmpty
+	}
+	vs, err := q.d.valueSubs()
+	if err != nil {
+		return nil, err
+	}
+	wake, leave, err := vs.join(ctx, q.channel)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	for {
 		cs, next, err := q.claimOnce(ctx, n)
 		if err != nil || len(cs) > 0 {
 			return cs, err
-		}
-		if !wait {
-			return nil, baton.ErrEmpty
 		}
 		d := q.d.o.RenewEvery
 		if next > 0 {
