@@ -125,10 +125,14 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 		) ENGINE=InnoDB`); err != nil {
 		return nil, fmt.Errorf("create job table: %w", err)
 	}
-	for _, k := range []string{d.ids, d.toks, d.count} {
+	for _, k := range []string{d.ids, d.toks} {
 		if _, err := b.ensureRow(ctx, k, 0); err != nil {
 			return nil, err
 		}
+	}
+	// The sleepers' count starts at 0, not at the floor's counter.
+	if _, err := b.db.ExecContext(ctx, `INSERT IGNORE INTO `+b.t.lock+` (name) VALUES (?)`, d.count); err != nil {
+		return nil, err
 	}
 	if err := b.track(d, func() { d.Close() }); err != nil {
 		return nil, err

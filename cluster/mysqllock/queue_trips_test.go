@@ -26,7 +26,13 @@ func questions(t *testing.T, admin *sql.DB) int {
 // read only when a claim comes back empty); the DELETE.
 func TestQueueRoundTrips(t *testing.T) {
 	s := sharedServer(t)
-	q := queueOn(t, openDB(t, s), "trips")
+	db := openDB(t, s)
+	queueOn(t, db, "trips-setup") // the tables
+	// A raised floor (as a sweep leaves it) must not count as sleepers.
+	if _, err := db.Exec("UPDATE `" + DefaultPrefix + "lock` SET token = GREATEST(token, 1000) WHERE name = ''"); err != nil {
+		t.Fatal(err)
+	}
+	q := queueOn(t, db, fmt.Sprint("trips-", time.Now().UnixNano()))
 	admin := s.admin(t)
 	ctx := context.Background()
 	const n, want = 40, 10
