@@ -34,8 +34,9 @@ import (
 // with the queue; whoever makes a job ready moves the generation and then
 // interrupts, with KILL QUERY, the sleeping statements it finds in the
 // process list under that mark. That costs each Put, Retry or give-back a
-// read of the process list and a KILL QUERY per sleeping claimant (only a
-// read of a counter while no claimant has counted itself as sleeping), and
+// read of the process list and a KILL QUERY per sleeping claimant (nothing
+// while no claimant has counted itself as sleeping: the statement moving
+// the generation reads the count, see drawIDs), and
 // works between connections of one database user (or a user with
 // CONNECTION_ADMIN); other sleepers wake at the end of their slice: the
 // TTL, or sooner when a delayed job or a claim's lease ends first, which
