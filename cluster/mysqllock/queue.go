@@ -279,9 +279,9 @@ func putJobs(ctx context.Context, tx *sql.Tx, job, lock, name string, jobs []dri
 // and returns its value before, creating the row if it is missing. With
 // sleepRow (the row counting the queue's sleeping claimants) it also
 // reports, in the same statement, whether claimants may sleep: the row
-// stays locked until tx ends (a transaction, or the statement itself), so a claimant counting itself afterwards
-// reads the generation this commit moves (see wakeSleepers). The answer comes
-// back as rows affected: the counter's row counts 2 when changed (n > 0),
+// stays locked until tx ends (a transaction, or the statement itself), so
+// a claimant counting itself afterwards reads the generation this commit
+// moves (see wakeSleepers). The answer comes back as rows affected: the counter's row counts 2 when changed (n > 0),
 // 1 when inserted and 0 when neither; sleepRow counts 2 when it has
 // sleepers (the toggle of its capacity, unused, changes it), 1 when
 // inserted (none) and 0 otherwise. A total that both a toggle and no
