@@ -275,22 +275,24 @@ func putJobs(ctx context.Context, tx *sql.Tx, job, lock, name string, jobs []dri
 	return ids, sleepers && seq > last, nil
 }
 
+// execer is a *sql.Tx or a *sql.DB.
+type execer interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}
+
 // drawIDs adds n to the id counter of queue name (the wake-up generation)
 // and returns its value before, creating the row if it is missing. With
 // sleepRow (the row counting the queue's sleeping claimants) it also
 // reports, in the same statement, whether claimants may sleep: the row
 // stays locked until tx ends (a transaction, or the statement itself), so
 // a claimant counting itself afterwards reads the generation this commit
-// moves (see wakeSleepers). The answer comes back as rows affected: the counter's row counts 2 when changed (n > 0),
-// 1 when inserted and 0 when neither; sleepRow counts 2 when it has
+// moves (see wakeSleepers). The answer comes back as rows affected: the
+// counter's row counts 2 when changed (n > 0), 1 when inserted and 0 when
+// neither; sleepRow counts 2 when it has
 // sleepers (the toggle of its capacity, unused, changes it), 1 when
 // inserted (none) and 0 otherwise. A total that both a toggle and no
 // toggle could give counts as sleepers: a wake-up too many costs a read
 // of the process list, one too few a sleeper's slice.
-type execer interface {
-	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}
-
 func drawIDs(ctx context.Context, tx execer, lock, name string, n int, sleepRow string) (uint64, bool, error) {
 	q := key('Q', name)
 	vals, args := "(?, LAST_INSERT_ID(?))", []any{q, n}
