@@ -288,9 +288,8 @@ type execer interface {
 // a claimant counting itself afterwards reads the generation this commit
 // moves (see wakeSleepers). The answer comes back as rows affected: the
 // counter's row counts 2 when changed (n > 0), 1 when inserted and 0 when
-// neither; sleepRow counts 2 when it has
-// sleepers (the toggle of its capacity, unused, changes it), 1 when
-// inserted (none) and 0 otherwise. A total that both a toggle and no
+// neither; sleepRow counts 2 when it has sleepers (the toggle of its
+// capacity, unused, changes it), 1 when inserted (none) and 0 otherwise. A total that both a toggle and no
 // toggle could give counts as sleepers: a wake-up too many costs a read
 // of the process list, one too few a sleeper's slice.
 func drawIDs(ctx context.Context, tx execer, lock, name string, n int, sleepRow string) (uint64, bool, error) {
