@@ -34,8 +34,9 @@ import (
 // with the queue; whoever makes a job ready moves the generation and then
 // interrupts, with KILL QUERY, the sleeping statements it finds in the
 // process list under that mark. That costs each Put, Retry or give-back a
-// read of the process list and a KILL QUERY per sleeping claimant (only a
-// read of a counter while no claimant has counted itself as sleeping), and
+// read of the process list and a KILL QUERY per sleeping claimant (nothing
+// while no claimant has counted itself as sleeping: the statement moving
+// the generation reads the count, see drawIDs), and
 // works between connections of one database user (or a user with
 // CONNECTION_ADMIN); other sleepers wake at the end of their slice: the
 // TTL, or sooner when a delayed job or a claim's lease ends first, which
@@ -125,10 +126,14 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 		) ENGINE=InnoDB`); err != nil {
 		return nil, fmt.Errorf("create job table: %w", err)
 	}
-	for _, k := range []string{d.ids, d.toks, d.count} {
+	for _, k := range []string{d.ids, d.toks} {
 		if _, err := b.ensureRow(ctx, k, 0); err != nil {
 			return nil, err
 		}
+	}
+	// The sleepers' count starts at 0, not at the floor's counter.
+	if _, err := b.db.ExecContext(ctx, `INSERT IGNORE INTO `+b.t.lock+` (name) VALUES (?)`, d.count); err != nil {
+		return nil, err
 	}
 	if err := b.track(d, func() { d.Close() }); err != nil {
 		return nil, err
@@ -158,10 +163,12 @@ func (d *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, 
 	}
 	for {
 		bctx, cancel := d.b.bg(ctx)
-		ids, err := d.putOnce(bctx, jobs)
+		ids, sleepers, err := d.putOnce(bctx, jobs)
 		cancel()
 		if err == nil {
-			d.wake()
+			if sleepers {
+				d.wakeSleepers()
+			}
 			return ids, nil
 		}
 		if !retryable(err) {
@@ -170,23 +177,23 @@ func (d *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, 
 	}
 }
 
-func (d *queueDriver) putOnce(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
+func (d *queueDriver) putOnce(ctx context.Context, jobs []driver.PutJob) ([]uint64, bool, error) {
 	tx, err := d.b.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer tx.Rollback()
-	ids, err := putJobs(ctx, tx, d.job, d.b.t.lock, d.name, jobs)
+	ids, sleepers, err := putJobs(ctx, tx, d.job, d.b.t.lock, d.name, jobs, d.count)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return ids, tx.Commit()
+	return ids, sleepers, tx.Commit()
 }
 
 // putJobs adds jobs to queue name inside tx: the ids are drawn from the
 // queue's counter row (which also moves the wake-up generation), and a
 // job whose key is pending returns the pending job's id.
-func putJobs(ctx context.Context, tx *sql.Tx, job, lock, name string, jobs []driver.PutJob) ([]uint64, error) {
+func putJobs(ctx context.Context, tx *sql.Tx, job, lock, name string, jobs []driver.PutJob, sleepRow string) ([]uint64, bool, error) {
 	held := map[string]uint64{}
 	var keys []any
 	for _, j := range jobs {
@@ -195,31 +202,33 @@ func putJobs(ctx context.Context, tx *sql.Tx, job, lock, name string, jobs []dri
 		}
 	}
 	// The counter row first: concurrent Puts of the queue go one at a
-	// time from here, so a key read free below stays free.
-	if _, err := tx.ExecContext(ctx, `INSERT INTO `+lock+` (name) VALUES (?) ON DUPLICATE KEY UPDATE token = token`, key('Q', name)); err != nil {
-		return nil, err
+	// time from here, so a key read free below stays free. Without keys
+	// every job is new, and its ids are drawn here at once.
+	draw := len(jobs)
+	if len(keys) > 0 {
+		draw = 0
 	}
-	var last uint64
-	if err := tx.QueryRowContext(ctx, `SELECT token FROM `+lock+` WHERE name = ? FOR UPDATE`, key('Q', name)).Scan(&last); err != nil {
-		return nil, err
+	last, sleepers, err := drawIDs(ctx, tx, lock, name, draw, sleepRow)
+	if err != nil {
+		return nil, false, err
 	}
 	if len(keys) > 0 {
 		rows, err := tx.QueryContext(ctx, `SELECT ukey_live, id FROM `+job+` WHERE queue = ? AND ukey_live IN (`+inList(len(keys))+`)`, append([]any{name}, keys...)...)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for rows.Next() {
 			var k string
 			var id uint64
 			if err := rows.Scan(&k, &id); err != nil {
 				rows.Close()
-				return nil, err
+				return nil, false, err
 			}
 			held[k] = id
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	ids := make([]uint64, len(jobs))
@@ -253,15 +262,62 @@ func putJobs(ctx context.Context, tx *sql.Tx, job, lock, name string, jobs []dri
 		}
 		args = append(args, j.MaxAttempts, k, k, payload)
 	}
-	if seq > last {
+	if seq > last+uint64(draw) {
 		if _, err := tx.ExecContext(ctx, `UPDATE `+lock+` SET token = ? WHERE name = ?`, seq, key('Q', name)); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if len(vals) > 0 {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO `+job+` (queue, id, ready_at, max_attempts, ukey, ukey_live, payload) VALUES `+strings.Join(vals, ", "), args...); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return ids, nil
+	return ids, sleepers && seq > last, nil
+}
+
+// execer is a *sql.Tx or a *sql.DB.
+type execer interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}
+
+// drawIDs adds n to the id counter of queue name (the wake-up generation)
+// and returns its value before, creating the row if it is missing. With
+// sleepRow (the row counting the queue's sleeping claimants) it also
+// reports, in the same statement, whether claimants may sleep: the row
+// stays locked until tx ends (a transaction, or the statement itself), so
+// a claimant counting itself afterwards reads the generation this commit
+// moves (see wakeSleepers). The answer comes back as rows affected: the
+// counter's row counts 2 when changed (n > 0), 1 when inserted and 0 when
+// neither; sleepRow counts 2 when it has sleepers (the toggle of its
+// capacity, unused, changes it), 1 when inserted (none) and 0 otherwise. A total that both a toggle and no
+// toggle could give counts as sleepers: a wake-up too many costs a read
+// of the process list, one too few a sleeper's slice.
+func drawIDs(ctx context.Context, tx execer, lock, name string, n int, sleepRow string) (uint64, bool, error) {
+	q := key('Q', name)
+	vals, args := "(?, LAST_INSERT_ID(?))", []any{q, n}
+	if sleepRow != "" {
+		vals, args = vals+", (?, 0)", append(args, sleepRow)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO `+lock+` (name, token) VALUES `+vals+
+		` ON DUPLICATE KEY UPDATE token = IF(name = ?, LAST_INSERT_ID(token + ?), token),`+
+		` capacity = IF(name = ? OR CAST(token AS SIGNED) <= 0, capacity, 1 - capacity)`, append(args, q, n, q)...)
+	if err != nil {
+		return 0, false, err
+	}
+	next, err := res.LastInsertId()
+	if err != nil {
+		return 0, false, err
+	}
+	if sleepRow == "" {
+		return uint64(next) - uint64(n), false, nil
+	}
+	affected, err := res.RowsAffected()
+	if err != nil {
+		return 0, false, err
+	}
+	limit := int64(2) // n == 0: 0 or 1 for the counter, 0 or 1 without sleepers
+	if n > 0 {
+		limit = 3 // 2 or 1 for the counter, 0 or 1 without sleepers
+	}
+	return uint64(next) - uint64(n), affected >= limit, nil
 }

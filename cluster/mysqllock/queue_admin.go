@@ -126,7 +126,7 @@ func PutTx(ctx context.Context, tx *sql.Tx, prefix, name string, jobs ...TxJob) 
 			pj[i].At = time.Now().Add(j.Delay)
 		}
 	}
-	ids, err := putJobs(ctx, tx, "`"+prefix+"job`", "`"+prefix+"lock`", name, pj)
+	ids, _, err := putJobs(ctx, tx, "`"+prefix+"job`", "`"+prefix+"lock`", name, pj, "")
 	out := make([]baton.JobID, len(ids))
 	for i, id := range ids {
 		out[i] = baton.JobID(id)

@@ -28,9 +28,12 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 			d.countSleeper(-1)
 		}
 	}()
+	// The first claim goes without the generation: only a claimant that
+	// will sleep needs it, read before the claim that precedes its sleep.
+	first := true
 	for {
 		var gen uint64
-		if wait {
+		if wait && !first {
 			if err := d.b.db.QueryRowContext(ctx, `SELECT token FROM `+d.b.t.lock+` WHERE name = ?`, d.ids).Scan(&gen); err != nil {
 				return nil, err
 			}
@@ -49,12 +52,15 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 			return nil, baton.ErrEmpty
 		}
 		if !counted {
-			// Counted before the generation is read again, so that a
-			// Put that finds no sleeper counted has moved it already.
+			// Counted before the generation is read, so that a Put that
+			// finds no sleeper counted has moved it already.
 			if err := d.countSleeper(1); err != nil {
 				return nil, err
 			}
 			counted = true
+		}
+		if first {
+			first = false
 			continue
 		}
 		if sl == nil {

@@ -73,17 +73,13 @@ func (d *queueDriver) sleep(ctx context.Context, sl *sql.Conn, gen uint64, next 
 	return err
 }
 
-// wake moves nothing: it interrupts the sleeping claimants of the queue
-// (the caller moved the generation first).
-func (d *queueDriver) wake() {
+// wakeSleepers interrupts the sleeping claimants of the queue, after a
+// commit that moved the generation and found claimants counted as
+// sleeping (drawIDs): one counted later read the moved generation, and
+// sleeps not; one counted sooner sleeps in a statement that this finds.
+func (d *queueDriver) wakeSleepers() {
 	ctx, cancel := context.WithTimeout(context.Background(), d.b.c.RequestTimeout)
 	defer cancel()
-	// Read after the caller's change committed: a claimant not counted
-	// yet reads the moved generation after it is counted, and sleeps not.
-	var n int64
-	if err := d.b.db.QueryRowContext(ctx, `SELECT CAST(token AS SIGNED) FROM `+d.b.t.lock+` WHERE name = ?`, d.count).Scan(&n); err == nil && n <= 0 {
-		return
-	}
 	// The mark goes in hex: this statement's own text, as the process
 	// list shows it, must not match (a late KILL QUERY would then
 	// interrupt whatever its connection runs next).
@@ -121,7 +117,7 @@ func (d *queueDriver) countSleeper(delta int) error {
 func (d *queueDriver) ring() {
 	ctx, cancel := context.WithTimeout(context.Background(), d.b.c.RequestTimeout)
 	defer cancel()
-	if _, err := d.b.db.ExecContext(ctx, `UPDATE `+d.b.t.lock+` SET token = token + 1 WHERE name = ?`, d.ids); err == nil {
-		d.wake()
+	if _, sleepers, err := drawIDs(ctx, d.b.db, d.b.t.lock, d.name, 1, d.count); err == nil && sleepers {
+		d.wakeSleepers()
 	}
 }
