@@ -68,6 +68,13 @@ type Suite struct {
 	KillSession SessionKiller
 	// Reclaim, when set, runs the tests of reclaim (reclaim.go).
 	Reclaim *Reclaim
+	// RunElsewhere names subtests (paths below the suite, such as
+	// "Queue/Hammer") that another suite of the same backend in the test
+	// binary runs already, as the reason says: a second deployment of one
+	// server (a cluster beside a single member) need not repeat the
+	// longest load tests of logic it shares. They are skipped with the
+	// reason.
+	RunElsewhere map[string]string
 }
 
 const (
@@ -218,6 +225,11 @@ func (e *env) run(t *testing.T, tests []subtest, setup ...func(*testing.T)) {
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
+			for path, why := range e.s.RunElsewhere {
+				if strings.HasSuffix(t.Name(), "/"+path) {
+					t.Skip(why)
+				}
+			}
 			for _, f := range setup {
 				f(t)
 			}

@@ -69,7 +69,11 @@ var (
 			ks, err := suiteObjects(cfg)
 			return len(ks), err
 		}}}
-	suite3 = locktest.Suite{Name: "etcd3", Open: openSuite, Caps: caps3(), Objects: suiteObjects, KillSession: killSession}
+	suite3 = locktest.Suite{Name: "etcd3", Open: openSuite, Caps: caps3(), Objects: suiteObjects, KillSession: killSession,
+		RunElsewhere: map[string]string{
+			"Queue/Hammer":        "the queue's load test runs on one member (TestOneMember); the cluster's faults are TestMemberFaults/QueueLeaderKill",
+			"Queue/KillClaimants": "the queue's kill test runs on one member (TestOneMember); the cluster's faults are TestMemberFaults/QueueLeaderKill",
+		}}
 )
 
 func TestMain(m *testing.M) {
