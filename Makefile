@@ -14,11 +14,16 @@ TIMEOUT ?= 15m
 # reconnects with watches set.
 WORDPKGS ?= . ./local/mutex ./rwlock/shmrw ./semaphore/shmsem ./local
 
+# bench's own tests (a smoke pass of every table on its own servers) run
+# beside the plain run and the ensemble test; each prints its failures.
 test: deps vet
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(PKGS)
-	$(GO) test -count=1 -timeout $(TIMEOUT) $(WORDPKGS)
-	$(GO) test -count=1 -timeout $(TIMEOUT) -run '^TestEnsembleFaults$$' ./cluster/zklock
-	cd bench && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TIMEOUT) ./...
+	@st=0; \
+	  (cd bench && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TIMEOUT) ./...) & bench=$$!; \
+	  $(GO) test -count=1 -timeout $(TIMEOUT) $(WORDPKGS) || st=1; \
+	  $(GO) test -count=1 -timeout $(TIMEOUT) -run '^TestEnsembleFaults$$' ./cluster/zklock || st=1; \
+	  wait $$bench || st=1; \
+	  exit $$st
 
 vet:
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
