@@ -9,13 +9,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/recipe"
 )
 
 var scriptRateStep = loadScript("rate_step")
 
 // RateStore is the state of one rate limit of package recipe kept in a
-// hash at a key of a Redis server, each step one script (rate_step.lua)
+// hash at a key of a Redis server (recipe.NewRateLimiter on a Backend of
+// this package uses one), each step one script (rate_step.lua)
 // on the server's clock: one round trip, whatever the contention, where
 // the limit kept in a Value reads and compares-and-swaps. Open it with
 // recipe.NewRateLimiterOn:
@@ -38,6 +41,22 @@ func NewRateStore(c redis.Scripter, key string) (*RateStore, error) {
 		return nil, fmt.Errorf("%w: redislock: rate store: nil client or empty key", baton.ErrInvalidArgument)
 	}
 	return &RateStore{c: c, key: key}, nil
+}
+
+// krate is the kind part of the key of a rate limit that NewRateLimiter
+// keeps with the Backend (OpenRate).
+const krate = "rate"
+
+var _ driver.RateOpener = (*backend)(nil)
+
+// OpenRate serves recipe.NewRateLimiter with the RateStore of name, at a
+// key of its own beside the name's other keys (one hash slot on a Redis
+// Cluster), under the Backend's prefix.
+func (d *backend) OpenRate(ctx context.Context, name string) (driver.Rate, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	return recipe.DriverRate(&RateStore{c: d.c, key: redisnode.KeyBase(d.o.Prefix, krate, name) + "hash"}), nil
 }
 
 // Close does nothing: the client is the caller's.
