@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,15 @@ var scriptRateStep = loadScript("rate_step")
 type RateStore struct {
 	c   redis.Scripter
 	key string
+	// args is the script's arguments of the last limit stepped, boxed
+	// once: a limit's steps all carry the same parameters.
+	args atomic.Pointer[rateArgs]
+}
+
+// rateArgs is a limit and its script arguments.
+type rateArgs struct {
+	lim                     recipe.Limit
+	rate, period, burst, iv any
 }
 
 // NewRateStore returns the store at key on c (a *redis.Client,
@@ -68,8 +78,12 @@ func (s *RateStore) Step(ctx context.Context, op recipe.RateOp, lim recipe.Limit
 	if !at.IsZero() {
 		atUs = at.UnixMicro()
 	}
-	r, err := scriptRateStep.Run(ctx, s.c, []string{s.key}, int(op), lim.Rate, int64(lim.Period), lim.Burst,
-		lim.Interval().Microseconds(), n, atUs).Slice()
+	a := s.args.Load()
+	if a == nil || a.lim != lim {
+		a = &rateArgs{lim: lim, rate: lim.Rate, period: int64(lim.Period), burst: lim.Burst, iv: lim.Interval().Microseconds()}
+		s.args.Store(a)
+	}
+	r, err := scriptRateStep.Run(ctx, s.c, []string{s.key}, int(op), a.rate, a.period, a.burst, a.iv, n, atUs).Slice()
 	if err != nil {
 		return recipe.RateOutcome{}, err
 	}

@@ -60,4 +60,5 @@ if nxt then
   tat = math.max(nxt, now)
 end
 local remaining = math.max(0, math.floor((now + tau - tat) / iv))
-return {1, allowed, string.format('%.0f', wait), string.format('%.0f', remaining), string.format('%.0f', now)}
+-- Whole numbers below 2^53: Redis replies them as integers, exactly.
+return {1, allowed, wait, remaining, now}
