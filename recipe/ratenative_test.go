@@ -76,3 +76,21 @@ func mustStore(t *testing.T, dir string) recipe.RateStore {
 	}
 	return s
 }
+
+// The core validates a name and refuses a closed Backend before the
+// backend's store is opened.
+func TestRateLimiterLocalWordRefused(t *testing.T) {
+	ctx := context.Background()
+	be, err := local.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := recipe.Limit{Rate: 1, Period: time.Second, Burst: 1}
+	if _, err := recipe.NewRateLimiter(ctx, be, "a//b", lim); !errors.Is(err, baton.ErrInvalidName) {
+		t.Errorf("a bad name: %v", err)
+	}
+	be.Close()
+	if _, err := recipe.NewRateLimiter(ctx, be, "api", lim); !errors.Is(err, baton.ErrClosed) {
+		t.Errorf("a closed Backend: %v", err)
+	}
+}
