@@ -87,6 +87,7 @@
 // baton command), TryFirst and WordLocker (cheaper uncontended paths),
 // Passer (the core hands a Mutex among the handles of one Backend with no
 // server call), ValueOpener (the backend serves Value; without it
-// Backend.Value returns ErrUnsupported). The conformance suite in package locktest checks a backend
-// against all of it.
+// Backend.Value returns ErrUnsupported), RateOpener (the backend keeps
+// package recipe's rate limits in a store of its own). The conformance
+// suite in package locktest checks a backend against all of it.
 package baton

@@ -324,6 +324,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 		rts = append(rts, newPlanned("redis-handoff", sec, "Redis mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
 			refs[1:], multi, handoffRun("handoff", cfg.handoffs, 3*time.Millisecond)))
 		rts = append(rts, queueRedisTables(cfg, ce, extra)...)
+		rts = append(rts, redisRateTables(cfg, ce, extra)...)
 		for _, t := range networked(rts...) {
 			t.pin = true
 		}

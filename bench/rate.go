@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/local"
 	"github.com/batonlock/baton/recipe"
 )
@@ -53,7 +54,9 @@ func rateOp(ctx context.Context, id string, he *hostEnv) (op, error) {
 		}
 		r, err = recipe.NewRateLimiterOn(ctx, "bench-rate", s, rateLimit)
 	} else {
-		r, err = recipe.NewRateLimiter(ctx, he.fastB, "bench-rate", rateLimit)
+		// Behind its interface the Backend shows no store of its own
+		// (driver.RateOpener): the limit is kept in the Value.
+		r, err = recipe.NewRateLimiter(ctx, struct{ baton.Backend }{he.fastB}, "bench-rate", rateLimit)
 	}
 	if err != nil {
 		return op{}, err

@@ -12,8 +12,9 @@
 //     lease.
 //   - RateLimiter: a rate limit (GCRA: rate, period, burst) shared by
 //     every process of a name, with its parameters stored with its state;
-//     over the name's Value, or a backend's own RateStore (on the same
-//     host local.OpenRateStore, one lock-free word of shared memory).
+//     in the backend's own store when it has one (on the same host one
+//     lock-free word of shared memory, on Redis one script), otherwise
+//     over the name's Value.
 //   - IntervalLock: a job run by one process at a time and at most once
 //     per interval, given up after its longest time.
 //   - PermitSemaphore: permits with ids and leases of their own, released

@@ -2,12 +2,14 @@ package recipe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // Limit is a rate limit: Rate events per Period on average, of which up
@@ -86,8 +88,8 @@ type RateOutcome struct {
 // other parameters than the stored ones (RateSet excepted) is refused with
 // an error matching ErrMismatch (a *baton.MismatchError naming the first
 // that differs, made by RateMismatch). NewRateLimiter keeps it in a
-// baton.Value; a backend may serve a faster one (cluster/redislock's
-// RateStore: one script).
+// baton.Value, or in the backend's own store (see NewRateLimiter);
+// cluster/redislock's and local's are also served as RateStores.
 type RateStore interface {
 	Step(ctx context.Context, op RateOp, lim Limit, n int64, at time.Time) (RateOutcome, error)
 	Close() error
@@ -123,11 +125,22 @@ type RateLimiter struct {
 	lim Limit // guarded by mu
 }
 
-// NewRateLimiter opens the limit of name on b, kept in the Value of name,
-// with lim, which must match the stored limit if there is one.
+// NewRateLimiter opens the limit of name on b with lim, which must match
+// the stored limit if there is one. The limit is kept in the backend's own
+// store when it has one (driver.RateOpener: local's word in shared memory,
+// redislock's script), otherwise in the Value of name.
 func NewRateLimiter(ctx context.Context, b baton.Backend, name string, lim Limit) (*RateLimiter, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, fmt.Errorf("recipe: rate limit %q: %w", name, err)
+	}
+	if ro, ok := b.(driver.RateOpener); ok {
+		d, err := ro.OpenRate(ctx, name)
+		if err == nil {
+			return NewRateLimiterOn(ctx, name, driverRateStore{d}, lim)
+		}
+		if !errors.Is(err, baton.ErrUnsupported) {
+			return nil, err
+		}
 	}
 	v, err := b.Value(ctx, name)
 	if err != nil {

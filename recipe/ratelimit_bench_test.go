@@ -7,12 +7,14 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/local"
 	"github.com/batonlock/baton/recipe"
 )
 
 // The cost of one Allow of a limit shared on the same host, kept in the
-// backend's Value and in local.OpenRateStore's word, beside
+// backend's Value (the Backend hidden behind its interface, without its
+// own store) and in local.OpenRateStore's word, beside
 // golang.org/x/time/rate's in-process limiter of the same rate and burst
 // (go test -bench RateAllow ./recipe).
 
@@ -24,7 +26,7 @@ func BenchmarkRateAllowLocal(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.Close()
-	r, err := recipe.NewRateLimiter(context.Background(), be, "bench", benchLimit)
+	r, err := recipe.NewRateLimiter(context.Background(), struct{ baton.Backend }{be}, "bench", benchLimit)
 	if err != nil {
 		b.Fatal(err)
 	}

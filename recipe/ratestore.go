@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/driver"
 )
 
 // rateState is a limit's stored state: its parameters and the theoretical
@@ -143,4 +144,33 @@ func (s *valueRateStore) Step(ctx context.Context, op RateOp, lim Limit, n int64
 		}
 		known, fresh = false, false
 	}
+}
+
+// driverRateStore is a backend's own store of a limit (driver.RateOpener).
+type driverRateStore struct{ d driver.Rate }
+
+func (s driverRateStore) Close() error { return s.d.Close() }
+
+func (s driverRateStore) Step(ctx context.Context, op RateOp, lim Limit, n int64, at time.Time) (RateOutcome, error) {
+	o, err := s.d.Step(ctx, driver.RateOp(op), driverLimit(lim), n, at)
+	return RateOutcome(o), err
+}
+
+// driverLimit is lim in the driver's types.
+func driverLimit(lim Limit) driver.RateLimit {
+	return driver.RateLimit{Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst, Interval: lim.Interval()}
+}
+
+// DriverRate is s in the driver's types: a backend's driver serves its
+// RateStore to NewRateLimiter with it (driver.RateOpener).
+func DriverRate(s RateStore) driver.Rate { return storeRate{s} }
+
+// storeRate is a RateStore in the driver's types.
+type storeRate struct{ s RateStore }
+
+func (r storeRate) Close() error { return r.s.Close() }
+
+func (r storeRate) Step(ctx context.Context, op driver.RateOp, lim driver.RateLimit, n int64, at time.Time) (driver.RateOutcome, error) {
+	o, err := r.s.Step(ctx, RateOp(op), Limit{Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst}, n, at)
+	return driver.RateOutcome(o), err
 }

@@ -4,18 +4,22 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/recipe"
 )
 
 var scriptRateStep = loadScript("rate_step")
 
 // RateStore is the state of one rate limit of package recipe kept in a
-// hash at a key of a Redis server, each step one script (rate_step.lua)
+// hash at a key of a Redis server (recipe.NewRateLimiter on a Backend of
+// this package uses one), each step one script (rate_step.lua)
 // on the server's clock: one round trip, whatever the contention, where
 // the limit kept in a Value reads and compares-and-swaps. Open it with
 // recipe.NewRateLimiterOn:
@@ -28,6 +32,15 @@ var scriptRateStep = loadScript("rate_step")
 type RateStore struct {
 	c   redis.Scripter
 	key string
+	// args is the script's arguments of the last limit stepped, boxed
+	// once: a limit's steps all carry the same parameters.
+	args atomic.Pointer[rateArgs]
+}
+
+// rateArgs is a limit and its script arguments.
+type rateArgs struct {
+	lim                     recipe.Limit
+	rate, period, burst, iv any
 }
 
 // NewRateStore returns the store at key on c (a *redis.Client,
@@ -40,6 +53,22 @@ func NewRateStore(c redis.Scripter, key string) (*RateStore, error) {
 	return &RateStore{c: c, key: key}, nil
 }
 
+// krate is the kind part of the key of a rate limit that NewRateLimiter
+// keeps with the Backend (OpenRate).
+const krate = "rate"
+
+var _ driver.RateOpener = (*backend)(nil)
+
+// OpenRate serves recipe.NewRateLimiter with the RateStore of name, at a
+// key of its own beside the name's other keys (one hash slot on a Redis
+// Cluster), under the Backend's prefix.
+func (d *backend) OpenRate(ctx context.Context, name string) (driver.Rate, error) {
+	if err := d.checkOpen(); err != nil {
+		return nil, err
+	}
+	return recipe.DriverRate(&RateStore{c: d.c, key: redisnode.KeyBase(d.o.Prefix, krate, name) + "hash"}), nil
+}
+
 // Close does nothing: the client is the caller's.
 func (s *RateStore) Close() error { return nil }
 
@@ -49,8 +78,12 @@ func (s *RateStore) Step(ctx context.Context, op recipe.RateOp, lim recipe.Limit
 	if !at.IsZero() {
 		atUs = at.UnixMicro()
 	}
-	r, err := scriptRateStep.Run(ctx, s.c, []string{s.key}, int(op), lim.Rate, int64(lim.Period), lim.Burst,
-		lim.Interval().Microseconds(), n, atUs).Slice()
+	a := s.args.Load()
+	if a == nil || a.lim != lim {
+		a = &rateArgs{lim: lim, rate: lim.Rate, period: int64(lim.Period), burst: lim.Burst, iv: lim.Interval().Microseconds()}
+		s.args.Store(a)
+	}
+	r, err := scriptRateStep.Run(ctx, s.c, []string{s.key}, int(op), a.rate, a.period, a.burst, a.iv, n, atUs).Slice()
 	if err != nil {
 		return recipe.RateOutcome{}, err
 	}

@@ -15,28 +15,42 @@ import (
 	"github.com/batonlock/baton/recipe"
 )
 
-// rateLimiter opens the limit name on b: kept in a Value, or with fast in
-// the suite's own RateStore.
-func (e *env) rateLimiter(b baton.Backend, name string, lim recipe.Limit, fast bool) (*recipe.RateLimiter, error) {
-	if !fast {
-		return recipe.NewRateLimiter(bg(), b, name, lim)
+// rateMode is where the rate limiter's tests keep a limit.
+type rateMode string
+
+const (
+	rateBackend rateMode = "backend" // recipe.NewRateLimiter: the backend's own store, or its Value
+	rateStore   rateMode = "store"   // the suite's RateStore, by recipe.NewRateLimiterOn
+	rateValue   rateMode = "value"   // the Value, the backend's own store hidden
+)
+
+// rateLimiter opens the limit name on b, kept as mode says.
+func (e *env) rateLimiter(b baton.Backend, name string, lim recipe.Limit, mode rateMode) (*recipe.RateLimiter, error) {
+	switch mode {
+	case rateStore:
+		s, err := e.s.RateStore(e.cfg, name)
+		if err != nil {
+			return nil, err
+		}
+		return recipe.NewRateLimiterOn(bg(), name, s, lim)
+	case rateValue:
+		// Behind its interface alone, the Backend shows no store of its
+		// own (driver.RateOpener).
+		return recipe.NewRateLimiter(bg(), struct{ baton.Backend }{b}, name, lim)
 	}
-	s, err := e.s.RateStore(e.cfg, name)
-	if err != nil {
-		return nil, err
-	}
-	return recipe.NewRateLimiterOn(bg(), name, s, lim)
+	return recipe.NewRateLimiter(bg(), b, name, lim)
 }
 
-// rateTests are the rate limiter's tests, run on the Value and on the
-// suite's RateStore.
-func rateTests(fast bool) []subtest {
-	w := func(f func(*testing.T, *env, bool)) func(*testing.T, *env) {
+// rateTests are the rate limiter's tests, run as mode keeps the limit; the
+// store and value modes only on a suite with a store of its own (for the
+// others NewRateLimiter keeps the limit in the Value already).
+func rateTests(mode rateMode) []subtest {
+	w := func(f func(*testing.T, *env, rateMode)) func(*testing.T, *env) {
 		return func(t *testing.T, e *env) {
-			if fast && e.s.RateStore == nil {
+			if mode != rateBackend && e.s.RateStore == nil {
 				t.Skip("the suite has no RateStore")
 			}
-			f(t, e, fast)
+			f(t, e, mode)
 		}
 	}
 	return []subtest{
@@ -50,7 +64,7 @@ func rateTests(fast bool) []subtest {
 
 // Bad limits and counts are refused with ErrInvalidArgument, and none of
 // them writes: a limit opened with them afterwards has its whole burst.
-func testRateBadInput(t *testing.T, e *env, fast bool) {
+func testRateBadInput(t *testing.T, e *env, mode rateMode) {
 	b, name := e.open(t), e.name(t)
 	for _, lim := range []recipe.Limit{
 		{Rate: 0, Period: time.Second, Burst: 1},
@@ -60,12 +74,12 @@ func testRateBadInput(t *testing.T, e *env, fast bool) {
 		{Rate: 2000, Period: time.Millisecond, Burst: 1},
 		{Rate: 1, Period: time.Hour, Burst: 1 << 60},
 	} {
-		if _, err := e.rateLimiter(b, name, lim, fast); !errors.Is(err, baton.ErrInvalidArgument) {
+		if _, err := e.rateLimiter(b, name, lim, mode); !errors.Is(err, baton.ErrInvalidArgument) {
 			t.Errorf("open with %+v: %v, want ErrInvalidArgument", lim, err)
 		}
 	}
 	lim := recipe.Limit{Rate: 1, Period: time.Hour, Burst: 3}
-	r, err := e.rateLimiter(b, name, lim, fast)
+	r, err := e.rateLimiter(b, name, lim, mode)
 	r = closeAtEnd(t, "open", r, err)
 	for _, n := range []int64{0, -1, 4} {
 		if _, err := r.Allow(bg(), n); !errors.Is(err, baton.ErrInvalidArgument) {
@@ -98,7 +112,7 @@ const (
 
 var hammerLimit = recipe.Limit{Rate: 100, Period: time.Second, Burst: 10}
 
-// roleRateHammer takes events of the limit in arg ("name fast startUnixNs
+// roleRateHammer takes events of the limit in arg ("name mode startUnixNs
 // durationNs") from hammerPerProc goroutines, half by Allow and half by
 // Wait, from the start time for the duration, and says "took N".
 func roleRateHammer(e *env, arg string) error {
@@ -110,7 +124,7 @@ func roleRateHammer(e *env, arg string) error {
 		return err
 	}
 	defer b.Close()
-	r, err := e.rateLimiter(b, f[0], hammerLimit, f[1] == "true")
+	r, err := e.rateLimiter(b, f[0], hammerLimit, rateMode(f[1]))
 	if err != nil {
 		return err
 	}
@@ -175,11 +189,11 @@ func hammer(r *recipe.RateLimiter, start time.Time, d time.Duration) (int64, err
 // and (the limit is not merely refusing) a tenth of it: sixteen takers of
 // one version-checked value on a loaded server lose most of their tries to
 // conflicts, which costs events, never adds any.
-func testRateHammer(t *testing.T, e *env, fast bool) {
+func testRateHammer(t *testing.T, e *env, mode rateMode) {
 	const d = 2 * time.Second
 	name := e.name(t)
 	start := time.Now().Add(5 * time.Second)
-	arg := fmt.Sprintf("%s %v %d %d", name, fast, start.UnixNano(), int64(d))
+	arg := fmt.Sprintf("%s %v %d %d", name, mode, start.UnixNano(), int64(d))
 	procs := make([]*proc, hammerProcs)
 	for i := range procs {
 		procs[i] = e.spawn(t, "ratehammer", arg)
@@ -210,13 +224,13 @@ func testRateHammer(t *testing.T, e *env, fast bool) {
 // naming the stored one; SetLimit changes all three at once while others
 // take events (each of them is then refused, never served on half the
 // change), and the stored limit is whole.
-func testRateChange(t *testing.T, e *env, fast bool) {
+func testRateChange(t *testing.T, e *env, mode rateMode) {
 	b, name := e.open(t), e.name(t)
 	old := recipe.Limit{Rate: 10, Period: time.Second, Burst: 5}
 	neu := recipe.Limit{Rate: 20, Period: 2 * time.Second, Burst: 7}
-	r, err := e.rateLimiter(b, name, old, fast)
+	r, err := e.rateLimiter(b, name, old, mode)
 	r = closeAtEnd(t, "open", r, err)
-	_, err = e.rateLimiter(b, name, neu, fast)
+	_, err = e.rateLimiter(b, name, neu, mode)
 	var me *baton.MismatchError
 	if !errors.Is(err, baton.ErrMismatch) || !errors.As(err, &me) || me.Param != "rate" || me.Have != 10 || me.Want != 20 {
 		t.Fatalf("open with another limit: %v, want a MismatchError of rate 10, not 20", err)
@@ -225,7 +239,7 @@ func testRateChange(t *testing.T, e *env, fast bool) {
 	var wg sync.WaitGroup
 	var mismatched atomic.Int64
 	for range 4 {
-		o, err := e.rateLimiter(b, name, old, fast)
+		o, err := e.rateLimiter(b, name, old, mode)
 		o = closeAtEnd(t, "open", o, err)
 		wg.Add(1)
 		go func() {
@@ -244,7 +258,7 @@ func testRateChange(t *testing.T, e *env, fast bool) {
 		}()
 	}
 	time.Sleep(100 * time.Millisecond)
-	s, err := e.rateLimiter(e.open(t), name, old, fast)
+	s, err := e.rateLimiter(e.open(t), name, old, mode)
 	s = closeAtEnd(t, "open", s, err)
 	ok(t, "SetLimit", s.SetLimit(ctx, neu))
 	wg.Wait()
@@ -254,7 +268,7 @@ func testRateChange(t *testing.T, e *env, fast bool) {
 	if s.Limit() != neu {
 		t.Errorf("the changer's handle has %+v", s.Limit())
 	}
-	n, err := e.rateLimiter(b, name, neu, fast)
+	n, err := e.rateLimiter(b, name, neu, mode)
 	n = closeAtEnd(t, "open with the new limit", n, err)
 	if _, err := r.Allow(ctx, 1); !errors.Is(err, baton.ErrMismatch) {
 		t.Errorf("Allow with the old limit after the change: %v", err)
@@ -288,10 +302,10 @@ func testRateChange(t *testing.T, e *env, fast bool) {
 
 // A Wait cancelled before its events are due takes nothing: the events it
 // waited for are there once their time comes, for Allow.
-func testRateWaitCancel(t *testing.T, e *env, fast bool) {
+func testRateWaitCancel(t *testing.T, e *env, mode rateMode) {
 	b, name := e.open(t), e.name(t)
 	lim := recipe.Limit{Rate: 2, Period: 2 * time.Second, Burst: 2} // 1 s each
-	r, err := e.rateLimiter(b, name, lim, fast)
+	r, err := e.rateLimiter(b, name, lim, mode)
 	r = closeAtEnd(t, "open", r, err)
 	res, err := r.Allow(bg(), 2)
 	if err != nil || !res.Allowed {
@@ -326,10 +340,10 @@ func testRateWaitCancel(t *testing.T, e *env, fast bool) {
 
 // Reservations queue one interval apart, and a cancelled one gives its
 // time to the next.
-func testRateReserve(t *testing.T, e *env, fast bool) {
+func testRateReserve(t *testing.T, e *env, mode rateMode) {
 	b, name := e.open(t), e.name(t)
 	lim := recipe.Limit{Rate: 1, Period: 10 * time.Second, Burst: 1}
-	r, err := e.rateLimiter(b, name, lim, fast)
+	r, err := e.rateLimiter(b, name, lim, mode)
 	r = closeAtEnd(t, "open", r, err)
 	first, err := r.Reserve(bg(), 1)
 	ok(t, "Reserve", err)

@@ -46,7 +46,8 @@ type Suite struct {
 	// loss test is skipped.
 	LossBound time.Duration
 	// RateStore, if set, opens the backend's own store of the rate limit
-	// name (a fast path), which the rate limiter's tests then run on too.
+	// name (a fast path), which the rate limiter's tests then run on too,
+	// and on the Value with the Backend's own store hidden.
 	RateStore func(cfg, name string) (recipe.RateStore, error)
 }
 
@@ -122,7 +123,7 @@ var recipes = []struct {
 		{"KillMember", testLatchKill},
 		{"Barrier", testBarrier},
 	}},
-	{"RateLimiter", true, rateTests(false)},
+	{"RateLimiter", true, rateTests(rateBackend)},
 	{"PermitSemaphore", true, []subtest{
 		{"BadInput", testPermitBadInput},
 		{"Release", testPermitRelease},
@@ -137,7 +138,8 @@ var recipes = []struct {
 		{"AtMost", testIntervalAtMost},
 		{"KillHolder", testIntervalKill},
 	}},
-	{"RateStore", false, rateTests(true)},
+	{"RateStore", false, rateTests(rateStore)},
+	{"RateValue", true, rateTests(rateValue)},
 	{"DoubleBarrier", true, []subtest{
 		{"BadInput", testDoubleBadInput},
 		{"Rounds", testDoubleRounds},

@@ -46,8 +46,13 @@ else
   nxt = stored
 end
 if nxt then
-  redis.call('HSET', KEYS[1], 'r', ARGV[2], 'p', ARGV[3], 'b', ARGV[4], 't', string.format('%.0f', nxt))
+  if exists and op ~= 3 then -- the parameters stored are these: only the time moves
+    redis.call('HSET', KEYS[1], 't', string.format('%.0f', nxt))
+  else
+    redis.call('HSET', KEYS[1], 'r', ARGV[2], 'p', ARGV[3], 'b', ARGV[4], 't', string.format('%.0f', nxt))
+  end
   tat = math.max(nxt, now)
 end
 local remaining = math.max(0, math.floor((now + tau - tat) / iv))
-return {1, allowed, string.format('%.0f', wait), string.format('%.0f', remaining), string.format('%.0f', now)}
+-- Whole numbers below 2^53: Redis replies them as integers, exactly.
+return {1, allowed, wait, remaining, now}
