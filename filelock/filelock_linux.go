@@ -323,8 +323,11 @@ func (m *Mutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driv
 			return driver.Grant{}, err
 		}
 		if !lf.current() {
-			// Locked an orphan: the file was removed or replaced.
+			// Locked an orphan: the file was removed or replaced. Its
+			// other waiters may have tried while this held it: they
+			// sleep until its generation moves.
 			_ = unlock(lf.fd)
+			released(lf.pg)
 			if err := lf.reopen(); err != nil {
 				return driver.Grant{}, err
 			}
