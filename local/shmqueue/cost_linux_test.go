@@ -4,6 +4,7 @@ package shmqueue
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -68,4 +69,32 @@ func TestPutClaimAckAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(200, cycle); n > 5 {
 		t.Errorf("%.1f allocations per Put+Claim+Ack, want at most 5", n)
 	}
+}
+
+// A Claim's cancellation may run after the Claim returned, and after the
+// handle closed and unmapped its words: it must then touch nothing. With
+// one P and the context cancelled as the Claim arms it, the cancellation's
+// goroutine runs only after the Close.
+func TestCancelAfterClose(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ns, err := ipc.OpenNamespace(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		q, err := OpenEntry(ns.Resolve(Kind, "c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := q.Claim(ctx, 1, true); err == nil {
+			t.Fatal("Claim on an empty queue with a cancelled context claimed")
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	time.Sleep(10 * time.Millisecond)
 }

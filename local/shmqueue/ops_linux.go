@@ -174,7 +174,14 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 			// and its sleep does not sleep, and wakes the sleepers; the
 			// others look and sleep again.
 			armed = true
+			// It may run after Claim returned: under q.mu and only
+			// while the handle is open, whose Close unmaps the words.
 			stop := context.AfterFunc(ctx, func() {
+				q.mu.Lock()
+				defer q.mu.Unlock()
+				if q.closed {
+					return
+				}
 				q.u32(offSeq).Add(1)
 				_, _ = ipc.FutexWake(q.seqWord(), math.MaxInt32)
 			})
