@@ -54,21 +54,31 @@ func server(t *testing.T) (string, *zk.Conn) {
 	}
 	addr := strings.TrimPrefix(srvURL, "zk://")
 	addr = addr[:strings.IndexByte(addr, '/')]
-	c, ev, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	// A server that answers ruok may not serve sessions yet: wait for one.
-	deadline := time.After(60 * time.Second)
-	for c.State() != zk.StateHasSession {
-		select {
-		case <-ev:
-		case <-deadline:
-			t.Fatalf("no ZooKeeper session: %v", c.State())
+	// A session that does not come is asked for again on a new
+	// connection, a few times.
+	for try := 1; ; try++ {
+		c, ev, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(15 * time.Second)
+		for c.State() != zk.StateHasSession {
+			select {
+			case <-ev:
+				continue
+			case <-deadline:
+			}
+			break
+		}
+		if c.State() == zk.StateHasSession {
+			t.Cleanup(c.Close)
+			return srvURL, c
+		}
+		c.Close()
+		if try == 4 {
+			t.Fatalf("no ZooKeeper session in %d tries: %v", try, c.State())
 		}
 	}
-	return srvURL, c
 }
 
 func newFence(t *testing.T, c *zk.Conn, path string) *zkfence.Fence {

@@ -2,6 +2,7 @@ package servers
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -29,7 +30,7 @@ func startZooKeeper() (string, func(), error) {
 	}
 	cfg := filepath.Join(dir, "zoo.cfg")
 	conf := strings.Join([]string{"tickTime=200", "dataDir=" + dir, "clientPort=" + strconv.Itoa(port),
-		"clientPortAddress=127.0.0.1", "admin.enableServer=false", "4lw.commands.whitelist=ruok", "forceSync=no"}, "\n")
+		"clientPortAddress=127.0.0.1", "admin.enableServer=false", "4lw.commands.whitelist=ruok,srvr", "forceSync=no"}, "\n")
 	if err := os.WriteFile(cfg, []byte(conf+"\n"), 0o644); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err
@@ -41,25 +42,26 @@ func startZooKeeper() (string, func(), error) {
 		return "", nil, err
 	}
 	addr := loopback(port)
-	if err := waitFor(60*time.Second, func() bool { return ruok(addr) }); err != nil {
+	if err := waitFor(60*time.Second, func() bool { return serving(addr) }); err != nil {
 		p.stop()
 		return "", nil, err
 	}
 	return "zk://" + addr + "/baton-examples", p.stop, nil
 }
 
-// ruok asks the server whether it serves.
-func ruok(addr string) bool {
+// serving asks the server whether it serves clients: "srvr" names its
+// mode only then ("ruok" answers as soon as the process runs, and a
+// client could connect and wait a minute for a session).
+func serving(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return false
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("ruok")); err != nil {
+	if _, err := c.Write([]byte("srvr")); err != nil {
 		return false
 	}
-	b := make([]byte, 4)
-	n, _ := c.Read(b)
-	return string(b[:n]) == "imok"
+	b, _ := io.ReadAll(c)
+	return strings.Contains(string(b), "Mode: ")
 }
