@@ -47,7 +47,8 @@ func testIntervalBadInput(t *testing.T, e *env) {
 }
 
 // Eight goroutines on two backends try to run one job every 20 ms for
-// 2.5 s, with an interval of 700 ms: runs never overlap and start at
+// 2.5 s (up to 10 s on a slow server, until it ran three times), with an
+// interval of 700 ms: runs never overlap and start at
 // least the interval apart, and the job does run. The start a run records
 // is taken inside its Run call, before the function is called: so a run's
 // function starts at least the interval after the call to Run of the run
@@ -60,14 +61,21 @@ func testIntervalOnce(t *testing.T, e *env) {
 	type start struct{ called, ran time.Time }
 	var starts []start
 	var running atomic.Int32
-	end := time.Now().Add(2500 * time.Millisecond)
+	// 2.5 s, longer (up to 10 s) while a slow server has given fewer
+	// than three runs.
+	end, last := time.Now().Add(2500*time.Millisecond), time.Now().Add(10*time.Second)
+	var runs atomic.Int32
+	going := func() bool {
+		now := time.Now()
+		return now.Before(end) || runs.Load() < 3 && now.Before(last)
+	}
 	var wg sync.WaitGroup
 	for i := range 8 {
 		l := e.intervalLock(t, bs[i%2], name)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(end) {
+			for going() {
 				called := time.Now()
 				_, err := l.Run(ctx20(t), recipe.Interval{AtLeast: every, AtMost: 10 * time.Second}, func(context.Context) error {
 					if running.Add(1) != 1 {
@@ -75,6 +83,7 @@ func testIntervalOnce(t *testing.T, e *env) {
 					}
 					mu.Lock()
 					starts = append(starts, start{called, time.Now()})
+					runs.Add(1)
 					mu.Unlock()
 					time.Sleep(50 * time.Millisecond)
 					running.Add(-1)
@@ -90,7 +99,7 @@ func testIntervalOnce(t *testing.T, e *env) {
 	}
 	wg.Wait()
 	if len(starts) < 3 {
-		t.Errorf("%d runs in 2.5 s with an interval of %v", len(starts), every)
+		t.Errorf("%d runs in 10 s with an interval of %v", len(starts), every)
 	}
 	for i := 1; i < len(starts); i++ {
 		if d := starts[i].ran.Sub(starts[i-1].called); d < every {
