@@ -22,12 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Environment of the idle and holding children.
-const (
-	envIdleRole = "BATON_LOCAL_IDLE_ROLE" // "wait:MECH" or "hold:MECH"
-	envIdleDir  = "BATON_LOCAL_IDLE_DIR"
-)
-
 // The mechanisms a waiting process may block in. The holders of the test
 // process keep mutex-futex, mutex-flock, rw (written) and sem (all four
 // permits); cond and value wait for a Signal and a write that never come.

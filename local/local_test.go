@@ -64,6 +64,12 @@ var (
 	suites = []locktest.Suite{defaultSuite, flockSuite, sysvSuite}
 )
 
+// Environment of the idle and holding children.
+const (
+	envIdleRole = "BATON_LOCAL_IDLE_ROLE" // "wait:MECH" or "hold:MECH"
+	envIdleDir  = "BATON_LOCAL_IDLE_DIR"
+)
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envHandoffDir) != "" {
 		os.Exit(handoffChild())
