@@ -7,12 +7,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/closing"
 	"github.com/batonlock/baton/internal/host/shm"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -20,8 +20,8 @@ import (
 // concurrent use.
 type Cond struct {
 	r     *ipc.Region
-	bound *atomic.Uint64 // see offBound
-	order *atomic.Uint64
+	bound *word.Uint64 // see offBound
+	order *word.Uint64
 	me    uint64 // state pattern of this process: tag<<32 | pid
 	pid   int
 
@@ -67,19 +67,19 @@ var layout = ipc.Layout{Kind: Kind, Size: fileSize, Magic: magic, Idle: func([]b
 
 func newCond(r *ipc.Region) *Cond {
 	c := &Cond{r: r, mine: map[*waiter]struct{}{}, watches: map[uint64]*ipc.ProcWatch{}}
-	c.bound = (*atomic.Uint64)(c.at(offBound))
-	c.order = (*atomic.Uint64)(c.at(offOrder))
+	c.bound = (*word.Uint64)(c.at(offBound))
+	c.order = (*word.Uint64)(c.at(offOrder))
 	return c
 }
 
 func (c *Cond) at(off int) unsafe.Pointer { return unsafe.Pointer(&c.r.Bytes()[off]) }
 
-func (c *Cond) slot(i int) *atomic.Uint64 {
-	return (*atomic.Uint64)(c.at(hdrSize + i*slotSize))
+func (c *Cond) slot(i int) *word.Uint64 {
+	return (*word.Uint64)(c.at(hdrSize + i*slotSize))
 }
 
-func (c *Cond) slotOrder(i int) *atomic.Uint64 {
-	return (*atomic.Uint64)(c.at(hdrSize + i*slotSize + 8))
+func (c *Cond) slotOrder(i int) *word.Uint64 {
+	return (*word.Uint64)(c.at(hdrSize + i*slotSize + 8))
 }
 
 // futexWord is the low half of slot i's state word.

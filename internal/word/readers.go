@@ -17,8 +17,8 @@ import "sync/atomic"
 // sequentially consistent atomics: of a reader and a writer that race, at
 // least one sees the other.
 type Readers struct {
-	count *atomic.Uint64
-	state *atomic.Uint64
+	count *Uint64
+	state *Uint64
 	gone  *atomic.Bool
 	sync  *atomic.Uint64
 	wake  func()
@@ -38,7 +38,7 @@ const maxReaders = 1 << 30
 // drains or waits) and drain the one that makes a leaving reader call
 // wake; gone is set by the driver when the memory is no longer shared;
 // sync is the race detector's word of the lock (see New).
-func NewReaders(count, state *atomic.Uint64, gone *atomic.Bool, sync *atomic.Uint64, wake func(), block, drain, gen uint64) *Readers {
+func NewReaders(count, state *Uint64, gone *atomic.Bool, sync *atomic.Uint64, wake func(), block, drain, gen uint64) *Readers {
 	return &Readers{count: count, state: state, gone: gone, sync: sync, wake: wake, block: block, drain: drain, gen: gen &^ low}
 }
 

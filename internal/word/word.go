@@ -4,7 +4,8 @@
 // every other case; baton's core calls these methods so that a Lock+Unlock
 // nobody contends makes no call into the driver and no system call. Readers
 // is the same for the read holds of the shared-memory RW lock (package
-// shmrw).
+// shmrw). Uint64 and its kin are the words of shared memory that every
+// same-host mechanism lays out (see atomic.go).
 package word
 
 import "sync/atomic"
@@ -28,7 +29,7 @@ const Driver = ^uint64(0)
 // the word orders that plain store before any other handle's or process's
 // access; it is written only when it changes (see TryLock).
 type Lock struct {
-	state *atomic.Uint64
+	state *Uint64
 	fence *uint64
 	slot  *uint64
 	gone  *atomic.Bool
@@ -43,7 +44,7 @@ type Lock struct {
 // process, which builds with the race detector use as the edge that the
 // word gives the hardware (the detector does not see memory outside the Go
 // heap).
-func New(state *atomic.Uint64, fence, slot *uint64, gone *atomic.Bool, sync *atomic.Uint64, mask, me uint64) *Lock {
+func New(state *Uint64, fence, slot *uint64, gone *atomic.Bool, sync *atomic.Uint64, mask, me uint64) *Lock {
 	return &Lock{state: state, fence: fence, slot: slot, gone: gone, sync: sync, mask: mask, me: me}
 }
 

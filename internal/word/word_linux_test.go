@@ -13,14 +13,14 @@ import (
 
 // shared maps the words of one lock outside the Go heap, as the futex
 // mutex does, so that the race detector sees only the sync word.
-func shared(t testing.TB) (state *atomic.Uint64, fence, slot *uint64) {
+func shared(t testing.TB) (state *Uint64, fence, slot *uint64) {
 	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Munmap(b) })
 	p := unsafe.Pointer(&b[0])
-	return (*atomic.Uint64)(p), (*uint64)(unsafe.Add(p, 8)), (*uint64)(unsafe.Add(p, 16))
+	return (*Uint64)(p), (*uint64)(unsafe.Add(p, 8)), (*uint64)(unsafe.Add(p, 16))
 }
 
 // TestCloseKeepsTokensIncreasing: one handle's goroutine takes and gives

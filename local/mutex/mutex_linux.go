@@ -85,7 +85,7 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 // close in the host, when no process owns it (a dead owner's hold stays
 // for a waiter to recover, with its grant reporting Recovered).
 var layout = ipc.Layout{Kind: Kind, Size: mutexSize, Magic: mutexMagic, Fence: offFence, Idle: func(b []byte) bool {
-	s := (*atomic.Uint64)(unsafe.Pointer(&b[offState])).Load()
+	s := (*word.Uint64)(unsafe.Pointer(&b[offState])).Load()
 	return uint32(s)&pidMask == 0
 }}
 
@@ -109,13 +109,13 @@ func (m *Mutex) WatchedPath() string { return m.r.Path() }
 var errMutexRemoved = errors.New("file removed or replaced")
 
 // The words of the mapping. The futex word is the low half of the state.
-func (m *Mutex) state() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Add(m.r.Base(), offState)) }
-func (m *Mutex) word() *uint32         { return (*uint32)(unsafe.Add(m.r.Base(), offWord)) }
-func (m *Mutex) fence() *uint64        { return (*uint64)(unsafe.Add(m.r.Base(), offFence)) }
-func (m *Mutex) wait() *atomic.Int32   { return (*atomic.Int32)(unsafe.Add(m.r.Base(), offWaiters)) }
-func (m *Mutex) slot() *uint64         { return (*uint64)(unsafe.Add(m.r.Base(), offSlot)) }
-func (m *Mutex) handoffAt() *atomic.Int64 {
-	return (*atomic.Int64)(unsafe.Add(m.r.Base(), offHandoffAt))
+func (m *Mutex) state() *word.Uint64 { return (*word.Uint64)(unsafe.Add(m.r.Base(), offState)) }
+func (m *Mutex) word() *uint32       { return (*uint32)(unsafe.Add(m.r.Base(), offWord)) }
+func (m *Mutex) fence() *uint64      { return (*uint64)(unsafe.Add(m.r.Base(), offFence)) }
+func (m *Mutex) wait() *word.Int32   { return (*word.Int32)(unsafe.Add(m.r.Base(), offWaiters)) }
+func (m *Mutex) slot() *uint64       { return (*uint64)(unsafe.Add(m.r.Base(), offSlot)) }
+func (m *Mutex) handoffAt() *word.Int64 {
+	return (*word.Int64)(unsafe.Add(m.r.Base(), offHandoffAt))
 }
 
 // handoffWait returns how much longer a handoff seen now stays reserved

@@ -18,6 +18,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/internal/host/shm"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -185,14 +186,14 @@ func mismatch(have uint64, capacity, maxMessage int, cause error) error {
 	return fmt.Errorf("%w; %w", errs[0], errs[1])
 }
 
-func (c *Chan) u64(off uintptr) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Add(c.base, off)) }
-func (c *Chan) u32(off uintptr) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Add(c.base, off)) }
-func (c *Chan) entry(i uint64) *atomic.Uint64  { return c.u64(offTable + uintptr(i)*8) }
+func (c *Chan) u64(off uintptr) *word.Uint64 { return (*word.Uint64)(unsafe.Add(c.base, off)) }
+func (c *Chan) u32(off uintptr) *word.Uint32 { return (*word.Uint32)(unsafe.Add(c.base, off)) }
+func (c *Chan) entry(i uint64) *word.Uint64  { return c.u64(offTable + uintptr(i)*8) }
 
 // slot returns the offset of the slot of position pos.
 func (c *Chan) slot(pos uint64) uintptr { return hdrSize + uintptr(pos%c.capacity)*c.slotSize }
 
-func (c *Chan) state(pos uint64) *atomic.Uint64 { return c.u64(c.slot(pos)) }
+func (c *Chan) state(pos uint64) *word.Uint64 { return c.u64(c.slot(pos)) }
 
 // data returns the message area of the slot of pos.
 func (c *Chan) data(pos uint64) []byte {

@@ -4,11 +4,11 @@ package shmchan
 
 import (
 	"fmt"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/host/shm"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -51,7 +51,7 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 			}
 		}
 		in.Detail = fmt.Sprintf("%d of %d messages, up to %d bytes each", held, capacity, maxMsg)
-		if (*atomic.Uint32)(unsafe.Add(c.base, offClosed)).Load() != 0 {
+		if (*word.Uint32)(unsafe.Add(c.base, offClosed)).Load() != 0 {
 			in.Detail += ", closed"
 		}
 		return dead

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -60,7 +60,7 @@ func (c *Chan) advance(off uintptr, pos uint64) {
 // reserveNext reserves the slot of pos, the one after the caller's last
 // reservation of the batch, if it is free on its lap: a batch walks on
 // without the shared position word, which it moves once at its end.
-func (c *Chan) reserveNext(pos uint64, want, mine uint64) (*atomic.Uint64, bool) {
+func (c *Chan) reserveNext(pos uint64, want, mine uint64) (*word.Uint64, bool) {
 	st := c.state(pos)
 	v := st.Load()
 	return st, v == want && st.CompareAndSwap(v, mine)
@@ -68,7 +68,7 @@ func (c *Chan) reserveNext(pos uint64, want, mine uint64) (*atomic.Uint64, bool)
 
 // reserveSend reserves the slot at the tail. When the ring is full there
 // it returns ok false with the state that blocks.
-func (c *Chan) reserveSend() (pos uint64, st *atomic.Uint64, block uint64, ok bool) {
+func (c *Chan) reserveSend() (pos uint64, st *word.Uint64, block uint64, ok bool) {
 	tail := c.u64(offTail)
 	for {
 		t := tail.Load()
@@ -91,7 +91,7 @@ func (c *Chan) reserveSend() (pos uint64, st *atomic.Uint64, block uint64, ok bo
 
 // reserveRecv reserves the slot at the head. When there is nothing to
 // take there it returns ok false with the state that blocks.
-func (c *Chan) reserveRecv() (pos uint64, st *atomic.Uint64, block uint64, ok bool) {
+func (c *Chan) reserveRecv() (pos uint64, st *word.Uint64, block uint64, ok bool) {
 	head := c.u64(offHead)
 	for {
 		h := head.Load()
@@ -115,7 +115,7 @@ func (c *Chan) reserveRecv() (pos uint64, st *atomic.Uint64, block uint64, ok bo
 
 // recover gives up the slot of state v, writing or reading for a process
 // that has exited, as empty on the next lap, and wakes both sides.
-func (c *Chan) recover(st *atomic.Uint64, v uint64) {
+func (c *Chan) recover(st *word.Uint64, v uint64) {
 	if st.CompareAndSwap(v, mk(lapOf(v)+1, 0, phaseEmpty)) {
 		c.kick(offRecvWord)
 		c.kick(offSendWord)
@@ -124,7 +124,7 @@ func (c *Chan) recover(st *atomic.Uint64, v uint64) {
 
 // reclaim recovers the slot of state v if another process holds it and
 // has exited, and reports whether it did.
-func (c *Chan) reclaim(st *atomic.Uint64, v uint64) bool {
+func (c *Chan) reclaim(st *word.Uint64, v uint64) bool {
 	o := ownerOf(v)
 	if o == 0 || o == c.me || !c.deadEntry(c.entry(o).Load()) {
 		return false
@@ -150,7 +150,7 @@ func (c *Chan) wake(word, flag uintptr, k int) {
 // the futex word of its side. A slot held by a process that has exited is
 // recovered; one held by a live other process is watched through a pidfd,
 // whose exit wakes the word.
-func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *atomic.Uint64, v uint64) error {
+func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *word.Uint64, v uint64) error {
 	sp := &c.spinRecv
 	if word == offSendWord {
 		sp = &c.spinSend
@@ -255,7 +255,7 @@ func (c *Chan) send(ctx context.Context, block bool, next func(buf []byte) (size
 			return baton.ErrChannelClosed
 		}
 		var pos, v uint64
-		var st *atomic.Uint64
+		var st *word.Uint64
 		ok := false
 		if sent > 0 {
 			lap := c.lap(after)
@@ -306,7 +306,7 @@ func (c *Chan) send(ctx context.Context, block bool, next func(buf []byte) (size
 
 // fill calls next on the slot of pos, giving the slot up if next fails or
 // panics.
-func (c *Chan) fill(pos uint64, st *atomic.Uint64, mine uint64, next func([]byte) (int, bool, error)) (size int, more bool, err error) {
+func (c *Chan) fill(pos uint64, st *word.Uint64, mine uint64, next func([]byte) (int, bool, error)) (size int, more bool, err error) {
 	done := false
 	defer func() {
 		if !done {
@@ -337,7 +337,7 @@ func (c *Chan) Recv(ctx context.Context, max int, block bool, take func(msg []by
 	}()
 	for n < max {
 		var pos, v uint64
-		var st *atomic.Uint64
+		var st *word.Uint64
 		ok := false
 		if n > 0 {
 			lap := c.lap(next)

@@ -3,8 +3,9 @@
 package shmchan
 
 import (
-	"sync/atomic"
 	"time"
+
+	"github.com/batonlock/baton/internal/word"
 )
 
 // A waiter looks at its slot for a while before it sleeps: when both ends
@@ -26,11 +27,11 @@ const (
 
 // spinner counts the spins of one side of a handle that ran out in a row,
 // and the waits, for the probes.
-type spinner struct{ fails, waits atomic.Int64 }
+type spinner struct{ fails, waits word.Int64 }
 
 // spin looks at st until it is no longer v or the limit has passed, and
 // reports whether it changed.
-func (s *spinner) spin(st *atomic.Uint64, v uint64) bool {
+func (s *spinner) spin(st *word.Uint64, v uint64) bool {
 	limit := s.next()
 	var start time.Time
 	for i := 1; ; i++ {

@@ -5,9 +5,10 @@ package shmchan
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton/internal/word"
 )
 
 // A side spins long until failStreak spins in a row run out, then short
@@ -15,7 +16,7 @@ import (
 // spin ends with the slot changed.
 func TestSpinAdapts(t *testing.T) {
 	var s spinner
-	var st atomic.Uint64
+	var st word.Uint64
 	for i := range failStreak {
 		if s.fails.Load() != int64(i) {
 			t.Fatalf("%d fails counted after %d spins that ran out", s.fails.Load(), i)

@@ -5,9 +5,9 @@ package shmqueue
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -15,7 +15,7 @@ import (
 // a claimant that waits can watch them all and give back the claims of
 // one that dies (see the package documentation).
 
-func (q *Queue) proc(k int) *atomic.Uint64 { return q.u64(offProcs + 8*k) }
+func (q *Queue) proc(k int) *word.Uint64 { return q.u64(offProcs + 8*k) }
 
 // join enters the calling process among the participants, unless it is
 // there already. A full table is first rid of dead processes.

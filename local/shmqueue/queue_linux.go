@@ -13,6 +13,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/internal/host/shm"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 	"golang.org/x/sys/unix"
 )
@@ -96,7 +97,7 @@ type Queue struct {
 	watchCtx context.Context
 	unwatch  context.CancelFunc
 	watchers sync.WaitGroup
-	seenGen  atomic.Uint64  // the offProcGen of the last watch
+	seenGen  word.Uint64    // the offProcGen of the last watch
 	rsync    *atomic.Uint64 // the file's race-detector word (shm.RaceSync)
 
 	// Set under the queue's lock, for its unlock: jobs made ready, and
@@ -147,8 +148,8 @@ func OpenEntry(e ipc.Entry) (*Queue, error) {
 // MaxPayload returns the largest payload (driver.Queue).
 func (q *Queue) MaxPayload() int { return MaxPayload }
 
-func (q *Queue) u64(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Add(q.base, off)) }
-func (q *Queue) u32(off int) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Add(q.base, off)) }
+func (q *Queue) u64(off int) *word.Uint64 { return (*word.Uint64)(unsafe.Add(q.base, off)) }
+func (q *Queue) u32(off int) *word.Uint32 { return (*word.Uint32)(unsafe.Add(q.base, off)) }
 
 // futex returns the futex word at off (the low half of a 64-bit word, or a
 // 32-bit one).
@@ -166,17 +167,17 @@ var lowHalf = func() int {
 	return 0
 }()
 
-func slotOff(i uint32) int                         { return offSlots + int(i)*slotSize }
-func (q *Queue) sw(i uint32, f int) *atomic.Uint64 { return q.u64(slotOff(i) + f) }
-func (q *Queue) sh(i uint32, f int) *atomic.Uint32 { return q.u32(slotOff(i) + f) }
+func slotOff(i uint32) int                       { return offSlots + int(i)*slotSize }
+func (q *Queue) sw(i uint32, f int) *word.Uint64 { return q.u64(slotOff(i) + f) }
+func (q *Queue) sh(i uint32, f int) *word.Uint32 { return q.u32(slotOff(i) + f) }
 
 // data returns the data area of slot i.
 func (q *Queue) data(i uint32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(q.base, offData+int(i)*dataSize)), dataSize)
 }
 
-func (q *Queue) ring(pos uint64) *atomic.Uint32 { return q.u32(offRing + 4*int(pos%Capacity)) }
-func (q *Queue) free(n uint64) *atomic.Uint32   { return q.u32(offFree + 4*int(n)) }
+func (q *Queue) ring(pos uint64) *word.Uint32 { return q.u32(offRing + 4*int(pos%Capacity)) }
+func (q *Queue) free(n uint64) *word.Uint32   { return q.u32(offFree + 4*int(n)) }
 
 // held starts the watch of the file when the handle comes to hold claims;
 // under mu. The watch is stopped by its first check that finds the handle

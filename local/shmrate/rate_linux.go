@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/host/shm"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 	"github.com/batonlock/baton/recipe"
 )
@@ -43,7 +44,7 @@ const (
 // It is safe for concurrent use.
 type Store struct {
 	r      *ipc.Region
-	word   *atomic.Uint64
+	word   *word.Uint64
 	me     uint64 // this process in an owner word: tag<<32 | pid
 	closed atomic.Bool
 }
@@ -65,11 +66,11 @@ func OpenEntry(e ipc.Entry) (*Store, error) {
 // layout is the file of a limit: kept once its parameters are stored
 // (generation not 0), reclaimed at the last close otherwise.
 var layout = ipc.Layout{Kind: Kind, Size: fileSize, Magic: magic, Idle: func(b []byte) bool {
-	return (*atomic.Uint64)(unsafe.Pointer(&b[offWord])).Load()>>genShift == 0
+	return (*word.Uint64)(unsafe.Pointer(&b[offWord])).Load()>>genShift == 0
 }}
 
-func (s *Store) u64(off int) *atomic.Uint64 {
-	return (*atomic.Uint64)(unsafe.Pointer(&s.r.Bytes()[off]))
+func (s *Store) u64(off int) *word.Uint64 {
+	return (*word.Uint64)(unsafe.Pointer(&s.r.Bytes()[off]))
 }
 
 // Close unmaps the region; the limit stays. Closing twice is a no-op.
@@ -216,7 +217,7 @@ func (s *Store) change(ctx context.Context, g uint64, lim recipe.Limit) (done bo
 // claim takes an owner word. A changer holds it for a few stores, so a
 // contender sleeps on it watching the holder, and takes it over once the
 // holder is dead.
-func (s *Store) claim(ctx context.Context, owner *atomic.Uint64) error {
+func (s *Store) claim(ctx context.Context, owner *word.Uint64) error {
 	var w *ipc.Waiter
 	for {
 		if owner.CompareAndSwap(0, s.me) {
@@ -253,13 +254,13 @@ func (s *Store) claim(ctx context.Context, owner *atomic.Uint64) error {
 	}
 }
 
-func (s *Store) release(owner *atomic.Uint64) {
+func (s *Store) release(owner *word.Uint64) {
 	owner.Store(0)
 	_, _ = ipc.FutexWake(low(owner), math.MaxInt32)
 }
 
 // low returns the low half of a 64-bit word, the pid of an owner.
-func low(p *atomic.Uint64) *uint32 {
+func low(p *word.Uint64) *uint32 {
 	off := uintptr(0)
 	if binary.NativeEndian.Uint16([]byte{0, 1}) == 1 { // big endian
 		off = 4

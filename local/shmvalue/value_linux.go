@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/host/shm"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -35,10 +35,10 @@ const (
 // caller (the core) calls Close once no other call is in progress.
 type Value struct {
 	r       *ipc.Region
-	version *atomic.Uint64
-	writer  *atomic.Uint64
-	waiters *atomic.Uint32
-	wwait   *atomic.Uint32
+	version *word.Uint64
+	writer  *word.Uint64
+	waiters *word.Uint32
+	wwait   *word.Uint32
 	me      uint64 // this process in the writer word: tag<<32 | pid
 }
 
@@ -50,10 +50,10 @@ func OpenEntry(e ipc.Entry) (*Value, error) {
 		return nil, err
 	}
 	v := &Value{r: r, me: uint64(self.Tag())<<32 | uint64(uint32(self.PID))}
-	v.version = (*atomic.Uint64)(v.at(offVersion))
-	v.writer = (*atomic.Uint64)(v.at(offWriter))
-	v.waiters = (*atomic.Uint32)(v.at(offWaiters))
-	v.wwait = (*atomic.Uint32)(v.at(offWWait))
+	v.version = (*word.Uint64)(v.at(offVersion))
+	v.writer = (*word.Uint64)(v.at(offWriter))
+	v.waiters = (*word.Uint32)(v.at(offWaiters))
+	v.wwait = (*word.Uint32)(v.at(offWWait))
 	return v, nil
 }
 
@@ -61,12 +61,12 @@ func OpenEntry(e ipc.Entry) (*Value, error) {
 // file stays until removed (Remove, baton rm), whoever has it open; one
 // never written is reclaimed at the last close in the host.
 var layout = ipc.Layout{Kind: Kind, Size: fileSize, Magic: magic, Idle: func(b []byte) bool {
-	return (*atomic.Uint64)(unsafe.Pointer(&b[offVersion])).Load() == 0
+	return (*word.Uint64)(unsafe.Pointer(&b[offVersion])).Load() == 0
 }}
 
 func (v *Value) at(off int) unsafe.Pointer { return unsafe.Pointer(&v.r.Bytes()[off]) }
 
-func (v *Value) word(off int) *atomic.Uint64 { return (*atomic.Uint64)(v.at(off)) }
+func (v *Value) word(off int) *word.Uint64 { return (*word.Uint64)(v.at(off)) }
 
 // slot returns the offset of the slot of version n.
 func slot(n uint64) int { return hdrSize + int(n&1)*slotSize }

@@ -60,14 +60,14 @@ const (
 type RW struct {
 	name   string
 	r      *ipc.Region
-	state  *atomic.Uint64
+	state  *word.Uint64
 	word   *uint32 // low half of state
 	fence  *uint64
-	drain  *atomic.Uint32
-	bound  *atomic.Uint32
+	drain  *word.Uint32
+	bound  *word.Uint32
 	slots  unsafe.Pointer
-	slot   *atomic.Uint64 // this handle's slot
-	count  *atomic.Uint64 // this handle's read count (slotCount)
+	slot   *word.Uint64 // this handle's slot
+	count  *word.Uint64 // this handle's read count (slotCount)
 	rd     *word.Readers
 	idx    int
 	me     uint64 // tag<<32 | pid
@@ -132,14 +132,14 @@ func Open(ns *ipc.Namespace, name string) (*RW, error) {
 
 type cleanup struct {
 	r           *ipc.Region
-	slot, count *atomic.Uint64
+	slot, count *word.Uint64
 	freed       *atomic.Bool
 	me          uint64
 }
 
 // newGen starts a new generation of a count word with no holds, and
 // returns the holds of the old one.
-func newGen(c *atomic.Uint64) uint64 {
+func newGen(c *word.Uint64) uint64 {
 	for {
 		v := c.Load()
 		if c.CompareAndSwap(v, (v>>32+1)<<32) {
@@ -176,11 +176,11 @@ func on(r *ipc.Region, name string) *RW {
 }
 
 func (l *RW) setBase(base unsafe.Pointer) {
-	l.state = (*atomic.Uint64)(unsafe.Add(base, offState))
+	l.state = (*word.Uint64)(unsafe.Add(base, offState))
 	l.word = (*uint32)(unsafe.Add(base, offState+lowOffset))
 	l.fence = (*uint64)(unsafe.Add(base, offFence))
-	l.drain = (*atomic.Uint32)(unsafe.Add(base, offDrain))
-	l.bound = (*atomic.Uint32)(unsafe.Add(base, offBound))
+	l.drain = (*word.Uint32)(unsafe.Add(base, offDrain))
+	l.bound = (*word.Uint32)(unsafe.Add(base, offBound))
 	l.slots = unsafe.Add(base, offSlots)
 }
 
@@ -193,12 +193,12 @@ var lowOffset = func() uintptr {
 	return 4
 }()
 
-func (l *RW) slotAt(i int) *atomic.Uint64 {
-	return (*atomic.Uint64)(unsafe.Add(l.slots, i*slotStride))
+func (l *RW) slotAt(i int) *word.Uint64 {
+	return (*word.Uint64)(unsafe.Add(l.slots, i*slotStride))
 }
 
-func (l *RW) countAt(i int) *atomic.Uint64 {
-	return (*atomic.Uint64)(unsafe.Add(l.slots, i*slotStride+slotCount))
+func (l *RW) countAt(i int) *word.Uint64 {
+	return (*word.Uint64)(unsafe.Add(l.slots, i*slotStride+slotCount))
 }
 
 // Acquire takes the lock in mode, waiting until it can, or until ctx is

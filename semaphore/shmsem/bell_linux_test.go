@@ -3,18 +3,18 @@
 package shmsem
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
 // A ring that wakes a sleeper clears the sleep bit, so the rings that follow
 // before the sleeper has run make no system call; a sleeper is still woken.
 func TestRingClearsSleepBit(t *testing.T) {
-	var bell atomic.Uint32
+	var bell word.Uint32
 	bell.Store(1) // a waiter sleeps
 	ring(&bell)
 	if v := bell.Load(); v != 2 {

@@ -4,11 +4,11 @@ package shmsem
 
 import (
 	"fmt"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/host/shm"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -27,7 +27,7 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 		s.self, _ = ipc.Self()
 		t := s.tickets.Load()
 		in.Kind = baton.KindSemaphore
-		in.Capacity = int64((*atomic.Uint64)(unsafe.Pointer(&b[offCap])).Load())
+		in.Capacity = int64((*word.Uint64)(unsafe.Pointer(&b[offCap])).Load())
 		in.Detail = fmt.Sprintf("tickets next %d served %d", uint32(t>>32), uint32(t))
 		for i := range min(int(s.bound.Load()), maxSlots) {
 			id, held, ticket := s.slotAt(i)

@@ -15,6 +15,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/internal/host/shm"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -61,22 +62,22 @@ type Sem struct {
 	name     string
 	capacity int64
 	r        *ipc.Region
-	tickets  *atomic.Uint64
-	bound    *atomic.Uint32
-	starve   *atomic.Uint32
-	headAt   *atomic.Int64
+	tickets  *word.Uint64
+	bound    *word.Uint32
+	starve   *word.Uint32
+	headAt   *word.Int64
 	slots    unsafe.Pointer
-	ident    *atomic.Uint64 // this handle's slot
-	held     *atomic.Uint64
-	ticket   *atomic.Uint64
-	bell     *atomic.Uint32
+	ident    *word.Uint64 // this handle's slot
+	held     *word.Uint64
+	ticket   *word.Uint64
+	bell     *word.Uint32
 	me       uint64
 	self     ipc.Proc
 	rsync    *atomic.Uint64
 	freed    *atomic.Bool
 	closed   atomic.Bool
-	waiter   ipc.Waiter    // the sleep of Acquire; it watches whom it waits on
-	kicked   atomic.Uint64 // 1<<32 | the head last kicked by kickHeadOnce
+	waiter   ipc.Waiter  // the sleep of Acquire; it watches whom it waits on
+	kicked   word.Uint64 // 1<<32 | the head last kicked by kickHeadOnce
 
 	loss      *driver.Loss
 	gone      atomic.Bool
@@ -141,7 +142,7 @@ func Open(ns *ipc.Namespace, name string, permits int64) (*Sem, error) {
 
 type cleanup struct {
 	r                   *ipc.Region
-	ident, held, ticket *atomic.Uint64
+	ident, held, ticket *word.Uint64
 	freed               *atomic.Bool
 	me                  uint64
 }
@@ -167,27 +168,27 @@ func on(r *ipc.Region, name string) *Sem {
 
 func onBase(base unsafe.Pointer) *Sem {
 	return &Sem{
-		tickets: (*atomic.Uint64)(unsafe.Add(base, offTickets)),
-		bound:   (*atomic.Uint32)(unsafe.Add(base, offBound)),
-		starve:  (*atomic.Uint32)(unsafe.Add(base, offStarve)),
-		headAt:  (*atomic.Int64)(unsafe.Add(base, offHeadAt)),
+		tickets: (*word.Uint64)(unsafe.Add(base, offTickets)),
+		bound:   (*word.Uint32)(unsafe.Add(base, offBound)),
+		starve:  (*word.Uint32)(unsafe.Add(base, offStarve)),
+		headAt:  (*word.Int64)(unsafe.Add(base, offHeadAt)),
 		slots:   unsafe.Add(base, offSlots),
 	}
 }
 
-func (s *Sem) slotAt(i int) (ident, held, ticket *atomic.Uint64) {
+func (s *Sem) slotAt(i int) (ident, held, ticket *word.Uint64) {
 	p := unsafe.Add(s.slots, i*slotStride)
-	return (*atomic.Uint64)(p), (*atomic.Uint64)(unsafe.Add(p, slotHeld)), (*atomic.Uint64)(unsafe.Add(p, slotTicket))
+	return (*word.Uint64)(p), (*word.Uint64)(unsafe.Add(p, slotHeld)), (*word.Uint64)(unsafe.Add(p, slotTicket))
 }
 
-func (s *Sem) bellAt(i int) *atomic.Uint32 {
-	return (*atomic.Uint32)(unsafe.Add(s.slots, i*slotStride+slotBell))
+func (s *Sem) bellAt(i int) *word.Uint32 {
+	return (*word.Uint32)(unsafe.Add(s.slots, i*slotStride+slotBell))
 }
 
 // checkCapacity sets the capacity of a new semaphore and checks that of
 // an existing one.
 func (s *Sem) checkCapacity() error {
-	c := (*atomic.Uint64)(unsafe.Pointer(&s.r.Bytes()[offCap]))
+	c := (*word.Uint64)(unsafe.Pointer(&s.r.Bytes()[offCap]))
 	if c.CompareAndSwap(0, uint64(s.capacity)) {
 		return nil
 	}
@@ -249,7 +250,7 @@ func (s *Sem) claimed(i int) int {
 }
 
 // free gives back what the slot of the handle me holds and frees the slot.
-func free(ident, held, ticket *atomic.Uint64, me uint64) {
+func free(ident, held, ticket *word.Uint64, me uint64) {
 	for {
 		h := held.Load()
 		if held.CompareAndSwap(h, (h>>32+1)<<32) {
@@ -389,7 +390,7 @@ func (s *Sem) kick() {
 // ring that wakes clears the bit, so that the rings that follow before the
 // waiter has run (a releaser that takes again at once rings at every
 // release) make no system call.
-func ring(bell *atomic.Uint32) {
+func ring(bell *word.Uint32) {
 	for {
 		v := bell.Load()
 		if bell.CompareAndSwap(v, (v+2)&^1) {
