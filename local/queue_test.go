@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/queuedetail"
 	"github.com/batonlock/baton/local"
 )
 
@@ -32,6 +33,8 @@ func TestQueueInspector(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	const waited = 100 * time.Millisecond
+	time.Sleep(waited)
 	j, err := q.Claim(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -40,9 +43,33 @@ func TestQueueInspector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c, ok := queuedetail.Parse(info)
 	if info.Kind != baton.KindQueue || len(info.Holders) != 1 || info.Holders[0].PID != os.Getpid() ||
-		info.Holders[0].Token != j.Token() || info.LastToken != j.Token() || info.Detail != "ready 2, delayed 0, in flight 1, dead 0" {
-		t.Errorf("Inspect = %+v", info)
+		info.Holders[0].Token != j.Token() || info.LastToken != j.Token() ||
+		!ok || c.Ready != 2 || c.Delayed != 0 || c.InFlight != 1 || c.Dead != 0 || c.Oldest < waited || c.Oldest > time.Minute {
+		t.Errorf("Inspect = %+v (counts %+v)", info, c)
+	}
+	// A job given back is ready from then on, not from its Put.
+	r, err := b.Queue(ctx, "work/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Put(ctx, []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(waited)
+	jr, err := r.Claim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jr.Retry(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := in.Inspect(ctx, baton.KindQueue, "work/r"); err != nil {
+		t.Fatal(err)
+	} else if c, ok := queuedetail.Parse(info); !ok || c.Ready != 1 || c.Oldest <= 0 || c.Oldest >= waited {
+		t.Errorf("retried job: %q, want ready 1 with an age under %v", info.Detail, waited)
 	}
 	all, err := in.List(ctx)
 	if err != nil {

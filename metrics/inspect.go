@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/queuedetail"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,6 +23,9 @@ const InspectTimeout = 10 * time.Second
 //	baton_object_lease_seconds{backend,primitive,name}    the least lease time left of a holder
 //	baton_object_last_token_high{backend,primitive,name}  the last fencing token / 2^32
 //	baton_object_last_token_low{backend,primitive,name}   the last fencing token mod 2^32
+//	baton_object_queue_jobs{backend,primitive,name,state} a queue's jobs; state: ready, delayed, in_flight, dead
+//	baton_object_queue_oldest_ready_seconds{backend,primitive,name}
+//	                                                      how long a queue's oldest ready job has waited, where known
 //	baton_inspect_up                                      1 if the last listing succeeded, else 0
 //	baton_inspect_errors_total                            listings that failed
 //
@@ -35,8 +39,8 @@ const InspectTimeout = 10 * time.Second
 // exact too, but would start a new series at every grant.
 //
 // The options are New's; names past the limit are summed (holders,
-// waiters) or reduced (oldest hold, least lease, highest token) under
-// OtherName.
+// waiters, jobs) or reduced (oldest hold, least lease, highest token,
+// oldest ready job) under OtherName.
 func NewInspector(in baton.Inspector, opts ...Option) prometheus.Collector {
 	c := New(opts...)
 	d := func(name, help string) *prometheus.Desc {
@@ -50,6 +54,9 @@ func NewInspector(in baton.Inspector, opts ...Option) prometheus.Collector {
 		lease:     d("lease_seconds", "The least lease time a current holder has left."),
 		tokenHigh: d("last_token_high", "The last fencing token given out for the object, divided by 2^32."),
 		tokenLow:  d("last_token_low", "The last fencing token given out for the object, modulo 2^32."),
+		jobs: prometheus.NewDesc(prometheus.BuildFQName(c.cfg.namespace, "object", "queue_jobs"), "Jobs of a queue by state.",
+			[]string{"backend", "primitive", "name", "state"}, c.cfg.constant),
+		oldest: d("queue_oldest_ready_seconds", "How long the oldest ready job of a queue has waited, where the backend knows it."),
 		up: prometheus.NewDesc(prometheus.BuildFQName(c.cfg.namespace, "inspect", "up"),
 			"1 if the last listing of the backend succeeded, 0 if it failed.", nil, c.cfg.constant),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: c.cfg.namespace, Subsystem: "inspect",
@@ -62,11 +69,12 @@ type inspectCollector struct {
 	in                            baton.Inspector
 	holders, waiters, held, lease *prometheus.Desc
 	tokenHigh, tokenLow, up       *prometheus.Desc
+	jobs, oldest                  *prometheus.Desc
 	errors                        prometheus.Counter
 }
 
 func (ic *inspectCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ic.holders, ic.waiters, ic.held, ic.lease, ic.tokenHigh, ic.tokenLow, ic.up} {
+	for _, d := range []*prometheus.Desc{ic.holders, ic.waiters, ic.held, ic.lease, ic.tokenHigh, ic.tokenLow, ic.up, ic.jobs, ic.oldest} {
 		ch <- d
 	}
 	ic.errors.Describe(ch)
@@ -78,6 +86,9 @@ type objectStats struct {
 	held, lease      time.Duration
 	heldKnown        bool // the start of some hold is known
 	token            baton.Token
+	queue            bool       // a queue's counts were read
+	jobs             [4]float64 // ready, delayed, in flight, dead
+	oldest           time.Duration
 }
 
 func (ic *inspectCollector) Collect(ch chan<- prometheus.Metric) {
@@ -108,6 +119,13 @@ func (ic *inspectCollector) Collect(ch chan<- prometheus.Metric) {
 			s.counted = true
 		}
 		s.token = max(s.token, in.LastToken)
+		if c, ok := queuedetail.Parse(in); ok {
+			s.queue = true
+			for i, n := range []int{c.Ready, c.Delayed, c.InFlight, c.Dead} {
+				s.jobs[i] += float64(n)
+			}
+			s.oldest = max(s.oldest, c.Oldest)
+		}
 		for _, h := range in.Holders {
 			if !h.Since.IsZero() {
 				s.held = max(s.held, now.Sub(h.Since))
@@ -133,5 +151,13 @@ func (ic *inspectCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(ic.tokenHigh, prometheus.GaugeValue, float64(uint64(s.token)>>32), lv...)
 		ch <- prometheus.MustNewConstMetric(ic.tokenLow, prometheus.GaugeValue, float64(uint64(s.token)&0xffffffff), lv...)
+		if s.queue {
+			for i, state := range []string{"ready", "delayed", "in_flight", "dead"} {
+				ch <- prometheus.MustNewConstMetric(ic.jobs, prometheus.GaugeValue, s.jobs[i], append(lv, state)...)
+			}
+			if s.oldest > 0 {
+				ch <- prometheus.MustNewConstMetric(ic.oldest, prometheus.GaugeValue, s.oldest.Seconds(), lv...)
+			}
+		}
 	}
 }

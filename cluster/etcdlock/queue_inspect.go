@@ -12,6 +12,7 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/listing"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/internal/queuedetail"
 )
 
 // Inspection of queues: a queue is listed once a Put has written its id
@@ -96,6 +97,6 @@ func (b *backend) inspectQueue(ctx context.Context, name string) (baton.Info, er
 			}
 		}
 	}
-	in.Detail = listing.QueueDetail(ready, int(rr(3).Count), len(claims), int(rr(4).Count), oldest)
+	in.Detail = queuedetail.Format(queuedetail.Counts{Ready: ready, Delayed: int(rr(3).Count), InFlight: len(claims), Dead: int(rr(4).Count), Oldest: oldest})
 	return in, nil
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/internal/listing"
+	"github.com/batonlock/baton/internal/queuedetail"
 )
 
 // Inspection of queues: a queue is listed by its id counter row (Q:<name>
@@ -43,7 +43,7 @@ func (b *backend) inspectQueue(ctx context.Context, name string) (baton.Info, er
 	if err != nil {
 		return info, err
 	}
-	info.Detail = listing.QueueDetail(ready, delayed, inFlight, dead, time.Duration(oldest.Int64)*time.Microsecond)
+	info.Detail = queuedetail.Format(queuedetail.Counts{Ready: ready, Delayed: delayed, InFlight: inFlight, Dead: dead, Oldest: time.Duration(oldest.Int64) * time.Microsecond})
 	rows, err := b.db.QueryContext(ctx, `SELECT id, token, owner, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires)
 		FROM `+job+` WHERE queue = ? AND state = 0 AND owner <> '' AND expires > UTC_TIMESTAMP(6) ORDER BY expires LIMIT 100`, name)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/listing"
+	"github.com/batonlock/baton/internal/queuedetail"
 )
 
 // Inspection of queues: List names the queues that have jobs, Inspect
@@ -73,7 +74,7 @@ func (b *backend) inspectQueue(ctx context.Context, info baton.Info) (baton.Info
 	}
 	info.Waiters = -1
 	info.LastToken = baton.Token(token)
-	info.Detail = listing.QueueDetail(int(ready), int(delayed), int(inFlight), int(dead), time.Duration(oldest)*time.Microsecond)
+	info.Detail = queuedetail.Format(queuedetail.Counts{Ready: int(ready), Delayed: int(delayed), InFlight: int(inFlight), Dead: int(dead), Oldest: time.Duration(oldest) * time.Microsecond})
 	rows, err := b.pool.Query(ctx, b.q(jobsClaimsSQL), info.Name)
 	if err != nil {
 		return info, err

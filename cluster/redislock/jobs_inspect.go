@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/internal/queuedetail"
 )
 
 var scriptJobsInspect = loadScript("jobs_inspect")
@@ -30,7 +31,7 @@ func (d *backend) inspectQueue(ctx context.Context, name string) (baton.Info, er
 	}
 	now := toInt(v[1])
 	in := baton.Info{Name: name, Kind: baton.KindQueue, Backend: d.Kind(), Impl: "lua", Holders: []baton.Holder{}, Waiters: -1,
-		Detail: fmt.Sprintf("ready %d, delayed %d, in flight %d, dead %d", toInt(v[2]), toInt(v[3]), toInt(v[4]), toInt(v[5]))}
+		Detail: queuedetail.Format(queuedetail.Counts{Ready: int(toInt(v[2])), Delayed: int(toInt(v[3])), InFlight: int(toInt(v[4])), Dead: int(toInt(v[5]))})}
 	if s, _ := v[6].(string); s != "" {
 		n, _ := strconv.ParseUint(s, 10, 64)
 		in.LastToken = baton.Token(n)

@@ -11,7 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/internal/listing"
+	"github.com/batonlock/baton/internal/queuedetail"
 )
 
 // Inspection of queues: a queue is listed once its nodes are made (by its
@@ -92,7 +92,7 @@ func (b *backend) inspectQueue(ctx context.Context, name string) (baton.Info, er
 	if oldest >= 0 {
 		age = now.Sub(time.Unix(0, oldest))
 	}
-	info.Detail = listing.QueueDetail(ready, delayed, len(r.cs), len(r.ds), age)
+	info.Detail = queuedetail.Format(queuedetail.Counts{Ready: ready, Delayed: delayed, InFlight: len(r.cs), Dead: len(r.ds), Oldest: age})
 	return info, nil
 }
 

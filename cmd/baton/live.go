@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/queuedetail"
 )
 
 // The live view that baton top and baton serve share: the objects of a
@@ -145,7 +146,7 @@ func writeQueues(w io.Writer, infos []baton.Info) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := false
 	for _, in := range infos {
-		c, ok := parseQueueDetail(in)
+		c, ok := queuedetail.Parse(in)
 		if !ok {
 			continue
 		}

@@ -7,39 +7,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
-	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/internal/queuedetail"
 )
 
 // The queues of the live view: their counts, read from the Detail every
-// backend writes alike (cluster/internal/listing.QueueDetail), and the
-// status page's requeue and purge of dead letters.
-
-// queueCounts are a queue's jobs by state.
-type queueCounts struct {
-	Ready, Delayed, InFlight, Dead int
-	Oldest                         time.Duration // of the oldest ready job; 0 when none or unknown
-}
-
-var queueDetailRE = regexp.MustCompile(`^ready (\d+), delayed (\d+), in flight (\d+), dead (\d+)(?:, oldest ready (\S+))?`)
-
-// parseQueueDetail reads the counts of a queue's Info; false when its
-// Detail does not have them.
-func parseQueueDetail(in baton.Info) (queueCounts, bool) {
-	m := queueDetailRE.FindStringSubmatch(in.Detail)
-	if in.Kind != baton.KindQueue || m == nil {
-		return queueCounts{}, false
-	}
-	n := func(s string) int { v, _ := strconv.Atoi(s); return v }
-	c := queueCounts{Ready: n(m[1]), Delayed: n(m[2]), InFlight: n(m[3]), Dead: n(m[4])}
-	if m[5] != "" {
-		c.Oldest, _ = time.ParseDuration(m[5])
-	}
-	return c, true
-}
+// backend writes alike (internal/queuedetail), and the status page's
+// requeue and purge of dead letters.
 
 // jsonQueue is the "queue" of a queue's object in /api/objects.
 type jsonQueue struct {
@@ -51,7 +27,7 @@ type jsonQueue struct {
 }
 
 func queueJSON(in baton.Info) *jsonQueue {
-	c, ok := parseQueueDetail(in)
+	c, ok := queuedetail.Parse(in)
 	if !ok {
 		return nil
 	}

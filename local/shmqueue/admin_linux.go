@@ -88,7 +88,8 @@ func (q *Queue) Requeue(ctx context.Context, ids []uint64) (int, error) {
 				return false
 			}
 		}
-		q.pushBackAs(i, stReady) // attempts from zero, in the same store
+		q.sw(i, sDue).Store(uint64(time.Now().UnixNano())) // ready since
+		q.pushBackAs(i, stReady)                           // attempts from zero, in the same store
 		return true
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/host/shm"
+	"github.com/batonlock/baton/internal/queuedetail"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -25,6 +26,7 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 		in.Waiters = int(q.u32(offSleepers).Load())
 		in.LastToken = baton.Token(q.u64(offToken).Load())
 		var n [stDead + 1]int
+		oldest := int64(0) // ready since, of the oldest ready job
 		fresh := uint32(min(q.u64(offFresh).Load(), Capacity))
 		for i := uint32(0); i < fresh; i++ {
 			k := q.sw(i, sState).Load() & 0xff
@@ -32,6 +34,11 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 				continue
 			}
 			n[k]++
+			if k == stReady || k == stStaged {
+				if d := int64(q.sw(i, sDue).Load()); d > 0 && (oldest == 0 || d < oldest) {
+					oldest = d
+				}
+			}
 			if k != stClaimed {
 				continue
 			}
@@ -44,7 +51,7 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 				Owner: fmt.Sprintf("job %d", q.sw(i, sID).Load()), Since: time.Unix(0, int64(q.sw(i, sDue).Load())),
 			})
 		}
-		in.Detail = fmt.Sprintf("ready %d, delayed %d, in flight %d, dead %d", n[stReady]+n[stStaged], n[stDelayed], n[stClaimed], n[stDead])
+		in.Detail = queuedetail.Format(queuedetail.Counts{Ready: n[stReady] + n[stStaged], Delayed: n[stDelayed], InFlight: n[stClaimed], Dead: n[stDead], Oldest: age(oldest)})
 		return dead
 	})
 }
@@ -57,3 +64,11 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) { return ipc.ListKind(ns, Kin
 // fires within ipc.WatchEvery; later openers get an empty queue. It
 // returns an error matching fs.ErrNotExist when there is no such queue.
 func Remove(ns *ipc.Namespace, name string) error { return ipc.RemoveKind(ns, Kind, name, "queue") }
+
+// age is how long ago the unix time ns was; 0 for none.
+func age(ns int64) time.Duration {
+	if ns == 0 {
+		return 0
+	}
+	return max(time.Since(time.Unix(0, ns)), time.Millisecond)
+}

@@ -91,6 +91,7 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 	}
 	stamp := q.u64(offCommitted).Load() + 1
 	slots := make([]uint32, len(fresh))
+	put := time.Now().UnixNano()
 	for n, k := range fresh {
 		j := jobs[k]
 		i := q.take()
@@ -101,7 +102,11 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 		copy(d[keyOff:], j.Key)
 		q.sw(i, sID).Store(ids[k])
 		q.sw(i, sToken).Store(stamp) // not sOrder: pushBack writes that before the state
-		q.sw(i, sDue).Store(uint64(j.At.UnixNano() * boolInt(!j.At.IsZero())))
+		due := put                   // ready since now, unless delayed
+		if !j.At.IsZero() {
+			due = j.At.UnixNano()
+		}
+		q.sw(i, sDue).Store(uint64(due))
 		q.sh(i, sMax).Store(uint32(j.MaxAttempts))
 		q.sh(i, sLen).Store(uint32(len(j.Payload)))
 		q.sh(i, sLens).Store(uint32(len(j.Key)))
@@ -133,13 +138,6 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 	}
 	q.unlock(notify || len(slots) > 0)
 	return ids, nil
-}
-
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Claim takes up to n ready jobs, waiting for one if wait is set
@@ -304,6 +302,7 @@ func (q *Queue) Retry(ctx context.Context, c driver.Claim, at time.Time, reason 
 		q.delay(i, at.UnixNano())
 		notify = true
 	default:
+		q.sw(i, sDue).Store(uint64(time.Now().UnixNano())) // ready since
 		q.pushBack(i)
 		notify = true
 	}

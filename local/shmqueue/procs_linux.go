@@ -5,6 +5,7 @@ package shmqueue
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/word"
@@ -106,6 +107,7 @@ func (q *Queue) lapse(i uint32, reason string) {
 		q.bury(i, reason+" on its last attempt")
 		return
 	}
+	q.sw(i, sDue).Store(uint64(time.Now().UnixNano())) // ready since
 	q.pushFront(i)
 }
 

@@ -57,7 +57,7 @@ const (
 	sState = 0  // uint64: kind | attempt<<8; the publishing word
 	sID    = 8  // uint64
 	sOrder = 16 // uint64: ready: its place in the ring's order
-	sDue   = 24 // int64: delayed: when due; dead: when it died (unix ns)
+	sDue   = 24 // int64 unix ns: delayed: when due; ready: since when; claimed: when; dead: when it died
 	sOwner = 32 // uint64: claimed: tag<<32 | pid of the claimant
 	sToken = 40 // uint64: claimed: the claim's token; staged: the batch stamp
 	sMax   = 48 // uint32: max attempts

@@ -8,10 +8,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"slices"
-	"time"
 
 	"github.com/batonlock/baton"
 )
@@ -41,16 +39,4 @@ func Inspect(ctx context.Context, refs []Ref, inspect func(context.Context, bato
 		}
 	}
 	return out, nil
-}
-
-// QueueDetail is the Detail of a queue's Info, alike on every backend so
-// that baton top and the status page can read its counts: "ready R,
-// delayed D, in flight F, dead X", and ", oldest ready AGE" when a ready
-// job waits (AGE as time.Duration prints it, to the millisecond).
-func QueueDetail(ready, delayed, inFlight, dead int, oldest time.Duration) string {
-	s := fmt.Sprintf("ready %d, delayed %d, in flight %d, dead %d", ready, delayed, inFlight, dead)
-	if ready > 0 && oldest > 0 {
-		s += ", oldest ready " + oldest.Round(time.Millisecond).String()
-	}
-	return s
 }
