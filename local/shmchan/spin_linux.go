@@ -3,6 +3,7 @@
 package shmchan
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/batonlock/baton/internal/word"
@@ -27,7 +28,7 @@ const (
 
 // spinner counts the spins of one side of a handle that ran out in a row,
 // and the waits, for the probes.
-type spinner struct{ fails, waits word.Int64 }
+type spinner struct{ fails, waits atomic.Int64 }
 
 // spin looks at st until it is no longer v or the limit has passed, and
 // reports whether it changed.
