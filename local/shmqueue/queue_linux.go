@@ -97,7 +97,7 @@ type Queue struct {
 	watchCtx context.Context
 	unwatch  context.CancelFunc
 	watchers sync.WaitGroup
-	seenGen  word.Uint64    // the offProcGen of the last watch
+	seenGen  atomic.Uint64  // the offProcGen of the last watch
 	rsync    *atomic.Uint64 // the file's race-detector word (shm.RaceSync)
 
 	// Set under the queue's lock, for its unlock: jobs made ready, and

@@ -76,8 +76,8 @@ type Sem struct {
 	rsync    *atomic.Uint64
 	freed    *atomic.Bool
 	closed   atomic.Bool
-	waiter   ipc.Waiter  // the sleep of Acquire; it watches whom it waits on
-	kicked   word.Uint64 // 1<<32 | the head last kicked by kickHeadOnce
+	waiter   ipc.Waiter    // the sleep of Acquire; it watches whom it waits on
+	kicked   atomic.Uint64 // 1<<32 | the head last kicked by kickHeadOnce
 
 	loss      *driver.Loss
 	gone      atomic.Bool
