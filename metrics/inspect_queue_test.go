@@ -2,15 +2,12 @@ package metrics_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/local"
 	"github.com/batonlock/baton/metrics"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // TestInspectorQueues: the inspecting collector (baton serve's /metrics)
@@ -56,11 +53,7 @@ func TestInspectorQueues(t *testing.T) {
 		}
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewInspector(b.(baton.Inspector), metrics.WithMaxNames(1)))
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	defer srv.Close()
-	fams := (&scraper{t: t, url: srv.URL + "/metrics"}).scrape()
+	fams := serveInspector(t, b.(baton.Inspector), metrics.WithMaxNames(1)).scrape()
 	for name, want := range map[string]map[string]float64{
 		"work/a":          {"ready": 1, "delayed": 1, "in_flight": 1, "dead": 1},
 		metrics.OtherName: {"ready": 5, "delayed": 0, "in_flight": 0, "dead": 0},

@@ -18,10 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// serveInspector serves a registry with NewInspector(in) on httptest.
-func serveInspector(t *testing.T, in baton.Inspector) *scraper {
+// serveInspector serves a registry with NewInspector(in, opts...) on
+// httptest.
+func serveInspector(t *testing.T, in baton.Inspector, opts ...metrics.Option) *scraper {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewInspector(in))
+	reg.MustRegister(metrics.NewInspector(in, opts...))
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(srv.Close)
 	return &scraper{t: t, url: srv.URL + "/metrics"}
