@@ -19,8 +19,6 @@ func (w *Uint64) Store(v uint64)                    { store64(&w.v, v) }
 func (w *Uint64) Swap(v uint64) uint64              { return w.v.Swap(v) }
 func (w *Uint64) CompareAndSwap(old, v uint64) bool { return w.v.CompareAndSwap(old, v) }
 func (w *Uint64) Add(d uint64) uint64               { return w.v.Add(d) }
-func (w *Uint64) Or(m uint64) uint64                { return w.v.Or(m) }
-func (w *Uint64) And(m uint64) uint64               { return w.v.And(m) }
 
 // Uint32 is a 32-bit word of shared memory.
 type Uint32 struct{ v atomic.Uint32 }
@@ -30,8 +28,6 @@ func (w *Uint32) Store(v uint32)                    { store32(&w.v, v) }
 func (w *Uint32) Swap(v uint32) uint32              { return w.v.Swap(v) }
 func (w *Uint32) CompareAndSwap(old, v uint32) bool { return w.v.CompareAndSwap(old, v) }
 func (w *Uint32) Add(d uint32) uint32               { return w.v.Add(d) }
-func (w *Uint32) Or(m uint32) uint32                { return w.v.Or(m) }
-func (w *Uint32) And(m uint32) uint32               { return w.v.And(m) }
 
 // Int64 is a signed 64-bit word of shared memory.
 type Int64 struct{ v atomic.Int64 }
