@@ -39,10 +39,9 @@ func testCondChurn(t *testing.T, e *env) {
 		arrived, gen int // guarded by m
 		stop         bool
 		done         int
-		waitErr      error
-		errOnce      sync.Once
+		waitErr      firstError
 	)
-	fail := func(err error) { errOnce.Do(func() { waitErr = err }) }
+	fail := waitErr.set
 	finished := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -89,10 +88,10 @@ func testCondChurn(t *testing.T, e *env) {
 	go func() { wg.Wait(); close(finished) }()
 	unstick(t, m, c, finished, func() string {
 		stop = true
-		return fmt.Sprintf("%d of %d goroutines finished in 30 s, at round %d of %d: a wake-up was lost", done, workers, gen, rounds)
+		return fmt.Sprintf("%d of %d goroutines finished in 30 s, at round %d of %d: a wake-up was lost (first error: %v)", done, workers, gen, rounds, waitErr.get())
 	})
-	if waitErr != nil {
-		t.Fatalf("churn: %v", waitErr)
+	if err := waitErr.get(); err != nil {
+		t.Fatalf("churn: %v", err)
 	}
 	if gen != rounds {
 		t.Fatalf("%d rounds of %d", gen, rounds)
@@ -245,11 +244,10 @@ func condProduceConsume(t *testing.T, ctx context.Context, m baton.Mutex, c bato
 	var (
 		items, consumed int // guarded by m
 		stop            bool
-		errOnce         sync.Once
-		firstErr        error
+		firstErr        firstError
 		wg              sync.WaitGroup
 	)
-	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
+	fail := firstErr.set
 	for w := 0; w < n; w++ {
 		wg.Go(func() {
 			for i := 0; i < per; i++ {
@@ -288,10 +286,10 @@ func condProduceConsume(t *testing.T, ctx context.Context, m baton.Mutex, c bato
 	go func() { wg.Wait(); close(all) }()
 	unstick(t, m, c, all, func() string {
 		stop = true
-		return fmt.Sprintf("consumers took %d of %d items in 30 s, %d left unconsumed: a wake-up was lost", consumed, n/2*per, items)
+		return fmt.Sprintf("consumers took %d of %d items in 30 s, %d left unconsumed: a wake-up was lost (first error: %v)", consumed, n/2*per, items, firstErr.get())
 	})
-	if firstErr != nil {
-		t.Fatalf("produce/consume: %v", firstErr)
+	if err := firstErr.get(); err != nil {
+		t.Fatalf("produce/consume: %v", err)
 	}
 	if items != 0 || consumed != n/2*per {
 		t.Fatalf("consumed %d of %d items, %d left", consumed, n/2*per, items)
@@ -323,4 +321,25 @@ func unstick(t *testing.T, m baton.Mutex, c baton.Cond, finished <-chan struct{}
 		<-finished
 	}
 	t.Fatal(msg)
+}
+
+// firstError keeps the first error set, for goroutines that fail while
+// another reads what they saw.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+}
+
+func (f *firstError) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }

@@ -2,6 +2,8 @@ package mysqllock
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -19,13 +21,15 @@ type cond struct {
 	key    string
 	handle string // owner of this handle's rows
 
-	mu      sync.Mutex
-	waiters map[uint64]chan struct{} // guarded by mu: tickets in Wait
-	polling bool                     // guarded by mu: the poller runs
-	closed  bool                     // guarded by mu
-	kick    chan struct{}            // wakes the poller early
-	done    chan struct{}            // closed by Close
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	waiters   map[uint64]chan struct{} // guarded by mu: registered tickets
+	preparing int                      // guarded by mu: registrations not yet in waiters
+	polling   bool                     // guarded by mu: the poller runs
+	inserted  func()                   // tests: runs between a Prepare's insert and its registration
+	closed    bool                     // guarded by mu
+	kick      chan struct{}            // wakes the poller early
+	done      chan struct{}            // closed by Close
+	wg        sync.WaitGroup
 }
 
 func newCond(b *backend, k string) *cond {
@@ -33,55 +37,85 @@ func newCond(b *backend, k string) *cond {
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-func (c *cond) Prepare(ctx context.Context) (any, error) {
-	bctx, cancel := c.b.bg(ctx)
-	defer cancel()
-	res, err := c.b.db.ExecContext(bctx, `INSERT INTO `+c.b.t.cond+` (name, handle, expires)
-		VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, c.key, c.handle, c.b.ttlMicros())
-	if err != nil {
-		return nil, err
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return nil, err
-	}
-	return uint64(id), nil
+// condTicket is one registration: its row and the channel that its
+// waiter blocks on. The channel exists from Prepare on, so a Signal that
+// marks the row before Wait is called (the core unlocks in between) is
+// not dropped by the poller.
+type condTicket struct {
+	id uint64
+	ch chan struct{}
 }
 
-func (c *cond) Wait(ctx context.Context, ticket any) error {
-	id := ticket.(uint64)
-	ch := make(chan struct{})
+func (c *cond) Prepare(ctx context.Context) (any, error) {
 	c.mu.Lock()
+	c.preparing++
+	c.mu.Unlock()
+	var id int64
+	err := retrying(ctx, c.b, func(bctx context.Context) error {
+		res, err := c.b.db.ExecContext(bctx, `INSERT INTO `+c.b.t.cond+` (name, handle, expires)
+			VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, c.key, c.handle, c.b.ttlMicros())
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	if err != nil {
+		c.mu.Lock()
+		c.preparing--
+		c.mu.Unlock()
+		return nil, err
+	}
+	if c.inserted != nil {
+		c.inserted()
+	}
+	t := &condTicket{id: uint64(id), ch: make(chan struct{})}
+	c.mu.Lock()
+	c.preparing--
 	if c.closed {
 		c.mu.Unlock()
-		c.Cancel(ticket)
-		return baton.ErrClosed
+		c.withdraw(t.id)
+		return nil, baton.ErrClosed
 	}
-	c.waiters[id] = ch
+	c.waiters[t.id] = t.ch
 	if !c.polling {
 		c.polling = true
 		c.wg.Add(1)
 		go c.poll()
 	}
 	c.mu.Unlock()
+	return t, nil
+}
+
+func (c *cond) Wait(ctx context.Context, ticket any) error {
+	t, ok := ticket.(*condTicket)
+	if !ok || t == nil {
+		return fmt.Errorf("foreign ticket: %w", baton.ErrInvalidArgument)
+	}
 	select {
-	case <-ch:
+	case <-t.ch:
 		return nil
 	case <-ctx.Done():
 	case <-c.done:
 	}
-	c.mu.Lock()
-	_, waiting := c.waiters[id]
-	delete(c.waiters, id)
-	c.mu.Unlock()
-	if !waiting {
+	if !c.forget(t) {
 		return nil // woken meanwhile
 	}
-	c.withdraw(id)
+	c.withdraw(t.id)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return baton.ErrClosed
+}
+
+// forget takes t out of the handle's waiters and reports whether it was
+// still there, that is, not woken.
+func (c *cond) forget(t *condTicket) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, waiting := c.waiters[t.id]
+	delete(c.waiters, t.id)
+	return waiting
 }
 
 // withdraw deletes a registration. One that was signalled meanwhile
@@ -90,22 +124,42 @@ func (c *cond) Wait(ctx context.Context, ticket any) error {
 func (c *cond) withdraw(id uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.b.c.RequestTimeout)
 	defer cancel()
-	res, err := c.b.db.ExecContext(ctx, `DELETE FROM `+c.b.t.cond+` WHERE id = ? AND signalled = 0`, id)
+	var n int64
+	err := retrying(ctx, c.b, func(ctx context.Context) error {
+		res, err := c.b.db.ExecContext(ctx, `DELETE FROM `+c.b.t.cond+` WHERE id = ? AND signalled = 0`, id)
+		if err == nil {
+			n, _ = res.RowsAffected()
+		}
+		return err
+	})
 	if err != nil {
 		c.b.c.Logger.Warn("baton: mysql: withdrawing a Cond waiter failed; its lease will end it", "err", err)
 		return
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	if n == 1 {
 		return
 	}
-	_, _ = c.b.db.ExecContext(ctx, `DELETE FROM `+c.b.t.cond+` WHERE id = ?`, id)
+	_ = retrying(ctx, c.b, func(ctx context.Context) error {
+		_, err := c.b.db.ExecContext(ctx, `DELETE FROM `+c.b.t.cond+` WHERE id = ?`, id)
+		return err
+	})
 	_ = c.Signal(ctx)
 }
 
-func (c *cond) Cancel(ticket any) { c.withdraw(ticket.(uint64)) }
+// Cancel withdraws a registration that was never waited on; a signal it
+// received is passed on.
+func (c *cond) Cancel(ticket any) {
+	if t, ok := ticket.(*condTicket); ok && t != nil {
+		c.forget(t)
+		c.withdraw(t.id)
+	}
+}
 
 // poll wakes the handle's waiters whose rows are marked, and renews the
-// leases of the others, until none is left.
+// leases of the others, until none is left. A renewal later than the TTL
+// wakes every waiter of the handle (a spurious wake-up, which a Cond
+// allows): a Signal may have skipped their rows meanwhile, or a Broadcast
+// swept them, and nobody would wake them.
 func (c *cond) poll() {
 	defer c.wg.Done()
 	backoff := time.Millisecond
@@ -120,10 +174,16 @@ func (c *cond) poll() {
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), c.b.c.RequestTimeout)
 		woke := c.wakeMarked(ctx)
-		if time.Since(renewed) >= c.b.c.RenewEvery {
-			renewed = time.Now()
-			_, _ = c.b.db.ExecContext(ctx, `UPDATE `+c.b.t.cond+` SET expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE handle = ?`,
+		if sent := time.Now(); sent.Sub(renewed) >= c.b.c.RenewEvery {
+			_, err := c.b.db.ExecContext(ctx, `UPDATE `+c.b.t.cond+` SET expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE handle = ?`,
 				c.b.ttlMicros(), c.handle)
+			if err == nil {
+				if time.Since(renewed) > c.b.c.TTL {
+					c.wakeAll()
+					woke = true
+				}
+				renewed = sent
+			}
 		}
 		cancel()
 		if woke {
@@ -140,53 +200,85 @@ func (c *cond) poll() {
 	}
 }
 
-// wakeMarked deletes the handle's marked rows and wakes their waiters.
+// wakeAll wakes every waiter of the handle spuriously and withdraws their
+// rows, passing on the signals that some of them may have received.
+func (c *cond) wakeAll() {
+	c.mu.Lock()
+	ids := make([]uint64, 0, len(c.waiters))
+	for id, ch := range c.waiters {
+		delete(c.waiters, id)
+		close(ch)
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.withdraw(id)
+	}
+}
+
+// wakeMarked wakes the handle's waiters whose rows are marked, then
+// deletes those rows. Waking comes first: a delete that fails, or that
+// the server carried out although the client saw a timeout, must not
+// leave a signalled waiter asleep. A marked row with no waiter is kept
+// while a Prepare of the handle is under way (a Signal may mark a row
+// between its insert and its registration here); otherwise its waiter
+// has gone (woken, or withdrawn, which passes the signal on) and the row
+// is deleted.
 func (c *cond) wakeMarked(ctx context.Context) bool {
 	rows, err := c.b.db.QueryContext(ctx, `SELECT id FROM `+c.b.t.cond+` WHERE handle = ? AND signalled = 1`, c.handle)
 	if err != nil {
 		return false
 	}
-	var ids []any
+	var marked []uint64
 	for rows.Next() {
 		var id uint64
 		if rows.Scan(&id) == nil {
-			ids = append(ids, id)
+			marked = append(marked, id)
 		}
 	}
 	rows.Close()
-	if len(ids) == 0 {
+	if len(marked) == 0 {
 		return false
 	}
-	if _, err := c.b.db.ExecContext(ctx, `DELETE FROM `+c.b.t.cond+` WHERE id IN (`+inList(len(ids))+`)`, ids...); err != nil {
-		return false
-	}
+	var done []any
 	c.mu.Lock()
-	for _, id := range ids {
-		if ch, ok := c.waiters[id.(uint64)]; ok {
-			delete(c.waiters, id.(uint64))
+	for _, id := range marked {
+		if ch, ok := c.waiters[id]; ok {
+			delete(c.waiters, id)
 			close(ch)
+		} else if c.preparing > 0 {
+			continue
 		}
+		done = append(done, id)
 	}
 	c.mu.Unlock()
+	if len(done) > 0 {
+		_, _ = c.b.db.ExecContext(ctx, `DELETE FROM `+c.b.t.cond+` WHERE id IN (`+inList(len(done))+`)`, done...)
+	}
 	return true
 }
 
 // Signal marks the oldest live waiter of the name.
 func (c *cond) Signal(ctx context.Context) error {
-	bctx, cancel := c.b.bg(ctx)
-	defer cancel()
-	_, err := c.b.db.ExecContext(bctx, `UPDATE `+c.b.t.cond+` SET signalled = 1
-		WHERE name = ? AND signalled = 0 AND expires > UTC_TIMESTAMP(6) ORDER BY id LIMIT 1`, c.key)
+	err := retrying(ctx, c.b, func(bctx context.Context) error {
+		_, err := c.b.db.ExecContext(bctx, `UPDATE `+c.b.t.cond+` SET signalled = 1
+			WHERE name = ? AND signalled = 0 AND expires > UTC_TIMESTAMP(6) ORDER BY id LIMIT 1`, c.key)
+		return err
+	})
 	c.kickSelf()
 	return err
 }
 
 func (c *cond) Broadcast(ctx context.Context) error {
-	bctx, cancel := c.b.bg(ctx)
-	defer cancel()
-	_, err := c.b.db.ExecContext(bctx, `UPDATE `+c.b.t.cond+` SET signalled = 1 WHERE name = ? AND signalled = 0`, c.key)
+	err := retrying(ctx, c.b, func(bctx context.Context) error {
+		_, err := c.b.db.ExecContext(bctx, `UPDATE `+c.b.t.cond+` SET signalled = 1 WHERE name = ? AND signalled = 0`, c.key)
+		return err
+	})
 	if err == nil {
-		_, _ = c.b.db.ExecContext(bctx, `DELETE FROM `+c.b.t.cond+` WHERE name = ? AND expires <= UTC_TIMESTAMP(6)`, c.key)
+		_ = retrying(ctx, c.b, func(bctx context.Context) error {
+			_, err := c.b.db.ExecContext(bctx, `DELETE FROM `+c.b.t.cond+` WHERE name = ? AND expires <= UTC_TIMESTAMP(6)`, c.key)
+			return err
+		})
 	}
 	c.kickSelf()
 	return err
@@ -208,4 +300,22 @@ func (c *cond) Close() error {
 	c.wg.Wait()
 	c.b.untrack(c)
 	return nil
+}
+
+// retrying runs one statement until it does not lose a deadlock or a lock
+// wait (which the server resolves by failing one side), each attempt
+// bounded by the request timeout, at most attempts times.
+func retrying(ctx context.Context, b *backend, f func(context.Context) error) error {
+	const attempts = 8
+	var err error
+	for i := 0; i < attempts; i++ {
+		bctx, cancel := b.bg(ctx)
+		err = f(bctx)
+		cancel()
+		if !retryable(err) {
+			return err
+		}
+		time.Sleep(time.Duration(rand.Int64N(int64(time.Millisecond) << i)))
+	}
+	return err
 }
