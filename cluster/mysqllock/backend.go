@@ -52,7 +52,8 @@ type backend struct {
 	drivers map[any]func()        // guarded by mu: open drivers and their close
 	polls   map[string]*valuePoll // guarded by mu: the pollers of names with waiting Values
 
-	jan janitor // the sweeps of idle rows (reclaim.go)
+	jan  janitor // the sweeps of idle rows (reclaim.go)
+	bell bell    // sleeping waits and their wake-ups (bell.go)
 }
 
 type tables struct{ lock, hold, cond, value string }
@@ -285,6 +286,7 @@ func (b *backend) Close() error {
 	for _, fn := range fns {
 		fn()
 	}
+	b.closeBell()
 	b.jan.stop()
 	if b.ownDB {
 		return b.db.Close()

@@ -15,7 +15,7 @@ import (
 // ticket), with a lease that the handle renews for all its waiters at once;
 // Signal marks the oldest live waiter of the name, Broadcast all of them.
 // One goroutine per handle, running only while the handle has waiters,
-// looks for its marked rows with backoff and wakes their waiters.
+// wakes the waiters of its marked rows; Signal and Broadcast ring it.
 type cond struct {
 	b      *backend
 	key    string
@@ -27,14 +27,16 @@ type cond struct {
 	polling   bool                     // guarded by mu: the poller runs
 	inserted  func()                   // tests: runs between a Prepare's insert and its registration
 	closed    bool                     // guarded by mu
-	kick      chan struct{}            // wakes the poller early
 	done      chan struct{}            // closed by Close
+	stop      context.Context          // ends with Close: cuts the poller's sleep short
+	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 }
 
 func newCond(b *backend, k string) *cond {
-	return &cond{b: b, key: k, handle: b.owner(), waiters: make(map[uint64]chan struct{}),
-		kick: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &cond{b: b, key: k, handle: b.owner(), waiters: make(map[uint64]chan struct{}), done: make(chan struct{})}
+	c.stop, c.cancel = context.WithCancel(context.Background())
+	return c
 }
 
 // condTicket is one registration: its row and the channel that its
@@ -156,14 +158,16 @@ func (c *cond) Cancel(ticket any) {
 }
 
 // poll wakes the handle's waiters whose rows are marked, and renews the
-// leases of the others, until none is left. A renewal later than the TTL
-// wakes every waiter of the handle (a spurious wake-up, which a Cond
-// allows): a Signal may have skipped their rows meanwhile, or a Broadcast
-// swept them, and nobody would wake them.
+// leases of the others, until none is left. Between the two it sleeps in
+// the server (bell.go) while the handle has no marked row, until Signal or
+// Broadcast rings the name or the next renewal is due. A renewal later
+// than the TTL wakes every waiter of the handle (a spurious wake-up, which
+// a Cond allows): a Signal may have skipped their rows meanwhile, or a
+// Broadcast swept them, and nobody would wake them.
 func (c *cond) poll() {
 	defer c.wg.Done()
-	backoff := time.Millisecond
 	renewed := time.Now()
+	unmarked := `NOT EXISTS (SELECT 1 FROM ` + c.b.t.cond + ` WHERE handle = ` + binLit(c.handle) + ` AND signalled = 1)`
 	for {
 		c.mu.Lock()
 		if len(c.waiters) == 0 || c.closed {
@@ -173,28 +177,28 @@ func (c *cond) poll() {
 		}
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), c.b.c.RequestTimeout)
-		woke := c.wakeMarked(ctx)
+		_, skipped := c.wakeMarked(ctx)
 		if sent := time.Now(); sent.Sub(renewed) >= c.b.c.RenewEvery {
 			_, err := c.b.db.ExecContext(ctx, `UPDATE `+c.b.t.cond+` SET expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE handle = ?`,
 				c.b.ttlMicros(), c.handle)
 			if err == nil {
 				if time.Since(renewed) > c.b.c.TTL {
 					c.wakeAll()
-					woke = true
 				}
 				renewed = sent
 			}
 		}
 		cancel()
-		if woke {
-			backoff = time.Millisecond
-		} else {
-			backoff = min(2*backoff, 20*time.Millisecond)
+		pause := time.Millisecond // a Prepare under way will know its row soon
+		if !skipped {
+			due := c.b.c.RenewEvery - time.Since(renewed)
+			if c.b.sleepWhile(c.stop, c.b.mark(c.key), unmarked, seconds(due), c.b.c.RenewEvery) == nil {
+				continue
+			}
+			pause = 20 * time.Millisecond // no sleeper connection: by the clock
 		}
 		select {
-		case <-time.After(backoff):
-		case <-c.kick:
-			backoff = time.Millisecond
+		case <-time.After(pause):
 		case <-c.done:
 		}
 	}
@@ -224,10 +228,10 @@ func (c *cond) wakeAll() {
 // between its insert and its registration here); otherwise its waiter
 // has gone (woken, or withdrawn, which passes the signal on) and the row
 // is deleted.
-func (c *cond) wakeMarked(ctx context.Context) bool {
+func (c *cond) wakeMarked(ctx context.Context) (found, skipped bool) {
 	rows, err := c.b.db.QueryContext(ctx, `SELECT id FROM `+c.b.t.cond+` WHERE handle = ? AND signalled = 1`, c.handle)
 	if err != nil {
-		return false
+		return false, false
 	}
 	var marked []uint64
 	for rows.Next() {
@@ -238,7 +242,7 @@ func (c *cond) wakeMarked(ctx context.Context) bool {
 	}
 	rows.Close()
 	if len(marked) == 0 {
-		return false
+		return false, false
 	}
 	var done []any
 	c.mu.Lock()
@@ -247,6 +251,7 @@ func (c *cond) wakeMarked(ctx context.Context) bool {
 			delete(c.waiters, id)
 			close(ch)
 		} else if c.preparing > 0 {
+			skipped = true
 			continue
 		}
 		done = append(done, id)
@@ -255,46 +260,50 @@ func (c *cond) wakeMarked(ctx context.Context) bool {
 	if len(done) > 0 {
 		_, _ = c.b.db.ExecContext(ctx, `DELETE FROM `+c.b.t.cond+` WHERE id IN (`+inList(len(done))+`)`, done...)
 	}
-	return true
+	return true, skipped
 }
 
-// Signal marks the oldest live waiter of the name.
+// Signal marks the oldest live waiter of the name and rings the name's
+// pollers.
 func (c *cond) Signal(ctx context.Context) error {
+	var n int64
 	err := retrying(ctx, c.b, func(bctx context.Context) error {
-		_, err := c.b.db.ExecContext(bctx, `UPDATE `+c.b.t.cond+` SET signalled = 1
+		res, err := c.b.db.ExecContext(bctx, `UPDATE `+c.b.t.cond+` SET signalled = 1
 			WHERE name = ? AND signalled = 0 AND expires > UTC_TIMESTAMP(6) ORDER BY id LIMIT 1`, c.key)
+		if err == nil {
+			n, _ = res.RowsAffected()
+		}
 		return err
 	})
-	c.kickSelf()
+	if n > 0 {
+		c.b.ring(c.b.mark(c.key))
+	}
 	return err
 }
 
 func (c *cond) Broadcast(ctx context.Context) error {
+	var n int64
 	err := retrying(ctx, c.b, func(bctx context.Context) error {
-		_, err := c.b.db.ExecContext(bctx, `UPDATE `+c.b.t.cond+` SET signalled = 1 WHERE name = ? AND signalled = 0`, c.key)
+		res, err := c.b.db.ExecContext(bctx, `UPDATE `+c.b.t.cond+` SET signalled = 1 WHERE name = ? AND signalled = 0`, c.key)
+		if err == nil {
+			n, _ = res.RowsAffected()
+		}
 		return err
 	})
+	if n > 0 {
+		c.b.ring(c.b.mark(c.key))
+	}
 	if err == nil {
 		_ = retrying(ctx, c.b, func(bctx context.Context) error {
 			_, err := c.b.db.ExecContext(bctx, `DELETE FROM `+c.b.t.cond+` WHERE name = ? AND expires <= UTC_TIMESTAMP(6)`, c.key)
 			return err
 		})
 	}
-	c.kickSelf()
 	return err
 }
 
-// kickSelf has this handle's poller look at once: the signalled waiter is
-// often of the same handle.
-func (c *cond) kickSelf() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
-
 func (c *cond) Close() error {
-	if !closing.First(&c.mu, &c.closed, func() { close(c.done) }) {
+	if !closing.First(&c.mu, &c.closed, func() { close(c.done); c.cancel() }) {
 		return nil
 	}
 	c.wg.Wait()

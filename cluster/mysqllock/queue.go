@@ -29,19 +29,15 @@ import (
 // table (row "q:<name>"); ids come from the row "Q:<name>", whose counter
 // every change that makes a job ready also moves (the wake-up generation).
 //
-// Wake-ups: MariaDB and MySQL have no NOTIFY. A waiting claimant sleeps in
-// SELECT IF(generation unchanged, SLEEP(slice), 0), a statement marked
-// with the queue; whoever makes a job ready moves the generation and then
-// interrupts, with KILL QUERY, the sleeping statements it finds in the
-// process list under that mark. That costs each Put, Retry or give-back a
-// read of the process list and a KILL QUERY per sleeping claimant (nothing
-// while no claimant has counted itself as sleeping: the statement moving
-// the generation reads the count, see drawIDs), and
-// works between connections of one database user (or a user with
-// CONNECTION_ADMIN); other sleepers wake at the end of their slice: the
-// TTL, or sooner when a delayed job or a claim's lease ends first, which
-// they know. A claim's lease that runs out (its claimant died) wakes them
-// by that time.
+// Wake-ups (bell.go): a waiting claimant sleeps while the generation is
+// unchanged; whoever makes a job ready moves the generation and then
+// interrupts the sleeping statements of the queue. That costs each Put,
+// Retry or give-back a read of the process list and a KILL QUERY per
+// sleeping claimant (nothing while no claimant has counted itself as
+// sleeping: the statement moving the generation reads the count, see
+// drawIDs). A sleeper's slice is the TTL, or shorter when a delayed job
+// or a claim's lease ends first, which it knows: a claim's lease that runs
+// out (its claimant died) wakes the sleepers by that time.
 
 // queueMaxPayload is the largest payload: 4 MiB, under the server's
 // default max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL), which
@@ -61,10 +57,9 @@ type queueDriver struct {
 	closeOnce        sync.Once
 	renewStop        chan struct{}
 
-	mu       sync.Mutex
-	claims   map[string]*qclaim // guarded by mu; by owner
-	closed   bool               // guarded by mu
-	sleepers []*sql.Conn        // guarded by mu; idle connections for sleeping
+	mu     sync.Mutex
+	claims map[string]*qclaim // guarded by mu; by owner
+	closed bool               // guarded by mu
 }
 
 type qclaim struct {

@@ -20,8 +20,6 @@ const reasonLastAttempt = "the claim of its last attempt was lost"
 // Claim claims up to n ready jobs, oldest first; waiting, it sleeps on a
 // connection of its own until woken (see queue.go).
 func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
-	var sl *sql.Conn
-	defer func() { d.putSleeper(sl) }()
 	counted := false
 	defer func() {
 		if counted {
@@ -63,18 +61,8 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 			first = false
 			continue
 		}
-		if sl == nil {
-			if sl, err = d.getSleeper(ctx); err != nil {
-				return nil, err
-			}
-		}
-		if err := d.sleep(ctx, sl, gen, next); err != nil {
-			discard(sl) // a cancelled statement closed it, or it failed
-			if ctx.Err() != nil {
-				sl = nil
-				return nil, ctx.Err()
-			}
-			sl = nil
+		if err := d.sleep(ctx, gen, next); err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 	}
 }
@@ -339,12 +327,7 @@ func (d *queueDriver) Close() error {
 			cs = append(cs, c)
 		}
 		d.claims = nil
-		sls := d.sleepers
-		d.sleepers = nil
 		d.mu.Unlock()
-		for _, sl := range sls {
-			discard(sl)
-		}
 		close(d.renewStop)
 		if len(cs) > 0 {
 			d.giveBack(cs)

@@ -22,8 +22,9 @@ const (
 // state is the table state of one RWMutex or Semaphore name: one row per
 // holder and per queued request in the hold table, each with its own lease,
 // changed only in short transactions that lock the name's row of the lock
-// table first. Waiters poll with backoff; a queued request keeps its place
-// by renewing its row on every poll.
+// table first. Waiters sleep in the server until a release or a withdrawn
+// request rings them (bell.go); a queued request keeps its place by
+// renewing its row at each attempt, at least once a renewal period.
 type state struct {
 	b        *backend
 	key      string
@@ -45,60 +46,75 @@ type holdRow struct {
 	token uint64
 }
 
+// try is the outcome of one attempt.
+type try struct {
+	tok  uint64
+	ok   bool
+	sent time.Time // when the attempt began: a grant's lease counts from it
+	// fp is what a refused waiting request saw of the others' rows, to
+	// sleep while it stays the same (see wait).
+	fp string
+}
+
+// othersFP is the SQL expression of the rows of the name other than the
+// caller's whose change may let a request in: their holders, modes and
+// counts (not their expiries, which renewals move).
+const othersFP = `CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT(owner, '/', mode, '/', n))), 0))`
+
 // attempt tries once to grant mode (n permits) to owner, making the name's
 // row first when it is missing (swept, reclaim.go). With queue set, a
 // refused request keeps (or takes) a place in the queue.
-func (s *state) attempt(ctx context.Context, owner string, mode int, n int64, queue bool) (tok uint64, ok bool, sent time.Time, err error) {
-	tok, ok, missing, sent, err := s.attemptOnce(ctx, owner, mode, n, queue)
+func (s *state) attempt(ctx context.Context, owner string, mode int, n int64, queue bool) (try, error) {
+	t, missing, err := s.attemptOnce(ctx, owner, mode, n, queue)
 	if err != nil || !missing {
-		return tok, ok, sent, err
+		return t, err
 	}
 	bctx, cancel := s.b.bg(ctx)
 	_, err = s.b.ensureRow(bctx, s.key, s.capacity)
 	cancel()
 	if err != nil {
-		return 0, false, sent, err
+		return t, err
 	}
-	tok, ok, _, sent, err = s.attemptOnce(ctx, owner, mode, n, queue)
-	return tok, ok, sent, err
+	t, _, err = s.attemptOnce(ctx, owner, mode, n, queue)
+	return t, err
 }
 
-func (s *state) attemptOnce(ctx context.Context, owner string, mode int, n int64, queue bool) (tok uint64, ok, missing bool, sent time.Time, err error) {
+func (s *state) attemptOnce(ctx context.Context, owner string, mode int, n int64, queue bool) (t try, missing bool, err error) {
 	bctx, cancel := s.b.bg(ctx)
 	defer cancel()
-	sent = time.Now()
+	t.sent = time.Now()
 	tx, err := s.b.db.BeginTx(bctx, nil)
 	if err != nil {
-		return 0, false, false, sent, err
+		return t, false, err
 	}
 	defer tx.Rollback()
 	var counter uint64
 	var capacity int64
 	if err := tx.QueryRowContext(bctx, `SELECT token, capacity FROM `+s.b.t.lock+` WHERE name = ? FOR UPDATE`, s.key).Scan(&counter, &capacity); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return 0, false, true, sent, nil
+			return t, true, nil
 		}
-		return 0, false, false, sent, err
+		return t, false, err
 	}
 	if _, err := tx.ExecContext(bctx, `DELETE FROM `+s.b.t.hold+` WHERE name = ? AND expires <= UTC_TIMESTAMP(6)`, s.key); err != nil {
-		return 0, false, false, sent, err
+		return t, false, err
 	}
 	rows, err := tx.QueryContext(bctx, `SELECT owner, mode, n, token FROM `+s.b.t.hold+` WHERE name = ?`, s.key)
 	if err != nil {
-		return 0, false, false, sent, err
+		return t, false, err
 	}
 	var hs []holdRow
 	for rows.Next() {
 		var h holdRow
 		if err := rows.Scan(&h.owner, &h.mode, &h.n, &h.token); err != nil {
 			rows.Close()
-			return 0, false, false, sent, err
+			return t, false, err
 		}
 		hs = append(hs, h)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, false, false, sent, err
+		return t, false, err
 	}
 	var place uint64 // this request's place in the queue; 0: none
 	for _, h := range hs {
@@ -106,14 +122,14 @@ func (s *state) attemptOnce(ctx context.Context, owner string, mode int, n int64
 			place = h.token
 		}
 	}
-	ok = s.grantable(hs, owner, mode, n, place)
+	t.ok = s.grantable(hs, owner, mode, n, place)
 	switch {
-	case ok:
-		tok = counter + 1
-		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.lock+` SET token = ?, expires = UTC_TIMESTAMP(6) WHERE name = ?`, tok, s.key)
+	case t.ok:
+		t.tok = counter + 1
+		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.lock+` SET token = ?, expires = UTC_TIMESTAMP(6) WHERE name = ?`, t.tok, s.key)
 		if err == nil {
 			_, err = tx.ExecContext(bctx, `REPLACE INTO `+s.b.t.hold+` (name, owner, mode, n, token, expires)
-				VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, s.key, owner, mode, n, tok, s.b.ttlMicros())
+				VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, s.key, owner, mode, n, t.tok, s.b.ttlMicros())
 		}
 	case queue && place == 0 && (mode == modeExcl || !s.rw):
 		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.lock+` SET token = ?, expires = UTC_TIMESTAMP(6) WHERE name = ?`, counter+1, s.key)
@@ -125,13 +141,18 @@ func (s *state) attemptOnce(ctx context.Context, owner string, mode int, n int64
 		_, err = tx.ExecContext(bctx, `UPDATE `+s.b.t.hold+` SET expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE name = ? AND owner = ?`,
 			s.b.ttlMicros(), s.key, owner)
 	}
+	if err == nil && !t.ok && queue {
+		// In the transaction's view: a change committed since is in the
+		// table when the waiter's sleep reads it, or rings it awake.
+		err = tx.QueryRowContext(bctx, `SELECT `+othersFP+` FROM `+s.b.t.hold+` WHERE name = ? AND owner <> ?`, s.key, owner).Scan(&t.fp)
+	}
 	if err != nil {
-		return 0, false, false, sent, err
+		return t, false, err
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, false, false, sent, err
+		return t, false, err
 	}
-	return tok, ok, false, sent, nil
+	return t, false, nil
 }
 
 // grantable decides a request on the rows of the name. Writers are
@@ -185,13 +206,13 @@ func (s *state) acquire(ctx context.Context, mode int, n int64, wait bool) (bdri
 	backoff := time.Millisecond
 	queued, warned := false, false
 	for {
-		tok, ok, sent, err := s.attempt(ctx, owner, mode, n, wait)
-		if err == nil && ok {
+		t, err := s.attempt(ctx, owner, mode, n, wait)
+		if err == nil && t.ok {
 			if ctx.Err() != nil {
 				s.drop(owner)
 				return bdriver.Grant{}, ctx.Err()
 			}
-			return s.grant(owner, tok, n, sent), nil
+			return s.grant(owner, t.tok, n, t.sent), nil
 		}
 		queued = queued || wait
 		if !wait {
@@ -200,7 +221,18 @@ func (s *state) acquire(ctx context.Context, mode int, n int64, wait bool) (bdri
 			}
 			return bdriver.Grant{}, baton.ErrLocked
 		}
-		if err != nil && !warned {
+		if err == nil {
+			if err = s.wait(ctx, owner, t.fp); err == nil {
+				backoff = time.Millisecond
+				continue
+			}
+			if ctx.Err() != nil {
+				s.drop(owner)
+				return bdriver.Grant{}, ctx.Err()
+			}
+			// No sleeper connection: wait by the clock instead.
+		}
+		if !warned {
 			warned = true
 			// A lost connection or a restarted server: only the caller's
 			// context ends a wait. Retrying with the same owner id is
@@ -218,13 +250,25 @@ func (s *state) acquire(ctx context.Context, mode int, n int64, wait bool) (bdri
 	}
 }
 
+// wait sleeps (bell.go) while the others' rows are as fp says, until the
+// first of them expires, or for a renewal period at most: a queued request
+// keeps its place by renewing its row at each attempt.
+func (s *state) wait(ctx context.Context, owner, fp string) error {
+	others := ` FROM ` + s.b.t.hold + ` WHERE name = ` + binLit(s.key) + ` AND owner <> ` + binLit(owner)
+	cond := `(SELECT ` + othersFP + others + `) = '` + fp + `'`
+	slice := `COALESCE(LEAST(` + seconds(s.b.c.RenewEvery) + `, GREATEST(0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), (SELECT MIN(expires)` + others + `)) / 1000000)), ` + seconds(s.b.c.RenewEvery) + `)`
+	return s.b.sleepWhile(ctx, s.b.mark(s.key), cond, slice, s.b.c.RenewEvery)
+}
+
 // drop deletes owner's rows (a queued place, or a grant that came too late).
 func (s *state) drop(owner string) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.b.c.RequestTimeout)
 	defer cancel()
 	if _, err := s.b.db.ExecContext(ctx, `DELETE FROM `+s.b.t.hold+` WHERE name = ? AND owner = ?`, s.key, owner); err != nil {
 		s.b.c.Logger.Warn("baton: mysql: giving back a cancelled request failed; its lease will end it", "name", s.key[2:], "err", err)
+		return
 	}
+	s.b.ring(s.b.mark(s.key)) // a request queued behind it may go now
 }
 
 // release gives back n permits of g (all when all is set).
@@ -244,6 +288,9 @@ func (s *state) release(ctx context.Context, gr bdriver.Grant, n int64, all bool
 		res, err = s.b.db.ExecContext(bctx, `DELETE FROM `+s.b.t.hold+` WHERE name = ? AND owner = ? AND mode <> ?`, s.key, g.owner, modeWaiting)
 	} else {
 		res, err = s.b.db.ExecContext(bctx, `UPDATE `+s.b.t.hold+` SET n = n - ? WHERE name = ? AND owner = ? AND mode <> ?`, n, s.key, g.owner, modeWaiting)
+	}
+	if err == nil {
+		s.b.ring(s.b.mark(s.key))
 	}
 	if lerr := gr.Loss.Err(); lerr != nil {
 		return lerr

@@ -3,6 +3,7 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,23 +19,13 @@ import (
 // orders concurrent writers). The row is never deleted, so versions never
 // go back.
 //
-// Waiting polls. MySQL and MariaDB have no notification, and GET_LOCK wakes
-// a waiter only when the session holding the lock releases it: a Mutex
-// waiter can block on its holder's GET_LOCK because the holder's session
-// holds it until the release, but a Value is written by any client, which
-// holds nothing before its write, so there is no session whose lock a
-// write could give up. (SELECT SLEEP ended by KILL QUERY would wake
-// waiters, at the price of a lookup and a KILL of each waiter by every
-// writer, and of the right to kill other sessions.) The least costly poll
-// is one point read of the version per Backend and name, whatever the
-// number of waiting goroutines and handles: one poller serves them all,
-// from 1 ms after it starts or saw a change, doubling to 25 ms, as the
-// package's other waiters do. A write made through the same Backend wakes
-// its waiters at once.
-const (
-	pollFirst = time.Millisecond
-	pollMax   = 25 * time.Millisecond
-)
+// Waiting sleeps in the server (bell.go): one sleeper per Backend and
+// name, whatever the number of waiting goroutines and handles, while the
+// version is the one it last saw; every successful write rings the name.
+// A write made through the same Backend wakes its waiters at once.
+
+// pollMax is the pause after a failed read or sleep.
+const pollMax = 25 * time.Millisecond
 
 type value struct {
 	b    *backend
@@ -83,6 +74,7 @@ func (v *value) CompareAndSwap(ctx context.Context, old uint64, data []byte) (ui
 		return now, baton.ErrConflict
 	}
 	v.b.valueWritten(v.name, old+1)
+	v.b.ring(v.b.mark(key('v', v.name)))
 	return old + 1, nil
 }
 
@@ -163,41 +155,40 @@ func (b *backend) valueWritten(name string, ver uint64) {
 	}
 }
 
+// pollValue reads the version, wakes the waiters when it moved, and sleeps
+// while it stays, for a TTL at most (the slice that bounds the wait of a
+// ring that did not reach it), until the last waiter leaves.
 func (b *backend) pollValue(name string, p *valuePoll) {
-	wait := pollFirst
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-p.stop; cancel() }()
+	mark := b.mark(key('v', name))
+	version := `COALESCE((SELECT version FROM ` + b.t.value + ` WHERE name = ` + binLit(name) + `), 0)`
 	failing := false // a failure was logged; the next is not until a success
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), b.c.RequestTimeout)
+	for ctx.Err() == nil {
+		rctx, rcancel := context.WithTimeout(ctx, b.c.RequestTimeout)
 		var ver uint64
-		err := b.db.QueryRowContext(ctx, `SELECT COALESCE((SELECT version FROM `+b.t.value+` WHERE name = ?), 0)`, name).Scan(&ver)
-		cancel()
+		err := b.db.QueryRowContext(rctx, `SELECT `+version).Scan(&ver)
+		rcancel()
 		if err == nil {
 			failing = false
-		}
-		switch {
-		case err != nil:
-			select {
-			case <-p.stop:
-				return // the Backend may be closing its pool
-			default:
+			p.saw(ver)
+			err = b.sleepWhile(ctx, mark, version+` = `+strconv.FormatUint(ver, 10), seconds(b.c.TTL), b.c.TTL)
+			if err == nil {
+				continue
 			}
-			if !failing {
-				b.c.Logger.Warn("baton: mysql value: polling failed", "name", name, "err", err)
-			}
-			failing, wait = true, pollMax
-		case p.saw(ver):
-			wait = pollFirst
-		default:
-			wait = min(2*wait, pollMax)
 		}
-		t.Reset(wait)
+		if ctx.Err() != nil {
+			return // the Backend may be closing its pool
+		}
+		if !failing {
+			b.c.Logger.Warn("baton: mysql value: waiting failed", "name", name, "err", err)
+		}
+		failing = true
+		select {
+		case <-ctx.Done():
+		case <-time.After(pollMax):
+		}
 	}
 }
 

@@ -1,0 +1,136 @@
+package mysqllock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/batonlock/baton"
+)
+
+// TestIdleWaitsAreQuiet: waiters of every kind behind live holders (a
+// Mutex, an RWMutex reader and writer, a Semaphore, a Cond, a Value) send
+// the server a few statements per renewal period, not a poll every few
+// milliseconds; and each wakes, when the holder lets go, well before its
+// sleep's slice would end (a ring, not the clock).
+func TestIdleWaitsAreQuiet(t *testing.T) {
+	s := sharedServer(t)
+	createDB(t, s, "baton")
+	ctx := t.Context()
+	const ttl = 10 * time.Second // slices of a renewal period, ~3.3 s
+	hb := openT(t, s.url("ttl=10s"))
+	wb := openT(t, s.url("ttl=10s"))
+	admin := s.admin(t)
+	name := testName(t)
+
+	m, err := hb.Mutex(ctx, name)
+	ok(t, err)
+	_, err = m.Lock(ctx)
+	ok(t, err)
+	rw, err := hb.RWMutex(ctx, name)
+	ok(t, err)
+	_, err = rw.Lock(ctx)
+	ok(t, err)
+	sem, err := hb.Semaphore(ctx, name, 1)
+	ok(t, err)
+	_, err = sem.Acquire(ctx, 1)
+	ok(t, err)
+	val, err := hb.Value(ctx, name)
+	ok(t, err)
+	ver, err := val.CompareAndSwap(ctx, 0, []byte("a"))
+	ok(t, err)
+	cond, err := hb.Cond(ctx, name)
+	ok(t, err)
+
+	type waiter struct {
+		what string
+		done chan error
+	}
+	var ws []waiter
+	wait := func(what string, f func() error) {
+		w := waiter{what, make(chan error, 1)}
+		ws = append(ws, w)
+		go func() { w.done <- f() }()
+	}
+	wm, _ := wb.Mutex(ctx, name)
+	wait("Mutex", func() error { return then(wm.Lock(ctx))(wm.Unlock) })
+	wr, _ := wb.RWMutex(ctx, name)
+	wait("RWMutex reader", func() error { return then(wr.RLock(ctx))(wr.RUnlock) })
+	ww, _ := wb.RWMutex(ctx, name)
+	wait("RWMutex writer", func() error { return then(ww.Lock(ctx))(ww.Unlock) })
+	wsem, _ := wb.Semaphore(ctx, name, 1)
+	wait("Semaphore", func() error {
+		return then(wsem.Acquire(ctx, 1))(func(ctx context.Context) error { return wsem.Release(ctx, 1) })
+	})
+	wval, _ := wb.Value(ctx, name)
+	wait("Value", func() error { _, _, err := wval.Wait(ctx, ver); return err })
+	wcond, _ := wb.Cond(ctx, name)
+	cm, _ := wb.Mutex(ctx, name+"/cond")
+	_, err = cm.Lock(ctx)
+	ok(t, err)
+	wait("Cond", func() error {
+		if err := wcond.Wait(ctx, cm); err != nil {
+			return err
+		}
+		return cm.Unlock(ctx)
+	})
+
+	time.Sleep(time.Second) // every waiter is asleep
+	for _, w := range ws {
+		select {
+		case err := <-w.done:
+			t.Fatalf("%s did not wait: %v", w.what, err)
+		default:
+		}
+	}
+	const window = 4 * time.Second
+	q0 := questions(t, admin)
+	time.Sleep(window)
+	got := int64(questions(t, admin) - q0)
+	// A sleeping waiter costs an attempt (up to 9 statements) and a sleep
+	// per slice; a holder, a renewal per period; the count itself, 2.
+	renew := ttl / 3
+	slices := int64(window/renew) + 1
+	limit := int64(len(ws))*10*slices + 3*slices + 10
+	t.Logf("%d statements in %v with %d waiters and 3 holds (limit %d)", got, window, len(ws), limit)
+	if got > limit {
+		t.Fatalf("%d statements in %v: waiters poll (limit %d)", got, window, limit)
+	}
+
+	// Each wakes by a ring, well within a slice.
+	start := time.Now()
+	ok(t, m.Unlock(ctx))
+	ok(t, rw.Unlock(ctx))
+	ok(t, sem.Release(ctx, 1))
+	_, err = val.CompareAndSwap(ctx, ver, []byte("b"))
+	ok(t, err)
+	ok(t, cond.Signal(ctx))
+	for _, w := range ws {
+		select {
+		case err := <-w.done:
+			if err != nil {
+				t.Fatalf("%s: %v", w.what, err)
+			}
+		case <-time.After(renew - 500*time.Millisecond - time.Since(start)):
+			t.Fatalf("%s still waits %v after the release: it was not woken", w.what, time.Since(start))
+		}
+	}
+	t.Logf("all woken in %v", time.Since(start))
+}
+
+func ok(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// then gives back what an acquisition that succeeded took.
+func then(_ baton.Hold, err error) func(func(context.Context) error) error {
+	return func(release func(context.Context) error) error {
+		if err != nil {
+			return err
+		}
+		return release(context.Background())
+	}
+}
