@@ -9,11 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 	"github.com/batonlock/baton/cluster/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 func queue(t *testing.T, b baton.Backend, name string) baton.Queue {
@@ -167,6 +170,48 @@ func TestQueueReplicas(t *testing.T) {
 	}
 }
 
+// TestQueueInspector: the checks every backend's queue inspection passes
+// (counts by state, the oldest ready job's age, claims, removal).
+func TestQueueInspector(t *testing.T) {
+	s := startRedis(t)
+	queuecheck.Inspector(t, open(t, s.URL("")), fmt.Sprint("checked-", time.Now().UnixNano()))
+}
+
+// TestQueueUntimedSequences: a queue whose jobs were put in line before
+// sequences said since when (small counts) keeps its order, the new jobs
+// behind the old, and shows no age while an old one is first in line.
+func TestQueueUntimedSequences(t *testing.T) {
+	s := startRedis(t)
+	c := s.Client()
+	b := open(t, s.URL(""))
+	const name = "untimed/q"
+	q := queue(t, b, name)
+	ctx := context.Background()
+	old := mustPut(t, q, "old")
+	// As such a queue holds them: the job third in line, the counter at 3.
+	if err := c.ZAdd(ctx, redisnodeKey(name, "ready"), redis.Z{Score: 3, Member: fmt.Sprint(old)}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, redisnodeKey(name, "seq"), "3", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, q, "new")
+	in := b.(baton.Inspector)
+	info, err := in.Inspect(ctx, baton.KindQueue, name)
+	if err != nil || info.Detail != "ready 2, delayed 0, in flight 0, dead 0" {
+		t.Fatalf("Inspect with an untimed job first: %+v, %v; want the counts and no age", info, err)
+	}
+	for _, want := range []string{"old", "new"} {
+		j, err := q.TryClaim(ctx)
+		if err != nil || string(j.Payload()) != want {
+			t.Fatalf("claimed %v, %v; want %q", j, err, want)
+		}
+		if err := j.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func redisnodeKey(name, suffix string) string {
 	return nameKeys(fmt.Sprintf("%sjobs:{%s}:", DefaultPrefix, name), []string{suffix})[0]
 }
@@ -280,7 +325,7 @@ func TestQueueInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	if info.Kind != baton.KindQueue || len(info.Holders) != 1 || info.Holders[0].Token != j.Token() ||
-		info.Holders[0].TTL <= 0 || info.LastToken != j.Token() || info.Detail != "ready 1, delayed 0, in flight 1, dead 0" {
+		info.Holders[0].TTL <= 0 || info.LastToken != j.Token() || !strings.HasPrefix(info.Detail, "ready 1, delayed 0, in flight 1, dead 0, oldest ready ") {
 		t.Fatalf("Inspect = %+v", info)
 	}
 	all, err := in.List(ctx)

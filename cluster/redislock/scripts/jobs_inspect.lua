@@ -12,7 +12,11 @@
 -- KEYS[8]  uniq     hash    uniqueness key -> id of the pending job
 -- KEYS[9]  ids      string  job id counter
 -- KEYS[10] token    string  fencing token counter
--- KEYS[11] seq      string  ready sequence counter
+-- KEYS[11] seq      string  last ready sequence: the server's ms * SEQ_MS when
+--                           it was drawn, or one more than the last if that
+--                           is greater (so it always grows), so that a ready
+--                           job's sequence says since when it is in line
+--                           (queues made before that hold small counts)
 -- KEYS[12] reason   hash    job id -> reason of its death
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -21,10 +25,18 @@ local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, 
 -- jobs_inspect: what baton status shows of a queue, changing nothing.
 -- KEYS: as in jobs_common.lua
 -- Returns {exists, now ms, ready, delayed, in flight, dead, last token,
--- id, lease deadline ms, token, ...} with up to 100 claims, the
--- soonest to lapse first; exists is 0 when the queue has no key.
+-- oldest ready ms, id, lease deadline ms, token, ...} with up to 100
+-- claims, the soonest to lapse first; exists is 0 when the queue has no
+-- key. The oldest ready job is the first in line (its sequence says since
+-- when, see jobs_common.lua) or a delayed job that is due, whichever came
+-- first; -1 when none is ready or the first in line predates timed
+-- sequences.
 
 local function fmt(n) return string.format('%d', n) end
+
+-- SEQ_MS sequences per ms; sequences stay below 2^53 (exact in a double,
+-- as zset scores are) until the year 2248.
+local SEQ_MS = 1024
 
 local function info(id)
   local v = redis.call('HGET', INFO, id)
@@ -40,7 +52,10 @@ end
 -- make_ready puts a job in line: at the back with a new sequence, or, when
 -- given back (keep), where it stood before it was claimed.
 local function make_ready(id, j, keep)
-  if not keep then j.s = redis.call('INCR', SEQ) end
+  if not keep then
+    j.s = math.max((tonumber(redis.call('GET', SEQ)) or 0) + 1, now * SEQ_MS)
+    redis.call('SET', SEQ, fmt(j.s))
+  end
   redis.call('ZADD', READY, j.s, id)
   set_info(id, j)
 end
@@ -98,6 +113,12 @@ if redis.call('EXISTS', IDS) == 0 and redis.call('EXISTS', TOKEN) == 0 then retu
 local due = redis.call('ZCOUNT', DELAYED, '-inf', now)
 local out = {1, now, redis.call('ZCARD', READY) + due, redis.call('ZCARD', DELAYED) - due,
   redis.call('ZCARD', INFLIGHT), redis.call('ZCARD', DEAD), redis.call('GET', TOKEN) or ''}
+local oldest = -1
+local head = redis.call('ZRANGE', READY, 0, 0, 'WITHSCORES')
+if #head == 2 and tonumber(head[2]) >= 2^40 then oldest = math.max(0, now - math.floor(tonumber(head[2]) / SEQ_MS)) end
+local first = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, 1, 'WITHSCORES')
+if #first == 2 and (#head == 0 or oldest >= 0) then oldest = math.max(oldest, now - tonumber(first[2])) end
+out[#out + 1] = oldest
 local cs = redis.call('ZRANGE', INFLIGHT, 0, 99, 'WITHSCORES')
 for i = 1, #cs, 2 do
   local n = #out

@@ -12,7 +12,11 @@
 -- KEYS[8]  uniq     hash    uniqueness key -> id of the pending job
 -- KEYS[9]  ids      string  job id counter
 -- KEYS[10] token    string  fencing token counter
--- KEYS[11] seq      string  ready sequence counter
+-- KEYS[11] seq      string  last ready sequence: the server's ms * SEQ_MS when
+--                           it was drawn, or one more than the last if that
+--                           is greater (so it always grows), so that a ready
+--                           job's sequence says since when it is in line
+--                           (queues made before that hold small counts)
 -- KEYS[12] reason   hash    job id -> reason of its death
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -28,6 +32,10 @@ local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, 
 
 local function fmt(n) return string.format('%d', n) end
 
+-- SEQ_MS sequences per ms; sequences stay below 2^53 (exact in a double,
+-- as zset scores are) until the year 2248.
+local SEQ_MS = 1024
+
 local function info(id)
   local v = redis.call('HGET', INFO, id)
   if not v then return nil end
@@ -42,7 +50,10 @@ end
 -- make_ready puts a job in line: at the back with a new sequence, or, when
 -- given back (keep), where it stood before it was claimed.
 local function make_ready(id, j, keep)
-  if not keep then j.s = redis.call('INCR', SEQ) end
+  if not keep then
+    j.s = math.max((tonumber(redis.call('GET', SEQ)) or 0) + 1, now * SEQ_MS)
+    redis.call('SET', SEQ, fmt(j.s))
+  end
   redis.call('ZADD', READY, j.s, id)
   set_info(id, j)
 end
