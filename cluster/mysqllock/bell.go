@@ -66,9 +66,13 @@ func (b *backend) getSleeper(ctx context.Context) (*sleeper, error) {
 	return sl, nil
 }
 
+// maxIdleSleepers bounds the sleepers kept between waits: a burst of
+// waiters must not leave as many connections open for the Backend's life.
+const maxIdleSleepers = 8
+
 func (b *backend) putSleeper(sl *sleeper) {
 	b.bell.mu.Lock()
-	if !b.bell.closed {
+	if !b.bell.closed && len(b.bell.idle) < maxIdleSleepers {
 		b.bell.idle = append(b.bell.idle, sl)
 		sl = nil
 	}

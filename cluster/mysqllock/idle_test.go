@@ -2,6 +2,7 @@ package mysqllock
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -132,5 +133,34 @@ func then(_ baton.Hold, err error) func(func(context.Context) error) error {
 			return err
 		}
 		return release(context.Background())
+	}
+}
+
+// TestIdleSleepersBounded: after a burst of sleeping waiters, a Backend
+// keeps a few sleeper connections, not one per waiter of the burst.
+func TestIdleSleepersBounded(t *testing.T) {
+	s := sharedServer(t)
+	createDB(t, s, "baton")
+	ctx := t.Context()
+	db, err := sql.Open("mysql", "root@tcp("+s.addr()+")/baton")
+	ok(t, err)
+	defer db.Close()
+	d, err := newBackend(ctx, db, nil, false)
+	ok(t, err)
+	defer d.Close()
+	var sls []*sleeper
+	for range 3 * maxIdleSleepers {
+		sl, err := d.getSleeper(ctx)
+		ok(t, err)
+		sls = append(sls, sl)
+	}
+	for _, sl := range sls {
+		d.putSleeper(sl)
+	}
+	if n := len(d.bell.idle); n != maxIdleSleepers {
+		t.Fatalf("%d idle sleepers kept after a burst of %d, want %d", n, len(sls), maxIdleSleepers)
+	}
+	if open := db.Stats().OpenConnections; open > maxIdleSleepers+2 {
+		t.Fatalf("%d connections open after the burst, want about %d", open, maxIdleSleepers)
 	}
 }
