@@ -97,7 +97,7 @@ func (q *jobQueue) Put(ctx context.Context, payload []byte, opts ...PutOption) (
 	if err != nil {
 		return 0, q.fail("put", err)
 	}
-	return ids[0], nil
+	return JobID(ids[0]), nil
 }
 
 func (q *jobQueue) PutBatch(ctx context.Context, jobs []JobSpec) ([]JobID, error) {
@@ -119,18 +119,9 @@ func (q *jobQueue) PutBatch(ctx context.Context, jobs []JobSpec) ([]JobID, error
 		q.mu.RUnlock()
 		return []JobID{}, nil
 	}
-	ids, err := q.put(ctx, js)
-	return ids, q.fail("put", err)
-}
-
-func (q *jobQueue) put(ctx context.Context, js []driver.PutJob) ([]JobID, error) {
-	if err := q.enter(ctx); err != nil {
-		return nil, err
-	}
-	defer q.mu.RUnlock()
-	raw, err := q.d.Put(ctx, js)
+	raw, err := q.put(ctx, js)
 	if err != nil {
-		return nil, err
+		return nil, q.fail("put", err)
 	}
 	ids := make([]JobID, len(raw))
 	for i, id := range raw {
@@ -139,75 +130,108 @@ func (q *jobQueue) put(ctx context.Context, js []driver.PutJob) ([]JobID, error)
 	return ids, nil
 }
 
+func (q *jobQueue) put(ctx context.Context, js []driver.PutJob) ([]uint64, error) {
+	if err := q.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer q.mu.RUnlock()
+	return q.d.Put(ctx, js)
+}
+
 func (q *jobQueue) Claim(ctx context.Context) (*Job, error) {
-	js, err := q.claim(ctx, "claim", 1, true)
+	cs, at, err := q.claim(ctx, "claim", 1, true)
 	if err != nil {
 		return nil, err
 	}
-	return js[0], nil
+	return &Job{q: q, c: cs[0], at: at}, nil
 }
 
 func (q *jobQueue) TryClaim(ctx context.Context) (*Job, error) {
-	js, err := q.claim(ctx, "tryclaim", 1, false)
+	cs, at, err := q.claim(ctx, "tryclaim", 1, false)
 	if err != nil {
 		return nil, err
 	}
-	return js[0], nil
+	return &Job{q: q, c: cs[0], at: at}, nil
 }
 
 func (q *jobQueue) ClaimBatch(ctx context.Context, n int) ([]*Job, error) {
 	if n < 1 || n > MaxBatch {
 		return nil, q.fail("claim", fmt.Errorf("%w: a batch of %d jobs, must be 1..%d", ErrInvalidArgument, n, MaxBatch))
 	}
-	return q.claim(ctx, "claim", n, true)
-}
-
-// claim claims up to n jobs. An Observer sees it as an acquisition:
-// EventAcquire, then EventAcquired per job (its token, the wait) or
-// EventFailed.
-func (q *jobQueue) claim(ctx context.Context, op string, n int, wait bool) ([]*Job, error) {
-	o := q.b.observer()
-	if o == nil {
-		return q.claimDriver(ctx, op, n, wait)
-	}
-	q.b.emit(o, Event{Type: EventAcquire, Kind: KindQueue, Name: q.name, Op: op})
-	t0 := monoNow()
-	js, err := q.claimDriver(ctx, op, n, wait)
-	now := monoNow()
+	cs, at, err := q.claim(ctx, "claim", n, true)
 	if err != nil {
-		q.b.emit(o, Event{Type: EventFailed, Kind: KindQueue, Name: q.name, Op: op, Wait: time.Duration(now - t0), Err: err})
 		return nil, err
 	}
-	for _, j := range js {
-		j.at = now
-		q.b.emit(o, Event{Type: EventAcquired, Kind: KindQueue, Name: q.name, Op: op, Wait: time.Duration(now - t0), Token: j.Token()})
+	js := make([]*Job, len(cs))
+	for i, c := range cs {
+		js[i] = &Job{q: q, c: c, at: at}
 	}
 	return js, nil
 }
 
-func (q *jobQueue) claimDriver(ctx context.Context, op string, n int, wait bool) ([]*Job, error) {
+// claim claims up to n jobs; at is when, for an Observer, which sees it as
+// an acquisition: EventAcquire, then EventAcquired per job (its token, the
+// wait) or EventFailed.
+func (q *jobQueue) claim(ctx context.Context, op string, n int, wait bool) (cs []driver.Claim, at int64, err error) {
+	o := q.b.observer()
+	if o == nil {
+		cs, err = q.claimDriver(ctx, op, n, wait)
+		return cs, 0, err
+	}
+	q.b.emit(o, Event{Type: EventAcquire, Kind: KindQueue, Name: q.name, Op: op})
+	t0 := monoNow()
+	cs, err = q.claimDriver(ctx, op, n, wait)
+	now := monoNow()
+	if err != nil {
+		q.b.emit(o, Event{Type: EventFailed, Kind: KindQueue, Name: q.name, Op: op, Wait: time.Duration(now - t0), Err: err})
+		return nil, 0, err
+	}
+	for _, c := range cs {
+		q.b.emit(o, Event{Type: EventAcquired, Kind: KindQueue, Name: q.name, Op: op, Wait: time.Duration(now - t0), Token: Token(c.Token)})
+	}
+	return cs, now, nil
+}
+
+func (q *jobQueue) claimDriver(ctx context.Context, op string, n int, wait bool) ([]driver.Claim, error) {
 	if err := q.enter(ctx); err != nil {
 		return nil, q.fail(op, err)
 	}
 	defer q.mu.RUnlock()
-	// The driver's context ends with ctx or with Close, whichever comes
-	// first; its cause tells which.
+	cs, err := q.claimOnce(ctx, n, wait)
+	if err != nil {
+		return nil, q.fail(op, err)
+	}
+	return cs, nil
+}
+
+// claimOnce asks the driver. A claim that may wait must end with ctx or
+// with Close, whichever comes first; one that may not returns promptly,
+// and Close waits for it. The context for both ends is made only when ctx
+// can end: it costs a third of a same-host claim.
+func (q *jobQueue) claimOnce(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
+	switch {
+	case !wait:
+		return q.d.Claim(ctx, n, false)
+	case ctx.Done() == nil:
+		var dctx context.Context = stopContext{ctx, q.stop}
+		if ctx == context.Background() {
+			dctx = q.stop
+		}
+		cs, err := q.d.Claim(dctx, n, true)
+		if err != nil && q.stop.Err() != nil {
+			err = ErrClosed
+		}
+		return cs, err
+	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(q.stop, func() { cancel(ErrClosed) })
 	defer stop()
-	cs, err := q.d.Claim(wctx, n, wait)
-	if err != nil {
-		if context.Cause(wctx) == ErrClosed {
-			err = ErrClosed
-		}
-		return nil, q.fail(op, err)
+	cs, err := q.d.Claim(wctx, n, true)
+	if err != nil && context.Cause(wctx) == ErrClosed {
+		err = ErrClosed
 	}
-	js := make([]*Job, len(cs))
-	for i, c := range cs {
-		js[i] = &Job{q: q, c: c}
-	}
-	return js, nil
+	return cs, err
 }
 
 func (q *jobQueue) Stats(ctx context.Context) (QueueStats, error) {
@@ -302,3 +326,13 @@ func cutReason(s string) string {
 }
 
 var _ Queue = (*jobQueue)(nil)
+
+// stopContext is a context that cannot end by itself (its values are kept
+// for the driver) ended by the handle's Close.
+type stopContext struct {
+	context.Context
+	stop context.Context
+}
+
+func (c stopContext) Done() <-chan struct{} { return c.stop.Done() }
+func (c stopContext) Err() error            { return c.stop.Err() }

@@ -18,14 +18,12 @@ func PutSpec(payload []byte, maxPayload int, opts ...PutOption) (driver.PutJob, 
 	if len(payload) > maxPayload {
 		return driver.PutJob{}, fmt.Errorf("%w: %d bytes of payload, more than %d", ErrInvalidArgument, len(payload), maxPayload)
 	}
-	p := putSpec{attempts: DefaultMaxAttempts}
-	for _, o := range opts {
-		if o.set == nil {
-			return driver.PutJob{}, fmt.Errorf("%w: zero PutOption", ErrInvalidArgument)
-		}
-		if err := o.set(&p); err != nil {
-			return driver.PutJob{}, err
-		}
+	if len(opts) == 0 {
+		return driver.PutJob{Payload: payload, MaxAttempts: DefaultMaxAttempts}, nil
+	}
+	p, err := putOptions(opts)
+	if err != nil {
+		return driver.PutJob{}, err
 	}
 	j := driver.PutJob{Payload: payload, MaxAttempts: p.attempts}
 	switch {
@@ -53,4 +51,19 @@ func PutSpec(payload []byte, maxPayload int, opts ...PutOption) (driver.PutJob, 
 		j.Key = p.key
 	}
 	return j, nil
+}
+
+// putOptions applies opts to the defaults. Apart from PutSpec, so that a
+// Put without options does not pay for the spec the options write to.
+func putOptions(opts []PutOption) (*putSpec, error) {
+	p := &putSpec{attempts: DefaultMaxAttempts}
+	for _, o := range opts {
+		if o.set == nil {
+			return nil, fmt.Errorf("%w: zero PutOption", ErrInvalidArgument)
+		}
+		if err := o.set(p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }

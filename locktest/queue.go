@@ -381,11 +381,16 @@ func testQueueCancel(t *testing.T, e *env) {
 	ok(t, "Put", err)
 	wantStats(t, "after a cancelled Claim", q, baton.QueueStats{Ready: 1})
 	ok(t, "Ack", claim(t, q, "x").Ack(ctx))
-	c, err := b.Queue(ctx, name)
-	ok(t, "Queue", err)
-	go func() { _, err := c.Claim(ctx); done <- err }()
-	time.Sleep(30 * time.Millisecond)
-	ok(t, "Close", c.Close())
-	err = result(t, done, 5*time.Second, "Close did not end a blocked Claim")
-	is(t, "Claim ended by Close", err, baton.ErrClosed)
+	// A context that cannot end by itself takes another way to Close.
+	type key struct{}
+	for _, cctx := range []context.Context{ctx, context.Background(), context.WithValue(context.Background(), key{}, 1)} {
+		c, err := b.Queue(ctx, name)
+		ok(t, "Queue", err)
+		go func() { _, err := c.Claim(cctx); done <- err }()
+		time.Sleep(30 * time.Millisecond)
+		ok(t, "Close", c.Close())
+		err = result(t, done, 5*time.Second, "Close did not end a blocked Claim")
+		is(t, "Claim ended by Close", err, baton.ErrClosed)
+	}
+	wantStats(t, "after Claims ended by Close", q, baton.QueueStats{})
 }
