@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/batonlock/baton"
 )
 
 // Waits that sleep in the server. MariaDB and MySQL have no NOTIFY, so a
@@ -36,20 +38,28 @@ type sleeper struct {
 // bell keeps a Backend's idle sleepers and its rings in flight.
 type bell struct {
 	mu      sync.Mutex
-	idle    []*sleeper      // guarded by mu
-	closed  bool            // guarded by mu
-	ringing map[string]bool // guarded by mu: marks being rung; true: ring again
-	wg      sync.WaitGroup  // rings in flight
+	idle    []*sleeper            // guarded by mu
+	busy    map[*sleeper]struct{} // guarded by mu: sleepers in a statement
+	closed  bool                  // guarded by mu
+	ringing map[string]bool       // guarded by mu: marks being rung; true: ring again
+	wg      sync.WaitGroup        // rings in flight
 }
 
 // mark is the mark of the sleeping statements that wait on key.
 func (b *backend) mark(k string) string { return "baton-wait " + b.userLock(k) }
 
+// getSleeper takes an idle sleeper or makes one; it counts as busy until
+// putSleeper, so that Close can interrupt its statement.
 func (b *backend) getSleeper(ctx context.Context) (*sleeper, error) {
 	b.bell.mu.Lock()
+	if b.bell.closed {
+		b.bell.mu.Unlock()
+		return nil, baton.ErrClosed
+	}
 	if n := len(b.bell.idle); n > 0 {
 		sl := b.bell.idle[n-1]
 		b.bell.idle = b.bell.idle[:n-1]
+		b.bell.markBusy(sl)
 		b.bell.mu.Unlock()
 		return sl, nil
 	}
@@ -63,16 +73,34 @@ func (b *backend) getSleeper(ctx context.Context) (*sleeper, error) {
 		discard(sl)
 		return nil, err
 	}
+	b.bell.mu.Lock()
+	defer b.bell.mu.Unlock()
+	if b.bell.closed {
+		discard(sl)
+		return nil, baton.ErrClosed
+	}
+	b.bell.markBusy(sl)
 	return sl, nil
+}
+
+// markBusy counts sl as busy; the caller holds mu.
+func (bl *bell) markBusy(sl *sleeper) {
+	if bl.busy == nil {
+		bl.busy = make(map[*sleeper]struct{})
+	}
+	bl.busy[sl] = struct{}{}
 }
 
 // maxIdleSleepers bounds the sleepers kept between waits: a burst of
 // waiters must not leave as many connections open for the Backend's life.
 const maxIdleSleepers = 8
 
-func (b *backend) putSleeper(sl *sleeper) {
+// putSleeper ends a sleeper's turn: kept for the next wait when reusable
+// and there is room, closed otherwise.
+func (b *backend) putSleeper(sl *sleeper, reusable bool) {
 	b.bell.mu.Lock()
-	if !b.bell.closed && len(b.bell.idle) < maxIdleSleepers {
+	delete(b.bell.busy, sl)
+	if reusable && !b.bell.closed && len(b.bell.idle) < maxIdleSleepers {
 		b.bell.idle = append(b.bell.idle, sl)
 		sl = nil
 	}
@@ -110,11 +138,10 @@ func (b *backend) sleepWhile(ctx context.Context, mark, cond, slice string, maxS
 	if errors.As(err, &me) && me.Number == 1317 { // interrupted
 		err = nil
 	}
+	b.putSleeper(sl, err == nil)
 	if err != nil {
-		discard(sl)
 		return err
 	}
-	b.putSleeper(sl)
 	return ctx.Err()
 }
 
@@ -191,7 +218,10 @@ func (b *backend) wake(mark string) {
 	}
 }
 
-// closeBell waits for the rings under way and closes the idle sleepers.
+// closeBell waits for the rings under way, interrupts the statements of
+// busy sleepers until they are back (a KILL QUERY that comes before its
+// statement starts does not stop it, so it is sent again) and closes the
+// idle ones. Without it a sleep would outlive the Backend by its slice.
 func (b *backend) closeBell() {
 	b.bell.mu.Lock()
 	b.bell.closed = true
@@ -201,5 +231,21 @@ func (b *backend) closeBell() {
 	b.bell.wg.Wait()
 	for _, sl := range idle {
 		discard(sl)
+	}
+	deadline := time.Now().Add(b.c.RequestTimeout)
+	for {
+		b.bell.mu.Lock()
+		ids := make([]int64, 0, len(b.bell.busy))
+		for sl := range b.bell.busy {
+			ids = append(ids, sl.id)
+		}
+		b.bell.mu.Unlock()
+		if len(ids) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, id := range ids {
+			b.killQuery(id)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

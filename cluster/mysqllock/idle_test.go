@@ -155,12 +155,79 @@ func TestIdleSleepersBounded(t *testing.T) {
 		sls = append(sls, sl)
 	}
 	for _, sl := range sls {
-		d.putSleeper(sl)
+		d.putSleeper(sl, true)
 	}
 	if n := len(d.bell.idle); n != maxIdleSleepers {
 		t.Fatalf("%d idle sleepers kept after a burst of %d, want %d", n, len(sls), maxIdleSleepers)
 	}
 	if open := db.Stats().OpenConnections; open > maxIdleSleepers+2 {
 		t.Fatalf("%d connections open after the burst, want about %d", open, maxIdleSleepers)
+	}
+}
+
+// TestCloseEndsSleeps: when a Backend's Close returns, no statement of its
+// waiters sleeps on, also when the database handle is the caller's and
+// stays open; before, a sleep could outlive the Backend by its slice (a
+// TTL).
+func TestCloseEndsSleeps(t *testing.T) {
+	s := sharedServer(t)
+	createDB(t, s, "baton")
+	ctx := t.Context()
+	admin := s.admin(t)
+	hb := openT(t, s.url("ttl=10s"))
+	name := testName(t)
+	rw, err := hb.RWMutex(ctx, name)
+	ok(t, err)
+	_, err = rw.Lock(ctx)
+	ok(t, err)
+	v, err := hb.Value(ctx, name)
+	ok(t, err)
+	ver, err := v.CompareAndSwap(ctx, 0, []byte("a"))
+	ok(t, err)
+	for _, own := range []bool{true, false} {
+		db, err := sql.Open("mysql", "root@tcp("+s.addr()+")/baton")
+		ok(t, err)
+		defer db.Close()
+		d, err := newBackend(ctx, db, nil, own)
+		ok(t, err)
+		b := baton.NewBackend(d)
+		done := make(chan error, 2)
+		wr, err := b.RWMutex(ctx, name)
+		ok(t, err)
+		go func() { _, err := wr.RLock(ctx); done <- err }()
+		wv, err := b.Value(ctx, name)
+		ok(t, err)
+		go func() { _, _, err := wv.Wait(ctx, ver); done <- err }()
+		waitFor(t, "two sleeping statements", func() bool { return sleeping(t, admin) >= 2 })
+		ok(t, b.Close())
+		if n := sleeping(t, admin); n != 0 {
+			t.Errorf("own db %v: %d statements still sleep after Close returned", own, n)
+		}
+		for range 2 {
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("own db %v: a wait did not end with Close", own)
+			}
+		}
+	}
+}
+
+// sleeping counts the statements that sleep under a mark.
+func sleeping(t *testing.T, admin *sql.DB) int {
+	t.Helper()
+	var n int
+	ok(t, admin.QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND INFO LIKE 'SELECT ''baton-wait%'`).Scan(&n))
+	return n
+}
+
+// waitFor waits up to 3 s for cond.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(3 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("no %s in 3 s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -178,7 +178,7 @@ func (b *backend) pollValue(name string, p *valuePoll) {
 				continue
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || b.closed.Load() {
 			return // the Backend may be closing its pool
 		}
 		if !failing {
