@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,9 +137,13 @@ func released(pg *page) {
 // without a bump. With block false it makes one try.
 func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ipc.Waiter) error {
 	var stop func() bool
+	var unmark func()
 	defer func() {
 		if stop != nil {
 			stop()
+		}
+		if unmark != nil {
+			unmark()
 		}
 	}()
 	for watched := false; ; {
@@ -169,6 +174,9 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 			continue
 		}
 		watched = false
+		if unmark == nil {
+			unmark = markFile(fd)
+		}
 		pg.waiters.Add(1)
 		if onNFS(fd) {
 			// Holders on other machines release without a wake here.
@@ -183,6 +191,16 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 }
 
 func unlock(fd int) error { return ipc.Flock(fd, unix.LOCK_UN) }
+
+// markFile puts an inotify mark of this process on the file open as fd
+// while it waits. A holder watches its file with inotify; when it dies,
+// the kernel tears its mark down before it closes the lock file, and if
+// that was the file's last mark, it first waits for a grace period of
+// its own (milliseconds), with the flock still held. Another process's
+// mark on the file spares the holder that wait.
+func markFile(fd int) (unmark func()) {
+	return ipc.WatchFileLoss("/proc/self/fd/"+strconv.Itoa(fd), func() error { return nil }, driver.NewLoss())
+}
 
 // grantData is the driver-private part of a grant.
 type grantData struct {
