@@ -522,7 +522,7 @@ func runGuarded(ctx context.Context, cfg config, t *plannedTable, s *subject) (s
 		smp, err := t.run(ctx, s)
 		done <- result{smp, err}
 	}()
-	limit := 20*cfg.dur + 60*time.Second
+	limit := 20*cfg.dur + 60*time.Second + t.extra
 	select {
 	case r := <-done:
 		return r.s, r.err

@@ -27,6 +27,9 @@ type plannedTable struct {
 	// decideFactor times as many, while a goal checked on it is undecided
 	// (unless the pass fixes the count: fewest = most).
 	decide bool
+	// extra lengthens the time limit of one run (runGuarded) for tables
+	// whose runs are long by design.
+	extra time.Duration
 }
 
 // decideFactor bounds the repetitions of a decide table, as a multiple of
