@@ -12,38 +12,51 @@ import (
 // handleMax), so that no two live handles of this process share one: the
 // word alone then tells whose hold it is, and a Close or an Unlock of one
 // handle can never give back another's. A field comes back when its handle
-// is unreachable (its cleanup finds it by the handle's region, which
-// spares the cleanup a record of its own). When all are taken a new handle gets 0: it does not offer
-// the word path to the core (WordLock returns nil), whose own state then
-// tells which handle holds, and the driver's Acquire and Release serve it.
+// is unreachable (its cleanup gives it back). When all are taken a new
+// handle gets 0: it does not offer the word path to the core (WordLock
+// returns nil), whose own state then tells which handle holds, and the
+// driver's Acquire and Release serve it.
 var handleBits handleSet
 
 type handleSet struct {
 	mu   sync.Mutex
 	used [handleMax + 1]*ipc.Region // the region of the handle that has the field; index 0 unused
-	next uint64                     // where the search for a free field starts
+	// free holds the fields not in use, oldest given back first (a field
+	// is reused as late as it can be), in a ring: n of them from head.
+	free    [handleMax]uint8
+	head, n int
+	filled  bool
 }
 
+// get takes a field for the handle of r, or 0 when all are taken.
 func (s *handleSet) get(r *ipc.Region) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for range handleMax {
-		s.next = s.next%handleMax + 1
-		if s.used[s.next] == nil {
-			s.used[s.next] = r
-			return s.next
+	if !s.filled {
+		s.filled = true
+		for i := range s.free {
+			s.free[i] = uint8(i + 1)
 		}
+		s.n = handleMax
 	}
-	return 0
+	if s.n == 0 {
+		return 0
+	}
+	f := s.free[s.head]
+	s.head = (s.head + 1) % handleMax
+	s.n--
+	s.used[f] = r
+	return uint64(f)
 }
 
-func (s *handleSet) put(r *ipc.Region) {
+// put gives field f back (0: none was taken).
+func (s *handleSet) put(f uint64) {
+	if f == 0 {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, u := range s.used {
-		if u == r {
-			s.used[i] = nil
-			return
-		}
-	}
+	s.used[f] = nil
+	s.free[(s.head+s.n)%handleMax] = uint8(f)
+	s.n++
 }

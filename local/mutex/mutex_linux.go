@@ -73,12 +73,18 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 	// The memory stays mapped, and the handle bits taken, until the handle
 	// is unreachable, not just closed: the core may still be taking or
 	// giving back the word.
-	runtime.AddCleanup(m, func(r *ipc.Region) {
-		r.Close()
-		handleBits.put(r)
-	}, r)
+	runtime.AddCleanup(m, func(c handleCleanup) {
+		c.r.Close()
+		handleBits.put(c.bits)
+	}, handleCleanup{r, bits})
 	m.fileW.Start(m, m.loss)
 	return m, nil
+}
+
+// handleCleanup is what an unreachable handle gives back.
+type handleCleanup struct {
+	r    *ipc.Region
+	bits uint64
 }
 
 // layout is the file of a futex mutex: idle, so reclaimed at the last
