@@ -17,16 +17,29 @@ var inotify struct {
 	fd    int  // -1: none (the limit of instances, or no inotify)
 	f     *os.File
 	wds   map[int][]*Watch // guarded by watcher.mu
+	// byIno and inoOf map the files that an InodeChecker follows to
+	// their watch descriptors and back; guarded by watcher.mu.
+	byIno map[[2]uint64]int
+	inoOf map[int][2]uint64
 }
 
 // inotifyMask: the link count changed (removed, or renamed over), or the
 // file itself was moved or freed.
 const inotifyMask = unix.IN_ATTRIB | unix.IN_MOVE_SELF | unix.IN_DELETE_SELF
 
-// inotifyAdd follows path for w and returns the watch descriptor, or -1
-// when inotify cannot (w is then checked every WatchEvery). Called with
+// inotifyAdd follows pc's file for w and returns the watch descriptor, or
+// -1 when inotify cannot (w is then checked every WatchEvery). Called with
 // watcher.mu held.
-func inotifyAdd(path string, w *Watch) int {
+func inotifyAdd(pc PathChecker, w *Watch) int {
+	ic, byIno := pc.(InodeChecker)
+	var key [2]uint64
+	if byIno {
+		key[0], key[1] = ic.WatchedInode()
+		if wd, ok := inotify.byIno[key]; ok {
+			inotify.wds[wd] = append(inotify.wds[wd], w)
+			return wd
+		}
+	}
 	if !inotify.tried {
 		inotify.tried = true
 		inotify.fd = -1
@@ -36,16 +49,22 @@ func inotifyAdd(path string, w *Watch) int {
 		}
 		inotify.fd, inotify.f = fd, os.NewFile(uintptr(fd), "inotify")
 		inotify.wds = map[int][]*Watch{}
+		inotify.byIno, inotify.inoOf = map[[2]uint64]int{}, map[int][2]uint64{}
 		go inotifyRead(inotify.f)
 	}
 	if inotify.fd < 0 {
 		return -1
 	}
-	wd, err := unix.InotifyAddWatch(inotify.fd, path, inotifyMask)
+	wd, err := unix.InotifyAddWatch(inotify.fd, pc.WatchedPath(), inotifyMask)
 	if err != nil {
 		return -1
 	}
 	inotify.wds[wd] = append(inotify.wds[wd], w)
+	if _, known := inotify.inoOf[wd]; byIno && !known {
+		// A later checker of this inode shares wd, as a watch by path
+		// would: both follow what the path named at the first watch.
+		inotify.byIno[key], inotify.inoOf[wd] = wd, key
+	}
 	return wd
 }
 
@@ -65,6 +84,10 @@ func inotifyRemove(wd int, w *Watch) {
 		return
 	}
 	delete(inotify.wds, wd)
+	if key, ok := inotify.inoOf[wd]; ok {
+		delete(inotify.inoOf, wd)
+		delete(inotify.byIno, key)
+	}
 	_, _ = unix.InotifyRmWatch(inotify.fd, uint32(wd))
 }
 
@@ -75,6 +98,7 @@ func inotifyClose() {
 		inotify.f.Close()
 	}
 	inotify.tried, inotify.fd, inotify.f, inotify.wds = false, -1, nil, nil
+	inotify.byIno, inotify.inoOf = nil, nil
 }
 
 // inotifyRead checks the registrations of every file an event names.

@@ -61,3 +61,61 @@ func TestWatchFileLossFollowsLinks(t *testing.T) {
 		})
 	}
 }
+
+// inodeCheck is an InodeChecker for tests.
+type inodeCheck struct {
+	path     string
+	dev, ino uint64
+	check    func() error
+}
+
+func (c inodeCheck) CheckLoss() error                { return c.check() }
+func (c inodeCheck) WatchedPath() string             { return c.path }
+func (c inodeCheck) WatchedInode() (dev, ino uint64) { return c.dev, c.ino }
+
+// TestInodeWatchShared: a second registration on a file the process
+// follows already shares its watch without asking the kernel (its path
+// here names nothing, so a watch by path would fail), both see the file's
+// removal, and the watch goes with the last of them.
+func TestInodeWatchShared(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	gone := errors.New("gone")
+	check := func() error {
+		var now unix.Stat_t
+		if err := unix.Stat(path, &now); err != nil || now.Ino != st.Ino {
+			return gone
+		}
+		return nil
+	}
+	var w1, w2 Watch
+	l1, l2 := driver.NewLoss(), driver.NewLoss()
+	w1.Start(inodeCheck{path, uint64(st.Dev), st.Ino, check}, l1)
+	w2.Start(inodeCheck{path + ".nothing", uint64(st.Dev), st.Ino, check}, l2)
+	defer w1.Stop()
+	defer w2.Stop()
+	if w1.wd < 0 || w2.wd != w1.wd {
+		t.Fatalf("watch descriptors %d and %d; want one shared", w1.wd, w2.wd)
+	}
+	os.Remove(path)
+	deadline := time.Now().Add(watchSafety / 4)
+	for (l1.Err() == nil || l2.Err() == nil) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(l1.Err(), gone) || !errors.Is(l2.Err(), gone) {
+		t.Fatalf("after the removal: losses %v and %v", l1.Err(), l2.Err())
+	}
+	w1.Stop()
+	w2.Stop()
+	watcher.mu.Lock()
+	defer watcher.mu.Unlock()
+	if _, ok := inotify.byIno[[2]uint64{uint64(st.Dev), st.Ino}]; ok {
+		t.Fatal("the file's watch is still known after its last registration stopped")
+	}
+}

@@ -3,6 +3,6 @@
 package ipc
 
 // Without inotify every registration is checked every WatchEvery.
-func inotifyAdd(path string, w *Watch) int { return -1 }
-func inotifyRemove(wd int, w *Watch)       {}
-func inotifyClose()                        {}
+func inotifyAdd(pc PathChecker, w *Watch) int { return -1 }
+func inotifyRemove(wd int, w *Watch)          {}
+func inotifyClose()                           {}

@@ -47,6 +47,15 @@ type PathChecker interface {
 	WatchedPath() string
 }
 
+// An InodeChecker is a PathChecker that knows its file's device and inode:
+// a second registration on a file the process follows already shares that
+// inotify watch without a system call (a handle opened on a name the
+// process has open).
+type InodeChecker interface {
+	PathChecker
+	WatchedInode() (dev, ino uint64)
+}
+
 var watcher struct {
 	mu      sync.Mutex
 	set     []*Watch      // guarded by mu
@@ -64,7 +73,7 @@ func (w *Watch) Start(c Checker, loss *driver.Loss) {
 	w.c, w.loss, w.wd = c, loss, -1
 	watcher.mu.Lock()
 	if pc, ok := c.(PathChecker); ok {
-		w.wd = inotifyAdd(pc.WatchedPath(), w)
+		w.wd = inotifyAdd(pc, w)
 	}
 	if w.wd < 0 {
 		watcher.ticked++

@@ -112,6 +112,10 @@ func (m *Mutex) CheckLoss() error {
 // follows with inotify (ipc.PathChecker).
 func (m *Mutex) WatchedPath() string { return m.r.Path() }
 
+// WatchedInode returns the device and inode of the handle's file: handles
+// on one name share the process's watch of it (ipc.InodeChecker).
+func (m *Mutex) WatchedInode() (dev, ino uint64) { return m.r.DevIno() }
+
 var errMutexRemoved = errors.New("file removed or replaced")
 
 // The words of the mapping. The futex word is the low half of the state.
