@@ -46,6 +46,7 @@ type lockFile struct {
 	pg       *page
 	dev, ino uint64
 	floor    *atomic.Uint64 // a namespace's token floor (OpenMutexIn), else nil
+	mark     *mark
 }
 
 func openLockFile(path string) (*lockFile, error) {
@@ -70,14 +71,21 @@ func openLockFile(path string) (*lockFile, error) {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
 	}
-	return &lockFile{
+	lf := &lockFile{
 		path: path, fd: fd, mem: mem,
 		pg:  (*page)(unsafe.Pointer(&mem[0])),
 		dev: uint64(st.Dev), ino: st.Ino,
-	}, nil
+		mark: &mark{fd: fd, dev: uint64(st.Dev), ino: st.Ino},
+	}
+	lf.mark.w.Start(lf.mark, neverLost)
+	return lf, nil
 }
 
+// neverLost is the loss of marks, whose check never fails.
+var neverLost = driver.NewLoss()
+
 func (lf *lockFile) close() error {
+	lf.mark.w.Stop()
 	err := unix.Munmap(lf.mem)
 	if cerr := unix.Close(lf.fd); err == nil {
 		err = cerr
@@ -137,13 +145,9 @@ func released(pg *page) {
 // without a bump. With block false it makes one try.
 func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ipc.Waiter) error {
 	var stop func() bool
-	var unmark func()
 	defer func() {
 		if stop != nil {
 			stop()
-		}
-		if unmark != nil {
-			unmark()
 		}
 	}()
 	for watched := false; ; {
@@ -174,9 +178,6 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 			continue
 		}
 		watched = false
-		if unmark == nil {
-			unmark = markFile(fd)
-		}
 		pg.waiters.Add(1)
 		if onNFS(fd) {
 			// Holders on other machines release without a wake here.
@@ -192,15 +193,22 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 
 func unlock(fd int) error { return ipc.Flock(fd, unix.LOCK_UN) }
 
-// markFile puts an inotify mark of this process on the file open as fd
-// while it waits. A holder watches its file with inotify; when it dies,
-// the kernel tears its mark down before it closes the lock file, and if
-// that was the file's last mark, it first waits for a grace period of
-// its own (milliseconds), with the flock still held. Another process's
-// mark on the file spares the holder that wait.
-func markFile(fd int) (unmark func()) {
-	return ipc.WatchFileLoss("/proc/self/fd/"+strconv.Itoa(fd), func() error { return nil }, driver.NewLoss())
+// mark is an inotify mark of this process on an open lock file, for as
+// long as it is open. A holder watches its file with inotify; when it
+// dies, the kernel tears its marks down before it closes the lock file,
+// and for a file whose last mark that was, it first waits for a grace
+// period (milliseconds), with the flock still held. Another process's
+// mark on the file spares it that wait, so a waiter's handle, which
+// marks the file from open, gets the lock as soon as the holder is gone.
+type mark struct {
+	w        ipc.Watch
+	fd       int
+	dev, ino uint64
 }
+
+func (m *mark) CheckLoss() error                { return nil }
+func (m *mark) WatchedPath() string             { return "/proc/self/fd/" + strconv.Itoa(m.fd) }
+func (m *mark) WatchedInode() (dev, ino uint64) { return m.dev, m.ino }
 
 // grantData is the driver-private part of a grant.
 type grantData struct {

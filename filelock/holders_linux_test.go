@@ -3,8 +3,6 @@
 package filelock
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,8 +11,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/batonlock/baton/driver"
 )
 
 func TestForEachHolder(t *testing.T) {
@@ -58,22 +54,14 @@ func TestProcLocksListsOwnFlock(t *testing.T) {
 	}
 }
 
-// TestWaiterMarksFile: a waiter that sleeps keeps an inotify mark of its
-// process on the lock file, and drops it when its wait ends. A holder
-// watched with inotify that dies while the file has no other mark waits
-// for the kernel's teardown of the file's marks (milliseconds) before its
-// flock goes; the waiter's mark spares it that (bench's mutex-kill table
-// measures it).
-func TestWaiterMarksFile(t *testing.T) {
+// TestHandleMarksFile: a handle keeps an inotify mark of its process on
+// its lock file from open to Close. A holder watched with inotify that
+// dies while the file has no other mark waits for the kernel's teardown
+// of the file's marks (milliseconds) before its flock goes; a waiter's
+// handle spares it that (bench's mutex-kill table measures it).
+func TestHandleMarksFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock")
-	m := openMutex(t, path)
-	other, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	// A holder that is not baton: it has no mark of its own.
-	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX); err != nil {
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var st unix.Stat_t
@@ -81,17 +69,28 @@ func TestWaiterMarksFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if marked(t, st.Ino) {
-		t.Fatal("the file is marked before anyone waits")
+		t.Fatal("the file is marked before any handle is open")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { _, err := m.Acquire(ctx, driver.Exclusive); done <- err }()
-	waitFor(t, "a mark on the file while the waiter sleeps", func() bool { return marked(t, st.Ino) })
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled wait: %v", err)
+	m := openMutex(t, path)
+	rw, err := OpenRWMutex(path, path+".gate")
+	if err != nil {
+		t.Fatal(err)
 	}
-	waitFor(t, "no mark once the wait ended", func() bool { return !marked(t, st.Ino) })
+	if !marked(t, st.Ino) {
+		t.Fatal("no mark on the file of an open handle")
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !marked(t, st.Ino) {
+		t.Fatal("no mark on the file while another handle has it open")
+	}
+	if err := rw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if marked(t, st.Ino) {
+		t.Fatal("the file is still marked after the last handle closed")
+	}
 }
 
 // marked reports whether an inotify instance of this process has a mark
