@@ -5,7 +5,6 @@ package mutex
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -94,29 +93,6 @@ var layout = ipc.Layout{Kind: Kind, Size: mutexSize, Magic: mutexMagic, Fence: o
 	s := (*word.Uint64)(unsafe.Pointer(&b[offState])).Load()
 	return uint32(s)&pidMask == 0
 }}
-
-// CheckLoss reports whether the handle's file was removed or replaced
-// (ipc.Checker).
-func (m *Mutex) CheckLoss() error {
-	var st unix.Stat_t
-	dev, ino := m.r.DevIno()
-	if err := unix.Stat(m.r.Path(), &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
-		m.gone.Store(true)
-		m.r.Forget()
-		return errMutexRemoved
-	}
-	return nil
-}
-
-// WatchedPath returns the path of the handle's file, which the watcher
-// follows with inotify (ipc.PathChecker).
-func (m *Mutex) WatchedPath() string { return m.r.Path() }
-
-// WatchedInode returns the device and inode of the handle's file: handles
-// on one name share the process's watch of it (ipc.InodeChecker).
-func (m *Mutex) WatchedInode() (dev, ino uint64) { return m.r.DevIno() }
-
-var errMutexRemoved = errors.New("file removed or replaced")
 
 // The words of the mapping. The futex word is the low half of the state.
 func (m *Mutex) state() *word.Uint64 { return (*word.Uint64)(unsafe.Add(m.r.Base(), offState)) }
