@@ -221,8 +221,7 @@ func newGrant(lf *lockFile, mode driver.Mode, token uint64) driver.Grant {
 	loss := driver.NewLoss()
 	path, dev, ino := lf.path, lf.dev, lf.ino
 	stop := ipc.WatchFileLoss(path, func() error {
-		var st unix.Stat_t
-		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
+		if !ipc.Named(path, dev, ino) {
 			return errFileGone
 		}
 		return nil

@@ -136,3 +136,12 @@ func inotifyRead(f *os.File) {
 		checkWatches(ws, cs)
 	}
 }
+
+// Named reports whether path names the file dev/ino and that file is
+// linked. The link count matters: the kernel reports an unlink to inotify
+// before it drops the name from its cache, so a check woken by the event
+// can still find the unlinked file under its old path.
+func Named(path string, dev, ino uint64) bool {
+	var st unix.Stat_t
+	return unix.Stat(path, &st) == nil && uint64(st.Dev) == dev && st.Ino == ino && st.Nlink > 0
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -117,5 +118,69 @@ func TestInodeWatchShared(t *testing.T) {
 	defer watcher.mu.Unlock()
 	if _, ok := inotify.byIno[[2]uint64{uint64(st.Dev), st.Ino}]; ok {
 		t.Fatal("the file's watch is still known after its last registration stopped")
+	}
+}
+
+// TestNamedUnlinked: a path that still leads to the file after its unlink
+// (here its descriptor's link in /proc, as the kernel's name cache does
+// for a moment after inotify reports the unlink) does not name it.
+func TestNamedUnlinked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	dev, ino := uint64(st.Dev), st.Ino
+	fdPath := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+	if !Named(path, dev, ino) || !Named(fdPath, dev, ino) {
+		t.Fatal("a linked file is not named by its paths")
+	}
+	if Named(path, dev, ino+1) {
+		t.Fatal("a path names another inode")
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if Named(path, dev, ino) || Named(fdPath, dev, ino) {
+		t.Fatal("an unlinked file is still named")
+	}
+}
+
+// TestUnlinkFiresLossEveryTime: the check that inotify's unlink event
+// wakes runs while the kernel may still resolve the old path; every one of
+// many removals is reported all the same, well before the periodic check.
+func TestUnlinkFiresLossEveryTime(t *testing.T) {
+	dir := t.TempDir()
+	gone := errors.New("gone")
+	for i := range 300 {
+		path := filepath.Join(dir, "f"+strconv.Itoa(i))
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		loss := driver.NewLoss()
+		stop := WatchFileLoss(path, func() error {
+			if !Named(path, uint64(st.Dev), st.Ino) {
+				return gone
+			}
+			return nil
+		}, loss)
+		os.Remove(path)
+		select {
+		case <-loss.Done():
+		case <-time.After(watchSafety / 4):
+			t.Fatalf("removal %d: no loss", i)
+		}
+		stop()
+		f.Close()
 	}
 }

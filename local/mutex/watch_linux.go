@@ -5,7 +5,7 @@ package mutex
 import (
 	"errors"
 
-	"golang.org/x/sys/unix"
+	"github.com/batonlock/baton/ipc"
 )
 
 // The watch of a handle's file (ipc.InodeChecker): a handle whose file is
@@ -14,9 +14,8 @@ import (
 // CheckLoss reports whether the handle's file was removed or replaced
 // (ipc.Checker).
 func (m *Mutex) CheckLoss() error {
-	var st unix.Stat_t
 	dev, ino := m.r.DevIno()
-	if err := unix.Stat(m.r.Path(), &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
+	if !ipc.Named(m.r.Path(), dev, ino) {
 		m.gone.Store(true)
 		m.r.Forget()
 		return errMutexRemoved

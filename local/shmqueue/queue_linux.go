@@ -212,8 +212,7 @@ func (q *Queue) checkFile() error {
 	if idle {
 		return nil
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(q.r.Path(), &st); err != nil || uint64(st.Dev) != q.dev || st.Ino != q.ino {
+	if !ipc.Named(q.r.Path(), q.dev, q.ino) {
 		q.gone.Store(true)
 		return errRemoved
 	}

@@ -3,8 +3,6 @@ package shm
 import (
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
 )
@@ -18,8 +16,7 @@ func WatchFile(r *ipc.Region, gone *atomic.Bool, loss *driver.Loss, removed erro
 	path := r.Path()
 	dev, ino = r.DevIno()
 	stop = ipc.WatchFileLoss(path, func() error {
-		var st unix.Stat_t
-		if err := unix.Stat(path, &st); err != nil || uint64(st.Dev) != dev || st.Ino != ino {
+		if !ipc.Named(path, dev, ino) {
 			gone.Store(true)
 			r.Forget()
 			return removed
