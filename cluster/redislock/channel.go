@@ -46,8 +46,12 @@ import (
 // ErrNotReplicated with the count it sent on the master (they may or may
 // not survive a failover; they are not taken back), and a receive returns
 // what it took whatever the replicas said (after a failover to a replica
-// that missed it, those messages can be received again). A receiver that
-// dies with a reply in flight loses what that reply carried.
+// that missed it, those messages can be received again). A reply lost on
+// the way (a broken connection, a master killed after it ran the request)
+// loses nothing and sends nothing twice: requests carry ids
+// (channel_receipts.go). A receiver that dies with a reply in flight, or
+// whose handle is not closed after a failed receive, loses what that reply
+// carried.
 //
 // SendFunc and RecvInto copy (there is no shared memory to write into). A
 // SendBatch that does not fit one request (chanBatchMessages messages or
@@ -69,6 +73,7 @@ var (
 	scriptChanRecv    = loadScript("chan_recv")
 	scriptChanClose   = loadScript("chan_close")
 	scriptChanRemove  = loadScript("chan_remove")
+	scriptChanRelease = loadScript("chan_release")
 	scriptChanInspect = loadScript("chan_inspect")
 )
 
@@ -91,6 +96,8 @@ func newChanKeys(prefix, name string) chanKeys {
 type chanDriver struct {
 	d        *backend
 	k        chanKeys
+	rk       []string // k's keys and the receipts' (channel_receipts.go)
+	r        *receipts
 	capacity int
 	maxMsg   int
 	stop     chan struct{} // closed by Interrupt
@@ -128,7 +135,9 @@ func (d *backend) OpenChannel(ctx context.Context, name string, capacity, maxMes
 	if err := chanMismatch(int(r[0]), int(r[1]), capacity, maxMessage); err != nil {
 		return nil, err
 	}
-	return &chanDriver{d: d, k: k, capacity: int(r[0]), maxMsg: int(r[1]), stop: make(chan struct{})}, nil
+	rc := newReceipts(redisnode.KeyBase(d.o.Prefix, kchan, name))
+	return &chanDriver{d: d, k: k, rk: append(k.keys[:2:2], rc.key), r: rc,
+		capacity: int(r[0]), maxMsg: int(r[1]), stop: make(chan struct{})}, nil
 }
 
 // chanMismatch names each asked parameter (non-zero) that differs from the
@@ -157,13 +166,13 @@ func (c *chanDriver) Options() (int, int) { return c.capacity, c.maxMsg }
 // would be sent while the caller is told otherwise, or taken and lost
 // (the client's timeouts still bound it). With WithReplicas it waits for
 // the replicas; acked reports whether they acknowledged.
-func (c *chanDriver) eval(ctx context.Context, s *redis.Script, args ...any) (any, bool, error) {
+func (c *chanDriver) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, bool, error) {
 	ctx = context.WithoutCancel(ctx)
 	if c.d.o.rep.replicas == 0 {
-		v, err := s.Run(ctx, c.d.c, c.k.keys, args...).Result()
+		v, err := s.Run(ctx, c.d.c, keys, args...).Result()
 		return v, true, err
 	}
-	return c.d.run(ctx, s, c.k.keys, args...)
+	return c.d.run(ctx, s, keys, args...)
 }
 
 // wait runs try until it reports done, sleeping between tries on the
@@ -269,27 +278,31 @@ func (c *chanDriver) Send(ctx context.Context, msgs [][]byte, block bool) (int, 
 // sendChunk sends the first messages of msgs that fit in one request, as
 // many as there is room for. It returns how many it sent.
 func (c *chanDriver) sendChunk(ctx context.Context, msgs [][]byte) (int, error) {
-	args := make([]any, 1, 1+min(len(msgs), chanBatchMessages))
-	args[0] = c.k.rwake
-	size := 0
+	id := c.r.next()
+	args := make([]any, 0, 4+chanForgetMax+min(len(msgs), chanBatchMessages))
+	args = append(args, c.k.rwake, id, chanReceiptTTL.Milliseconds())
+	args, done := c.r.take(args, &c.r.done, true)
+	first, size := len(args), 0
 	for _, m := range msgs {
-		if len(args) > 1 && (len(args) > chanBatchMessages || size+len(m) > chanBatchBytes) {
+		if len(args) > first && (len(args)-first >= chanBatchMessages || size+len(m) > chanBatchBytes) {
 			break
 		}
 		args = append(args, m)
 		size += len(m)
 	}
-	v, acked, err := c.eval(ctx, scriptChanSend, args...)
+	v, acked, err := c.eval(ctx, scriptChanSend, c.rk, args...)
+	n, _ := v.(int64)
+	c.r.settled(id, n > 0, err, false)
 	if err != nil {
+		c.r.giveBack(&c.r.done, done)
 		return 0, err
 	}
-	n, _ := v.(int64)
 	switch {
 	case n == -1:
 		return 0, baton.ErrChannelClosed
 	case n == -2:
 		return 0, errChanGone
-	case n < 0 || int(n) > len(args)-1:
+	case n < 0 || int(n) > len(args)-first:
 		return 0, fmt.Errorf("chan_send replied %v", v)
 	case !acked && n > 0:
 		return int(n), c.d.notReplicatedSend()
@@ -316,8 +329,16 @@ func (c *chanDriver) Recv(ctx context.Context, max int, block bool, take func(ms
 	max = min(max, chanBatchMessages, chanBatchBytes/c.maxMsg+1)
 	got := 0
 	err := c.wait(ctx, c.k.rwake, block, func() (bool, error) {
-		v, _, err := c.eval(ctx, scriptChanRecv, c.k.swake, max)
+		id := c.r.next()
+		args := []any{c.k.swake, max, id, chanReceiptTTL.Milliseconds()}
+		args, lost := c.r.take(args, &c.r.lost, true)
+		args, done := c.r.take(args, &c.r.done, false)
+		v, _, err := c.eval(ctx, scriptChanRecv, c.rk, args...)
+		ms, _ := v.([]any)
+		c.r.settled(id, len(ms) > 0, err, true)
 		if err != nil {
+			c.r.giveBack(&c.r.lost, lost)
+			c.r.giveBack(&c.r.done, done)
 			return false, err
 		}
 		switch r := v.(type) {
@@ -349,7 +370,7 @@ func (c *chanDriver) Recv(ctx context.Context, max int, block bool, take func(ms
 }
 
 func (c *chanDriver) CloseSend(ctx context.Context) error {
-	v, _, err := c.eval(ctx, scriptChanClose, c.k.rwake, c.k.swake)
+	v, _, err := c.eval(ctx, scriptChanClose, c.k.keys, c.k.rwake, c.k.swake)
 	if err != nil {
 		return err
 	}
@@ -362,6 +383,7 @@ func (c *chanDriver) CloseSend(ctx context.Context) error {
 func (c *chanDriver) Interrupt() { c.once.Do(func() { close(c.stop) }) }
 
 func (c *chanDriver) Close() error {
+	c.releaseReceipts()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true

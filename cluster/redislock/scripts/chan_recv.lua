@@ -3,22 +3,55 @@
 -- its parameters, on one hash tag.
 -- KEYS[1] the list of messages, oldest first
 -- KEYS[2] the hash: cap (messages), max (bytes), closed ('1' after CloseSend)
+-- KEYS[3] (send, receive, release) the handle's receipts: a hash from a
+-- request's id to what it did, so that a request sent again after its
+-- reply was lost (a broken connection, a failover) gets that reply again
+-- instead of taking (sending) anew; it expires when the handle is gone.
 -- A channel whose hash is gone was removed (or lost by the server): every
 -- script then returns -2 and changes nothing.
+
+-- forget deletes the receipts named by ARGV[from..to]: requests whose
+-- replies the handle got.
+local function forget(from, to)
+  if to >= from then redis.call('HDEL', KEYS[3], unpack(ARGV, from, to)) end
+end
+
+-- restore puts back at the head of the list, in order, the messages of
+-- the receives named by ARGV[from..to], whose replies the handle never got.
+local function restore(from, to)
+  for i = from, to do
+    local b = redis.call('HGET', KEYS[3], ARGV[i])
+    if b then
+      local msgs = cmsgpack.unpack(b)
+      for j = #msgs, 1, -1 do redis.call('LPUSH', KEYS[1], msgs[j]) end
+      redis.call('HDEL', KEYS[3], ARGV[i])
+    end
+  end
+end
 -- chan_recv: take up to ARGV[2] messages from the head of the list.
 -- KEYS: as in chan_common.lua
 -- ARGV[1] the senders' wake-up channel
 -- ARGV[2] the most messages to take (at least 1)
+-- ARGV[3] the request's id, ARGV[4] the receipts' lifetime (ms)
+-- ARGV[5] n, the count of receives to restore, ARGV[6..5+n] their ids
+-- ARGV[6+n..] the ids of receipts to forget
 -- Returns the messages taken, oldest first (empty: none), -1 when the
 -- channel is closed and empty, -2 when it is gone. Senders wait only on a
 -- full list, so only a take from a full list wakes them.
 local p = redis.call('HMGET', KEYS[2], 'cap', 'closed')
 if not p[1] then return -2 end
+local again = redis.call('HGET', KEYS[3], ARGV[3])
+if again then return cmsgpack.unpack(again) end
+local first = 6 + tonumber(ARGV[5])
+restore(6, first - 1)
+forget(first, #ARGV)
 local len = redis.call('LLEN', KEYS[1])
 if len == 0 then
   if p[2] == '1' then return -1 end
   return {}
 end
 local out = redis.call('LPOP', KEYS[1], math.min(len, tonumber(ARGV[2])))
+redis.call('HSET', KEYS[3], ARGV[3], cmsgpack.pack(out))
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
 if len >= tonumber(p[1]) then redis.call('PUBLISH', ARGV[1], 'm') end
 return out

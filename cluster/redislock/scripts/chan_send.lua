@@ -3,22 +3,53 @@
 -- its parameters, on one hash tag.
 -- KEYS[1] the list of messages, oldest first
 -- KEYS[2] the hash: cap (messages), max (bytes), closed ('1' after CloseSend)
+-- KEYS[3] (send, receive, release) the handle's receipts: a hash from a
+-- request's id to what it did, so that a request sent again after its
+-- reply was lost (a broken connection, a failover) gets that reply again
+-- instead of taking (sending) anew; it expires when the handle is gone.
 -- A channel whose hash is gone was removed (or lost by the server): every
 -- script then returns -2 and changes nothing.
+
+-- forget deletes the receipts named by ARGV[from..to]: requests whose
+-- replies the handle got.
+local function forget(from, to)
+  if to >= from then redis.call('HDEL', KEYS[3], unpack(ARGV, from, to)) end
+end
+
+-- restore puts back at the head of the list, in order, the messages of
+-- the receives named by ARGV[from..to], whose replies the handle never got.
+local function restore(from, to)
+  for i = from, to do
+    local b = redis.call('HGET', KEYS[3], ARGV[i])
+    if b then
+      local msgs = cmsgpack.unpack(b)
+      for j = #msgs, 1, -1 do redis.call('LPUSH', KEYS[1], msgs[j]) end
+      redis.call('HDEL', KEYS[3], ARGV[i])
+    end
+  end
+end
 -- chan_send: append as many of the messages as there is room for.
 -- KEYS: as in chan_common.lua
 -- ARGV[1] the receivers' wake-up channel
--- ARGV[2..] the messages, in order (checked against the largest message by
--- the caller)
+-- ARGV[2] the request's id, ARGV[3] the receipts' lifetime (ms)
+-- ARGV[4] n, the count of receipts to forget, ARGV[5..4+n] their ids
+-- ARGV[5+n..] the messages, in order (checked against the largest message
+-- by the caller)
 -- Returns how many were appended (0: full), -1 when the channel is closed,
 -- -2 when it is gone. Receivers wait only on an empty list, so only an
 -- append to an empty list wakes them: one message per batch at most.
 local p = redis.call('HMGET', KEYS[2], 'cap', 'closed')
 if not p[1] then return -2 end
+local again = redis.call('HGET', KEYS[3], ARGV[2])
+if again then return tonumber(again) end
+local first = 5 + tonumber(ARGV[4])
+forget(5, first - 1)
 if p[2] == '1' then return -1 end
 local len = redis.call('LLEN', KEYS[1])
-local k = math.min(tonumber(p[1]) - len, #ARGV - 1)
+local k = math.min(tonumber(p[1]) - len, #ARGV - first + 1)
 if k <= 0 then return 0 end
-redis.call('RPUSH', KEYS[1], unpack(ARGV, 2, k + 1))
+redis.call('RPUSH', KEYS[1], unpack(ARGV, first, first + k - 1))
+redis.call('HSET', KEYS[3], ARGV[2], k)
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
 if len == 0 then redis.call('PUBLISH', ARGV[1], 'm') end
 return k
