@@ -86,8 +86,12 @@ func TestRunIDSkipsWait(t *testing.T) {
 	}
 	// The run id is tied to the process: after a restart it vouches for
 	// nothing.
+	before := s.RunID()
 	s.Restart()
-	m = mutex(t, open(t, s.URL("ttl=3s&run_id="+s.RunID()[:39]+"0")), "runid")
+	if s.RunID() == before {
+		t.Fatal("the run id did not change with the restart")
+	}
+	m = mutex(t, open(t, s.URL("ttl=3s&run_id="+before)), "runid")
 	if _, err := m.TryLock(ctx); !errors.Is(err, ErrRestartWait) {
 		t.Fatalf("TryLock after a restart: %v, want ErrRestartWait", err)
 	}
