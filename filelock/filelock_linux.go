@@ -54,6 +54,7 @@ func openLockFile(path string) (*lockFile, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
+	fd = raiseFD(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
@@ -75,10 +76,17 @@ func openLockFile(path string) (*lockFile, error) {
 		path: path, fd: fd, mem: mem,
 		pg:  (*page)(unsafe.Pointer(&mem[0])),
 		dev: uint64(st.Dev), ino: st.Ino,
-		mark: &mark{fd: fd, dev: uint64(st.Dev), ino: st.Ino},
+		mark: newMark(fd, &st),
 	}
-	lf.mark.w.Start(lf.mark, neverLost)
 	return lf, nil
+}
+
+// newMark marks the file open as fd, whose status is st, until its
+// Watch is stopped.
+func newMark(fd int, st *unix.Stat_t) *mark {
+	m := &mark{fd: fd, dev: uint64(st.Dev), ino: st.Ino}
+	m.w.Start(m, neverLost)
+	return m
 }
 
 // neverLost is the loss of marks, whose check never fails.
@@ -142,14 +150,20 @@ func released(pg *page) {
 // flockWait takes flock(how) on fd, sleeping on pg's release generation
 // between tries, with no timeout: a release bumps the generation, and w
 // watches the processes that hold the file, whose exit drops their lock
-// without a bump. With block false it makes one try.
-func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ipc.Waiter) error {
+// without a bump, and (mk not nil) wakes whenever a description of the
+// file is released. With block false it makes one try.
+func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ipc.Waiter, mk *mark) error {
 	var stop func() bool
+	var stopClose func()
 	defer func() {
 		if stop != nil {
 			stop()
 		}
+		if stopClose != nil {
+			stopClose()
+		}
 	}()
+	var holders chan []int // a read of the holders in progress, or nil
 	for watched := false; ; {
 		gen := atomic.LoadUint32(&pg.gen)
 		err := unix.Flock(fd, how|unix.LOCK_NB)
@@ -170,14 +184,29 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 			// Cancellation rings this waiter alone.
 			stop = context.AfterFunc(ctx, w.Ring)
 		}
-		if !watched {
-			// Watch the holders, then try once more: a holder that died
-			// before its watch began has released already.
-			watched = true
-			watchHolders(fd, w)
-			continue
+		if stopClose == nil && mk != nil {
+			// A holder's flock goes when it closes the file (or exits):
+			// every release of a description of it rings w.
+			stopClose, _ = mk.w.WakeOnClose(w)
 		}
-		watched = false
+		if watched {
+			watched = false
+		} else {
+			if holders == nil {
+				holders = make(chan []int, 1)
+				go readHolders(fd, holders, w)
+			}
+			select {
+			case pids := <-holders:
+				// Watch the holders, then try once more: a holder that
+				// died before its watch began has released already.
+				holders, watched = nil, true
+				watchHolders(pids, w)
+				continue
+			default:
+				// The read ends with a ring.
+			}
+		}
 		pg.waiters.Add(1)
 		if onNFS(fd) {
 			// Holders on other machines release without a wake here.
@@ -192,6 +221,25 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 }
 
 func unlock(fd int) error { return ipc.Flock(fd, unix.LOCK_UN) }
+
+// highFD is where lock files' descriptors go. A process killed releases
+// its files in the reverse order of their numbers, and the release of its
+// inotify instance waits for the kernel's grace period (milliseconds): a
+// lock file numbered above the instance lets go of its flock first.
+const highFD = 256
+
+// raiseFD moves fd to the lowest free number from highFD, when it can.
+func raiseFD(fd int) int {
+	if fd >= highFD {
+		return fd
+	}
+	hi, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highFD)
+	if err != nil {
+		return fd
+	}
+	unix.Close(fd)
+	return hi
+}
 
 // mark is an inotify mark of this process on an open lock file, for as
 // long as it is open. A holder watches its file with inotify; when it
@@ -344,7 +392,7 @@ func (m *Mutex) acquire(ctx context.Context, mode driver.Mode, block bool) (driv
 	}
 	defer m.waiter.Close()
 	for {
-		if err := flockWait(ctx, lf.fd, unix.LOCK_EX, lf.pg, block, &m.waiter); err != nil {
+		if err := flockWait(ctx, lf.fd, unix.LOCK_EX, lf.pg, block, &m.waiter, lf.mark); err != nil {
 			return driver.Grant{}, err
 		}
 		if !lf.current() {

@@ -12,28 +12,40 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
-// watchHolders makes w's sleeps end when a process that holds a flock of
-// the file open as fd exits (the kernel drops its lock then, and nobody
-// bumps the release generation), and reports whether one has exited
-// already (its lock is released then). The holders are read from /proc/locks, which lists every flock
-// with the pid of the process that took it and the inode of its file.
-func watchHolders(fd int, w *ipc.Waiter) (dead bool) {
+// readHolders sends on out the pids of the other processes that hold a
+// flock of the file open as fd, read from /proc/locks (which lists every
+// flock with the pid of the process that took it and the inode of its
+// file), then rings w. It runs beside the waiter w: a read of /proc/locks
+// may first wait for the kernel's grace period, milliseconds during which
+// the waiter sleeps and a release or the holder's close still wake it.
+func readHolders(fd int, out chan<- []int, w *ipc.Waiter) {
+	var pids []int
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
-		return false
-	}
-	locks, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		return false
-	}
-	self := os.Getpid()
-	forEachHolder(locks, st.Ino, func(pid int) {
-		if pid == self || dead {
-			return
+	if unix.Fstat(fd, &st) == nil {
+		if locks, err := os.ReadFile("/proc/locks"); err == nil {
+			self := os.Getpid()
+			forEachHolder(locks, st.Ino, func(pid int) {
+				if pid != self {
+					pids = append(pids, pid)
+				}
+			})
 		}
-		dead = w.WatchExit(pid)
-	})
-	return dead
+	}
+	out <- pids
+	w.Ring()
+}
+
+// watchHolders makes w's sleeps end when one of the processes pids exits
+// (the kernel drops its lock then, and nobody bumps the release
+// generation), and reports whether one has exited already (its lock is
+// released then).
+func watchHolders(pids []int, w *ipc.Waiter) (dead bool) {
+	for _, pid := range pids {
+		if w.WatchExit(pid) {
+			return true
+		}
+	}
+	return false
 }
 
 // forEachHolder calls fn with the pid of every flock held (not waited for)

@@ -24,8 +24,9 @@ import (
 // drain, and no one can reach the data file while a writer converts its
 // lock to shared.
 type RWMutex struct {
-	handle     // the data file
-	gate   int // fd of the gate file
+	handle         // the data file
+	gate     int   // fd of the gate file
+	gateMark *mark // the gate file's mark (see mark)
 }
 
 // OpenRWMutex opens (creating them with mode 0600 when missing) the data
@@ -40,7 +41,14 @@ func OpenRWMutex(dataPath, gatePath string) (*RWMutex, error) {
 		_ = data.close()
 		return nil, fmt.Errorf("filelock: %w", &os.PathError{Op: "open", Path: gatePath, Err: err})
 	}
-	return &RWMutex{handle: handle{lf: data}, gate: gate}, nil
+	gate = raiseFD(gate)
+	var st unix.Stat_t
+	if err := unix.Fstat(gate, &st); err != nil {
+		_ = data.close()
+		unix.Close(gate)
+		return nil, fmt.Errorf("filelock: %w", &os.PathError{Op: "fstat", Path: gatePath, Err: err})
+	}
+	return &RWMutex{handle: handle{lf: data}, gate: gate, gateMark: newMark(gate, &st)}, nil
 }
 
 func (rw *RWMutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, error) {
@@ -58,14 +66,14 @@ func (rw *RWMutex) acquire(ctx context.Context, mode driver.Mode, block bool) (d
 	}
 	defer rw.waiter.Close()
 	for {
-		if err := flockWait(ctx, rw.gate, unix.LOCK_EX, d.pg, block, &rw.waiter); err != nil {
+		if err := flockWait(ctx, rw.gate, unix.LOCK_EX, d.pg, block, &rw.waiter, rw.gateMark); err != nil {
 			return driver.Grant{}, err
 		}
 		how := unix.LOCK_EX
 		if mode == driver.Shared {
 			how = unix.LOCK_SH
 		}
-		if err := flockWait(ctx, d.fd, how, d.pg, block, &rw.waiter); err != nil {
+		if err := flockWait(ctx, d.fd, how, d.pg, block, &rw.waiter, d.mark); err != nil {
 			_ = unlock(rw.gate)
 			released(d.pg)
 			return driver.Grant{}, err
@@ -125,7 +133,10 @@ func (rw *RWMutex) Downgrade(ctx context.Context, g driver.Grant) (driver.Grant,
 
 // Close closes both files; holds still held are released by the kernel.
 func (rw *RWMutex) Close() error {
-	return rw.close(func() error { return unix.Close(rw.gate) })
+	return rw.close(func() error {
+		rw.gateMark.w.Stop()
+		return unix.Close(rw.gate)
+	})
 }
 
 var (

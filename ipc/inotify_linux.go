@@ -21,11 +21,17 @@ var inotify struct {
 	// their watch descriptors and back; guarded by watcher.mu.
 	byIno map[[2]uint64]int
 	inoOf map[int][2]uint64
+	// closers are rung when a file description of the watched file is
+	// released (WakeOnClose), by watch descriptor; guarded by watcher.mu.
+	closers map[int][]interface{ Ring() }
 }
 
 // inotifyMask: the link count changed (removed, or renamed over), or the
 // file itself was moved or freed.
 const inotifyMask = unix.IN_ATTRIB | unix.IN_MOVE_SELF | unix.IN_DELETE_SELF
+
+// closeMask: a file description of the file was released.
+const closeMask = unix.IN_CLOSE_WRITE | unix.IN_CLOSE_NOWRITE
 
 // inotifyAdd follows pc's file for w and returns the watch descriptor, or
 // -1 when inotify cannot (w is then checked every WatchEvery). Called with
@@ -84,6 +90,7 @@ func inotifyRemove(wd int, w *Watch) {
 		return
 	}
 	delete(inotify.wds, wd)
+	delete(inotify.closers, wd)
 	if key, ok := inotify.inoOf[wd]; ok {
 		delete(inotify.inoOf, wd)
 		delete(inotify.byIno, key)
@@ -98,7 +105,7 @@ func inotifyClose() {
 		inotify.f.Close()
 	}
 	inotify.tried, inotify.fd, inotify.f, inotify.wds = false, -1, nil, nil
-	inotify.byIno, inotify.inoOf = nil, nil
+	inotify.byIno, inotify.inoOf, inotify.closers = nil, nil, nil
 }
 
 // inotifyRead checks the registrations of every file an event names.
@@ -122,19 +129,83 @@ func inotifyRead(f *os.File) {
 			return
 		}
 		var ws []*Watch
+		var rs []interface{ Ring() }
 		watcher.mu.Lock()
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
 			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			ws = append(ws, inotify.wds[int(ev.Wd)]...)
 			off += unix.SizeofInotifyEvent + int(ev.Len)
+			switch {
+			case ev.Mask&unix.IN_Q_OVERFLOW != 0:
+				// Events were dropped: look at everything.
+				for _, l := range inotify.wds {
+					ws = append(ws, l...)
+				}
+				for _, l := range inotify.closers {
+					rs = append(rs, l...)
+				}
+			case ev.Mask&closeMask != 0:
+				rs = append(rs, inotify.closers[int(ev.Wd)]...)
+			default:
+				ws = append(ws, inotify.wds[int(ev.Wd)]...)
+			}
 		}
 		cs := make([]Checker, len(ws))
 		for i, w := range ws {
 			cs[i] = w.c
 		}
 		watcher.mu.Unlock()
+		for _, r := range rs {
+			r.Ring()
+		}
 		checkWatches(ws, cs)
 	}
+}
+
+// WakeOnClose rings r whenever any process releases a file description of
+// the file that w follows (its last close of it, or its exit), until stop
+// is called: a waiter for a flock learns that a dying holder's lock went
+// with its files, without waiting for the rest of its exit. w must be
+// started on an InodeChecker. It reports false, and rings nothing, when
+// inotify does not follow w's file.
+func (w *Watch) WakeOnClose(r interface{ Ring() }) (stop func(), ok bool) {
+	watcher.mu.Lock()
+	defer watcher.mu.Unlock()
+	pc, _ := w.c.(InodeChecker)
+	wd := w.wd
+	if pc == nil || wd < 0 {
+		return nil, false
+	}
+	if len(inotify.closers[wd]) == 0 {
+		// The mask of the process's one watch of the inode grows by the
+		// close events while someone here waits for them.
+		if _, err := unix.InotifyAddWatch(inotify.fd, pc.WatchedPath(), inotifyMask|closeMask); err != nil {
+			return nil, false
+		}
+	}
+	if inotify.closers == nil {
+		inotify.closers = map[int][]interface{ Ring() }{}
+	}
+	inotify.closers[wd] = append(inotify.closers[wd], r)
+	return func() {
+		watcher.mu.Lock()
+		defer watcher.mu.Unlock()
+		rs := inotify.closers[wd]
+		for i, x := range rs {
+			if x == r {
+				rs[i] = rs[len(rs)-1]
+				rs[len(rs)-1] = nil
+				rs = rs[:len(rs)-1]
+				break
+			}
+		}
+		inotify.closers[wd] = rs
+		if len(rs) == 0 {
+			delete(inotify.closers, wd)
+			if w.c != nil && w.wd == wd {
+				_, _ = unix.InotifyAddWatch(inotify.fd, pc.WatchedPath(), inotifyMask)
+			}
+		}
+	}, true
 }
 
 // Named reports whether path names the file dev/ino and that file is

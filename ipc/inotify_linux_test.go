@@ -184,3 +184,72 @@ func TestUnlinkFiresLossEveryTime(t *testing.T) {
 		f.Close()
 	}
 }
+
+type chanRinger chan struct{}
+
+func (c chanRinger) Ring() {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// TestWakeOnClose: while registered, every release of a description of
+// the followed file rings (here another open and close of it); after
+// stop, none does, and the file's watch reports removals as before.
+func TestWakeOnClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	gone := errors.New("gone")
+	var w Watch
+	loss := driver.NewLoss()
+	w.Start(inodeCheck{"/proc/self/fd/" + strconv.Itoa(int(f.Fd())), uint64(st.Dev), st.Ino, func() error {
+		if !Named(path, uint64(st.Dev), st.Ino) {
+			return gone
+		}
+		return nil
+	}}, loss)
+	defer w.Stop()
+	rung := make(chanRinger, 1)
+	stop, ok := w.WakeOnClose(rung)
+	if !ok {
+		t.Fatal("WakeOnClose on a file inotify follows: not ok")
+	}
+	closeOne := func() {
+		g, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Close()
+	}
+	closeOne()
+	select {
+	case <-rung:
+	case <-time.After(watchSafety / 4):
+		t.Fatal("no ring after a close of the file")
+	}
+	stop()
+	closeOne()
+	select {
+	case <-rung:
+		t.Fatal("a ring after stop")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if loss.Err() != nil {
+		t.Fatalf("closes fired the loss: %v", loss.Err())
+	}
+	os.Remove(path)
+	select {
+	case <-loss.Done():
+	case <-time.After(watchSafety / 4):
+		t.Fatal("the removal was not reported after the close wake-ups")
+	}
+}
