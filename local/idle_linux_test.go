@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,25 +167,14 @@ func (p *idleProc) kill() {
 	}
 }
 
-// cpuTime returns the CPU time process pid has used, all its threads, from
-// /proc/PID/task/*/schedstat (nanoseconds; /proc/PID/stat counts ticks of
-// 10 ms, too coarse for this).
+// cpuTime returns the CPU time process pid has used, all its threads.
 func cpuTime(t testing.TB, pid int) time.Duration {
 	t.Helper()
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(tasks) == 0 {
-		t.Fatalf("no schedstat for %d: %v", pid, err)
+	d, err := locktest.CPUTime(pid)
+	if err != nil {
+		t.Fatalf("CPU time of %d: %v", pid, err)
 	}
-	var sum time.Duration
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // a thread that ended
-		}
-		ns, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
-		sum += time.Duration(ns)
-	}
-	return sum
+	return d
 }
 
 // TestIdleWaitersUseNoCPU: a process blocked in any local mechanism, its

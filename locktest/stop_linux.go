@@ -29,3 +29,28 @@ func Stop(pid int) error {
 	}
 	return nil
 }
+
+// CPUTime returns the CPU time the threads of process pid have used, from
+// /proc/PID/task/*/schedstat (nanoseconds; /proc/PID/stat counts ticks of
+// 10 ms, too coarse to judge an idle process).
+func CPUTime(pid int) (time.Duration, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, e := range tasks {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue // a thread that ended
+		}
+		f := bytes.Fields(b)
+		if len(f) == 0 {
+			continue
+		}
+		ns, _ := strconv.ParseInt(string(f[0]), 10, 64)
+		sum += time.Duration(ns)
+	}
+	return sum, nil
+}

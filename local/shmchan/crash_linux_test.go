@@ -66,6 +66,10 @@ func runRole(role, dir string) error {
 			select {}
 		})
 		return err
+	case "block": // say so, and wait on the empty channel for good
+		fmt.Println("blocking")
+		_, err := c.Recv(ctx, 1, true, func([]byte) {})
+		return err
 	case "pingpong": // echo every message of "c" back on "r"
 		return pong(ns, c)
 	case "source":
