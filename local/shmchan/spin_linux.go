@@ -15,14 +15,17 @@ import (
 // failStreak spins of the handle's side all ran out: where the peer
 // seldom gets a CPU soon, the waiter goes to sleep nearly at once instead
 // of taking the CPU the peer needs. Every probeEvery-th short wait spins
-// long all the same, to find out when the peer runs again (a short spin
-// rarely outlasts the peer's answer). Either way the spin is bounded: a
-// blocked end sleeps in the kernel.
+// spinProbe all the same, to find out whether the peer answers soon again.
+// A probe outlasts a wake-up from sleep: when both ends spin short, each
+// one's answer waits for the other's wake-up, which no spin of spinLong
+// outlasts, and both would sleep at every message for good. Either way
+// the spin is bounded: a blocked end sleeps in the kernel.
 const (
 	spinShort  = 250 * time.Nanosecond
 	spinLong   = 8 * time.Microsecond
+	spinProbe  = 100 * time.Microsecond
 	failStreak = 8
-	probeEvery = 8
+	probeEvery = 32
 	spinCheck  = 64 // loads between two looks at the clock
 )
 
@@ -55,8 +58,11 @@ func (s *spinner) spin(st *word.Uint64, v uint64) bool {
 
 // next returns the limit of the next spin.
 func (s *spinner) next() time.Duration {
-	if s.fails.Load() >= failStreak && s.waits.Add(1)%probeEvery != 0 {
+	if s.fails.Load() < failStreak {
+		return spinLong
+	}
+	if s.waits.Add(1)%probeEvery != 0 {
 		return spinShort
 	}
-	return spinLong
+	return spinProbe
 }

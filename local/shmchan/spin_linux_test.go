@@ -29,14 +29,18 @@ func TestSpinAdapts(t *testing.T) {
 			t.Fatalf("spin %d of a fresh side lasted %v, less than %v", i, el, spinLong)
 		}
 	}
-	long := 0
+	probes := 0
 	for range 4 * probeEvery {
-		if s.next() == spinLong {
-			long++
+		switch s.next() {
+		case spinProbe:
+			probes++
+		case spinShort:
+		default:
+			t.Fatal("after the streak a wait spins neither short nor as a probe")
 		}
 	}
-	if long != 4 {
-		t.Errorf("after the streak %d of %d waits spin long, want 4", long, 4*probeEvery)
+	if probes != 4 {
+		t.Errorf("after the streak %d of %d waits probe, want 4", probes, 4*probeEvery)
 	}
 	st.Store(1)
 	if !s.spin(&st, 0) {
