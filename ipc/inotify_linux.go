@@ -76,15 +76,7 @@ func inotifyAdd(pc PathChecker, w *Watch) int {
 
 // inotifyRemove ends w's use of wd. Called with watcher.mu held.
 func inotifyRemove(wd int, w *Watch) {
-	ws := inotify.wds[wd]
-	for i, x := range ws {
-		if x == w {
-			ws[i] = ws[len(ws)-1]
-			ws[len(ws)-1] = nil
-			ws = ws[:len(ws)-1]
-			break
-		}
-	}
+	ws := dropOne(inotify.wds[wd], w)
 	if len(ws) > 0 {
 		inotify.wds[wd] = ws
 		return
@@ -96,6 +88,19 @@ func inotifyRemove(wd int, w *Watch) {
 		delete(inotify.byIno, key)
 	}
 	_, _ = unix.InotifyRmWatch(inotify.fd, uint32(wd))
+}
+
+// dropOne removes the first x from s, order not kept.
+func dropOne[T comparable](s []T, x T) []T {
+	for i, y := range s {
+		if y == x {
+			var zero T
+			s[i] = s[len(s)-1]
+			s[len(s)-1] = zero
+			return s[:len(s)-1]
+		}
+	}
+	return s
 }
 
 // inotifyClose closes the instance, which follows no file any more, with
@@ -189,15 +194,7 @@ func (w *Watch) WakeOnClose(r interface{ Ring() }) (stop func(), ok bool) {
 	return func() {
 		watcher.mu.Lock()
 		defer watcher.mu.Unlock()
-		rs := inotify.closers[wd]
-		for i, x := range rs {
-			if x == r {
-				rs[i] = rs[len(rs)-1]
-				rs[len(rs)-1] = nil
-				rs = rs[:len(rs)-1]
-				break
-			}
-		}
+		rs := dropOne(inotify.closers[wd], r)
 		inotify.closers[wd] = rs
 		if len(rs) == 0 {
 			delete(inotify.closers, wd)
