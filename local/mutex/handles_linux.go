@@ -2,11 +2,7 @@
 
 package mutex
 
-import (
-	"sync"
-
-	"github.com/batonlock/baton/ipc"
-)
+import "sync"
 
 // handleBits hands out the handle field of the state pattern (1 to
 // handleMax), so that no two live handles of this process share one: the
@@ -19,8 +15,7 @@ import (
 var handleBits handleSet
 
 type handleSet struct {
-	mu   sync.Mutex
-	used [handleMax + 1]*ipc.Region // the region of the handle that has the field; index 0 unused
+	mu sync.Mutex
 	// free holds the fields not in use, oldest given back first (a field
 	// is reused as late as it can be), in a ring: n of them from head.
 	free    [handleMax]uint8
@@ -28,8 +23,8 @@ type handleSet struct {
 	filled  bool
 }
 
-// get takes a field for the handle of r, or 0 when all are taken.
-func (s *handleSet) get(r *ipc.Region) uint64 {
+// get takes a field for a new handle, or 0 when all are taken.
+func (s *handleSet) get() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.filled {
@@ -45,7 +40,6 @@ func (s *handleSet) get(r *ipc.Region) uint64 {
 	f := s.free[s.head]
 	s.head = (s.head + 1) % handleMax
 	s.n--
-	s.used[f] = r
 	return uint64(f)
 }
 
@@ -56,7 +50,16 @@ func (s *handleSet) put(f uint64) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.used[f] = nil
 	s.free[(s.head+s.n)%handleMax] = uint8(f)
 	s.n++
+}
+
+// taken returns how many fields are in use.
+func (s *handleSet) taken() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.filled {
+		return 0
+	}
+	return handleMax - s.n
 }

@@ -59,7 +59,7 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 		return nil, err
 	}
 	m := &Mutex{r: r}
-	bits := handleBits.get(r)
+	bits := handleBits.get()
 	m.me = uint64(self.Tag())<<32 | bits<<handleShift | uint64(self.PID)
 	// A handle whose file is removed or replaced (Remove, baton rm)
 	// keeps a mapping that no new opener shares: its holds are not

@@ -693,17 +693,7 @@ func TestMutexHandleBits(t *testing.T) {
 	}
 }
 
-func handleBitsUsed() int {
-	handleBits.mu.Lock()
-	defer handleBits.mu.Unlock()
-	n := 0
-	for _, u := range handleBits.used {
-		if u != nil {
-			n++
-		}
-	}
-	return n
-}
+func handleBitsUsed() int { return handleBits.taken() }
 
 // TestOpenEntryRefuses: an entry that is unresolved or of another kind is
 // refused, and creates nothing.
