@@ -31,10 +31,11 @@ type receipts struct {
 	key string // the handle's hash
 	seq atomic.Uint64
 
+	used atomic.Bool // a request was made: a receipt may exist
+
 	mu   sync.Mutex
 	done []string // guarded by mu: receipts whose replies arrived
 	lost []string // guarded by mu: receives whose replies never arrived
-	used bool     // guarded by mu: a receipt may exist
 }
 
 func newReceipts(base string) *receipts {
@@ -43,9 +44,9 @@ func newReceipts(base string) *receipts {
 
 // next returns the id of a new request.
 func (r *receipts) next() string {
-	r.mu.Lock()
-	r.used = true
-	r.mu.Unlock()
+	if !r.used.Load() {
+		r.used.Store(true)
+	}
 	return strconv.FormatUint(r.seq.Add(1), 36)
 }
 
@@ -92,13 +93,10 @@ func (r *receipts) settled(id string, kept bool, err error, recv bool) {
 	}
 }
 
-// release restores the handle's failed receives and deletes its receipts
-// (Close).
+// releaseReceipts restores the handle's failed receives and deletes its
+// receipts (Close).
 func (c *chanDriver) releaseReceipts() {
-	c.r.mu.Lock()
-	used := c.r.used
-	c.r.mu.Unlock()
-	if !used {
+	if !c.r.used.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.d.o.RequestTimeout)
