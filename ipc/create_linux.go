@@ -38,10 +38,13 @@ func create(e Entry, lay *Layout) (*shared, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "create", Path: e.path, Err: err}
 	}
-	var addr unsafe.Pointer
+	var (
+		addr unsafe.Pointer
+		ch   *chunk
+	)
 	fail := func(op string, err error) (*shared, error) {
 		if addr != nil {
-			unix.MunmapPtr(addr, uintptr(lay.Size))
+			unmapFile(addr, lay.Size, ch)
 		}
 		if tmp != "" {
 			unix.Unlink(tmp)
@@ -71,7 +74,7 @@ func create(e Entry, lay *Layout) (*shared, error) {
 	if err != nil {
 		return fail("write", err)
 	}
-	if addr, err = unix.MmapPtr(fd, 0, nil, uintptr(lay.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+	if addr, ch, err = mapFile(fd, lay.Size); err != nil {
 		return fail("mmap", err)
 	}
 	if lay.Size > smallFile {
@@ -94,7 +97,7 @@ func create(e Entry, lay *Layout) (*shared, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fail("stat", err)
 	}
-	sh := &shared{ns: e.ns, name: e.name, lay: lay, addr: addr, dev: uint32(st.Dev), ino: st.Ino, fd: int32(fd)}
+	sh := &shared{ns: e.ns, name: e.name, lay: lay, addr: addr, ch: ch, dev: uint32(st.Dev), ino: st.Ino, fd: int32(fd)}
 	sh.raiseFence(floor)
 	return sh, nil
 }

@@ -40,6 +40,7 @@ type shared struct {
 	name  string // its path is built again when needed rather than kept
 	lay   *Layout
 	addr  unsafe.Pointer
+	ch    *chunk // the chunk of addr (see mapFile), nil for a mapping of its own
 	ino   uint64
 	dev   uint32 // Linux device numbers have 32 bits
 	fd    int32
@@ -181,14 +182,20 @@ func (r *Region) Release() {
 	}
 	sharedMu.Unlock()
 	if last {
-		sh.reclaim()
-		// Unlocked explicitly: the mapping, which stays until the
-		// handles are unreachable, holds the open file and with it the
-		// flock, past the close of the descriptor. Openers waiting on
-		// the flock then check the file's link count.
-		unix.Flock(int(sh.fd), unix.LOCK_UN)
-		unix.Close(int(sh.fd))
+		sh.finish()
 	}
+}
+
+// finish reclaims the file of sh, which has no handle left and which no
+// new handle can join, if it is idle, and closes its descriptor.
+func (sh *shared) finish() {
+	sh.reclaim()
+	// Unlocked explicitly: the mapping, which stays until the handles
+	// are unreachable, holds the open file and with it the flock, past
+	// the close of the descriptor. Openers waiting on the flock then
+	// check the file's link count.
+	unix.Flock(int(sh.fd), unix.LOCK_UN)
+	unix.Close(int(sh.fd))
 }
 
 // reclaim removes the file if no other process has it open and it is
@@ -216,7 +223,7 @@ func (sh *shared) reclaim() {
 }
 
 func (sh *shared) unmap()               { sh.unmapErr() }
-func (sh *shared) unmapErr() error      { return unix.MunmapPtr(sh.addr, uintptr(sh.lay.Size)) }
+func (sh *shared) unmapErr() error      { return unmapFile(sh.addr, sh.lay.Size, sh.ch) }
 func (sh *shared) base() unsafe.Pointer { return sh.addr }
 
 // openShared maps the file of e, creating it when missing, with a shared
@@ -268,11 +275,11 @@ func attach(e Entry, lay *Layout, fd int) (sh *shared, again bool, err error) {
 	if st.Size != int64(lay.Size) {
 		return nil, false, fmt.Errorf("%w: region %s has %d bytes, not %d", baton.ErrMismatch, e.path, st.Size, lay.Size)
 	}
-	addr, err := unix.MmapPtr(fd, 0, nil, uintptr(lay.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	addr, ch, err := mapFile(fd, lay.Size)
 	if err != nil {
 		return nil, false, &fs.PathError{Op: "mmap", Path: e.path, Err: err}
 	}
-	sh = &shared{ns: e.ns, name: e.name, lay: lay, addr: addr, dev: uint32(st.Dev), ino: st.Ino, fd: int32(fd)}
+	sh = &shared{ns: e.ns, name: e.name, lay: lay, addr: addr, ch: ch, dev: uint32(st.Dev), ino: st.Ino, fd: int32(fd)}
 	if lay.Fence > 0 {
 		floor, err := tokenFloor(e.ns)
 		if err != nil {
