@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/batonlock/baton"
 )
@@ -21,7 +23,8 @@ const maxEncodedName = 240
 // processes that open the same directory share the objects. The zero value
 // is not usable; use OpenNamespace.
 type Namespace struct {
-	dir string
+	dir    string
+	linger atomic.Int64 // a time.Duration: see SetLinger
 }
 
 // DefaultDir returns the per-user default namespace directory:
@@ -60,6 +63,28 @@ func OpenNamespace(dir string) (*Namespace, error) {
 	}
 	return &Namespace{dir: abs}, nil
 }
+
+// DefaultLinger is the linger (SetLinger) that the local backend gives its
+// namespace unless told otherwise.
+const DefaultLinger = 100 * time.Millisecond
+
+// SetLinger sets how long a file of OpenShared that this process opened
+// through ns lingers after the release of its last handle in the process,
+// kept open and mapped so that a handle opened on the name meanwhile costs
+// no system call, before it is reclaimed off the caller's path. With 0,
+// the default, it is reclaimed at that release. A process that exits
+// while files linger leaves them (as it leaves the files of handles it
+// did not close): ReclaimIdle ends the lingers at once. A duration outside
+// [0, 1m] is refused and changes nothing.
+func (ns *Namespace) SetLinger(d time.Duration) error {
+	if d < 0 || d > time.Minute {
+		return fmt.Errorf("%w: linger %v, must be in [0, 1m]", baton.ErrInvalidArgument, d)
+	}
+	ns.linger.Store(int64(d))
+	return nil
+}
+
+func (ns *Namespace) lingerFor() time.Duration { return time.Duration(ns.linger.Load()) }
 
 // Dir returns the absolute path of the namespace directory.
 func (ns *Namespace) Dir() string { return ns.dir }

@@ -45,7 +45,8 @@ type shared struct {
 	dev   uint32 // Linux device numbers have 32 bits
 	fd    int32
 	opens int32        // handles not released; guarded by sharedMu
-	maps  atomic.Int32 // handles not closed: the mapping goes with the last
+	maps  atomic.Int32 // handles not closed, and the linger: the mapping goes with the last
+	lg    *lingerState // non-nil while the file lingers (see linger); guarded by sharedMu
 }
 
 func (sh *shared) path() string { return sh.ns.Resolve(sh.lay.Kind, sh.name).Path() }
@@ -177,6 +178,10 @@ func (r *Region) Release() {
 	sharedMu.Lock()
 	sh.opens--
 	last := sh.opens == 0
+	if last && sh.linger() {
+		sharedMu.Unlock()
+		return
+	}
 	if last {
 		sh.leave()
 	}

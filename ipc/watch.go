@@ -66,7 +66,7 @@ var watcher struct {
 
 // Start calls c.CheckLoss every WatchEvery (or, for a PathChecker, when
 // its file changes) until Stop is called, and fires loss with its error
-// the first time it returns one. One goroutine serves every registration
+// the first time it returns one (loss may be nil: c only looks). One goroutine serves every registration
 // of the process; it ends shortly after the last one stops. A Watch is
 // started at most once.
 func (w *Watch) Start(c Checker, loss *driver.Loss) {
@@ -154,8 +154,9 @@ func WatchFileLoss(path string, check func() error, loss *driver.Loss) (stop fun
 // those whose check fails.
 func checkWatches(ws []*Watch, cs []Checker) {
 	for i, w := range ws {
-		if cs[i] != nil && w.loss.Err() == nil {
-			if err := cs[i].CheckLoss(); err != nil {
+		// A registration without a loss (nil) only looks.
+		if cs[i] != nil && (w.loss == nil || w.loss.Err() == nil) {
+			if err := cs[i].CheckLoss(); err != nil && w.loss != nil {
 				w.loss.Fire(err)
 			}
 		}

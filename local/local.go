@@ -51,6 +51,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/condvar"
@@ -89,9 +90,10 @@ const (
 type Option func(*options) error
 
 type options struct {
-	mutex MutexImpl
-	rw    RWImpl
-	sem   SemImpl
+	mutex  MutexImpl
+	rw     RWImpl
+	sem    SemImpl
+	linger time.Duration
 }
 
 // WithMutex selects the Mutex mechanism. Default: MutexFutex.
@@ -109,6 +111,22 @@ func WithSemaphore(impl SemImpl) Option {
 	return func(o *options) error { return pick(&o.sem, impl, "semaphore", SemShm, SemSysV) }
 }
 
+// WithLinger sets how long the file of a name stays open and mapped in
+// the process after its last handle here is closed, so that a handle
+// opened on the name again meanwhile costs no system call (a lock per
+// request on a recurring id); the file is then reclaimed if idle, off the
+// caller's path. 0 reclaims it at the last Close. Default:
+// ipc.DefaultLinger; at most a minute. Backend.Close ends every linger.
+func WithLinger(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 || d > time.Minute {
+			return fmt.Errorf("%w: local: linger %v, must be in [0, 1m]", baton.ErrInvalidArgument, d)
+		}
+		o.linger = d
+		return nil
+	}
+}
+
 // pick sets *dst to impl, one of known.
 func pick[T ~string](dst *T, impl T, what string, known ...T) error {
 	if !slices.Contains(known, impl) {
@@ -122,7 +140,7 @@ func pick[T ~string](dst *T, impl T, what string, known ...T) error {
 // ("" for the default), creating the directory (mode 0700) when missing.
 // Options are validated before anything is created.
 func Open(dir string, opts ...Option) (baton.Backend, error) {
-	o := options{mutex: MutexFutex, rw: RWShm, sem: SemShm}
+	o := options{mutex: MutexFutex, rw: RWShm, sem: SemShm, linger: ipc.DefaultLinger}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: local: nil option", baton.ErrInvalidArgument)
@@ -133,6 +151,9 @@ func Open(dir string, opts ...Option) (baton.Backend, error) {
 	}
 	ns, err := ipc.OpenNamespace(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := ns.SetLinger(o.linger); err != nil {
 		return nil, err
 	}
 	return baton.NewBackend(&backend{ns: ns, o: o}), nil
@@ -215,4 +236,9 @@ func (d *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 
 var _ driver.QueueOpener = (*backend)(nil)
 
-func (d *backend) Close() error { return nil }
+// Close ends the linger of the files this process opened in the namespace
+// (WithLinger): what idle names leave is gone when it returns.
+func (d *backend) Close() error {
+	ipc.ReclaimIdle(d.ns)
+	return nil
+}

@@ -24,6 +24,10 @@ import (
 const (
 	envRaceDir  = "BATON_LOCAL_RACE_DIR"
 	envRaceKind = "BATON_LOCAL_RACE_KIND"
+	// envRaceLinger: the child lingers (WithLinger) 1 ms and pauses 2 ms
+	// between rounds, so that its own reclaims, at the end of each linger,
+	// race the other children's opens.
+	envRaceLinger = "BATON_LOCAL_RACE_LINGER"
 )
 
 // raceBoard is a shared page: inside counts the processes in the critical
@@ -61,7 +65,11 @@ func raceChild() int {
 		return 1
 	}
 	defer r.Close()
-	var opts []local.Option
+	lingers := os.Getenv(envRaceLinger) != ""
+	opts := []local.Option{local.WithLinger(0)}
+	if lingers {
+		opts[0] = local.WithLinger(time.Millisecond)
+	}
 	if kind == "flock" {
 		opts = append(opts, local.WithMutex(local.MutexFlock))
 	}
@@ -76,6 +84,9 @@ func raceChild() int {
 		if err := raceRound(ctx, b, kind, board); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
+		}
+		if lingers {
+			time.Sleep(2 * time.Millisecond)
 		}
 	}
 	return 0
@@ -156,6 +167,9 @@ func TestReclaimRace(t *testing.T) {
 			for i := range cmds {
 				cmd := exec.Command(os.Args[0], "-test.run=^$")
 				cmd.Env = append(os.Environ(), envRaceDir+"="+dir, envRaceKind+"="+kind)
+				if i == 0 {
+					cmd.Env = append(cmd.Env, envRaceLinger+"=1")
+				}
 				cmd.Stderr = os.Stderr
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
@@ -247,9 +261,7 @@ func TestTokensAcrossReclaim(t *testing.T) {
 			if err := m.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := os.Stat(filepath.Join(dir, k.dir, "tok")); !errors.Is(err, fs.ErrNotExist) {
-				t.Fatalf("%s: not reclaimed at the last close: %v", k.kind, err)
-			}
+			waitGone(t, filepath.Join(dir, k.dir, "tok"))
 		}
 	}
 }
@@ -322,8 +334,13 @@ func TestResidueBounded(t *testing.T) {
 		}
 		v.Close()
 	}
-	if files := regularFiles(t, dir); files > residueBound {
-		t.Fatalf("%d distinct names on each mechanism left %d files, want at most %d", names, files, residueBound)
+	// The names linger (WithLinger's default) and then go.
+	deadline := time.Now().Add(ipc.DefaultLinger + 5*time.Second)
+	for files := regularFiles(t, dir); files > residueBound; files = regularFiles(t, dir) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d distinct names on each mechanism left %d files, want at most %d", names, files, residueBound)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	infos, err := b.(baton.Inspector).List(ctx)
 	if err != nil || len(infos) != 0 {
@@ -369,5 +386,22 @@ func TestValueWrittenStays(t *testing.T) {
 	defer v.Close()
 	if data, ver, err := v.Load(ctx); err != nil || string(data) != "on" || ver != 1 {
 		t.Fatalf("Load after every handle closed = %q, %d, %v", data, ver, err)
+	}
+}
+
+// waitGone waits until path is gone: a name's file lingers (WithLinger)
+// after its last Close, then is reclaimed.
+func waitGone(t *testing.T, path string) {
+	t.Helper()
+	t0 := time.Now()
+	for {
+		_, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if time.Since(t0) > ipc.DefaultLinger+5*time.Second {
+			t.Fatalf("%s not reclaimed %v after the last close: %v", path, time.Since(t0), err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -424,8 +424,10 @@ func (m *Mutex) Close() error {
 		return nil
 	}
 	m.closed = true
-	m.fileW.Stop()
+	// Released first: the file's linger then follows it on the watch
+	// this handle leaves, which ends without a system call.
 	m.r.Release()
+	m.fileW.Stop()
 	return nil
 }
 
