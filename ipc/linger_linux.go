@@ -20,6 +20,7 @@ const lingerMax = 256
 var lingerers struct {
 	list    []*shared // in the order their linger began; guarded by sharedMu
 	running bool      // the sweeper runs; guarded by sharedMu
+	wake    time.Time // when the sweeper looks next; guarded by sharedMu
 	kick    chan struct{}
 }
 
@@ -49,11 +50,14 @@ func (sh *shared) linger() bool {
 	switch {
 	case !lingerers.running:
 		lingerers.running = true
+		lingerers.wake = sh.lg.since.Add(sh.ns.lingerFor())
 		if lingerers.kick == nil {
 			lingerers.kick = make(chan struct{}, 1)
 		}
-		go sweepLoop()
-	case len(lingerers.list) > lingerMax:
+		go sweepLoop(sh.ns.lingerFor())
+	case len(lingerers.list) > lingerMax || sh.lg.since.Add(sh.ns.lingerFor()).Before(lingerers.wake):
+		// Over the bound, or a shorter linger (another namespace's)
+		// than the sweeper waits for.
 		select {
 		case lingerers.kick <- struct{}{}:
 		default:
@@ -77,8 +81,8 @@ func (d lingerDone) end() {
 	}
 }
 
-func sweepLoop() {
-	t := time.NewTimer(DefaultLinger)
+func sweepLoop(first time.Duration) {
+	t := time.NewTimer(first)
 	defer t.Stop()
 	for {
 		select {
@@ -133,8 +137,9 @@ func takeDue(dir string, all, sweeper bool) (due []lingerDone, wait time.Duratio
 	}
 	clear(l[len(keep):])
 	lingerers.list = keep
-	if sweeper && len(keep) == 0 {
-		lingerers.running = false
+	if sweeper {
+		lingerers.running = len(keep) > 0
+		lingerers.wake = now.Add(wait)
 	}
 	return due, wait, len(keep) > 0
 }

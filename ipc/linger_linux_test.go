@@ -184,3 +184,17 @@ func TestSetLingerRefuses(t *testing.T) {
 		t.Fatalf("a refused SetLinger changed the linger to %v", got)
 	}
 }
+
+// TestLingerShorterAfterLonger: a file of a namespace with a short linger,
+// released while one of a long linger waits, goes at its own linger's end.
+func TestLingerShorterAfterLonger(t *testing.T) {
+	long, short := lingerNS(t, time.Minute), lingerNS(t, 50*time.Millisecond)
+	a := openTest(t, long, "l")
+	a.Close()
+	b := openTest(t, short, "s")
+	path := b.Path()
+	b.Close()
+	if !waitFor(5*time.Second, func() bool { return !exists(path) }) {
+		t.Fatal("the shorter linger waited for the longer one")
+	}
+}
