@@ -88,7 +88,7 @@ func create(e Entry, lay *Layout) (*shared, error) {
 		unix.Unlink(tmp)
 		tmp = ""
 	} else {
-		err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, e.path, unix.AT_SYMLINK_FOLLOW)
+		err = linkUnnamed(fd, e.path)
 	}
 	if err != nil {
 		return fail("link", err)
@@ -127,6 +127,29 @@ func unnamed(dir string) (fd int, tmp string, err error) {
 		}
 	}
 }
+
+// linkUnnamed gives the unnamed file at fd the name path: by the
+// descriptor itself where the kernel lets its opener do so (Linux 6.10 and
+// later, or a process with CAP_DAC_READ_SEARCH), which spares the walk
+// through /proc/self/fd that the older way takes.
+func linkUnnamed(fd int, path string) error {
+	if !noEmptyPath.Load() {
+		err := unix.Linkat(fd, "", unix.AT_FDCWD, path, unix.AT_EMPTY_PATH)
+		switch {
+		case err == unix.ENOENT && unix.Access(filepath.Dir(path), unix.F_OK) != nil:
+			return err // the directory is gone
+		case err != unix.ENOENT && err != unix.EPERM:
+			return err
+		}
+		// Refused: older kernels answer ENOENT to a process without
+		// CAP_DAC_READ_SEARCH.
+		noEmptyPath.Store(true)
+	}
+	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+}
+
+// noEmptyPath: linkat refused AT_EMPTY_PATH to this process once.
+var noEmptyPath atomic.Bool
 
 // procFD reports whether /proc/self/fd can link an unnamed file.
 var procFD = sync.OnceValue(func() bool {
