@@ -11,9 +11,10 @@
 // The futex word is the low half of a 64-bit state word. An acquisition is
 // one 64-bit compare-and-swap that writes, at the same instant, the lock bit
 // pattern (the owner's pid, 22 bits, which is every pid Linux can give, and
-// 7 bits naming the handle within the process, so that one handle cannot
-// release another's hold; past 127 live handles in a process, a new handle
-// gets none and is served without the word path) and, in the high half, the low 32 bits of the
+// 7 bits naming the handle among the process's handles of the file, so
+// that one handle cannot release another's hold; past 127 live handles of
+// one name in a process, a new handle gets none and is served without the
+// word path) and, in the high half, the low 32 bits of the
 // owner's start time (/proc/PID/stat field 22). There is no moment in which
 // the lock is taken but its owner unknown: a process killed right after the
 // swap is recorded as the owner.

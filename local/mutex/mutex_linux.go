@@ -59,7 +59,9 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 		return nil, err
 	}
 	m := &Mutex{r: r}
-	bits := handleBits.get()
+	dev, ino := r.DevIno()
+	key := [2]uint64{dev, ino}
+	bits := handleBits.get(key)
 	m.me = uint64(self.Tag())<<32 | bits<<handleShift | uint64(self.PID)
 	// A handle whose file is removed or replaced (Remove, baton rm)
 	// keeps a mapping that no new opener shares: its holds are not
@@ -74,8 +76,8 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 	// giving back the word.
 	runtime.AddCleanup(m, func(c handleCleanup) {
 		c.r.Close()
-		handleBits.put(c.bits)
-	}, handleCleanup{r, bits})
+		handleBits.put(c.key, c.bits)
+	}, handleCleanup{r, key, bits})
 	m.fileW.Start(m, m.loss)
 	return m, nil
 }
@@ -83,6 +85,7 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 // handleCleanup is what an unreachable handle gives back.
 type handleCleanup struct {
 	r    *ipc.Region
+	key  [2]uint64
 	bits uint64
 }
 

@@ -713,3 +713,26 @@ func TestOpenEntryRefuses(t *testing.T) {
 	}
 	m.Close()
 }
+
+// TestHandleBitsPerFile: handle fields are unique per file, not per
+// process: a process with more than handleMax handles open, each on a
+// name of its own, still serves every one on the word.
+func TestHandleBitsPerFile(t *testing.T) {
+	ns := testNS(t)
+	var ms []*Mutex
+	defer func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	}()
+	for i := range 2 * handleMax {
+		m, err := Open(ns, fmt.Sprintf("n%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+		if wl, _ := m.WordLock(); wl == nil {
+			t.Fatalf("handle %d, on a name of its own, has no word path", i)
+		}
+	}
+}
