@@ -14,7 +14,8 @@ import "time"
 // process's inotify reader about once per batch rather than once per name.
 
 // lingerMax bounds the files lingering in the process, each of which keeps
-// a descriptor: past it the oldest go at once.
+// a descriptor: past it the oldest go at once, down to half of it, so that
+// a loop over fresh names wakes the sweeper once per lingerMax/2 names.
 const lingerMax = 256
 
 var lingerers struct {
@@ -102,7 +103,7 @@ func sweepLoop(first time.Duration) {
 
 // takeDue takes out of the linger the files of the namespace directory dir
 // ("" for every one) whose linger is over, or all of them when all is set,
-// and the oldest past lingerMax; it ends the linger of files taken up
+// and the oldest past lingerMax (down to half of it); it ends the linger of files taken up
 // again. It returns the files to reclaim (gone from the map of shared
 // files: nobody joins them any more), how long until the next linger ends,
 // and whether any is left. For the sweeper, none left ends its run.
@@ -111,7 +112,10 @@ func takeDue(dir string, all, sweeper bool) (due []lingerDone, wait time.Duratio
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	l := lingerers.list
-	over := len(l) - lingerMax
+	over := 0
+	if len(l) > lingerMax {
+		over = len(l) - lingerMax/2
+	}
 	keep := l[:0]
 	wait = time.Minute
 	for _, sh := range l {

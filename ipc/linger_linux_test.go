@@ -168,6 +168,9 @@ func TestLingerBounded(t *testing.T) {
 	if !waitFor(5*time.Second, func() bool { return count() <= lingerMax }) {
 		t.Fatalf("%d files linger, bound %d", count(), lingerMax)
 	}
+	if c := count(); c > n-lingerMax/2 {
+		t.Fatalf("%d files linger: past the bound, they did not go down to half of it", c)
+	}
 	if exists(paths[0]) || !exists(paths[n-1]) {
 		t.Fatal("the bound did not take the oldest first")
 	}
