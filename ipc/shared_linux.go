@@ -64,7 +64,9 @@ var (
 // when missing. Handles of one file in a process share one mapping and one
 // descriptor; the handle that releases last (Release, Close) removes the
 // file when no other process has it open and lay.Idle says the object is
-// idle, so that idle names leave nothing behind.
+// idle, so that idle names leave nothing behind — at once, or at the end
+// of the namespace's linger (Namespace.SetLinger), during which the
+// process keeps the file open and a new handle takes it up again.
 //
 // Reclaim never makes two objects of one name: a new file appears whole
 // (created unnamed, then linked), an opener holds a shared flock of the

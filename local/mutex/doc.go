@@ -75,8 +75,9 @@
 // no system call; each handle still has its own handle bits, so two
 // handles exclude each other as two processes do. The last handle of the
 // host to close removes the file when nobody owns the lock (a dead owner's
-// hold stays for a waiter to recover, with Recovered): what idle names
-// leave behind is bounded however many were used. A process holds a shared
+// hold stays for a waiter to recover, with Recovered), at once or after
+// the namespace's linger (ipc.Namespace.SetLinger): what idle names leave
+// behind is bounded however many were used. A process holds a shared
 // flock of the file while it has a handle open, which is how the closer
 // knows that no other process does; see ipc.OpenShared for why an opener
 // can never end up on a file that was reclaimed under it.
