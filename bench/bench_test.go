@@ -86,7 +86,7 @@ func TestSmoke(t *testing.T) {
 	for _, id := range []string{"mutex-uncontended", "mutex-g4", "mutex-p2", "mutex-handoff", "mutex-kill", "rw-kill", "sem-kill",
 		"rw-uncontended-read", "rw-read-heavy", "sem-uncontended", "sem-n2", "sem-p2", "etcd-uncontended", "etcd-handoff",
 		"idle-mutex", "idle-rw-read", "idle-rw-write", "idle-sem",
-		"open-known", "open-fresh", "residue", "queue-c1", "queue-c4", "queue-latency", "idle-queue", "rate-allow"} {
+		"open-known", "open-fresh", "open-recurring", "residue", "queue-c1", "queue-c4", "queue-latency", "idle-queue", "rate-allow"} {
 		if !seen[id] {
 			t.Errorf("table %s missing", id)
 		}

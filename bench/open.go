@@ -9,19 +9,27 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonlock/baton/ipc"
 )
 
 // openTables measure what a handle costs to open: open+Lock+Unlock+Close
-// per operation on a name the process keeps open (known) and on a name
-// never used (fresh), beside gofrs/flock (New+Lock on a path) and a map of
+// per operation on a name the process keeps open (known), on a name never
+// used (fresh) and on one name with no other handle (recurring), beside gofrs/flock (New+Lock on a path) and a map of
 // sync.Mutex; and what many distinct names leave in the namespace.
 func openTables(cfg config, he *hostEnv) []*plannedTable {
 	const sec = "Same host"
 	subs := pick(he.subjects, func(s *subject) bool { return hasMutex(s) && s.id != "rawsem" })
 	refs := []string{"sync.Mutex", "gofrs/flock"}
 	ts := openPair(cfg, "", sec, "Mutex", refs, subs)
+	// A name opened again with no other handle open (a lock per request
+	// on a recurring id): what the last Close's reclaim costs the next open.
+	ts = append(ts, newPlanned("open-recurring", sec, "Mutex handle on a name closed and opened again, no other handle open: open+Lock+Unlock+Close", "latency", "mutex",
+		refs, subs, func(ctx context.Context, s *subject) (sample, error) {
+			return openCycles(ctx, s, cfg.opens, func(int) string { return "open-recurring" })
+		}))
 	baton := pick(subs, func(s *subject) bool { return s.baton })
-	ts = append(ts, newPlanned("residue", sec, fmt.Sprintf("Namespace residue: bytes of files left after %d distinct names (Lock, Unlock, Close each)", cfg.residue), "memory", "mutex",
+	ts = append(ts, newPlanned("residue", sec, fmt.Sprintf("Namespace residue: bytes of files left after %d distinct names (Lock, Unlock, Close each) and the linger", cfg.residue), "memory", "mutex",
 		nil, baton, func(ctx context.Context, s *subject) (sample, error) {
 			before, err := dirBytes(he.dir)
 			if err != nil {
@@ -31,9 +39,16 @@ func openTables(cfg config, he *hostEnv) []*plannedTable {
 			if _, err := openCycles(ctx, s, cfg.residue, func(i int) string { return fmt.Sprintf("residue-%s-%d-%d", s.id, run, i) }); err != nil {
 				return sample{}, err
 			}
-			after, err := dirBytes(he.dir)
-			if err != nil {
-				return sample{}, err
+			// Released files linger (local.WithLinger) before they go:
+			// what is left is what stays once that is over.
+			var after int64
+			for deadline := time.Now().Add(ipc.DefaultLinger + time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if after, err = dirBytes(he.dir); err != nil {
+					return sample{}, err
+				}
+				if after <= before || time.Now().After(deadline) {
+					break
+				}
 			}
 			return sample{Ops: int64(cfg.residue), Bytes: max(after-before, 0)}, nil
 		}))
