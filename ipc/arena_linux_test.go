@@ -3,7 +3,6 @@
 package ipc
 
 import (
-	"bytes"
 	"os"
 	"testing"
 	"unsafe"
@@ -11,13 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func mappings(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Count(b, []byte("\n"))
+// isMapped reports whether every page of [addr, addr+n) is mapped (msync
+// fails with ENOMEM on a range with a hole).
+func isMapped(addr unsafe.Pointer, n int) bool {
+	return unix.Msync(unsafe.Slice((*byte)(addr), n), unix.MS_ASYNC) == nil
 }
 
 // TestArenaUnmapsByChunk: small files map into pages of reserved chunks;
@@ -38,7 +34,6 @@ func TestArenaUnmapsByChunk(t *testing.T) {
 	arena.mu.Lock()
 	arena.cur = nil
 	arena.mu.Unlock()
-	before := mappings(t)
 	type m struct {
 		addr unsafe.Pointer
 		c    *chunk
@@ -62,32 +57,37 @@ func TestArenaUnmapsByChunk(t *testing.T) {
 		t.Fatal("more than chunkPages pages handed out of one chunk")
 	}
 	// Every page of the first chunk but one let go: the chunk stays, its
-	// pages kept.
-	stranded := arena.stranded
+	// pages kept. (Counted per chunk: other tests' handles may let go of
+	// theirs meanwhile.)
+	c0 := ms[0].c
 	for _, x := range ms[1:chunkPages] {
 		if err := unmapFile(x.addr, 64, x.c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := arena.stranded - stranded; got != chunkPages-1 {
-		t.Fatalf("%d pages kept, want %d", got, chunkPages-1)
+	arena.mu.Lock()
+	kept := c0.kept
+	arena.mu.Unlock()
+	if kept != chunkPages-1 || !isMapped(c0.base, chunkPages*pageSize) {
+		t.Fatalf("%d pages kept (want %d), chunk mapped %v", kept, chunkPages-1, isMapped(c0.base, chunkPages*pageSize))
 	}
-	// The last one goes with the chunk.
-	if err := unmapFile(ms[0].addr, 64, ms[0].c); err != nil {
+	// The last one goes with the chunk, and so does the second chunk.
+	if err := unmapFile(ms[0].addr, 64, c0); err != nil {
 		t.Fatal(err)
-	}
-	if arena.stranded != stranded {
-		t.Fatalf("the chunk's pages still counted: %d", arena.stranded-stranded)
 	}
 	for _, x := range ms[chunkPages:] {
 		if err := unmapFile(x.addr, 64, x.c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The third chunk has pages never handed out: it stays, reserved
-	// around the one page it handed out and keeps mapped.
-	if after := mappings(t); after > before+2 {
-		t.Fatalf("%d mappings after all were let go, %d before", after, before)
+	for _, c := range []*chunk{c0, ms[chunkPages].c} {
+		if isMapped(c.base, pageSize) || isMapped(unsafe.Add(c.base, (chunkPages-1)*pageSize), pageSize) {
+			t.Fatal("a chunk whose every page was let go is still mapped")
+		}
+	}
+	// The third chunk has pages never handed out: it stays, reserved.
+	if c := ms[2*chunkPages].c; !isMapped(c.base, chunkPages*pageSize) {
+		t.Fatal("a chunk with pages never handed out was unmapped")
 	}
 	// A larger file maps on its own.
 	if err := f.Truncate(int64(2 * pageSize)); err != nil {
@@ -113,12 +113,15 @@ func TestArenaStrandBound(t *testing.T) {
 	f.Truncate(64)
 	arena.mu.Lock()
 	arena.cur = nil
+	// Far past the bound, so that other tests' handles let go meanwhile
+	// cannot bring it back under.
+	const far = strandMax + 1<<20
 	saved := arena.stranded
-	arena.stranded = strandMax
+	arena.stranded = far
 	arena.mu.Unlock()
 	defer func() {
 		arena.mu.Lock()
-		arena.stranded += saved - strandMax
+		arena.stranded += saved - far
 		arena.mu.Unlock()
 	}()
 	a, ca, err := mapFile(int(f.Fd()), 64)
