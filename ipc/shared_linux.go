@@ -5,6 +5,7 @@ package ipc
 import (
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -47,6 +48,11 @@ type shared struct {
 	opens int32        // handles not released; guarded by sharedMu
 	maps  atomic.Int32 // handles not closed, and the linger: the mapping goes with the last
 	lg    *lingerState // non-nil while the file lingers (see linger); guarded by sharedMu
+	// fields are the handle fields taken (bit f-1: field f; see
+	// TakeField) and next where the search for a free one starts;
+	// guarded by sharedMu.
+	fields [2]uint64
+	next   uint8
 }
 
 func (sh *shared) path() string { return sh.ns.Resolve(sh.lay.Kind, sh.name).Path() }
@@ -296,4 +302,40 @@ func attach(e Entry, lay *Layout, fd int) (sh *shared, again bool, err error) {
 		sh.raiseFence(floor)
 	}
 	return sh, false, nil
+}
+
+// TakeField returns a number in 1..MaxField that no other handle of the
+// region's file in this process has taken and not given back (PutField),
+// so that a word of the file can name one handle; 0 when all are taken.
+// A field given back is taken again as late as can be.
+func (r *Region) TakeField() uint64 {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	sh := r.sh
+	for i := range MaxField {
+		f := (int(sh.next) + i) % MaxField
+		if sh.fields[f/64]&(1<<(f%64)) == 0 {
+			sh.fields[f/64] |= 1 << (f % 64)
+			sh.next = uint8((f + 1) % MaxField)
+			return uint64(f + 1)
+		}
+	}
+	return 0
+}
+
+// PutField gives back field f of TakeField (0: none was taken).
+func (r *Region) PutField(f uint64) {
+	if f == 0 {
+		return
+	}
+	sharedMu.Lock()
+	r.sh.fields[(f-1)/64] &^= 1 << ((f - 1) % 64)
+	sharedMu.Unlock()
+}
+
+// FieldsTaken returns how many fields of the region's file are taken.
+func (r *Region) FieldsTaken() int {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	return bits.OnesCount64(r.sh.fields[0]) + bits.OnesCount64(r.sh.fields[1])
 }

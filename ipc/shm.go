@@ -7,6 +7,9 @@ import (
 	"github.com/batonlock/baton"
 )
 
+// MaxField is the largest handle field Region.TakeField gives.
+const MaxField = 127
+
 // MaxRegionSize is the largest region OpenRegion maps (1 GiB).
 const MaxRegionSize = 1 << 30
 

@@ -45,7 +45,14 @@ type Lock struct {
 // word gives the hardware (the detector does not see memory outside the Go
 // heap).
 func New(state *Uint64, fence, slot *uint64, gone *atomic.Bool, sync *atomic.Uint64, mask, me uint64) *Lock {
-	return &Lock{state: state, fence: fence, slot: slot, gone: gone, sync: sync, mask: mask, me: me}
+	w := Make(state, fence, slot, gone, sync, mask, me)
+	return &w
+}
+
+// Make is New for a Lock kept in a struct of the driver's, which then
+// costs no allocation of its own.
+func Make(state *Uint64, fence, slot *uint64, gone *atomic.Bool, sync *atomic.Uint64, mask, me uint64) Lock {
+	return Lock{state: state, fence: fence, slot: slot, gone: gone, sync: sync, mask: mask, me: me}
 }
 
 // TryLock takes the word for owner if it is free and nobody waits, and

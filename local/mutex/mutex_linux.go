@@ -30,8 +30,10 @@ type Mutex struct {
 	r    *ipc.Region  // the words are at the off* offsets; released at Close, unmapped once unreachable
 	me   uint64       // this handle's state pattern: tag<<32 | handle<<handleShift | pid
 	loss *driver.Loss // the handle's: fired when its file is removed or replaced
-	wl   *word.Lock   // nil: this handle has no word path
+	wl   word.Lock    // the word path, when onWord
 	gone atomic.Bool  // set before loss fires; read by the fast path
+	// onWord: the handle has a handle field, and so the word path.
+	onWord bool
 	// The fields below are used only by the call in progress (one at a
 	// time), or by the file watch.
 	closed bool
@@ -59,9 +61,7 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 		return nil, err
 	}
 	m := &Mutex{r: r}
-	dev, ino := r.DevIno()
-	key := [2]uint64{dev, ino}
-	bits := handleBits.get(key)
+	bits := r.TakeField()
 	m.me = uint64(self.Tag())<<32 | bits<<handleShift | uint64(self.PID)
 	// A handle whose file is removed or replaced (Remove, baton rm)
 	// keeps a mapping that no new opener shares: its holds are not
@@ -69,23 +69,29 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 	// loss, which every grant of the handle carries.
 	m.loss = driver.NewLoss()
 	if bits != 0 {
-		m.wl = word.New(m.state(), m.fence(), m.slot(), &m.gone, shm.RaceSync(r.DevIno()), ownerMask, m.me)
+		m.wl, m.onWord = word.Make(m.state(), m.fence(), m.slot(), &m.gone, shm.RaceSync(r.DevIno()), ownerMask, m.me), true
 	}
 	// The memory stays mapped, and the handle bits taken, until the handle
 	// is unreachable, not just closed: the core may still be taking or
 	// giving back the word.
 	runtime.AddCleanup(m, func(c handleCleanup) {
+		c.r.PutField(c.bits)
 		c.r.Close()
-		handleBits.put(c.key, c.bits)
-	}, handleCleanup{r, key, bits})
+	}, handleCleanup{r, bits})
 	m.fileW.Start(m, m.loss)
 	return m, nil
 }
 
+// The handle field is the region's (ipc.Region.TakeField): one per live
+// handle of the file in this process.
+var (
+	_ [handleMax - ipc.MaxField]struct{}
+	_ [ipc.MaxField - handleMax]struct{}
+)
+
 // handleCleanup is what an unreachable handle gives back.
 type handleCleanup struct {
 	r    *ipc.Region
-	key  [2]uint64
 	bits uint64
 }
 
@@ -357,14 +363,14 @@ func (m *Mutex) ownerGone(s uint64) bool {
 // Handles without bits share one pattern in this process; each compares g
 // with the grant it was last given.
 func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
-	if m.wl == nil && uint64(g.Token) != m.tok {
+	if !m.onWord && uint64(g.Token) != m.tok {
 		return fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 	}
 	var err error
 	if !m.state().CompareAndSwap(m.me, 0) {
 		err = m.unlockSlow(g)
 	}
-	if err == nil && m.wl == nil {
+	if err == nil && !m.onWord {
 		m.tok = 0
 	}
 	if err == nil && m.gone.Load() {
@@ -435,6 +441,12 @@ func (m *Mutex) Close() error {
 }
 
 // WordLock returns the lock word for the baton core (driver.WordLocker). It
-// is nil for a handle opened while handleMax others of this process were
-// alive: such a handle is served by Acquire and Release only.
-func (m *Mutex) WordLock() (*word.Lock, *driver.Loss) { return m.wl, m.loss }
+// is nil for a handle opened while handleMax others of this process on the
+// same name were alive: such a handle is served by Acquire and Release
+// only.
+func (m *Mutex) WordLock() (*word.Lock, *driver.Loss) {
+	if !m.onWord {
+		return nil, m.loss
+	}
+	return &m.wl, m.loss
+}

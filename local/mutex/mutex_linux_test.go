@@ -569,8 +569,8 @@ func testMutexStress(t *testing.T, core bool) {
 		c.count.Load(), kills, c.recovered.Load(), len(zombies), lat[len(lat)/2], lat[len(lat)-1])
 }
 
-// Live handles of one process never share handle bits, so the word alone
-// tells whose hold it is. Past handleMax live handles a new one is served by
+// Live handles of one name in a process never share handle bits, so the
+// word alone tells whose hold it is. Past handleMax live handles a new one is served by
 // the driver alone, and a Close of either kind of handle leaves the other's
 // hold alone. The bits of an unreachable handle come back.
 func TestMutexHandleBits(t *testing.T) {
@@ -685,15 +685,18 @@ func TestMutexHandleBits(t *testing.T) {
 	}
 	// Leave the process as the other tests expect it: nearly every field
 	// free (cleanups run in the background after a GC).
-	for deadline := time.Now().Add(10 * time.Second); handleBitsUsed() > 8; time.Sleep(10 * time.Millisecond) {
+	probe, err := Open(ns, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	for deadline := time.Now().Add(10 * time.Second); probe.r.FieldsTaken() > 8; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d handle bits still taken after the handles became unreachable", handleBitsUsed())
+			t.Fatalf("%d handle bits still taken after the handles became unreachable", probe.r.FieldsTaken())
 		}
 		runtime.GC()
 	}
 }
-
-func handleBitsUsed() int { return handleBits.taken() }
 
 // TestOpenEntryRefuses: an entry that is unresolved or of another kind is
 // refused, and creates nothing.
