@@ -97,7 +97,11 @@
 // notices the removal and fires the loss of every grant of the handle.
 package mutex
 
-import "time"
+import (
+	"time"
+
+	"github.com/batonlock/baton/ipc"
+)
 
 // Kind is the namespace directory of futex mutexes.
 const Kind = "futex"
@@ -116,11 +120,11 @@ const (
 	offHandoffAt = 40         // int64: CLOCK_MONOTONIC ns of the last handoff
 	pidBits      = 22
 	pidMask      = 1<<pidBits - 1
-	fWaiters     = 1 << 22 // a waiter may sleep in FUTEX_WAIT: unlock must wake one
-	fHandoff     = 1 << 23 // free, but only for a waiter that has slept
-	fStarving    = 1 << 24 // a waiter waited more than starveAfter: hand off at unlock
-	handleShift  = 25      // bits 25..31: which handle of the owner process holds
-	handleMax    = 127
+	fWaiters     = 1 << 22      // a waiter may sleep in FUTEX_WAIT: unlock must wake one
+	fHandoff     = 1 << 23      // free, but only for a waiter that has slept
+	fStarving    = 1 << 24      // a waiter waited more than starveAfter: hand off at unlock
+	handleShift  = 25           // bits 25..31: which handle of the owner process holds
+	handleMax    = ipc.MaxField // the field is the region's (ipc.Region.TakeField)
 	ownerMask    = 0xffffffff_00000000 | handleMax<<handleShift | pidMask
 	lowHalf      = 0xffffffff
 	starveAfter  = time.Millisecond

@@ -82,13 +82,6 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 	return m, nil
 }
 
-// The handle field is the region's (ipc.Region.TakeField): one per live
-// handle of the file in this process.
-var (
-	_ [handleMax - ipc.MaxField]struct{}
-	_ [ipc.MaxField - handleMax]struct{}
-)
-
 // handleCleanup is what an unreachable handle gives back.
 type handleCleanup struct {
 	r    *ipc.Region
