@@ -49,11 +49,14 @@ type shared struct {
 	maps  atomic.Int32 // handles not closed, and the linger: the mapping goes with the last
 	lg    *lingerState // non-nil while the file lingers (see linger); guarded by sharedMu
 	// fields are the handle fields taken (bit f-1: field f; see
-	// TakeField) and next where the search for a free one starts;
-	// guarded by sharedMu.
+	// TakeField); guarded by sharedMu.
 	fields [2]uint64
-	next   uint8
 }
+
+// fieldCursor is where TakeField's search for a free field starts, for
+// every file: it moves past each field taken, so that a field given back
+// is taken again as late as can be. Guarded by sharedMu.
+var fieldCursor uint8
 
 func (sh *shared) path() string { return sh.ns.Resolve(sh.lay.Kind, sh.name).Path() }
 func (sh *shared) size() int    { return sh.lay.Size }
@@ -313,10 +316,10 @@ func (r *Region) TakeField() uint64 {
 	defer sharedMu.Unlock()
 	sh := r.sh
 	for i := range MaxField {
-		f := (int(sh.next) + i) % MaxField
+		f := (int(fieldCursor) + i) % MaxField
 		if sh.fields[f/64]&(1<<(f%64)) == 0 {
 			sh.fields[f/64] |= 1 << (f % 64)
-			sh.next = uint8((f + 1) % MaxField)
+			fieldCursor = uint8((f + 1) % MaxField)
 			return uint64(f + 1)
 		}
 	}

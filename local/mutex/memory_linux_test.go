@@ -22,7 +22,9 @@ import (
 const handleBytes = 576
 
 func TestHandleHeap(t *testing.T) {
-	b, err := local.Open(t.TempDir())
+	// Without a linger: the files of one round's closed handles would
+	// otherwise go, or not, while the next round measures.
+	b, err := local.Open(t.TempDir(), local.WithLinger(0))
 	if err != nil {
 		t.Fatal(err)
 	}

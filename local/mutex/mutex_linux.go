@@ -37,8 +37,8 @@ type Mutex struct {
 	// The fields below are used only by the call in progress (one at a
 	// time), or by the file watch.
 	closed bool
-	tok    uint64     // the token of the last grant given, until released
-	waiter ipc.Waiter // the sleep of Acquire; it watches the owner
+	tok    uint64      // the token of the last grant given, until released
+	waiter *ipc.Waiter // the sleep of Acquire, which watches the owner; made at its first wait
 	fileW  ipc.Watch
 }
 
@@ -205,8 +205,10 @@ func (m *Mutex) granted(recovered bool) driver.Grant {
 func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 	m.wait().Add(1)
 	defer m.wait().Add(-1)
-	// The watches end with the call: a watch keeps its Waiter, and with
-	// it the handle, reachable.
+	if m.waiter == nil {
+		m.waiter = new(ipc.Waiter)
+	}
+	// The watches end with the call: a watch keeps its Waiter reachable.
 	defer m.waiter.Close()
 	var (
 		start time.Time
