@@ -36,13 +36,15 @@ type lingerState struct {
 // a namespace without linger, is reclaimed at once instead. The caller
 // holds sharedMu.
 func (sh *shared) linger() bool {
-	if sh.ns.lingerFor() == 0 || shareds[sharedKey{sh.ns.dir, sh.lay.Kind}][sh.name] != sh {
-		return false
-	}
 	if sh.lg != nil {
-		// Taken up and released again before the sweeper looked.
+		// Taken up and released again before the sweeper looked: it
+		// still lingers, forgotten meanwhile or not, and the sweeper
+		// closes it (and only the sweeper, once).
 		sh.lg.since = time.Now()
 		return true
+	}
+	if sh.ns.lingerFor() == 0 || shareds[sharedKey{sh.ns.dir, sh.lay.Kind}][sh.name] != sh {
+		return false
 	}
 	sh.lg = &lingerState{since: time.Now()}
 	sh.maps.Add(1)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"golang.org/x/sys/unix"
 )
 
 // testLayout is idle unless its byte 8 is set.
@@ -199,5 +200,34 @@ func TestLingerShorterAfterLonger(t *testing.T) {
 	b.Close()
 	if !waitFor(5*time.Second, func() bool { return !exists(path) }) {
 		t.Fatal("the shorter linger waited for the longer one")
+	}
+}
+
+// TestLingerTakenUpThenRemoved: a file taken up again during its linger,
+// then removed and released before the sweeper saw it taken up, is closed
+// once, by the sweeper: its descriptor number must not be closed twice
+// (it may name another file by then).
+func TestLingerTakenUpThenRemoved(t *testing.T) {
+	ns := lingerNS(t, time.Minute)
+	a := openTest(t, ns, "tr")
+	a.Close()
+	b := openTest(t, ns, "tr")
+	fd := int(b.sh.fd)
+	if err := RemoveRegion(ns, testLayout.Kind, "tr"); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	// A descriptor opened now may take the number.
+	other, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ReclaimIdle(ns)
+	if _, err := unix.FcntlInt(other.Fd(), unix.F_GETFD, 0); err != nil {
+		t.Fatalf("another file's descriptor was closed: %v", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && int(other.Fd()) != fd {
+		t.Fatalf("the lingering file's descriptor %d is still open", fd)
 	}
 }
