@@ -38,19 +38,13 @@ type Lock struct {
 	me    uint64
 }
 
-// New describes a word. gone is set by the driver when the word is no
+// Make describes a word, as a value the driver keeps in its handle (no
+// allocation of its own). gone is set by the driver when the word is no
 // longer shared (its file was removed): releases then go to the driver,
 // which reports the loss. sync is ordinary memory, one per lock and
 // process, which builds with the race detector use as the edge that the
 // word gives the hardware (the detector does not see memory outside the Go
 // heap).
-func New(state *Uint64, fence, slot *uint64, gone *atomic.Bool, sync *atomic.Uint64, mask, me uint64) *Lock {
-	w := Make(state, fence, slot, gone, sync, mask, me)
-	return &w
-}
-
-// Make is New for a Lock kept in a struct of the driver's, which then
-// costs no allocation of its own.
 func Make(state *Uint64, fence, slot *uint64, gone *atomic.Bool, sync *atomic.Uint64, mask, me uint64) Lock {
 	return Lock{state: state, fence: fence, slot: slot, gone: gone, sync: sync, mask: mask, me: me}
 }

@@ -34,8 +34,10 @@ func TestCloseKeepsTokensIncreasing(t *testing.T) {
 	var gone atomic.Bool
 	var sync1 atomic.Uint64
 	const mask = 0xff
-	x := New(state, fence, slot, &gone, &sync1, mask, 1)
-	y := New(state, fence, slot, &gone, &sync1, mask, 2)
+	xv := Make(state, fence, slot, &gone, &sync1, mask, 1)
+	x := &xv
+	yv := Make(state, fence, slot, &gone, &sync1, mask, 2)
+	y := &yv
 	stop := time.Now().Add(time.Second)
 	var wg sync.WaitGroup
 	var bad, holds atomic.Int64
@@ -93,8 +95,10 @@ func TestOwnerSlot(t *testing.T) {
 	var gone atomic.Bool
 	var sync1 atomic.Uint64
 	const mask = 0xff
-	x := New(state, fence, slot, &gone, &sync1, mask, 1)
-	y := New(state, fence, slot, &gone, &sync1, mask, 2)
+	xv := Make(state, fence, slot, &gone, &sync1, mask, 1)
+	x := &xv
+	yv := Make(state, fence, slot, &gone, &sync1, mask, 2)
+	y := &yv
 	hold := func(owner, other uint64) {
 		t.Helper()
 		if _, ok := x.TryLock(owner); !ok {
@@ -157,7 +161,8 @@ func BenchmarkParts(b *testing.B) {
 		state, fence, slot := shared(b)
 		var gone atomic.Bool
 		var sync1 atomic.Uint64
-		w := New(state, fence, slot, &gone, &sync1, 0xff, 1)
+		wv := Make(state, fence, slot, &gone, &sync1, 0xff, 1)
+		w := &wv
 		for b.Loop() {
 			if _, ok := w.TryLock(0); !ok || !w.HeldBy(0) || !w.TryUnlock() {
 				b.Fatal("word not taken and given back")
