@@ -77,10 +77,19 @@ const DefaultLinger = 100 * time.Millisecond
 // did not close): ReclaimIdle ends the lingers at once. A duration outside
 // [0, 1m] is refused and changes nothing.
 func (ns *Namespace) SetLinger(d time.Duration) error {
+	if err := CheckLinger(d); err != nil {
+		return err
+	}
+	ns.linger.Store(int64(d))
+	return nil
+}
+
+// CheckLinger refuses a linger SetLinger would refuse, with an error
+// matching baton.ErrInvalidArgument.
+func CheckLinger(d time.Duration) error {
 	if d < 0 || d > time.Minute {
 		return fmt.Errorf("%w: linger %v, must be in [0, 1m]", baton.ErrInvalidArgument, d)
 	}
-	ns.linger.Store(int64(d))
 	return nil
 }
 

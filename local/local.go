@@ -119,8 +119,8 @@ func WithSemaphore(impl SemImpl) Option {
 // ipc.DefaultLinger; at most a minute. Backend.Close ends every linger.
 func WithLinger(d time.Duration) Option {
 	return func(o *options) error {
-		if d < 0 || d > time.Minute {
-			return fmt.Errorf("%w: local: linger %v, must be in [0, 1m]", baton.ErrInvalidArgument, d)
+		if err := ipc.CheckLinger(d); err != nil {
+			return fmt.Errorf("local: %w", err)
 		}
 		o.linger = d
 		return nil

@@ -111,7 +111,8 @@ func TestSysVConformance(t *testing.T) { locktest.Run(t, sysvSuite, namespace(t)
 
 func TestOptions(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ns")
-	for _, opt := range []local.Option{nil, local.WithMutex("spin"), local.WithRWMutex(""), local.WithSemaphore("flock")} {
+	for _, opt := range []local.Option{nil, local.WithMutex("spin"), local.WithRWMutex(""), local.WithSemaphore("flock"),
+		local.WithLinger(-1), local.WithLinger(time.Minute + 1)} {
 		if _, err := local.Open(dir, opt); !errors.Is(err, baton.ErrInvalidArgument) {
 			t.Errorf("bad option accepted: %v", err)
 		}
