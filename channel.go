@@ -104,6 +104,15 @@ type Channel interface {
 	// to n without waiting again, at the cost of one wake-up of the
 	// senders.
 	RecvBatch(ctx context.Context, n int) ([][]byte, error)
+	// RecvFunc waits until there is at least one message, then takes up
+	// to n without waiting again, as RecvBatch does, but hands each to
+	// take in place, in order: msg is valid only during the call (no copy
+	// and no allocation where the backend allows it). It returns how many
+	// it took. Read msg, do not modify it. If take panics, the panic goes
+	// on to the caller and the message it had is taken (on a backend that
+	// takes a batch in one request, Redis, the rest of that batch too).
+	// Senders may wait behind the message while take runs: keep it short.
+	RecvFunc(ctx context.Context, n int, take func(msg []byte)) (int, error)
 	// CloseSend closes the channel for sending (see above). Closing a
 	// closed channel is a no-op.
 	CloseSend(ctx context.Context) error

@@ -229,6 +229,16 @@ func (c *chanHandle) RecvBatch(ctx context.Context, n int) ([][]byte, error) {
 	return out, err
 }
 
+func (c *chanHandle) RecvFunc(ctx context.Context, n int, take func(msg []byte)) (int, error) {
+	if n < 1 {
+		return 0, c.fail("recvfunc", fmt.Errorf("%w: batch of %d messages, must be at least 1", ErrInvalidArgument, n))
+	}
+	if take == nil {
+		return 0, c.fail("recvfunc", fmt.Errorf("%w: nil take function", ErrInvalidArgument))
+	}
+	return c.recv(ctx, "recvfunc", n, true, take)
+}
+
 func (c *chanHandle) CloseSend(ctx context.Context) error {
 	if err := c.enter(ctx); err != nil {
 		return c.fail("closesend", err)

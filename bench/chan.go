@@ -180,14 +180,14 @@ func openChanTransport(ctx context.Context, transport, role string, size int, ba
 			b.Close()
 			return nil, err
 		}
-		var many [][]byte
 		return &chanTransport{
 			send: func(msg []byte) error { return c.Send(ctx, msg) },
 			recv: func(buf []byte) error { _, err := r.RecvInto(ctx, buf); return err },
-			recvMany: func([]byte) (int, error) {
-				var err error
-				many, err = c.RecvBatch(ctx, 64)
-				return len(many), err
+			// Into the caller's buffer, as a socket's read: RecvFunc
+			// hands each message in place and the copy is the caller's.
+			recvMany: func(buf []byte) (int, error) {
+				at := 0
+				return c.RecvFunc(ctx, 64, func(m []byte) { at += copy(buf[at:], m) })
 			},
 			close: func() { stopChanPeer(cmd); b.Close(); os.RemoveAll(dir) },
 			pid:   cmd.Process.Pid,
@@ -310,21 +310,30 @@ func chanTables(cfg config, dir string) []*plannedTable {
 	}
 	all := []*subject{mk("baton", "baton local channel", true), mk("unix", "Unix socket pair", false),
 		mk("pipe", "pipe pair", false), mk("msgq", "System V msgq", false)}
+	// The floor: two threads of one process that share memory and spin
+	// (chanfloor.go), the machine's limit for any channel.
+	floor := mk("floor", "bare shared memory (floor)", false)
 	var ts []*plannedTable
 	for _, size := range []int{64, 4096} {
 		ts = append(ts, newPlanned("chan-pingpong-"+strconv.Itoa(size), sec,
 			fmt.Sprintf("Channel, one-way latency of %d B between two processes (ping-pong / 2)", size), "latency", "",
-			[]string{"Unix socket pair", "pipe pair", "System V msgq"}, all,
+			[]string{"Unix socket pair", "pipe pair", "System V msgq"}, append(all[:4:4], floor),
 			func(ctx context.Context, s *subject) (sample, error) {
+				if s.id == "floor" {
+					return floorPingPong(size, cfg.dur), nil
+				}
 				return chanPingPong(ctx, s.id, size, dir, cfg.dur)
 			}))
 	}
 	goChan := mk("go", "Go channel (in process)", false)
-	ts = append(ts, newPlanned("chan-batch64", sec, "Channel, 64 B messages one process sends another in batches of 64 (p50: time per message)", "throughput", "",
-		[]string{"Unix socket pair"}, append(all[:2:2], goChan),
+	ts = append(ts, newPlanned("chan-batch64", sec, "Channel, 64 B messages one process sends another in batches of 64, taken in place (RecvFunc) into the receiver's buffer (p50: time per message)", "throughput", "",
+		[]string{"Unix socket pair"}, append(all[:2:2], goChan, floor),
 		func(ctx context.Context, s *subject) (sample, error) {
-			if s.id == "go" {
+			switch s.id {
+			case "go":
 				return goChanRun(1, cfg.dur), nil
+			case "floor":
+				return floorBatches(cfg.dur), nil
 			}
 			return chanBatches(ctx, s.id, 64, dir, cfg.dur)
 		}))

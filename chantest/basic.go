@@ -132,6 +132,65 @@ func testZeroCopy(t *testing.T, e *env) {
 	is(t, "RecvInto a short buffer", err, baton.ErrInvalidArgument)
 }
 
+// testRecvFunc: messages handed in place, in order, up to n; a take that
+// panics consumes its message and the channel goes on, every slot usable.
+func testRecvFunc(t *testing.T, e *env) {
+	b, ctx, name := e.start(t)
+	c := open(t, b, ctx, name, baton.ChannelOptions{Capacity: 4, MaxMessage: 16})
+	send := func(ms ...string) {
+		t.Helper()
+		for _, m := range ms {
+			ok(t, "Send", c.Send(ctx, []byte(m)))
+		}
+	}
+	var got []string
+	collect := func(m []byte) { got = append(got, string(m)) }
+	send("a", "", "c")
+	n, err := c.RecvFunc(ctx, 2, collect)
+	ok(t, "RecvFunc", err)
+	if n != 2 || !slices.Equal(got, []string{"a", ""}) {
+		t.Errorf("RecvFunc(2) of 3 = %d, %q; want 2, [a \"\"]", n, got)
+	}
+	send("d")
+	n, err = c.RecvFunc(ctx, 10, collect)
+	ok(t, "RecvFunc", err)
+	if n != 2 || !slices.Equal(got, []string{"a", "", "c", "d"}) {
+		t.Errorf("RecvFunc(10) of 2 = %d, all %q", n, got)
+	}
+
+	send("boom", "after")
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic of take did not reach the caller")
+			}
+		}()
+		_, _ = c.RecvFunc(ctx, 1, func([]byte) { panic("take") })
+	}()
+	m, err := c.TryRecv(ctx)
+	ok(t, "TryRecv after a panicking take", err)
+	if string(m) != "after" {
+		t.Errorf("after a take panicked on %q, TryRecv = %q, want %q", "boom", m, "after")
+	}
+	// Every slot is free again: the panicking take's slot was given back.
+	for i := range 4 {
+		ok(t, "TrySend into an emptied channel", c.TrySend(ctx, []byte{byte('0' + i)}))
+	}
+	is(t, "TrySend into a full channel", c.TrySend(ctx, []byte("x")), baton.ErrChannelFull)
+	got = got[:0]
+	for len(got) < 4 {
+		_, err := c.RecvFunc(ctx, 4, collect)
+		ok(t, "RecvFunc", err)
+	}
+	if !slices.Equal(got, []string{"0", "1", "2", "3"}) {
+		t.Errorf("RecvFunc after a refill = %q", got)
+	}
+
+	ok(t, "CloseSend", c.CloseSend(ctx))
+	_, err = c.RecvFunc(ctx, 4, collect)
+	is(t, "RecvFunc of a closed, drained channel", err, io.EOF)
+}
+
 func testBadInput(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
 	unchanged := e.sameObjects(t)
@@ -163,6 +222,10 @@ func testBadInput(t *testing.T, e *env) {
 	_, err = c.RecvBatch(ctx, 0)
 	is(t, "RecvBatch(0)", err, baton.ErrInvalidArgument)
 	is(t, "SendFunc(nil)", c.SendFunc(ctx, nil), baton.ErrInvalidArgument)
+	_, err = c.RecvFunc(ctx, 0, func([]byte) {})
+	is(t, "RecvFunc(0)", err, baton.ErrInvalidArgument)
+	_, err = c.RecvFunc(ctx, 1, nil)
+	is(t, "RecvFunc(nil)", err, baton.ErrInvalidArgument)
 	//lint:ignore SA1012 a nil context is the bad input
 	is(t, "Send(nil context)", c.Send(nil, nil), baton.ErrInvalidArgument) //nolint:staticcheck
 	// Nothing refused was written.

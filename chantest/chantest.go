@@ -65,6 +65,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"Basics", testBasics, true},
 		{"Batch", testBatch, true},
 		{"ZeroCopy", testZeroCopy, true},
+		{"RecvFunc", testRecvFunc, true},
 		{"BadInput", testBadInput, true},
 		{"Mismatch", testMismatch, true},
 		{"Cancel", testCancel, true},

@@ -1,6 +1,7 @@
 package chantest
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -92,6 +93,28 @@ func (c *checker) report(t *testing.T) {
 // receive takes messages from ch until the channel is closed and drained,
 // passing each to got.
 func receive(ctx context.Context, ch baton.Channel, batch int, got func(id int, seq uint64)) error {
+	return receiveWith(ctx, ch, batch, false, got)
+}
+
+// receiveWith is receive, through RecvFunc's in-place views if inPlace.
+func receiveWith(ctx context.Context, ch baton.Channel, batch int, inPlace bool, got func(id int, seq uint64)) error {
+	for inPlace {
+		var bad error
+		_, err := ch.RecvFunc(ctx, batch, func(m []byte) {
+			id, seq, err := decode(m)
+			if err != nil {
+				bad = err
+				return
+			}
+			got(id, seq)
+		})
+		if errors.Is(err, io.EOF) {
+			return bad
+		}
+		if err := cmp.Or(bad, err); err != nil {
+			return err
+		}
+	}
 	for {
 		msgs, err := ch.RecvBatch(ctx, batch)
 		if errors.Is(err, io.EOF) {
@@ -129,7 +152,7 @@ func testMany(t *testing.T, e *env) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errc <- receive(ctx, hs[r%handles], 1+r%3*4, func(id int, seq uint64) {
+			errc <- receiveWith(ctx, hs[r%handles], 1+r%3*4, r%2 == 1, func(id int, seq uint64) {
 				mu.Lock()
 				chk.add(rec{r, id, seq})
 				mu.Unlock()

@@ -329,7 +329,18 @@ func (c *Chan) Recv(ctx context.Context, max int, block bool, take func(msg []by
 	}
 	n := 0
 	var next uint64 // the position after the last one taken, once n > 0
+	// reading is the slot take has in hand: if take panics, the message
+	// counts as taken and its slot is given back on the next lap, so the
+	// ring goes on.
+	var reading *word.Uint64
+	var readPos uint64
 	defer func() {
+		if reading != nil {
+			lap := c.lap(readPos)
+			reading.CompareAndSwap(mk(lap, c.me, phaseReading), mk(lap+1, 0, phaseEmpty))
+			n++
+			next = readPos + 1
+		}
 		if n > 1 {
 			c.advance(offHead, next)
 		}
@@ -373,7 +384,9 @@ func (c *Chan) Recv(ctx context.Context, max int, block bool, take func(msg []by
 		lap := c.lap(pos)
 		size := *c.length(pos)
 		if size <= uint64(c.maxMsg) {
+			reading, readPos = st, pos
 			take(c.data(pos)[:size])
+			reading = nil
 		}
 		if !st.CompareAndSwap(mk(lap, c.me, phaseReading), mk(lap+1, 0, phaseEmpty)) {
 			return n, fmt.Errorf("%s: slot of position %d taken over while read", c.r.Path(), pos)
