@@ -133,6 +133,9 @@ func (q *Queue) rebuild() {
 	committed := q.u64(offCommitted).Load()
 	var ready, published, free []uint32
 	var due int64
+	swept := uint64(0)
+	// Acks go on meanwhile: the count loses only the ones freed here.
+	defer func() { q.u64(offAcked).Add(-swept) }()
 	for i := uint32(0); i < uint32(fresh); i++ {
 		st := q.sw(i, sState)
 		s := st.Load()
@@ -154,7 +157,11 @@ func (q *Queue) rebuild() {
 			ready = append(ready, i)
 		case stDelayed:
 			due = earliest(due, int64(q.sw(i, sDue).Load()))
-		case stFree:
+		case stFree, stAcked:
+			if s&0xff == stAcked {
+				st.Store(stFree)
+				swept++
+			}
 			free = append(free, i)
 		case stClaimed, stDead:
 		default:
@@ -287,12 +294,33 @@ func (q *Queue) freeSlot(i uint32) {
 	q.u64(offFreeTop).Store(n + 1)
 }
 
-// room returns how many slots are free.
-func (q *Queue) room() int {
-	return int(q.u64(offFreeTop).Load()) + Capacity - int(min(q.u64(offFresh).Load(), Capacity))
+// room returns how many slots are free, sweeping acked ones into the free
+// stack when fewer than need are there already.
+func (q *Queue) room(need int) int {
+	n := int(q.u64(offFreeTop).Load()) + Capacity - int(min(q.u64(offFresh).Load(), Capacity))
+	if n < need && q.u64(offAcked).Load() != 0 {
+		n += q.sweep()
+	}
+	return n
 }
 
-// take returns a free slot; room must be > 0.
+// sweep moves the acked slots to the free stack and returns how many it
+// moved; under the lock. A holder killed in the middle leaves slots acked
+// or free, both free to a rebuild, and a count above what is left.
+func (q *Queue) sweep() int {
+	k := 0
+	fresh := uint32(min(q.u64(offFresh).Load(), Capacity))
+	for i := uint32(0); i < fresh; i++ {
+		if q.sw(i, sState).Load()&0xff == stAcked {
+			q.freeSlot(i)
+			k++
+		}
+	}
+	q.u64(offAcked).Add(-uint64(k))
+	return k
+}
+
+// take returns a free slot; room must have found one.
 func (q *Queue) take() uint32 {
 	if n := q.u64(offFreeTop).Load(); n > 0 {
 		q.u64(offFreeTop).Store(n - 1)

@@ -61,6 +61,9 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 			return nil, fmt.Errorf("%w: a job the core should have refused", baton.ErrInvalidArgument)
 		}
 	}
+	// The clock is read before the lock, which is held for as little as
+	// can be: a job put now is ready since now, or delayed past it.
+	now := time.Now().UnixNano()
 	notify, err := q.lock(ctx)
 	if err != nil {
 		return nil, err
@@ -85,13 +88,12 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 		seen[j.Key] = uint64(k + 1)
 		fresh = append(fresh, k)
 	}
-	if len(fresh) > q.room() {
+	if room := q.room(len(fresh)); len(fresh) > room {
 		q.unlock(notify)
-		return nil, fmt.Errorf("%w: %d jobs do not fit (capacity %d, %d free)", baton.ErrFull, len(fresh), Capacity, q.room())
+		return nil, fmt.Errorf("%w: %d jobs do not fit (capacity %d, %d free)", baton.ErrFull, len(fresh), Capacity, room)
 	}
 	stamp := q.u64(offCommitted).Load() + 1
 	slots := make([]uint32, len(fresh))
-	put := time.Now().UnixNano()
 	for n, k := range fresh {
 		j := jobs[k]
 		i := q.take()
@@ -102,7 +104,7 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 		copy(d[keyOff:], j.Key)
 		q.sw(i, sID).Store(ids[k])
 		q.sw(i, sToken).Store(stamp) // not sOrder: pushBack writes that before the state
-		due := put                   // ready since now, unless delayed
+		due := now                   // ready since now, unless delayed
 		if !j.At.IsZero() {
 			due = j.At.UnixNano()
 		}
@@ -119,7 +121,6 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 	}
 	// The publication of the whole batch.
 	q.u64(offCommitted).Store(stamp)
-	now := time.Now().UnixNano()
 	for n, i := range slots {
 		if at := jobs[fresh[n]].At; !at.IsZero() && at.UnixNano() > now {
 			q.delay(i, at.UnixNano())
@@ -145,17 +146,18 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
 	armed := false
 	for {
+		now := time.Now().UnixNano() // before the lock: see Put
 		notify, err := q.lock(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if cs := q.claimLocked(n); len(cs) > 0 {
+		if cs := q.claimLocked(n, now); len(cs) > 0 {
 			q.unlock(notify)
 			return cs, nil
 		}
 		if !wait {
 			if q.reapDead() {
-				cs := q.claimLocked(n)
+				cs := q.claimLocked(n, now)
 				q.unlock(true)
 				if len(cs) > 0 {
 					return cs, nil
@@ -211,15 +213,15 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 	}
 }
 
-// claimLocked claims up to n jobs from the head of the ring.
-func (q *Queue) claimLocked(n int) []driver.Claim {
+// claimLocked claims up to n jobs from the head of the ring, at the time
+// now.
+func (q *Queue) claimLocked(n int, now int64) []driver.Claim {
 	var cs []driver.Claim
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return nil
 	}
-	now := time.Now().UnixNano()
 	for len(cs) < n {
 		h, t := q.u64(offHead).Load(), q.u64(offTail).Load()
 		if h == t {
@@ -248,8 +250,9 @@ func (q *Queue) claimLocked(n int) []driver.Claim {
 	return cs
 }
 
-// mine returns the slot of claim c if it is still this handle's; under
-// the lock.
+// mine returns the slot of claim c if it is still this handle's, and
+// takes it off the handle's claims: under the lock, or for Ack, whose
+// compare-and-swap settles a race with a change under the lock.
 func (q *Queue) mine(c driver.Claim) (uint32, error) {
 	i, ok := c.Data.(uint32)
 	if !ok || i >= Capacity {
@@ -268,18 +271,28 @@ func (q *Queue) mine(c driver.Claim) (uint32, error) {
 	return i, nil
 }
 
-// Ack deletes the job of claim c (driver.Queue).
+// Ack deletes the job of claim c (driver.Queue), without the queue's
+// lock: a claimed slot of a live claimant changes only by its claimant's
+// hand, so one compare-and-swap of its state word from claimed to acked
+// is the whole change, and a claimant killed around it has either acked
+// or not. The next Put that needs the slot sweeps it into the free stack.
+// The count of acked slots is raised first, so that it is never below the
+// number a sweep would find.
 func (q *Queue) Ack(ctx context.Context, c driver.Claim) error {
-	notify, err := q.lock(ctx)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	defer func() { q.unlock(notify) }()
 	i, err := q.mine(c)
 	if err != nil {
 		return err
 	}
-	q.freeSlot(i)
+	st := q.sw(i, sState)
+	v := st.Load()
+	q.u64(offAcked).Add(1)
+	if v&0xff != stClaimed || !st.CompareAndSwap(v, stAcked) {
+		q.u64(offAcked).Add(^uint64(0))
+		return fmt.Errorf("job %d, token %d: %w", c.ID, c.Token, baton.ErrLost)
+	}
 	return nil
 }
 

@@ -36,6 +36,7 @@ const (
 	offFreeTop   = 88  // uint64: entries in the free stack
 	offFresh     = 96  // uint64: slots at and above it were never used
 	offProcGen   = 104 // uint64: incremented when the participants change
+	offAcked     = 112 // uint64: at least the slots acked and not yet swept into the free stack
 	offProcs     = 128 // [MaxProcs]uint64: participants, tag<<32 | pid; 0: free
 	hdrSize      = 4096
 
@@ -74,6 +75,9 @@ const (
 	stDelayed
 	stClaimed
 	stDead
+	// stAcked is a slot whose job was acknowledged, without the lock: it
+	// is free, and goes to the free stack at the next sweep (take).
+	stAcked
 )
 
 // Queue is one handle on a queue. It is safe for concurrent use.

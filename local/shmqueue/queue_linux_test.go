@@ -73,7 +73,7 @@ func TestDeadProducerLeavesNothingHalf(t *testing.T) {
 	ctx := context.Background()
 	q := open(t)
 	put(t, q, "before")
-	room := q.room()
+	room := q.room(0)
 	dead := deadProc(t)
 	q.u64(offLock).Store(dead)
 	// A published batch (its stamp committed) whose slots were not yet
@@ -99,7 +99,7 @@ func TestDeadProducerLeavesNothingHalf(t *testing.T) {
 	if s != (driver.QueueStats{Ready: 3}) {
 		t.Fatalf("Stats after a producer died mid-batch = %+v, want 3 ready", s)
 	}
-	if got := q.room(); got != room-2 {
+	if got := q.room(0); got != room-2 {
 		t.Errorf("room %d, want %d: the unpublished slots are not free again", got, room-2)
 	}
 	for _, want := range []string{"before", "published", "pushing"} {
