@@ -15,7 +15,7 @@
 //
 // # Crash safety
 //
-// Every change is made under a robust lock: a 64-bit word in the file
+// Every change but an Ack is made under a robust lock: a 64-bit word in the file
 // that names its owner process (pid and the low bits of its start time),
 // taken with one compare-and-swap. Waiters for it sleep on a futex and
 // check the owner when a sleep ends with the owner unchanged; an owner that
@@ -26,7 +26,11 @@
 // the earliest delay are derived from the slot words. A waiter that takes
 // the lock over from a dead owner rebuilds them from the slot words
 // before anything else, so a process killed at any instruction leaves no
-// half-made change behind.
+// half-made change behind. An Ack is one compare-and-swap of its slot's
+// state word, from claimed to acked: a claimed slot of a live claimant
+// changes only by its claimant's hand, and acked slots are free to the
+// next Put that needs them (it sweeps them into the free stack) and to a
+// rebuild.
 //
 // A Put or a batch of them is atomic: its slots are written as staged with
 // the stamp of the batch, and published together by one store of the
