@@ -99,6 +99,29 @@ func TestAckedSlotsSwept(t *testing.T) {
 	}
 }
 
+// A queue that is never deep reuses its slots: acked ones go back to the
+// free stack before a fresh slot (a page never written) is touched.
+func TestAckedSlotsReused(t *testing.T) {
+	ctx := context.Background()
+	q := open(t)
+	for range 500 {
+		put(t, q, "a")
+		put(t, q, "b")
+		cs, err := q.Claim(ctx, 2, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if err := q.Ack(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if used := q.u64(offFresh).Load(); used > 2 {
+		t.Errorf("%d slots used for 2 jobs at a time, want 2", used)
+	}
+}
+
 // A claimant killed inside an Ack, after it counted the slot and before
 // its compare-and-swap, leaves the count above the slots to sweep: a Put
 // then sweeps for nothing, and refuses only what does not fit.

@@ -294,30 +294,37 @@ func (q *Queue) freeSlot(i uint32) {
 	q.u64(offFreeTop).Store(n + 1)
 }
 
-// room returns how many slots are free, sweeping acked ones into the free
-// stack when fewer than need are there already.
+// room returns how many slots are free. When the free stack holds fewer
+// than need, it first sweeps acked slots into it if that is needed or
+// cheap: a sweep reads every slot used so far, so it waits until at least
+// one in sweepRatio of them is acked, and fresh slots serve meanwhile. A
+// queue that is seldom deep thus reuses its few slots (a fresh page costs
+// a fault at its first write), and a deep one sweeps in bulk.
 func (q *Queue) room(need int) int {
-	n := int(q.u64(offFreeTop).Load()) + Capacity - int(min(q.u64(offFresh).Load(), Capacity))
-	if n < need && q.u64(offAcked).Load() != 0 {
-		n += q.sweep()
+	used := int(min(q.u64(offFresh).Load(), Capacity))
+	free, acked := int(q.u64(offFreeTop).Load()), int(q.u64(offAcked).Load())
+	if free < need && acked != 0 && (acked*sweepRatio >= used || free+Capacity-used < need) {
+		q.sweep()
+		free = int(q.u64(offFreeTop).Load())
 	}
-	return n
+	return free + Capacity - used
 }
 
-// sweep moves the acked slots to the free stack and returns how many it
-// moved; under the lock. A holder killed in the middle leaves slots acked
-// or free, both free to a rebuild, and a count above what is left.
-func (q *Queue) sweep() int {
+// sweepRatio: see room.
+const sweepRatio = 8
+
+// sweep moves the acked slots to the free stack, the lowest on top; under
+// the lock. A holder killed in the middle leaves slots acked or free, both
+// free to a rebuild, and a count above what is left.
+func (q *Queue) sweep() {
 	k := 0
-	fresh := uint32(min(q.u64(offFresh).Load(), Capacity))
-	for i := uint32(0); i < fresh; i++ {
-		if q.sw(i, sState).Load()&0xff == stAcked {
-			q.freeSlot(i)
+	for i := uint32(min(q.u64(offFresh).Load(), Capacity)); i > 0; i-- {
+		if q.sw(i-1, sState).Load()&0xff == stAcked {
+			q.freeSlot(i - 1)
 			k++
 		}
 	}
 	q.u64(offAcked).Add(-uint64(k))
-	return k
 }
 
 // take returns a free slot; room must have found one.
