@@ -9,10 +9,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -113,8 +116,53 @@ func openQueueEnd(ctx context.Context, transport, dir string) (*queueEnd, error)
 			},
 			close: func() { q.Close(); ipc.RemoveMsgQueue(ns, "q") },
 		}, nil
+	case "futex":
+		return openFutexEnd(dir)
 	}
 	return nil, fmt.Errorf("no queue transport %q", transport)
+}
+
+// openFutexEnd is the floor of the latency table: a word in a shared
+// mapping that the producer bumps and wakes, and the claimant sleeps on
+// with a futex wait, with the job beside it; nothing else. It carries one
+// job at a time (the latency run waits for each report).
+func openFutexEnd(dir string) (*queueEnd, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "futex"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := f.Truncate(4096); err != nil {
+		return nil, err
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	seq := (*atomic.Uint32)(unsafe.Pointer(&mem[0]))
+	word := (*uint32)(unsafe.Pointer(&mem[0]))
+	job := mem[64 : 64+queueJob]
+	var seen uint32 // the file is new: a claimant that starts late still finds the first job
+	return &queueEnd{
+		put: func(msg []byte) error {
+			copy(job, msg)
+			seq.Add(1)
+			_, err := ipc.FutexWake(word, 1)
+			return err
+		},
+		take: func() ([]byte, error) {
+			for {
+				if cur := seq.Load(); cur != seen {
+					seen = cur
+					return slices.Clone(job), nil
+				}
+				if _, err := ipc.FutexWait(word, seen, -1); err != nil {
+					return nil, err
+				}
+			}
+		},
+		close: func() { _ = unix.Munmap(mem) },
+	}, nil
 }
 
 // queueWorker is a claimant process. Role "claim" reports every
@@ -363,8 +411,10 @@ func queueLocalTables(cfg config, dir string) []*plannedTable {
 		ts = append(ts, t)
 	}
 	pool := &rigPool{}
-	t := newPlanned("queue-latency", sec, "Queue, a Put to a claimant process blocked in Claim: put to claim (msgq: send to receive)",
-		"latency", "", []string{msgq}, subs,
+	// The floor: the wake-up of a process asleep in a futex wait.
+	floor := &subject{name: "futex wake (floor)", id: "futex", kind: "same-host", proc: true}
+	t := newPlanned("queue-latency", sec, "Queue, a Put to a claimant process blocked in Claim: put to claim (msgq: send to receive; floor: a futex wake to the woken process's first instruction)",
+		"latency", "", []string{msgq}, append(subs[:2:2], floor),
 		func(ctx context.Context, s *subject) (sample, error) {
 			rig, err := pool.get(s, "latency", 1, dir)
 			if err != nil {
