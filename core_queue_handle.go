@@ -213,9 +213,11 @@ func (q *jobQueue) claimOnce(ctx context.Context, n int, wait bool) ([]driver.Cl
 	case !wait:
 		return q.d.Claim(ctx, n, false)
 	case ctx.Done() == nil:
-		var dctx context.Context = stopContext{ctx, q.stop}
-		if ctx == context.Background() {
-			dctx = q.stop
+		// Background is the stop context's parent: no wrapper (whose
+		// conversion to an interface would allocate) for it.
+		dctx := q.stop
+		if ctx != context.Background() {
+			dctx = stopContext{ctx, q.stop}
 		}
 		cs, err := q.d.Claim(dctx, n, true)
 		if err != nil && q.stop.Err() != nil {
