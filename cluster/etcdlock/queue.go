@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
@@ -69,6 +68,10 @@ type queueDriver struct {
 	claims map[*qclaim]struct{} // guarded by mu; claims held, given back at Close
 	closed bool                 // guarded by mu
 	width  int                  // guarded by mu; in-flight claims at the last read
+	// The id sequence this handle's last Put wrote, and the revision it
+	// wrote it at; 0 when unknown. Guarded by mu.
+	lastSeq uint64
+	lastRev int64
 }
 
 // qclaim is the driver's state of one claim.
@@ -186,103 +189,6 @@ func (d *queueDriver) dropKey(j qjob) []clientv3.Op {
 	return []clientv3.Op{clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "=", strconv.FormatUint(j.id, 10))},
 		[]clientv3.Op{clientv3.OpDelete(k)}, nil)}
-}
-
-// Put adds the jobs in one transaction, which compares the id sequence
-// and every uniqueness key read before it; it tries again when another
-// Put came between.
-func (d *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
-	size := 0
-	for _, j := range jobs {
-		size += len(j.Payload) + 3*len(j.Key) + jobOverhead
-	}
-	if size > maxQueueRequest {
-		return nil, fmt.Errorf("%w: %d jobs take about %d bytes, over the %d bytes one etcd request carries", baton.ErrInvalidArgument, len(jobs), size, maxQueueRequest)
-	}
-	for attempt := 0; ; attempt++ {
-		ids, err := d.tryPut(ctx, jobs)
-		switch {
-		case err == nil && ids != nil:
-			return ids, nil
-		case errors.Is(err, rpctypes.ErrTooManyOps):
-			return nil, fmt.Errorf("%w: a batch of %d jobs is more operations than the server's --max-txn-ops allows: %w", baton.ErrInvalidArgument, len(jobs), err)
-		case err != nil && (ctx.Err() != nil || !transient(err)):
-			return nil, lease.CtxErr(ctx, err)
-		case err != nil:
-			if err := sleepCtx(ctx, min(time.Duration(attempt+1)*25*time.Millisecond, 500*time.Millisecond)); err != nil {
-				return nil, err
-			}
-		}
-	}
-}
-
-// tryPut reads the sequence and the keys, then writes; nil ids without an
-// error: another Put came between.
-func (d *queueDriver) tryPut(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
-	var keys []string
-	seen := map[string]bool{}
-	for _, j := range jobs {
-		if j.Key != "" && !seen[j.Key] {
-			seen[j.Key] = true
-			keys = append(keys, j.Key)
-		}
-	}
-	reads := []clientv3.Op{clientv3.OpGet(d.dir + "n")}
-	for _, k := range keys {
-		reads = append(reads, clientv3.OpGet(d.kkey(k)))
-	}
-	rctx, cancel := d.b.rctx(ctx)
-	defer cancel()
-	resp, err := d.b.c.Txn(rctx).Then(reads...).Commit()
-	if err != nil {
-		return nil, err
-	}
-	var seq uint64
-	var seqRev int64
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		seq, _ = strconv.ParseUint(string(kvs[0].Value), 10, 64)
-		seqRev = kvs[0].ModRevision
-	}
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(d.dir+"n"), "=", seqRev)}
-	held := map[string]uint64{}
-	for i, k := range keys {
-		kk := d.kkey(k)
-		if kvs := resp.Responses[i+1].GetResponseRange().Kvs; len(kvs) > 0 {
-			held[k], _ = strconv.ParseUint(string(kvs[0].Value), 10, 64)
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(kk), "=", kvs[0].ModRevision))
-		} else {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(kk), "=", 0))
-		}
-	}
-	now := time.Now().UnixNano()
-	ids := make([]uint64, len(jobs))
-	var writes []clientv3.Op
-	for i, j := range jobs {
-		if id, ok := held[j.Key]; ok && j.Key != "" {
-			ids[i] = id
-			continue
-		}
-		seq++
-		ids[i] = seq
-		// A job ready in the past becomes ready now, behind those
-		// already waiting.
-		at := now
-		if !j.At.IsZero() {
-			at = max(at, j.At.UnixNano())
-		}
-		if j.Key != "" {
-			held[j.Key] = seq
-			writes = append(writes, clientv3.OpPut(d.kkey(j.Key), strconv.FormatUint(seq, 10)))
-		}
-		rec := qjob{id: seq, at: at, max: j.MaxAttempts, key: j.Key, payload: j.Payload}
-		writes = append(writes, clientv3.OpPut(d.rkey(at, seq), string(rec.encode())))
-	}
-	writes = append(writes, clientv3.OpPut(d.dir+"n", strconv.FormatUint(seq, 10)))
-	wr, err := d.b.c.Txn(rctx).If(cmps...).Then(writes...).Commit()
-	if err != nil || !wr.Succeeded {
-		return nil, err
-	}
-	return ids, nil
 }
 
 // sleepCtx waits d, or until ctx is done.
