@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +62,14 @@ type queueDriver struct {
 	mu     sync.Mutex
 	claims map[*qclaim]struct{} // guarded by mu; given back at Close
 	closed bool                 // guarded by mu
+	// The id counter as this handle's last Put left it (its value and
+	// version, known when lastOK), and whether a Put may take it as still
+	// current: set once a read found the counter as the handle had left
+	// it (nobody else puts), cleared by a write that found otherwise.
+	// Guarded by mu.
+	lastSeq       uint64
+	lastVer       int32
+	lastOK, alone bool
 }
 
 // qclaim is the driver's state of one claim.
@@ -227,13 +236,28 @@ func (d *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, 
 	}
 }
 
+// tryPut reads the counter and the keys, then writes in one multi-op. A
+// handle that is the queue's only producer skips the read of the counter
+// (a Put of jobs without keys is then one round trip): it writes against
+// the counter as its last Put left it, and a multi-op that finds it
+// changed makes the next tries read again.
 func (d *queueDriver) tryPut(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
-	v, st, err := d.get(ctx, d.dir+"/n")
-	if err != nil {
-		return nil, err
+	keyless := !slices.ContainsFunc(jobs, func(j driver.PutJob) bool { return j.Key != "" })
+	d.mu.Lock()
+	seq, ver, lastOK, optimistic := d.lastSeq, d.lastVer, d.lastOK, d.alone && d.lastOK && keyless
+	d.mu.Unlock()
+	if !optimistic {
+		v, st, err := d.get(ctx, d.dir+"/n")
+		if err != nil {
+			return nil, err
+		}
+		read, _ := strconv.ParseUint(string(v), 10, 64)
+		d.mu.Lock()
+		d.alone = lastOK && read == seq && st.Version == ver
+		d.mu.Unlock()
+		seq, ver = read, st.Version
 	}
-	seq, _ := strconv.ParseUint(string(v), 10, 64)
-	ops := []any{&zk.SetDataRequest{Path: d.dir + "/n", Version: st.Version}}
+	ops := []any{&zk.SetDataRequest{Path: d.dir + "/n", Version: ver}}
 	held := map[string]uint64{}
 	checked := map[string]bool{}
 	for _, j := range jobs {
@@ -271,8 +295,16 @@ func (d *queueDriver) tryPut(ctx context.Context, jobs []driver.PutJob) ([]uint6
 		ops = append(ops, &zk.CreateRequest{Path: d.r(rname(at, seq)), Data: rec.encode(), Acl: d.b.acl})
 	}
 	ops[0].(*zk.SetDataRequest).Data = []byte(strconv.FormatUint(seq, 10))
-	if _, err := d.multi(ctx, ops...); err != nil {
+	res, err := d.multi(ctx, ops...)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.lastOK, d.alone = false, false
 		return nil, err
+	}
+	d.lastOK = len(res) > 0 && res[0].Stat != nil
+	if d.lastOK {
+		d.lastSeq, d.lastVer = seq, res[0].Stat.Version
 	}
 	return ids, nil
 }
