@@ -14,6 +14,19 @@ import (
 // boundaries, no waking anyone. No channel between processes can do
 // better; a goal below a floor cannot be met on the machine at hand.
 
+// onThread runs fn in a goroutine on a thread of its own (the other end
+// spins on the caller's); wait returns once fn has.
+func onThread(fn func()) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		fn()
+	}()
+	return func() { <-done }
+}
+
 // floorBox is one direction of the ping-pong floor: a sequence number and
 // a message, on lines of their own.
 type floorBox struct {
@@ -28,11 +41,7 @@ type floorBox struct {
 func floorPingPong(size int, dur time.Duration) sample {
 	var there, back floorBox
 	var stop atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+	wait := onThread(func() {
 		buf := make([]byte, size)
 		for i := uint64(1); ; i++ {
 			for there.seq.Load() != i {
@@ -44,7 +53,7 @@ func floorPingPong(size int, dur time.Duration) sample {
 			copy(back.data[:size], buf)
 			back.seq.Store(i)
 		}
-	}()
+	})
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	msg, buf := make([]byte, size), make([]byte, size)
@@ -63,7 +72,7 @@ func floorPingPong(size int, dur time.Duration) sample {
 	}
 	el := time.Since(start)
 	stop.Store(true)
-	<-done
+	wait()
 	return sample{Ops: int64(n), Seconds: el.Seconds(), Throughput: float64(n) / el.Seconds(),
 		P50: h.quantile(0.5), P99: h.quantile(0.99), Max: h.max}
 }
@@ -84,11 +93,7 @@ func floorBatches(dur time.Duration) sample {
 	const slots, size, batch = 1024, 64, 64
 	r := new(floorRing)
 	var stop atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+	wait := onThread(func() {
 		msgs := make([]byte, batch*size)
 		for sent := uint64(0); !stop.Load(); {
 			if sent-r.tail.Load() > slots-batch {
@@ -99,7 +104,7 @@ func floorBatches(dur time.Duration) sample {
 			sent += batch
 			r.head.Store(sent)
 		}
-	}()
+	})
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	buf := make([]byte, batch*size)
@@ -120,6 +125,6 @@ func floorBatches(dur time.Duration) sample {
 	}
 	el := time.Since(start)
 	stop.Store(true)
-	<-done
+	wait()
 	return perMessage(int(got), el)
 }

@@ -14,6 +14,21 @@ import (
 	"github.com/batonlock/baton/ipc"
 )
 
+// claimAck claims n ready jobs and acks them.
+func claimAck(t *testing.T, q *Queue, n int) {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := q.Claim(ctx, n, false)
+	if err != nil || len(cs) != n {
+		t.Fatalf("Claim(%d) = %d claims, %v", n, len(cs), err)
+	}
+	for _, c := range cs {
+		if err := q.Ack(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // An Ack takes no lock: it completes while another process holds the
 // queue's lock, and the acked slot is free to the next Put that needs it.
 func TestAckTakesNoLock(t *testing.T) {
@@ -79,15 +94,7 @@ func TestAckedSlotsSwept(t *testing.T) {
 	if _, err := q.Put(ctx, batch); err != nil {
 		t.Fatalf("Put of a whole capacity after the turnover: %v", err)
 	}
-	cs, err := q.Claim(ctx, 3, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cs {
-		if err := q.Ack(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	claimAck(t, q, 3)
 	if _, err := q.Put(ctx, batch[:4]); !errors.Is(err, baton.ErrFull) {
 		t.Fatalf("Put of 4 with 3 acked: %v, want ErrFull", err)
 	}
@@ -102,20 +109,11 @@ func TestAckedSlotsSwept(t *testing.T) {
 // A queue that is never deep reuses its slots: acked ones go back to the
 // free stack before a fresh slot (a page never written) is touched.
 func TestAckedSlotsReused(t *testing.T) {
-	ctx := context.Background()
 	q := open(t)
 	for range 500 {
 		put(t, q, "a")
 		put(t, q, "b")
-		cs, err := q.Claim(ctx, 2, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range cs {
-			if err := q.Ack(ctx, c); err != nil {
-				t.Fatal(err)
-			}
-		}
+		claimAck(t, q, 2)
 	}
 	if used := q.u64(offFresh).Load(); used > 2 {
 		t.Errorf("%d slots used for 2 jobs at a time, want 2", used)
@@ -159,15 +157,7 @@ func TestRebuildFreesAcked(t *testing.T) {
 	for _, p := range []string{"a", "b", "c"} {
 		put(t, q, p)
 	}
-	cs, err := q.Claim(ctx, 2, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cs {
-		if err := q.Ack(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	claimAck(t, q, 2)
 	before := q.room(0)
 	q.u64(offLock).Store(deadProc(t))
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
