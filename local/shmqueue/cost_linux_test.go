@@ -46,6 +46,26 @@ func TestFileWatchSpansClaims(t *testing.T) {
 	}
 }
 
+// The watcher checks a watch at once when it starts, which may be after
+// the Ack of the claim that started it: that check keeps the watch (a
+// claim came since the check before), the next one without a claim in
+// between ends it. (A stand-in stops the watch here: no watcher runs.)
+func TestFileWatchOutlivesItsFirstCheck(t *testing.T) {
+	q := open(t)
+	stopped := 0
+	q.mu.Lock()
+	q.stopFile, q.recent = func() { stopped++ }, true
+	q.mu.Unlock()
+	for i, want := range []int{0, 1} {
+		if err := q.checkFile(); err != nil {
+			t.Fatal(err)
+		}
+		if stopped != want {
+			t.Fatalf("check %d with no claim held: the watch was stopped %d times, want %d", i+1, stopped, want)
+		}
+	}
+}
+
 // A Claim that finds a job ready registers nothing on its context, and a
 // Put, Claim and Ack allocate little: the claim, its payload and the ids.
 func TestPutClaimAckAllocs(t *testing.T) {

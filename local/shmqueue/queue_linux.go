@@ -95,7 +95,12 @@ type Queue struct {
 	// stopFile ends the watch of the file, which runs while the handle
 	// holds claims (their loss is what it reports); guarded by mu.
 	stopFile func()
-	closed   bool // guarded by mu
+	// recent is set by every claim and cleared by every check of the
+	// file: the watch stops at a check that finds no claim held and none
+	// made since the check before (a check can come at once after the
+	// watch starts). Guarded by mu.
+	recent bool
+	closed bool // guarded by mu
 	// Watchers of other participants, by participant word; guarded by mu.
 	watching map[uint64]bool
 	watchCtx context.Context
@@ -185,12 +190,17 @@ func (q *Queue) free(n uint64) *word.Uint32   { return q.u32(offFree + 4*int(n))
 
 // held starts the watch of the file when the handle comes to hold claims;
 // under mu. The watch is stopped by its first check that finds the handle
-// holding none (checkFile), not by the Ack of the last claim: a claimant
+// holding none and having made none since the check before (checkFile),
+// not by the Ack of the last claim: a claimant
 // that claims and acks in a loop would otherwise start and stop it, and
 // wake the watcher's goroutine, for every job. A handle idle for a
 // WatchEvery checks nothing.
 func (q *Queue) held() {
-	if len(q.claims) > 0 && q.stopFile == nil {
+	if len(q.claims) == 0 {
+		return
+	}
+	q.recent = true
+	if q.stopFile == nil {
 		q.stopFile = ipc.WatchLoss(q.checkFile, q.loss)
 	}
 }
@@ -205,10 +215,12 @@ func (q *Queue) unwatchFile() {
 
 // checkFile reports a queue file removed or replaced (Remove, baton rm):
 // the handle's mapping is then shared with no new opener, and its claims
-// are lost. A handle that holds no claim stops the watch instead.
+// are lost. A handle that holds no claim, and made none since the last
+// check, stops the watch instead.
 func (q *Queue) checkFile() error {
 	q.mu.Lock()
-	idle := len(q.claims) == 0
+	idle := len(q.claims) == 0 && !q.recent
+	q.recent = false
 	if idle {
 		q.unwatchFile()
 	}
