@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -77,8 +76,10 @@ type putState struct {
 // putKeys returns the distinct uniqueness keys of jobs.
 func putKeys(jobs []driver.PutJob) []string {
 	var keys []string
+	seen := map[string]bool{}
 	for _, j := range jobs {
-		if j.Key != "" && !slices.Contains(keys, j.Key) {
+		if j.Key != "" && !seen[j.Key] {
+			seen[j.Key] = true
 			keys = append(keys, j.Key)
 		}
 	}
