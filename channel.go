@@ -25,6 +25,10 @@ var (
 	// closed (CloseSend), and by every receive once the channel is closed
 	// and drained; a receive's error then matches io.EOF too.
 	ErrChannelClosed = errs.ChannelClosed
+	// ErrChannelBusy is returned by a send (receive) on a one-to-one
+	// channel (ChannelOptions.OneToOne) whose sending (receiving) end
+	// another open handle holds; nothing was sent (taken).
+	ErrChannelBusy = errs.ChannelBusy
 )
 
 // ChannelOptions are the parameters of a channel, fixed when the name is
@@ -41,6 +45,18 @@ type ChannelOptions struct {
 	// Capacity slots of this size (on tmpfs, pages are used only once
 	// written).
 	MaxMessage int
+	// OneToOne makes a channel for one sending handle and one receiving
+	// handle at a time, each of which may be used by many goroutines (one
+	// at a time within an end); false takes the existing channel's kind,
+	// or many-to-many for a new one. A handle takes an end at its first
+	// send (receive) and keeps it until Close; a handle whose process has
+	// exited gives it up at once. Meanwhile the other handles' sends
+	// (receives) fail with ErrChannelBusy. The same-host backend serves it
+	// with a ring whose ends publish once per call instead of once per
+	// message (see bench for what that gains); Redis records the option
+	// with the channel's parameters and, having no faster path for it,
+	// does not hold the ends.
+	OneToOne bool
 }
 
 // Channel is a named, bounded channel of byte messages between goroutines

@@ -62,12 +62,12 @@ func (b *coreBackend) openChannel(ctx context.Context, name string, o ChannelOpt
 	if !ok {
 		return nil, fmt.Errorf("%w: the %s backend has no channels", ErrUnsupported, b.kind)
 	}
-	d, err := co.OpenChannel(ctx, name, o.Capacity, o.MaxMessage)
+	d, err := co.OpenChannel(ctx, name, o.Capacity, o.MaxMessage, o.OneToOne)
 	if err != nil {
 		return nil, err
 	}
 	c := &chanHandle{b: b, name: name, d: d}
-	c.opts.Capacity, c.opts.MaxMessage = d.Options()
+	c.opts.Capacity, c.opts.MaxMessage, c.opts.OneToOne = d.Options()
 	if err := b.register(c); err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ func TestChannelUnsupported(t *testing.T) {
 // bytes to give.
 type oneMsgChannel struct{ msg [64]byte }
 
-func (d *oneMsgChannel) Options() (int, int) { return 1024, 64 }
+func (d *oneMsgChannel) Options() (int, int, bool) { return 1024, 64, false }
 func (d *oneMsgChannel) Send(context.Context, [][]byte, bool) (int, error) {
 	return 0, ErrUnsupported
 }

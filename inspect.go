@@ -31,7 +31,7 @@ type Holder struct {
 	Owner string        `json:"owner,omitempty"` // see above
 	Since time.Time     `json:"since,omitzero"`  // when the hold began
 	Token Token         `json:"token,omitempty"`
-	Mode  string        `json:"mode,omitempty"` // "exclusive" or "shared"
+	Mode  string        `json:"mode,omitempty"` // "exclusive" or "shared"; a one-to-one channel's "sending end" or "receiving end"
 	N     int64         `json:"n,omitempty"`    // permits, for semaphores
 	TTL   time.Duration `json:"ttl,omitempty"`  // lease time left, for lease backends
 }

@@ -16,31 +16,31 @@ import (
 
 func testBasics(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
-	c := open(t, b, ctx, name, baton.ChannelOptions{Capacity: 2, MaxMessage: 64})
-	if got := c.Options(); got != (baton.ChannelOptions{Capacity: 2, MaxMessage: 64}) {
+	c := e.open(t, b, ctx, name, baton.ChannelOptions{Capacity: 2, MaxMessage: 64})
+	if got := c.Options(); got != (baton.ChannelOptions{Capacity: 2, MaxMessage: 64, OneToOne: e.one}) {
 		t.Errorf("Options() = %+v", got)
 	}
 	if c.Name() != name {
 		t.Errorf("Name() = %q", c.Name())
 	}
-	_, err := c.TryRecv(ctx)
+	// Another handle sees the same channel, with 0 options taking the
+	// existing ones. c sends and c2 receives (as on a one-to-one channel).
+	c2 := e.open(t, b, ctx, name, baton.ChannelOptions{})
+	if got := c2.Options(); got != c.Options() {
+		t.Errorf("Options() of a second handle = %+v", got)
+	}
+	_, err := c2.TryRecv(ctx)
 	is(t, "TryRecv of an empty channel", err, baton.ErrChannelEmpty)
 	ok(t, "Send", c.Send(ctx, []byte("one")))
 	ok(t, "TrySend", c.TrySend(ctx, nil))
 	is(t, "TrySend to a full channel", c.TrySend(ctx, []byte("three")), baton.ErrChannelFull)
-	// Another handle sees the same channel, with 0 options taking the
-	// existing ones.
-	c2 := open(t, b, ctx, name, baton.ChannelOptions{})
-	if got := c2.Options(); got != c.Options() {
-		t.Errorf("Options() of a second handle = %+v", got)
-	}
 	msg, err := c2.Recv(ctx)
 	ok(t, "Recv", err)
 	if string(msg) != "one" {
 		t.Errorf("Recv = %q, want one", msg)
 	}
 	buf := make([]byte, 64)
-	n, err := c.RecvInto(ctx, buf)
+	n, err := c2.RecvInto(ctx, buf)
 	ok(t, "RecvInto", err)
 	if n != 0 {
 		t.Errorf("RecvInto of an empty message = %d bytes", n)
@@ -74,7 +74,7 @@ func testBasics(t *testing.T, e *env) {
 
 func testBatch(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
-	c := open(t, b, ctx, name, baton.ChannelOptions{Capacity: 8, MaxMessage: 16})
+	c := e.open(t, b, ctx, name, baton.ChannelOptions{Capacity: 8, MaxMessage: 16})
 	var msgs [][]byte
 	for i := range 12 {
 		msgs = append(msgs, []byte(fmt.Sprint("m", i)))
@@ -109,7 +109,7 @@ func testBatch(t *testing.T, e *env) {
 
 func testZeroCopy(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
-	c := open(t, b, ctx, name, baton.ChannelOptions{Capacity: 4, MaxMessage: 32})
+	c := e.open(t, b, ctx, name, baton.ChannelOptions{Capacity: 4, MaxMessage: 32})
 	ok(t, "SendFunc", c.SendFunc(ctx, func(buf []byte) (int, error) {
 		if len(buf) != 32 {
 			return 0, fmt.Errorf("buffer of %d bytes, want 32", len(buf))
@@ -136,7 +136,7 @@ func testZeroCopy(t *testing.T, e *env) {
 // panics consumes its message and the channel goes on, every slot usable.
 func testRecvFunc(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
-	c := open(t, b, ctx, name, baton.ChannelOptions{Capacity: 4, MaxMessage: 16})
+	c := e.open(t, b, ctx, name, baton.ChannelOptions{Capacity: 4, MaxMessage: 16})
 	send := func(ms ...string) {
 		t.Helper()
 		for _, m := range ms {
@@ -255,7 +255,7 @@ func testMismatch(t *testing.T, e *env) {
 
 func testCancel(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
-	c := open(t, b, ctx, name, baton.ChannelOptions{Capacity: 1, MaxMessage: 8})
+	c := e.open(t, b, ctx, name, baton.ChannelOptions{Capacity: 1, MaxMessage: 8})
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -286,8 +286,8 @@ func testCancel(t *testing.T, e *env) {
 
 func testCloseDrain(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
-	c := open(t, b, ctx, name, baton.ChannelOptions{Capacity: 4, MaxMessage: 8})
-	r := open(t, b, ctx, name, baton.ChannelOptions{})
+	c := e.open(t, b, ctx, name, baton.ChannelOptions{Capacity: 4, MaxMessage: 8})
+	r := e.open(t, b, ctx, name, baton.ChannelOptions{})
 	for _, m := range []string{"1", "2", "3"} {
 		ok(t, "Send", c.Send(ctx, []byte(m)))
 	}
@@ -310,8 +310,8 @@ func testCloseDrain(t *testing.T, e *env) {
 
 	// A receiver waiting on an empty channel hears of the close.
 	_, ctx2, name2 := e.start(t)
-	c2 := open(t, b, ctx2, name2, baton.ChannelOptions{Capacity: 4, MaxMessage: 8})
-	r2 := open(t, b, ctx2, name2, baton.ChannelOptions{})
+	c2 := e.open(t, b, ctx2, name2, baton.ChannelOptions{Capacity: 4, MaxMessage: 8})
+	r2 := e.open(t, b, ctx2, name2, baton.ChannelOptions{})
 	res := make(chan error, 1)
 	go func() {
 		_, err := r2.Recv(ctx2)
@@ -324,7 +324,7 @@ func testCloseDrain(t *testing.T, e *env) {
 
 func testHandleClose(t *testing.T, e *env) {
 	b, ctx, name := e.start(t)
-	c, err := b.Channel(ctx, name, baton.ChannelOptions{Capacity: 1, MaxMessage: 8})
+	c, err := b.Channel(ctx, name, baton.ChannelOptions{Capacity: 1, MaxMessage: 8, OneToOne: e.one})
 	ok(t, "Channel", err)
 	res := make(chan error, 1)
 	go func() {
@@ -337,7 +337,7 @@ func testHandleClose(t *testing.T, e *env) {
 	is(t, "Send after Close", c.Send(ctx, nil), baton.ErrClosed)
 	ok(t, "Close again", c.Close())
 	// The channel stays, and its next handle works.
-	c2 := open(t, b, ctx, name, baton.ChannelOptions{})
+	c2 := e.open(t, b, ctx, name, baton.ChannelOptions{})
 	ok(t, "Send on a new handle", c2.Send(ctx, []byte("x")))
 }
 

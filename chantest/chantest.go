@@ -46,6 +46,10 @@ type Suite struct {
 	// send (0: 100,000; BATON_CHAN_KILL_MESSAGES overrides it, e.g.
 	// 1000000 for a long run).
 	KillMessages int
+	// HoldsEnds says that the backend holds the ends of a one-to-one
+	// channel (baton.ChannelOptions.OneToOne): a second live sender or
+	// receiver is refused with baton.ErrChannelBusy.
+	HoldsEnds bool
 }
 
 const (
@@ -70,6 +74,7 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"Mismatch", testMismatch, true},
 		{"Cancel", testCancel, true},
 		{"CloseDrain", testCloseDrain, true},
+		{"CloseRace", testCloseRace, true},
 		{"HandleClose", testHandleClose, true},
 		{"ManySendersReceivers", testMany, true},
 		{"CrossProcess", testCrossProcess, s.CrossProcess},
@@ -79,6 +84,34 @@ func Run(t *testing.T, s Suite, cfg string) {
 			t.Run(tc.name, func(t *testing.T) { tc.fn(t, e) })
 		}
 	}
+	// The tests of one sending and one receiving handle again, on a
+	// one-to-one channel, and what is its own.
+	one := &env{s: s, cfg: cfg, one: true}
+	t.Run("OneToOne", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			fn   func(*testing.T, *env)
+			need bool
+		}{
+			{"Basics", testBasics, true},
+			{"Batch", testBatch, true},
+			{"ZeroCopy", testZeroCopy, true},
+			{"RecvFunc", testRecvFunc, true},
+			{"Cancel", testCancel, true},
+			{"CloseDrain", testCloseDrain, true},
+			{"CloseRace", testCloseRace, true},
+			{"HandleClose", testHandleClose, true},
+			{"Mismatch", testOneMismatch, true},
+			{"Ends", testOneEnds, s.HoldsEnds},
+			{"EndsOfTheDead", testOneEndsOfTheDead, s.HoldsEnds && s.CrossProcess},
+			{"CrossProcess", testOneCrossProcess, s.CrossProcess},
+			{"Kill", testOneKill, s.CrossProcess},
+		} {
+			if tc.need {
+				t.Run(tc.name, func(t *testing.T) { tc.fn(t, one) })
+			}
+		}
+	})
 }
 
 // env is what the tests share.
@@ -86,6 +119,7 @@ type env struct {
 	s   Suite
 	cfg string
 	seq int
+	one bool // the tests' channels are one-to-one
 }
 
 // start opens the backend for a test (closed when it ends) and returns a
@@ -104,6 +138,14 @@ func (e *env) start(t *testing.T) (baton.Backend, context.Context, string) {
 	e.seq++
 	name := fmt.Sprintf("ct-%d-%d-%s", os.Getpid(), e.seq, strings.NewReplacer("/", "-").Replace(t.Name()))
 	return b, context.Background(), name
+}
+
+// open opens a channel of the test's kind (one-to-one or not) and fails
+// the test on error.
+func (e *env) open(t *testing.T, b baton.Backend, ctx context.Context, name string, o baton.ChannelOptions) baton.Channel {
+	t.Helper()
+	o.OneToOne = e.one
+	return open(t, b, ctx, name, o)
 }
 
 // open opens a channel and fails the test on error.
@@ -152,6 +194,7 @@ type helperArgs struct {
 	Log      string // receiver: file of records
 	Capacity int
 	Batch    int
+	One      bool // a one-to-one channel
 }
 
 // Helper runs the role of a helper process and exits when the process is

@@ -85,7 +85,7 @@ func runHelper(s Suite, cfg, role string, a helperArgs) error {
 	}
 	defer b.Close()
 	ctx := context.Background()
-	ch, err := b.Channel(ctx, a.Name, baton.ChannelOptions{Capacity: a.Capacity, MaxMessage: 64})
+	ch, err := b.Channel(ctx, a.Name, baton.ChannelOptions{Capacity: a.Capacity, MaxMessage: 64, OneToOne: a.One})
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,11 @@ type ChannelOpener interface {
 	// (baton.DefaultChannelCapacity, baton.DefaultMaxMessage) when the
 	// channel is created. A channel that exists with other non-zero
 	// parameters is refused with errors matching baton.ErrMismatch
-	// (*baton.MismatchError naming the existing values).
-	OpenChannel(ctx context.Context, name string, capacity, maxMessage int) (Channel, error)
+	// (*baton.MismatchError naming the existing values). oneToOne asks for
+	// a channel of one sending and one receiving handle at a time
+	// (baton.ChannelOptions.OneToOne); false takes the existing channel's
+	// kind. Options reports the kind the channel has.
+	OpenChannel(ctx context.Context, name string, capacity, maxMessage int, oneToOne bool) (Channel, error)
 }
 
 // Channel is one handle's connection to a named channel.
@@ -44,8 +47,8 @@ type ChannelOpener interface {
 //     the call; msgs are not retained after Send returns;
 //   - errors are bare causes, as for the other drivers.
 type Channel interface {
-	// Options returns the channel's capacity and largest message.
-	Options() (capacity, maxMessage int)
+	// Options returns the channel's capacity, largest message and kind.
+	Options() (capacity, maxMessage int, oneToOne bool)
 	// Send sends msgs in order, as many as fit: with block, it waits
 	// until at least one fits. It returns how many it sent.
 	Send(ctx context.Context, msgs [][]byte, block bool) (int, error)

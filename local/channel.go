@@ -9,8 +9,8 @@ import (
 
 // OpenChannel opens a channel (driver.ChannelOpener): a ring of slots in
 // shared memory (package shmchan).
-func (d *backend) OpenChannel(ctx context.Context, name string, capacity, maxMessage int) (driver.Channel, error) {
-	return shmchan.OpenEntry(d.ns.Resolve(shmchan.Kind, name), capacity, maxMessage)
+func (d *backend) OpenChannel(ctx context.Context, name string, capacity, maxMessage int, oneToOne bool) (driver.Channel, error) {
+	return shmchan.OpenEntry(d.ns.Resolve(shmchan.Kind, name), capacity, maxMessage, oneToOne)
 }
 
 var _ driver.ChannelOpener = (*backend)(nil)

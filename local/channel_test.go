@@ -13,6 +13,7 @@ var chanSuite = chantest.Suite{
 	Open:         func(dir string) (baton.Backend, error) { return local.Open(dir) },
 	Objects:      objects,
 	CrossProcess: true,
+	HoldsEnds:    true,
 }
 
 func init() { chantest.Helper(chanSuite) }

@@ -57,6 +57,11 @@ import (
 // SendBatch that does not fit one request (chanBatchMessages messages or
 // chanBatchBytes bytes) goes as several, with no wait in between; a
 // RecvBatch takes at most that many in one request.
+//
+// A one-to-one channel (baton.ChannelOptions.OneToOne) is recorded in the
+// hash, so that its openers agree on it, and is otherwise served as any
+// other: a script per call costs the same for one sender as for many, so
+// the ends are not held and a second sender or receiver is not refused.
 
 const kchan = "chan"
 
@@ -100,6 +105,7 @@ type chanDriver struct {
 	r        *receipts
 	capacity int
 	maxMsg   int
+	one      bool          // one-to-one: recorded, not enforced (baton.ChannelOptions)
 	stop     chan struct{} // closed by Interrupt
 	once     sync.Once
 	bufs     sync.Pool // of *[]byte of maxMsg bytes, for SendFunc
@@ -120,25 +126,35 @@ type chanSub struct {
 }
 
 // OpenChannel opens a channel (driver.ChannelOpener).
-func (d *backend) OpenChannel(ctx context.Context, name string, capacity, maxMessage int) (driver.Channel, error) {
+func (d *backend) OpenChannel(ctx context.Context, name string, capacity, maxMessage int, oneToOne bool) (driver.Channel, error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, err
 	}
 	k := newChanKeys(d.o.Prefix, name)
-	r, err := scriptChanOpen.Run(ctx, d.c, k.keys, capacity, maxMessage, baton.DefaultChannelCapacity, baton.DefaultMaxMessage).Int64Slice()
+	one := 0
+	if oneToOne {
+		one = 1
+	}
+	r, err := scriptChanOpen.Run(ctx, d.c, k.keys, capacity, maxMessage, baton.DefaultChannelCapacity, baton.DefaultMaxMessage, one).Int64Slice()
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
-	if len(r) != 2 {
+	if len(r) != 3 {
 		return nil, fmt.Errorf("chan_open replied %v", r)
 	}
 	if err := chanMismatch(int(r[0]), int(r[1]), capacity, maxMessage); err != nil {
 		return nil, err
 	}
+	if oneToOne && r[2] == 0 {
+		return nil, errNotOneToOne
+	}
 	rc := newReceipts(redisnode.KeyBase(d.o.Prefix, kchan, name))
 	return &chanDriver{d: d, k: k, rk: append(k.keys[:2:2], rc.key), r: rc,
-		capacity: int(r[0]), maxMsg: int(r[1]), stop: make(chan struct{})}, nil
+		capacity: int(r[0]), maxMsg: int(r[1]), one: r[2] != 0, stop: make(chan struct{})}, nil
 }
+
+// errNotOneToOne refuses a one-to-one opener of a many-to-many channel.
+var errNotOneToOne = fmt.Errorf("%w: the channel exists for many senders and receivers, not one-to-one", baton.ErrMismatch)
 
 // chanMismatch names each asked parameter (non-zero) that differs from the
 // channel's.
@@ -159,7 +175,7 @@ func chanMismatch(haveCap, haveMax, capacity, maxMessage int) error {
 	return fmt.Errorf("%w; %w", errs[0], errs[1])
 }
 
-func (c *chanDriver) Options() (int, int) { return c.capacity, c.maxMsg }
+func (c *chanDriver) Options() (int, int, bool) { return c.capacity, c.maxMsg, c.one }
 
 // eval runs one of the channel's scripts. The request is not cancelled
 // with ctx: a push or pop the server ran must be reported, or a message

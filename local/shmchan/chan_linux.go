@@ -26,7 +26,7 @@ import (
 // and written atomically; message bytes are owned by the slot's reserver.
 const (
 	offMagic    = 0   // uint32
-	offParams   = 8   // uint64: capacity<<32 | largest message; 0 until set
+	offParams   = 8   // uint64: capacity<<32 | one-to-one flag | largest message; 0 until set
 	offClosed   = 16  // uint32: 1 once CloseSend was called
 	offTail     = 64  // uint64: next position to send, or a little behind
 	offHead     = 128 // uint64: next position to receive, or a little behind
@@ -35,11 +35,21 @@ const (
 	offSendWord = 256 // uint32 futex word of senders
 	offSendFlag = 260 // uint32: 1 when a sender may sleep
 	offTable    = 320 // tableSize uint64: tag<<32 | pid of a handle's process; 0 free
+	// The words of a one-to-one channel (one_linux.go), a line for what
+	// each end writes per call.
+	offOneTail  = 8512 // uint64: positions written and published by the sending end
+	offOneSend  = 8576 // uint32: table entry of the handle holding the sending end
+	offOneBusy  = 8580 // uint32: that entry while it writes a batch, else 0
+	offOneHead  = 8640 // uint64: positions taken by the receiving end
+	offOneFreed = 8648 // uint64: positions taken and read: their slots are free
+	offOneRecv  = 8656 // uint32: table entry of the handle holding the receiving end
 	tableSize   = 1 << ownerBits
 	hdrSize     = 12288
 	slotHdr     = 16 // the state word, then the message length
 
 	magic = 0x6263686e // "bchn"
+
+	oneFlag = 1 << 31 // in the parameters' low word: a one-to-one channel
 
 	phaseEmpty   = 0
 	phaseWriting = 1
@@ -58,9 +68,15 @@ type Chan struct {
 	base     unsafe.Pointer
 	capacity uint64
 	maxMsg   int
+	slots    uintptr // offset of the first slot
 	slotSize uintptr
-	me       uint64 // this handle's table entry
+	msgOff   uintptr // offset of the message in a slot
+	me       uint64  // this handle's table entry
 	self     ipc.Proc
+	one      bool // a one-to-one channel
+
+	sendEnd, recvEnd end           // a one-to-one channel's ends in this handle
+	intr             chan struct{} // closed by Interrupt
 
 	closing atomic.Bool // Interrupt was called
 
@@ -78,44 +94,82 @@ type Chan struct {
 // errRemoved is the cause of every call once the channel's file is gone.
 var errRemoved = fmt.Errorf("%w: the channel's file was removed", baton.ErrLost)
 
-// SlotBytes returns the size of one slot for messages of maxMessage bytes.
-func SlotBytes(maxMessage int) int { return (slotHdr + maxMessage + 63) &^ 63 }
+// SlotBytes returns the size of one slot for messages of maxMessage bytes:
+// its header and message on whole cache lines; on a one-to-one channel,
+// the message alone (the lengths are an array of their own, see
+// one_linux.go), so that a message of 64 bytes takes one line.
+func SlotBytes(maxMessage int, oneToOne bool) int {
+	if oneToOne {
+		return (maxMessage + 63) &^ 63
+	}
+	return (slotHdr + maxMessage + 63) &^ 63
+}
 
 // FileSize returns the size of the file of a channel with these parameters.
-func FileSize(capacity, maxMessage int) int { return hdrSize + capacity*SlotBytes(maxMessage) }
+func FileSize(capacity, maxMessage int, oneToOne bool) int {
+	return hdrSize + lengthsBytes(capacity, oneToOne) + capacity*SlotBytes(maxMessage, oneToOne)
+}
+
+// lengthsBytes is the size of a one-to-one channel's array of message
+// lengths (uint32s, before the slots), on whole cache lines; 0 for a ring.
+func lengthsBytes(capacity int, oneToOne bool) int {
+	if !oneToOne {
+		return 0
+	}
+	return (4*capacity + 63) &^ 63
+}
+
+// newChan returns a handle's view of the region r of a channel with these
+// parameters.
+func newChan(r *ipc.Region, capacity, maxMessage int, oneToOne bool, self ipc.Proc) *Chan {
+	c := &Chan{r: r, base: unsafe.Pointer(&r.Bytes()[0]), capacity: uint64(max(capacity, 1)), maxMsg: maxMessage,
+		one: oneToOne, slotSize: uintptr(SlotBytes(maxMessage, oneToOne)), self: self, intr: make(chan struct{}),
+		slots: hdrSize + uintptr(lengthsBytes(capacity, oneToOne)), msgOff: slotHdr}
+	if oneToOne {
+		c.msgOff = 0
+	}
+	c.sendEnd.init()
+	c.recvEnd.init()
+	return c
+}
 
 // OpenEntry opens the channel of a resolved entry (ipc.Namespace.Resolve
 // with Kind), creating it with the given parameters when it does not
 // exist. A parameter of 0 takes the existing channel's value, or the
 // default for a new one (baton.DefaultChannelCapacity,
 // baton.DefaultMaxMessage).
-func OpenEntry(e ipc.Entry, capacity, maxMessage int) (*Chan, error) {
+//
+// oneToOne asks for a one-to-one channel (baton.ChannelOptions.OneToOne);
+// false takes the existing channel's kind, or many-to-many for a new one.
+func OpenEntry(e ipc.Entry, capacity, maxMessage int, oneToOne bool) (*Chan, error) {
 	if err := e.Check(Kind); err != nil {
 		return nil, err
 	}
-	capacity, maxMessage = wanted(e.Path(), capacity, maxMessage)
-	if size := FileSize(capacity, maxMessage); capacity > baton.MaxChannelCapacity || maxMessage > baton.MaxChannelMessage || size > ipc.MaxRegionSize {
+	capacity, maxMessage, oneToOne = wanted(e.Path(), capacity, maxMessage, oneToOne)
+	if size := FileSize(capacity, maxMessage, oneToOne); capacity > baton.MaxChannelCapacity || maxMessage > baton.MaxChannelMessage || size > ipc.MaxRegionSize {
 		return nil, fmt.Errorf("%w: a channel of %d messages of %d bytes needs %d bytes, more than %d", baton.ErrInvalidArgument, capacity, maxMessage, size, ipc.MaxRegionSize)
 	}
 	// A channel's file is never reclaimed: messages in it are state, as
 	// a written Value's data is.
-	lay := &ipc.Layout{Kind: Kind, Size: FileSize(capacity, maxMessage), Magic: magic}
+	lay := &ipc.Layout{Kind: Kind, Size: FileSize(capacity, maxMessage, oneToOne), Magic: magic}
 	r, self, err := shm.OpenEntry(e, Kind, lay, "channel", 32)
 	if err != nil {
 		if errors.Is(err, baton.ErrMismatch) {
 			if have := readParams(e.Path()); have != 0 {
-				return nil, mismatch(have, capacity, maxMessage, err)
+				return nil, mismatch(have, capacity, maxMessage, oneToOne, err)
 			}
 		}
 		return nil, err
 	}
-	c := &Chan{r: r, base: unsafe.Pointer(&r.Bytes()[0]), capacity: uint64(capacity), maxMsg: maxMessage,
-		slotSize: uintptr(SlotBytes(maxMessage)), self: self}
-	p := uint64(capacity)<<32 | uint64(maxMessage)
-	if !c.u64(offParams).CompareAndSwap(0, p) {
+	c := newChan(r, capacity, maxMessage, oneToOne, self)
+	if p := params(capacity, maxMessage, oneToOne); !c.u64(offParams).CompareAndSwap(0, p) {
+		// The file's size matched, so its kind can only differ from a
+		// kind that was not asked for if another opener created it
+		// meanwhile; an opener that did not ask takes the kind that
+		// exists, as wanted does.
 		if have := c.u64(offParams).Load(); have != p {
 			r.Close()
-			return nil, mismatch(have, capacity, maxMessage, nil)
+			return nil, mismatch(have, capacity, maxMessage, oneToOne, nil)
 		}
 	}
 	if err := c.claim(); err != nil {
@@ -133,16 +187,26 @@ func OpenEntry(e ipc.Entry, capacity, maxMessage int) (*Chan, error) {
 	return c, nil
 }
 
-// wanted fills parameters of 0 from the existing file, or the defaults.
-func wanted(path string, capacity, maxMessage int) (int, int) {
-	if capacity == 0 || maxMessage == 0 {
+func params(capacity, maxMessage int, oneToOne bool) uint64 {
+	p := uint64(capacity)<<32 | uint64(maxMessage)
+	if oneToOne {
+		p |= oneFlag
+	}
+	return p
+}
+
+// wanted fills parameters of 0, and the kind when one-to-one is not asked
+// for, from the existing file, or the defaults.
+func wanted(path string, capacity, maxMessage int, oneToOne bool) (int, int, bool) {
+	if capacity == 0 || maxMessage == 0 || !oneToOne {
 		// A file without parameters is being created: its creator sets
 		// them right after sizing it.
 		for range 100 {
 			have := readParams(path)
 			if have != 0 {
 				capacity = cmp.Or(capacity, int(have>>32))
-				maxMessage = cmp.Or(maxMessage, int(uint32(have)))
+				maxMessage = cmp.Or(maxMessage, int(uint32(have)&^oneFlag))
+				oneToOne = oneToOne || have&oneFlag != 0
 				break
 			}
 			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -151,7 +215,7 @@ func wanted(path string, capacity, maxMessage int) (int, int) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	return cmp.Or(capacity, baton.DefaultChannelCapacity), cmp.Or(maxMessage, baton.DefaultMaxMessage)
+	return cmp.Or(capacity, baton.DefaultChannelCapacity), cmp.Or(maxMessage, baton.DefaultMaxMessage), oneToOne
 }
 
 // readParams reads the parameters word of an existing file; 0 if none.
@@ -169,35 +233,46 @@ func readParams(path string) uint64 {
 }
 
 // mismatch names the existing parameters that differ from the asked ones.
-func mismatch(have uint64, capacity, maxMessage int, cause error) error {
+func mismatch(have uint64, capacity, maxMessage int, oneToOne bool, cause error) error {
 	var errs []error
 	if hc := int64(have >> 32); hc != int64(capacity) {
 		errs = append(errs, &baton.MismatchError{Param: "capacity", Have: hc, Want: int64(capacity), Err: cause})
 	}
-	if hm := int64(uint32(have)); hm != int64(maxMessage) {
+	if hm := int64(uint32(have) &^ oneFlag); hm != int64(maxMessage) {
 		errs = append(errs, &baton.MismatchError{Param: "largest message", Have: hm, Want: int64(maxMessage), Err: cause})
 	}
-	switch len(errs) {
-	case 0:
-		return cause
-	case 1:
-		return errs[0]
+	if oneToOne && have&oneFlag == 0 {
+		errs = append(errs, errNotOneToOne)
 	}
-	return fmt.Errorf("%w; %w", errs[0], errs[1])
+	if !oneToOne && have&oneFlag != 0 && len(errs) == 0 {
+		// Created one-to-one between wanted's look and the open.
+		errs = append(errs, fmt.Errorf("%w: the channel was created one-to-one meanwhile; open it again", baton.ErrMismatch))
+	}
+	if len(errs) == 0 {
+		return cause
+	}
+	err := errs[0]
+	for _, e := range errs[1:] {
+		err = fmt.Errorf("%w; %w", err, e)
+	}
+	return err
 }
+
+// errNotOneToOne refuses a one-to-one opener of a many-to-many channel.
+var errNotOneToOne = fmt.Errorf("%w: the channel exists for many senders and receivers, not one-to-one", baton.ErrMismatch)
 
 func (c *Chan) u64(off uintptr) *word.Uint64 { return (*word.Uint64)(unsafe.Add(c.base, off)) }
 func (c *Chan) u32(off uintptr) *word.Uint32 { return (*word.Uint32)(unsafe.Add(c.base, off)) }
 func (c *Chan) entry(i uint64) *word.Uint64  { return c.u64(offTable + uintptr(i)*8) }
 
 // slot returns the offset of the slot of position pos.
-func (c *Chan) slot(pos uint64) uintptr { return hdrSize + uintptr(pos%c.capacity)*c.slotSize }
+func (c *Chan) slot(pos uint64) uintptr { return c.slots + uintptr(pos%c.capacity)*c.slotSize }
 
 func (c *Chan) state(pos uint64) *word.Uint64 { return c.u64(c.slot(pos)) }
 
 // data returns the message area of the slot of pos.
 func (c *Chan) data(pos uint64) []byte {
-	return unsafe.Slice((*byte)(unsafe.Add(c.base, c.slot(pos)+slotHdr)), c.maxMsg)
+	return unsafe.Slice((*byte)(unsafe.Add(c.base, c.slot(pos)+c.msgOff)), c.maxMsg)
 }
 
 func (c *Chan) length(pos uint64) *uint64 { return (*uint64)(unsafe.Add(c.base, c.slot(pos)+8)) }
@@ -214,6 +289,11 @@ func (c *Chan) claim() error {
 		}
 	}
 	for i := uint64(1); i < tableSize; i++ {
+		// An entry an end names stays until the end's next taker
+		// recovers it (one_linux.go).
+		if c.namedByEnd(i) {
+			continue
+		}
 		if old := c.entry(i).Load(); c.deadEntry(old) && c.entry(i).CompareAndSwap(old, me) {
 			c.me = i
 			for pos := range c.capacity {
@@ -245,8 +325,8 @@ func (c *Chan) deadEntry(e uint64) bool {
 	return !ok || p.Tag() != tag || st == 'Z' || st == 'X'
 }
 
-// Options returns the channel's capacity and largest message.
-func (c *Chan) Options() (int, int) { return int(c.capacity), c.maxMsg }
+// Options returns the channel's capacity, largest message and kind.
+func (c *Chan) Options() (int, int, bool) { return int(c.capacity), c.maxMsg, c.one }
 
 // kick wakes every sleeper of a futex word, which then looks again.
 func (c *Chan) kick(word uintptr) {
@@ -268,7 +348,9 @@ func (k lossKick) LossFired(error) {
 
 // Interrupt makes the calls in progress return baton.ErrClosed.
 func (c *Chan) Interrupt() {
-	c.closing.Store(true)
+	if !c.closing.Swap(true) {
+		close(c.intr)
+	}
 	c.kick(offRecvWord)
 	c.kick(offSendWord)
 }
@@ -285,6 +367,7 @@ func (c *Chan) Close() error {
 	c.loss.Unwatch()
 	c.stop()
 	me := uint64(c.self.Tag())<<32 | uint64(uint32(c.self.PID))
+	c.leaveEnds()
 	c.entry(c.me).CompareAndSwap(me, 0)
 	c.mapMu.Lock()
 	c.unmapped = true

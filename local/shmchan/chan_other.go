@@ -17,9 +17,11 @@ type Chan struct{}
 var errNo = fmt.Errorf("shmchan: %w", errors.ErrUnsupported)
 
 // OpenEntry returns an error matching errors.ErrUnsupported on this system.
-func OpenEntry(e ipc.Entry, capacity, maxMessage int) (*Chan, error) { return nil, errNo }
+func OpenEntry(e ipc.Entry, capacity, maxMessage int, oneToOne bool) (*Chan, error) {
+	return nil, errNo
+}
 
-func (c *Chan) Options() (int, int) { return 0, 0 }
+func (c *Chan) Options() (int, int, bool) { return 0, 0, false }
 func (c *Chan) Send(ctx context.Context, msgs [][]byte, block bool) (int, error) {
 	return 0, errNo
 }

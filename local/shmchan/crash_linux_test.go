@@ -49,7 +49,7 @@ func runRole(role, dir string) error {
 	if err != nil {
 		return err
 	}
-	c, err := OpenEntry(ns.Resolve(Kind, "c"), 0, 0)
+	c, err := OpenEntry(ns.Resolve(Kind, "c"), 0, 0, false)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func TestNoLeaks(t *testing.T) {
 	m0, f0 := maps(), fds()
 	ctx := context.Background()
 	for i := range 200 {
-		c, err := OpenEntry(ns.Resolve(Kind, "c"), 4, 16)
+		c, err := OpenEntry(ns.Resolve(Kind, "c"), 4, 16, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +253,7 @@ func TestNoLeaks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := OpenEntry(ns.Resolve(Kind, "c"), 8, 16); !errors.Is(err, baton.ErrMismatch) {
+	if _, err := OpenEntry(ns.Resolve(Kind, "c"), 8, 16, false); !errors.Is(err, baton.ErrMismatch) {
 		t.Errorf("open with another capacity: %v", err)
 	}
 	eventually(t, 5*time.Second, "mappings and fds back", func() bool { return maps() == m0 && fds() <= f0 })

@@ -53,6 +53,13 @@
 // commit one wake-up and no more. Cancellation, Close and the removal of
 // the file bump the word too.
 //
+// # One-to-one channels
+//
+// A channel created with baton.ChannelOptions.OneToOne has one sending and
+// one receiving handle at a time and no state words: its ends publish a
+// tail, a head and a freed mark once per call, and its slots hold the
+// message alone (lengths are an array of their own). See one_linux.go.
+//
 // # Closing and removal
 //
 // CloseSend sets the closed flag and wakes every waiter. A sender checks

@@ -18,7 +18,9 @@ const KindChannel = baton.KindChannel
 // Inspect describes the channel name of ns without opening a handle:
 // its capacity, how many messages it holds, its largest message, whether
 // it is closed, and how many slots processes that died still hold (the
-// next waiter behind them recovers them). It returns an error matching
+// next waiter behind them recovers them); for a one-to-one channel, the
+// processes that hold its ends (Holders, Mode "sending end" or
+// "receiving end"), and ends of dead processes as its dead. It returns an error matching
 // fs.ErrNotExist when there is no such channel.
 func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 	path, err := ns.Path(Kind, name)
@@ -26,19 +28,36 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 		return baton.Info{}, err
 	}
 	p := readParams(path)
-	capacity, maxMsg := int(p>>32), int(uint32(p))
+	capacity, maxMsg := int(p>>32), int(uint32(p)&^oneFlag)
 	size := hdrSize
 	if p != 0 {
-		size = FileSize(capacity, maxMsg)
+		size = FileSize(capacity, maxMsg, p&oneFlag != 0)
 	}
 	self, _ := ipc.Self()
 	in, err := shm.Inspect(ns, Kind, name, size, magic, "channel", func(r *ipc.Region, in *baton.Info) (dead int) {
-		c := &Chan{r: r, base: unsafe.Pointer(&r.Bytes()[0]), capacity: uint64(max(capacity, 1)), maxMsg: maxMsg,
-			slotSize: uintptr(SlotBytes(maxMsg)), self: self}
+		c := newChan(r, capacity, maxMsg, p&oneFlag != 0, self)
 		in.Kind, in.Capacity, in.Waiters = KindChannel, int64(capacity), -1
 		if p == 0 {
 			in.Detail = "being created"
 			return 0
+		}
+		if p&oneFlag != 0 {
+			held, ends := c.inspectOne()
+			in.Detail = fmt.Sprintf("%d of %d messages, up to %d bytes each, one-to-one", held, capacity, maxMsg)
+			for i, o := range ends {
+				if o == 0 {
+					continue
+				}
+				if e := c.entry(uint64(o)).Load(); c.deadEntry(e) {
+					dead++
+				} else {
+					in.Holders = append(in.Holders, baton.Holder{PID: int(uint32(e)), Mode: [2]string{"sending end", "receiving end"}[i]})
+				}
+			}
+			if c.closed() {
+				in.Detail += ", closed"
+			}
+			return dead
 		}
 		held := 0
 		for pos := range c.capacity {

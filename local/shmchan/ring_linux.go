@@ -151,12 +151,36 @@ func (c *Chan) wake(word, flag uintptr, k int) {
 // recovered; one held by a live other process is watched through a pidfd,
 // whose exit wakes the word.
 func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *word.Uint64, v uint64) error {
+	seen, sleep, err := c.arm(ctx, word, flag, st, v)
+	if !sleep {
+		return err
+	}
+	// After a CloseSend the caller returns, unless it is a receiver
+	// behind a slot being written: that writer commits or gives up.
+	if c.closed() && (word == offSendWord || phaseOf(v) != phaseWriting) {
+		return nil
+	}
+	if c.reclaim(st, v) {
+		return nil
+	}
+	dead, e, err := c.sleep(ctx, word, seen, ownerOf(v))
+	if dead && c.deadEntry(e) {
+		c.recover(st, v)
+	}
+	return err
+}
+
+// arm is the start of every wait: it spins on st while it reads v, then
+// tells wakers of a sleeper on flag and looks again. With sleep it returns
+// the futex word's value to sleep on; without, the caller looks again, or
+// returns err.
+func (c *Chan) arm(ctx context.Context, word, flag uintptr, st *word.Uint64, v uint64) (seen uint32, sleep bool, err error) {
 	sp := &c.spinRecv
 	if word == offSendWord {
 		sp = &c.spinSend
 	}
 	if sp.spin(st, v) {
-		return nil
+		return 0, false, nil
 	}
 	// With one P, a peer goroutine of this process may be queued behind
 	// this one, and a futex wait holds the P until the runtime takes it
@@ -166,37 +190,31 @@ func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *word.Uint64, v 
 	if runtime.GOMAXPROCS(0) == 1 {
 		runtime.Gosched()
 	}
-	seen := c.u32(word).Load()
+	seen = c.u32(word).Load()
 	c.u32(flag).Store(1)
 	if st.Load() != v {
-		return nil
+		return 0, false, nil
 	}
 	if err := c.check(); err != nil {
-		return err
+		return 0, false, err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	// After a CloseSend the caller returns, unless it is a receiver
-	// behind a slot being written: that writer commits or gives up.
-	if c.closed() && (word == offSendWord || phaseOf(v) != phaseWriting) {
-		return nil
-	}
+	return seen, ctx.Err() == nil, ctx.Err()
+}
+
+// sleep sleeps on the futex word at word while it reads seen, until a
+// wake-up, the end of ctx, or an interruption of the handle. With owner, a
+// table entry of another process, that process's exit wakes it too: dead
+// reports that it had exited already, e the entry as read.
+func (c *Chan) sleep(ctx context.Context, word uintptr, seen uint32, owner uint64) (dead bool, e uint64, err error) {
 	var watch *ipc.ExitWatch
 	timeout := time.Duration(-1)
-	if c.reclaim(st, v) {
-		return nil
-	}
-	if o := ownerOf(v); o != 0 && o != c.me {
-		e := c.entry(o).Load()
+	if owner != 0 && owner != c.me {
+		e = c.entry(owner).Load()
 		if pid := int(uint32(e)); pid != c.self.PID {
-			w, dead, err := ipc.NotifyExit(pid, uint32(e>>32), ^uint32(0), func() { c.kick(word) })
+			w, gone, err := ipc.NotifyExit(pid, uint32(e>>32), ^uint32(0), func() { c.kick(word) })
 			switch {
-			case dead:
-				if c.deadEntry(e) {
-					c.recover(st, v)
-				}
-				return nil
+			case gone:
+				return true, e, nil
 			case err != nil:
 				timeout = 100 * time.Millisecond // no pidfd: look again now and then
 			}
@@ -204,16 +222,16 @@ func (c *Chan) wait(ctx context.Context, word, flag uintptr, st *word.Uint64, v 
 		}
 	}
 	stop := context.AfterFunc(ctx, func() { c.kick(word) })
-	_, err := ipc.FutexWait((*uint32)(unsafe.Add(c.base, word)), seen, timeout)
+	_, err = ipc.FutexWait((*uint32)(unsafe.Add(c.base, word)), seen, timeout)
 	stop()
 	watch.Stop()
 	if err != nil {
-		return err
+		return false, e, err
 	}
 	if err := c.check(); err != nil {
-		return err
+		return false, e, err
 	}
-	return ctx.Err()
+	return false, e, ctx.Err()
 }
 
 // Send sends as many of msgs, in order, as fit; with block it waits until
@@ -241,6 +259,9 @@ func (c *Chan) SendFunc(ctx context.Context, block bool, fill func(buf []byte) (
 func (c *Chan) send(ctx context.Context, block bool, next func(buf []byte) (size int, more bool, err error)) error {
 	if err := c.check(); err != nil {
 		return err
+	}
+	if c.one {
+		return c.sendOne(ctx, block, next)
 	}
 	sent := 0
 	var after uint64 // the position after the last one reserved, once sent > 0
@@ -326,6 +347,9 @@ func (c *Chan) fill(pos uint64, st *word.Uint64, mine uint64, next func([]byte) 
 func (c *Chan) Recv(ctx context.Context, max int, block bool, take func(msg []byte)) (int, error) {
 	if err := c.check(); err != nil {
 		return 0, err
+	}
+	if c.one {
+		return c.recvOne(ctx, max, block, take)
 	}
 	n := 0
 	var next uint64 // the position after the last one taken, once n > 0

@@ -15,12 +15,7 @@ import (
 
 func openTest(t testing.TB, ns *ipc.Namespace, name string, capacity, max int) *Chan {
 	t.Helper()
-	c, err := OpenEntry(ns.Resolve(Kind, name), capacity, max)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return openKind(t, ns, name, capacity, max, false)
 }
 
 func testNS(t testing.TB) *ipc.Namespace {
@@ -95,7 +90,7 @@ func TestRingStress(t *testing.T) {
 
 // pong echoes every message of c back on the channel "r" of ns.
 func pong(ns *ipc.Namespace, c *Chan) error {
-	r, err := OpenEntry(ns.Resolve(Kind, "r"), 0, 0)
+	r, err := OpenEntry(ns.Resolve(Kind, "r"), 0, 0, false)
 	if err != nil {
 		return err
 	}
@@ -181,4 +176,15 @@ func TestLapWrap(t *testing.T) {
 	if h := c.u64(offHead).Load(); c.lap(h) != 3 { // lapMask-1 + 5 laps
 		t.Errorf("the head's lap is %d, want 3: the positions did not cross the wrap", c.lap(h))
 	}
+}
+
+// openKind is openTest for a channel of either kind.
+func openKind(t testing.TB, ns *ipc.Namespace, name string, capacity, max int, one bool) *Chan {
+	t.Helper()
+	c, err := OpenEntry(ns.Resolve(Kind, name), capacity, max, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -2,7 +2,8 @@
 -- Channels (channel.go): one list of messages per channel and a hash of
 -- its parameters, on one hash tag.
 -- KEYS[1] the list of messages, oldest first
--- KEYS[2] the hash: cap (messages), max (bytes), closed ('1' after CloseSend)
+-- KEYS[2] the hash: cap (messages), max (bytes), closed ('1' after CloseSend),
+-- one ('1' for a one-to-one channel: recorded, not enforced)
 -- KEYS[3] (send, receive, release) the handle's receipts: a hash from a
 -- request's id to what it did, so that a request sent again after its
 -- reply was lost (a broken connection, a failover) gets that reply again
@@ -32,13 +33,16 @@ end
 -- KEYS: as in chan_common.lua
 -- ARGV[1] capacity asked (0: the existing one, or ARGV[3] for a new channel)
 -- ARGV[2] largest message asked (0: the existing one, or ARGV[4])
--- Returns {capacity, largest message} of the channel; the caller compares.
-local p = redis.call('HMGET', KEYS[2], 'cap', 'max')
+-- ARGV[5] '1' for a one-to-one channel, '0' for the existing kind (or
+-- many-to-many for a new channel)
+-- Returns {capacity, largest message, one-to-one (0 or 1)} of the
+-- channel; the caller compares.
+local p = redis.call('HMGET', KEYS[2], 'cap', 'max', 'one')
 if p[1] and p[2] then
-  return {tonumber(p[1]), tonumber(p[2])}
+  return {tonumber(p[1]), tonumber(p[2]), tonumber(p[3] or '0')}
 end
 local cap, max = tonumber(ARGV[1]), tonumber(ARGV[2])
 if cap == 0 then cap = tonumber(ARGV[3]) end
 if max == 0 then max = tonumber(ARGV[4]) end
-redis.call('HSET', KEYS[2], 'cap', cap, 'max', max, 'closed', '0')
-return {cap, max}
+redis.call('HSET', KEYS[2], 'cap', cap, 'max', max, 'closed', '0', 'one', ARGV[5])
+return {cap, max, tonumber(ARGV[5])}

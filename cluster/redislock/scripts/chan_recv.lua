@@ -2,7 +2,8 @@
 -- Channels (channel.go): one list of messages per channel and a hash of
 -- its parameters, on one hash tag.
 -- KEYS[1] the list of messages, oldest first
--- KEYS[2] the hash: cap (messages), max (bytes), closed ('1' after CloseSend)
+-- KEYS[2] the hash: cap (messages), max (bytes), closed ('1' after CloseSend),
+-- one ('1' for a one-to-one channel: recorded, not enforced)
 -- KEYS[3] (send, receive, release) the handle's receipts: a hash from a
 -- request's id to what it did, so that a request sent again after its
 -- reply was lost (a broken connection, a failover) gets that reply again
