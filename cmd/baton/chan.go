@@ -23,6 +23,7 @@ type chanFlags struct {
 	wait     time.Duration
 	capacity int
 	maxMsg   int
+	one      bool
 }
 
 func (f *chanFlags) add(cmd *cobra.Command) {
@@ -30,6 +31,7 @@ func (f *chanFlags) add(cmd *cobra.Command) {
 	cmd.Flags().DurationVarP(&f.wait, "wait", "w", 0, "give up after this `DURATION` (exit 1); 0 waits for ever")
 	cmd.Flags().IntVar(&f.capacity, "capacity", 0, "capacity in messages of a channel created here (default: the existing one's, or 1024)")
 	cmd.Flags().IntVar(&f.maxMsg, "max-message", 0, "largest message in bytes of a channel created here (default: the existing one's, or 4096)")
+	cmd.Flags().BoolVar(&f.one, "one-to-one", false, "a channel of one sending and one receiving process at a time (default: the existing one's kind, or many-to-many)")
 }
 
 func newChanCmd() *cobra.Command {
@@ -144,7 +146,7 @@ func withChannel(cmd *cobra.Command, name string, f chanFlags, fn func(ctx conte
 		return err
 	}
 	defer closeBackend(b, releaseTimeout)
-	ch, err := b.Channel(ctx, name, baton.ChannelOptions{Capacity: f.capacity, MaxMessage: f.maxMsg})
+	ch, err := b.Channel(ctx, name, baton.ChannelOptions{Capacity: f.capacity, MaxMessage: f.maxMsg, OneToOne: f.one})
 	if err == nil {
 		err = fn(ctx, ch)
 	}
@@ -155,7 +157,7 @@ func withChannel(cmd *cobra.Command, name string, f chanFlags, fn func(ctx conte
 		return exitWith(exitConflict, fmt.Errorf("channel %q: -w %v ran out", name, f.wait))
 	case errors.Is(err, context.Canceled):
 		return exitWith(130, nil)
-	case errors.Is(err, baton.ErrChannelClosed):
+	case errors.Is(err, baton.ErrChannelClosed), errors.Is(err, baton.ErrChannelBusy):
 		return exitWith(exitConflict, err)
 	}
 	return classify(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,42 @@ func TestChanRm(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		_ = recv.Process.Kill()
 		t.Fatal("a waiting recv did not hear of rm")
+	}
+}
+
+// A one-to-one channel: while a receiving process holds its receiving end,
+// ls names it, another's recv exits 1 and says so, and sends go on.
+func TestChanOneToOne(t *testing.T) {
+	be := namespace(t)
+	if r := run(t, be, "chan", "recv", "--one-to-one", "--max-message", "64", "-w", "10ms", "q"); r.code != 1 {
+		t.Fatalf("recv that creates the channel: exit %d, %s", r.code, r.stderr)
+	}
+	recv := command(be, "chan", "recv", "q")
+	var out, errb bytes.Buffer
+	recv.Stdout, recv.Stderr = &out, &errb
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Process.Kill()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := run(t, be, "ls")
+		if strings.Contains(r.stdout, fmt.Sprintf("pid %d, receiving end", recv.Process.Pid)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ls does not show the receiver at the receiving end: %q, %s", r.stdout, r.stderr)
+		}
+	}
+	if r := run(t, be, "chan", "recv", "-w", "1s", "q"); r.code != 1 || !strings.Contains(r.stderr, "held by") {
+		t.Errorf("a second receiver: exit %d, %s", r.code, r.stderr)
+	}
+	if r := run(t, be, "chan", "send", "q", "x"); r.code != 0 {
+		t.Fatalf("send: exit %d, %s", r.code, r.stderr)
+	}
+	if err := recv.Wait(); err != nil || out.String() != "x\n" {
+		t.Errorf("the first receiver: %v, %q, %s", err, out.String(), errb.String())
+	}
+	if r := run(t, be, "chan", "send", "--one-to-one", "--capacity", "4", "q", "x"); r.code != 64 {
+		t.Errorf("send with another capacity: exit %d, %s", r.code, r.stderr)
 	}
 }
