@@ -51,7 +51,7 @@ func chanWorker(role, transport string, size int, dir string) error {
 	in, out := os.NewFile(3, "in"), os.NewFile(4, "out")
 	buf := make([]byte, 64*size)
 	switch transport {
-	case "baton":
+	case "baton", "baton1":
 		b, err := local.Open(dir)
 		if err != nil {
 			return err
@@ -163,12 +163,12 @@ func openChanTransport(ctx context.Context, transport, role string, size int, ba
 		return nil, err
 	}
 	switch transport {
-	case "baton":
+	case "baton", "baton1": // baton1: one-to-one channels
 		b, err := local.Open(dir)
 		if err != nil {
 			return nil, err
 		}
-		o := baton.ChannelOptions{Capacity: 1024, MaxMessage: size}
+		o := baton.ChannelOptions{Capacity: 1024, MaxMessage: size, OneToOne: transport == "baton1"}
 		c, err1 := b.Channel(ctx, "c", o)
 		r, err2 := b.Channel(ctx, "r", o)
 		if err1 != nil || err2 != nil {
@@ -310,6 +310,7 @@ func chanTables(cfg config, dir string) []*plannedTable {
 	}
 	all := []*subject{mk("baton", "baton local channel", true), mk("unix", "Unix socket pair", false),
 		mk("pipe", "pipe pair", false), mk("msgq", "System V msgq", false)}
+	one := mk("baton1", "baton local channel, one-to-one", true)
 	// The floor: two threads of one process that share memory and spin
 	// (chanfloor.go), the machine's limit for any channel.
 	floor := mk("floor", "bare shared memory (floor)", false)
@@ -317,7 +318,7 @@ func chanTables(cfg config, dir string) []*plannedTable {
 	for _, size := range []int{64, 4096} {
 		ts = append(ts, newPlanned("chan-pingpong-"+strconv.Itoa(size), sec,
 			fmt.Sprintf("Channel, one-way latency of %d B between two processes (ping-pong / 2)", size), "latency", "",
-			[]string{"Unix socket pair", "pipe pair", "System V msgq"}, append(all[:4:4], floor),
+			[]string{"Unix socket pair", "pipe pair", "System V msgq"}, append(all[:4:4], one, floor),
 			func(ctx context.Context, s *subject) (sample, error) {
 				if s.id == "floor" {
 					return floorPingPong(size, cfg.dur), nil
@@ -327,7 +328,7 @@ func chanTables(cfg config, dir string) []*plannedTable {
 	}
 	goChan := mk("go", "Go channel (in process)", false)
 	ts = append(ts, newPlanned("chan-batch64", sec, "Channel, 64 B messages one process sends another in batches of 64, taken in place (RecvFunc) into the receiver's buffer (p50: time per message)", "throughput", "",
-		[]string{"Unix socket pair"}, append(all[:2:2], goChan, floor),
+		[]string{"Unix socket pair"}, append(all[:2:2], one, goChan, floor),
 		func(ctx context.Context, s *subject) (sample, error) {
 			switch s.id {
 			case "go":

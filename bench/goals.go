@@ -92,6 +92,9 @@ var goals = []goal{
 	{"Channel, 64 B in batches of 64: ≥ 10 M messages/s (≤ 100 ns each)", "chan-batch64", "baton local channel", "median", nil, 100},
 	{"Channel, 4 KiB between processes: one-way p50 ≤ 1/3 of a Unix socket pair", "chan-pingpong-4096", "baton local channel", "cost", []string{"Unix socket pair"}, 1.0 / 3},
 	{"Channel, receiving process blocked on an empty channel: CPU ≤ 0.1% of a core", "idle-chan", "baton local channel", "p99", nil, 1e6},
+	// The one-to-one option must pay for itself against the ring it replaces.
+	{"Channel, one-to-one, 64 B in batches of 64: throughput ≥ 1.5× the many-to-many channel", "chan-batch64", "baton local channel, one-to-one", "speedup", []string{"baton local channel"}, 1.5},
+	{"Channel, one-to-one, 64 B between processes: one-way p50 ≤ 0.9× the many-to-many channel", "chan-pingpong-64", "baton local channel, one-to-one", "cost", []string{"baton local channel"}, 0.9},
 	// Rate limit on Redis (issue 38): the nearest served peer is one raw script call.
 	{"Rate limit on Redis: Allow ≤ 1.2× one raw GCRA script call", "redis-rate-allow", "baton redis", "cost", []string{"raw GCRA script"}, 1.2},
 }
