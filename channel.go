@@ -55,7 +55,8 @@ type ChannelOptions struct {
 	// with a ring whose ends publish once per call instead of once per
 	// message (see bench for what that gains); Redis records the option
 	// with the channel's parameters and, having no faster path for it,
-	// does not hold the ends.
+	// does not hold the ends. A fill (SendFunc) or take (RecvFunc) runs
+	// in its end's turn: it must not call that end of its own handle.
 	OneToOne bool
 }
 

@@ -46,7 +46,8 @@ type end struct {
 func (e *end) init() { e.turn = make(chan struct{}, 1) }
 
 // enter takes the end's turn among the handle's goroutines, or returns
-// when ctx ends or the handle is interrupted.
+// when ctx ends or the handle is interrupted. A turn taken after a wait
+// looks again at what ends every call (the file's removal).
 func (c *Chan) enter(ctx context.Context, e *end) error {
 	select {
 	case e.turn <- struct{}{}:
@@ -55,12 +56,16 @@ func (c *Chan) enter(ctx context.Context, e *end) error {
 	}
 	select {
 	case e.turn <- struct{}{}:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.intr:
 		return baton.ErrClosed
 	}
+	if err := c.check(); err != nil {
+		<-e.turn
+		return err
+	}
+	return nil
 }
 
 func (e *end) leave() { <-e.turn }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/ipc"
 )
 
 // recvAll takes what c holds now, as strings.
@@ -110,5 +111,72 @@ func TestOneInspect(t *testing.T) {
 	if err != nil || !strings.HasPrefix(in.Detail, "2 of 4 messages, up to 16 bytes each, one-to-one") ||
 		len(in.Holders) != 1 || in.Holders[0].PID != c.self.PID || in.Holders[0].Mode != "sending end" {
 		t.Errorf("Inspect = %+v, %v; want 2 messages held and this process at the sending end", in, err)
+	}
+}
+
+// Removal of the file ends the call that waits at an end and the calls
+// that wait for its turn, and the sends of the other end.
+func TestOneRemoved(t *testing.T) {
+	ns := testNS(t)
+	c := openKind(t, ns, "c", 1, 8, true)
+	ctx := context.Background()
+	res := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := c.Recv(ctx, 1, true, func([]byte) {})
+			res <- err
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // one sleeps at the end, two wait for its turn
+	if err := ipc.RemoveRegion(ns, Kind, "c"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		select {
+		case err := <-res:
+			if !errors.Is(err, baton.ErrLost) {
+				t.Errorf("waiting Recv after removal: %v, want ErrLost", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a waiting Recv did not hear of the removal")
+		}
+	}
+	if _, err := c.Send(ctx, [][]byte{nil}, true); !errors.Is(err, baton.ErrLost) {
+		t.Errorf("Send after removal: %v, want ErrLost", err)
+	}
+}
+
+// A send that waited for its end's turn while the file was removed fails,
+// though the ring has room.
+func TestOneRemovedWhileWaitingForTheTurn(t *testing.T) {
+	ns := testNS(t)
+	c := openKind(t, ns, "c", 4, 8, true)
+	ctx := context.Background()
+	inFill, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- c.SendFunc(ctx, true, func(buf []byte) (int, error) {
+			close(inFill)
+			<-release
+			return 0, nil
+		})
+	}()
+	<-inFill
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.Send(ctx, [][]byte{nil}, true)
+		second <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // the second waits for the turn
+	if err := ipc.RemoveRegion(ns, Kind, "c"); err != nil {
+		t.Fatal(err)
+	}
+	for !c.gone.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	<-first
+	if err := <-second; !errors.Is(err, baton.ErrLost) {
+		t.Errorf("a Send that waited for the turn across the removal: %v, want ErrLost", err)
 	}
 }
