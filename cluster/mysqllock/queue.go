@@ -57,6 +57,8 @@ type queueDriver struct {
 	closeOnce        sync.Once
 	renewStop        chan struct{}
 
+	multi bool // the connections run requests of several statements (queue_multi.go)
+
 	mu     sync.Mutex
 	claims map[string]*qclaim // guarded by mu; by owner
 	closed bool               // guarded by mu
@@ -130,6 +132,7 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 	if _, err := b.db.ExecContext(ctx, `INSERT IGNORE INTO `+b.t.lock+` (name) VALUES (?)`, d.count); err != nil {
 		return nil, err
 	}
+	d.multi = probeMulti(ctx, b.db)
 	if err := b.track(d, func() { d.Close() }); err != nil {
 		return nil, err
 	}
@@ -173,6 +176,9 @@ func (d *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, 
 }
 
 func (d *queueDriver) putOnce(ctx context.Context, jobs []driver.PutJob) ([]uint64, bool, error) {
+	if d.multi && noKeys(jobs) {
+		return d.putMulti(ctx, jobs)
+	}
 	tx, err := d.b.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, false, err
@@ -288,14 +294,8 @@ type execer interface {
 // toggle could give counts as sleepers: a wake-up too many costs a read
 // of the process list, one too few a sleeper's slice.
 func drawIDs(ctx context.Context, tx execer, lock, name string, n int, sleepRow string) (uint64, bool, error) {
-	q := key('Q', name)
-	vals, args := "(?, LAST_INSERT_ID(?))", []any{q, n}
-	if sleepRow != "" {
-		vals, args = vals+", (?, 0)", append(args, sleepRow)
-	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO `+lock+` (name, token) VALUES `+vals+
-		` ON DUPLICATE KEY UPDATE token = IF(name = ?, LAST_INSERT_ID(token + ?), token),`+
-		` capacity = IF(name = ? OR CAST(token AS SIGNED) <= 0, capacity, 1 - capacity)`, append(args, q, n, q)...)
+	query, args := drawSQL(lock, name, n, sleepRow)
+	res, err := tx.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, false, err
 	}
@@ -303,16 +303,37 @@ func drawIDs(ctx context.Context, tx execer, lock, name string, n int, sleepRow 
 	if err != nil {
 		return 0, false, err
 	}
-	if sleepRow == "" {
-		return uint64(next) - uint64(n), false, nil
+	var affected int64
+	if sleepRow != "" {
+		if affected, err = res.RowsAffected(); err != nil {
+			return 0, false, err
+		}
 	}
-	affected, err := res.RowsAffected()
-	if err != nil {
-		return 0, false, err
+	last, sleepers := drawResult(next, affected, n, sleepRow)
+	return last, sleepers, nil
+}
+
+// drawSQL is drawIDs' statement.
+func drawSQL(lock, name string, n int, sleepRow string) (string, []any) {
+	q := key('Q', name)
+	vals, args := "(?, LAST_INSERT_ID(?))", []any{q, n}
+	if sleepRow != "" {
+		vals, args = vals+", (?, 0)", append(args, sleepRow)
+	}
+	return `INSERT INTO ` + lock + ` (name, token) VALUES ` + vals +
+		` ON DUPLICATE KEY UPDATE token = IF(name = ?, LAST_INSERT_ID(token + ?), token),` +
+		` capacity = IF(name = ? OR CAST(token AS SIGNED) <= 0, capacity, 1 - capacity)`, append(args, q, n, q)
+}
+
+// drawResult reads drawIDs' answer from the statement's LAST_INSERT_ID()
+// and rows affected.
+func drawResult(next, affected int64, n int, sleepRow string) (uint64, bool) {
+	if sleepRow == "" {
+		return uint64(next) - uint64(n), false
 	}
 	limit := int64(2) // n == 0: 0 or 1 for the counter, 0 or 1 without sleepers
 	if n > 0 {
 		limit = 3 // 2 or 1 for the counter, 0 or 1 without sleepers
 	}
-	return uint64(next) - uint64(n), affected >= limit, nil
+	return uint64(next) - uint64(n), affected >= limit
 }

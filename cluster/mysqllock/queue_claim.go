@@ -71,61 +71,37 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 // returns how long until the next delayed job or claim lease is due (0:
 // none known).
 func (d *queueDriver) tryClaim(ctx context.Context, n int) ([]driver.Claim, time.Duration, error) {
+	if d.multi {
+		return d.tryClaimMulti(ctx, n)
+	}
 	tx, err := d.b.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT id, attempts, max_attempts, payload FROM `+d.job+
-		` WHERE queue = ? AND state = 0 AND ready_at <= UTC_TIMESTAMP(6) AND (owner = '' OR expires <= UTC_TIMESTAMP(6))`+
-		` ORDER BY ready_at, id LIMIT ? FOR UPDATE SKIP LOCKED`, d.name, n)
+	rows, err := tx.QueryContext(ctx, d.pickSQL(), d.name, n)
 	if err != nil {
 		return nil, 0, err
 	}
-	type row struct {
-		id            uint64
-		attempts, max int
-		payload       []byte
-	}
-	var got, dead []row
+	var got, dead []pick
 	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.id, &r.attempts, &r.max, &r.payload); err != nil {
+		if got, dead, err = scanPick(rows, got, dead); err != nil {
 			rows.Close()
 			return nil, 0, err
-		}
-		if r.payload == nil {
-			r.payload = []byte{}
-		}
-		if r.attempts >= r.max {
-			dead = append(dead, r)
-		} else {
-			got = append(got, r)
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, 0, err
 	}
-	for _, r := range dead {
-		if _, err := tx.ExecContext(ctx, `UPDATE `+d.job+` SET state = 1, owner = '', ukey_live = NULL, reason = ?, died = UTC_TIMESTAMP(6) WHERE queue = ? AND id = ?`,
-			reasonLastAttempt, d.name, r.id); err != nil {
-			return nil, 0, err
+	if len(dead) > 0 || len(got) == 0 {
+		due, done, err := d.noneOrDead(ctx, tx, got, dead)
+		if done || err != nil {
+			if err == nil {
+				err = tx.Commit()
+			}
+			return nil, due, err
 		}
-	}
-	if len(got) == 0 {
-		if len(dead) > 0 {
-			return nil, 0, tx.Commit() // read again at once
-		}
-		var us sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(IF(owner = '' OR expires <= ready_at, ready_at, expires)))`+
-			` FROM `+d.job+` WHERE queue = ? AND state = 0`, d.name).Scan(&us)
-		if err != nil || !us.Valid {
-			return nil, 0, err
-		}
-		// Due already: a job another claimant has locked, taken or
-		// given back in a moment.
-		return nil, max(time.Duration(us.Int64)*time.Microsecond, 10*time.Millisecond), nil
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE `+d.b.t.lock+` SET token = LAST_INSERT_ID(token + ?) WHERE name = ?`, len(got), d.toks)
 	if err != nil {
@@ -136,25 +112,110 @@ func (d *queueDriver) tryClaim(ctx context.Context, n int) ([]driver.Claim, time
 		return nil, 0, err
 	}
 	owner := d.b.owner()
+	sent := time.Now()
+	// Row i gets the token last-len(got)+1+i.
+	set, args := d.claimSQL(got, owner, "?")
+	if _, err := tx.ExecContext(ctx, set, append([]any{uint64(last) - uint64(len(got))}, args...)...); err != nil {
+		return nil, 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		d.giveBackOwner(owner) // the outcome is unknown
+		return nil, 0, err
+	}
+	return d.newClaims(got, owner, uint64(last), sent), 0, nil
+}
+
+// pick is a job row a claim read.
+type pick struct {
+	id            uint64
+	attempts, max int
+	payload       []byte
+}
+
+// pickSQL reads up to ? ready jobs of queue ?, oldest first, locking them
+// and skipping those locked.
+func (d *queueDriver) pickSQL() string {
+	return `SELECT id, attempts, max_attempts, payload FROM ` + d.job +
+		` WHERE queue = ? AND state = 0 AND ready_at <= UTC_TIMESTAMP(6) AND (owner = '' OR expires <= UTC_TIMESTAMP(6))` +
+		` ORDER BY ready_at, id LIMIT ? FOR UPDATE SKIP LOCKED`
+}
+
+// scanPick adds the row of rows to got, or to dead when its attempts are
+// used up.
+func scanPick(rows *sql.Rows, got, dead []pick) ([]pick, []pick, error) {
+	var r pick
+	if err := rows.Scan(&r.id, &r.attempts, &r.max, &r.payload); err != nil {
+		return got, dead, err
+	}
+	if r.payload == nil {
+		r.payload = []byte{}
+	}
+	if r.attempts >= r.max {
+		return got, append(dead, r), nil
+	}
+	return append(got, r), dead, nil
+}
+
+// sqlRunner is a *sql.Tx, or a *sql.Conn inside a transaction of its own.
+type sqlRunner interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}
+
+// noneOrDead makes the picked jobs whose attempts are used up dead
+// letters, and, with none to claim, says when to look again: done when
+// the transaction is to be committed and the claim to end there.
+func (d *queueDriver) noneOrDead(ctx context.Context, tx sqlRunner, got, dead []pick) (due time.Duration, done bool, err error) {
+	for _, r := range dead {
+		if _, err := tx.ExecContext(ctx, `UPDATE `+d.job+` SET state = 1, owner = '', ukey_live = NULL, reason = ?, died = UTC_TIMESTAMP(6) WHERE queue = ? AND id = ?`,
+			reasonLastAttempt, d.name, r.id); err != nil {
+			return 0, true, err
+		}
+	}
+	if len(got) > 0 {
+		return 0, false, nil
+	}
+	if len(dead) > 0 {
+		return 0, true, nil // read again at once
+	}
+	var us sql.NullInt64
+	err = tx.QueryRowContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(IF(owner = '' OR expires <= ready_at, ready_at, expires)))`+
+		` FROM `+d.job+` WHERE queue = ? AND state = 0`, d.name).Scan(&us)
+	if err != nil || !us.Valid {
+		return 0, true, err
+	}
+	// Due already: a job another claimant has locked, taken or given back
+	// in a moment.
+	return max(time.Duration(us.Int64)*time.Microsecond, 10*time.Millisecond), true, nil
+}
+
+// claimSQL is the UPDATE that claims the jobs got for owner, and its
+// arguments after base: base is the SQL of the token before the first
+// job's (a placeholder whose argument the caller puts first, or an
+// expression). FIELD numbers the ids from 1.
+func (d *queueDriver) claimSQL(got []pick, owner, base string) (string, []any) {
 	ids := make([]any, len(got))
 	for i, r := range got {
 		ids[i] = r.id
 	}
-	sent := time.Now()
-	// Row i gets the token last-len(got)+1+i: FIELD numbers the ids from 1.
-	args := append([]any{owner, d.b.ttlMicros(), uint64(last) - uint64(len(got))}, ids...)
-	args = append(append(args, d.name), ids...)
-	if _, err := tx.ExecContext(ctx, `UPDATE `+d.job+` SET owner = ?, expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, attempts = attempts + 1,`+
-		` token = ? + FIELD(id, `+inList(len(ids))+`) WHERE queue = ? AND id IN (`+inList(len(ids))+`)`, args...); err != nil {
-		return nil, 0, err
-	}
-	if err := tx.Commit(); err != nil {
-		// The outcome is unknown: give back whatever was claimed.
-		bctx, cancel := context.WithTimeout(context.Background(), d.b.c.RequestTimeout)
-		_, _ = d.b.db.ExecContext(bctx, `UPDATE `+d.job+` SET owner = '', expires = '1970-01-01' WHERE queue = ? AND owner = ?`, d.name, owner)
-		cancel()
-		return nil, 0, err
-	}
+	args := append(ids[:len(ids):len(ids)], owner, d.b.ttlMicros(), d.name)
+	args = append(args, ids...)
+	return `UPDATE ` + d.job + ` SET token = ` + base + ` + FIELD(id, ` + inList(len(ids)) + `), owner = ?,` +
+		` expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, attempts = attempts + 1` +
+		` WHERE queue = ? AND id IN (` + inList(len(ids)) + `)`, args
+}
+
+// giveBackOwner ends the claims of owner, whose transaction's outcome is
+// unknown: whatever it claimed is ready again.
+func (d *queueDriver) giveBackOwner(owner string) {
+	bctx, cancel := context.WithTimeout(context.Background(), d.b.c.RequestTimeout)
+	_, _ = d.b.db.ExecContext(bctx, `UPDATE `+d.job+` SET owner = '', expires = '1970-01-01' WHERE queue = ? AND owner = ?`, d.name, owner)
+	cancel()
+}
+
+// newClaims makes the claims of the jobs got, committed for owner with
+// the tokens up to last, their leases counted from sent.
+func (d *queueDriver) newClaims(got []pick, owner string, last uint64, sent time.Time) []driver.Claim {
 	dl := sent.Add(d.b.c.TTL - d.b.c.Drift)
 	out := make([]driver.Claim, len(got))
 	var lost []*qclaim
@@ -169,13 +230,13 @@ func (d *queueDriver) tryClaim(ctx context.Context, n int) ([]driver.Claim, time
 			d.claims[claimKey(owner, r.id)] = c
 		}
 		out[i] = driver.Claim{ID: r.id, Payload: r.payload, Attempt: r.attempts + 1, MaxAttempts: r.max,
-			Token: uint64(last) - uint64(len(got)-1-i), Loss: loss, Data: c}
+			Token: last - uint64(len(got)-1-i), Loss: loss, Data: c}
 	}
 	d.mu.Unlock()
 	if len(lost) > 0 {
 		d.giveBack(lost)
 	}
-	return out, 0, nil
+	return out
 }
 
 func claimKey(owner string, id uint64) string { return owner + "/" + strconv.FormatUint(id, 10) }

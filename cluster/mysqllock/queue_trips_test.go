@@ -4,8 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/batonlock/baton/cluster/lease"
 )
 
 // questions reads the server's count of statements received.
@@ -115,5 +122,129 @@ func TestQueueDrawIDs(t *testing.T) {
 	defer tx.Rollback()
 	if last, _, err := drawIDs(ctx, tx, lock, other, 0, ""); err != nil || last != 0 {
 		t.Fatalf("drawIDs of a new queue, none drawn = %d, %v; want 0", last, err)
+	}
+}
+
+// countingNet is a network for the driver whose connections count the
+// requests they write (one write each, for requests this small).
+var (
+	countingOnce   sync.Once
+	countingWrites atomic.Int64
+)
+
+type countingConn struct{ net.Conn }
+
+func (c countingConn) Write(b []byte) (int, error) {
+	countingWrites.Add(1)
+	return c.Conn.Write(b)
+}
+
+// openMultiDB opens the server's database with the options OpenURL sets
+// (arguments interpolated, several statements per request), over
+// connections that count their requests.
+func openMultiDB(t *testing.T, s *server) *sql.DB {
+	t.Helper()
+	countingOnce.Do(func() {
+		mysql.RegisterDialContext("counted", func(ctx context.Context, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return countingConn{c}, nil
+		})
+	})
+	createDB(t, s, "baton")
+	db, err := sql.Open("mysql", "root@counted("+s.addr()+")/baton?timeout=2s&interpolateParams=true&multiStatements=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestQueueRoundTripsMulti counts the requests of an uncontended
+// Put+Claim+Ack on connections that take several statements per request:
+// the Put's transaction in one, the Claim's in two (the pick with its
+// start, the claim with its commit), the Ack's DELETE.
+func TestQueueRoundTripsMulti(t *testing.T) {
+	s := sharedServer(t)
+	db := openMultiDB(t, s)
+	queueOn(t, db, "trips-multi-setup")
+	q := queueOn(t, db, fmt.Sprint("trips-multi-", time.Now().UnixNano()))
+	ctx := context.Background()
+	const n, want = 40, 4
+	cycle := func(i int) {
+		id, err := q.Put(ctx, []byte(fmt.Sprint("job ", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := q.Claim(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.ID() != id || string(j.Payload()) != fmt.Sprint("job ", i) || j.Attempt() != 1 {
+			t.Fatalf("claimed job %d %q attempt %d, want job %d %q attempt 1", j.ID(), j.Payload(), j.Attempt(), id, fmt.Sprint("job ", i))
+		}
+		if err := j.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle(0) // connections opened
+	before := countingWrites.Load()
+	for i := range n {
+		cycle(i + 1)
+	}
+	got := float64(countingWrites.Load()-before) / n
+	t.Logf("%.2f requests per Put+Claim+Ack", got)
+	if got > want+0.5 {
+		t.Fatalf("%.2f requests per Put+Claim+Ack, want %d", got, want)
+	}
+}
+
+// A request of several statements that fails half-way changes nothing:
+// its transaction is rolled back before the connection goes back to the
+// pool. Here the Put's INSERT fails (its table is away) after the counter
+// moved; the counter is back, and the next Put takes the next id.
+func TestQueueMultiFailsWhole(t *testing.T) {
+	s := sharedServer(t)
+	db := openMultiDB(t, s)
+	ctx := context.Background()
+	const prefix = "multifail_"
+	b, err := New(ctx, db, lease.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	q, err := b.Queue(ctx, fmt.Sprint("multi-fail-", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := countingWrites.Load()
+	first, err := q.Put(ctx, []byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countingWrites.Load() - before; n != 1 {
+		t.Fatalf("a Put took %d requests, want 1 (several statements per request)", n)
+	}
+	admin := s.admin(t)
+	job, away := "baton.`"+prefix+"job`", "baton.`"+prefix+"job_away`"
+	if _, err := admin.Exec("RENAME TABLE " + job + " TO " + away); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 { // more than the pool keeps idle
+		if _, err := q.Put(ctx, []byte("b")); err == nil {
+			t.Fatal("a Put without its table succeeded")
+		}
+	}
+	if _, err := admin.Exec("RENAME TABLE " + away + " TO " + job); err != nil {
+		t.Fatal(err)
+	}
+	next, err := q.Put(ctx, []byte("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next != first+1 {
+		t.Errorf("the Put after the failed ones got id %d, want %d: a failed request's counter stayed", next, first+1)
 	}
 }

@@ -128,6 +128,11 @@ func parseURL(rawURL string) (*mysql.Config, []lease.Option, error) {
 	if !q.Has("interpolateParams") {
 		cfg.InterpolateParams = true
 	}
+	// The statements of a queue's transaction in one request
+	// (queue_multi.go); every argument is still escaped by the driver.
+	if !q.Has("multiStatements") {
+		cfg.MultiStatements = true
+	}
 	var inline string
 	hasInline := false
 	if u.User != nil {

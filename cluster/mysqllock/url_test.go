@@ -16,8 +16,12 @@ func TestParseURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.User != "u" || cfg.Passwd != "p@ss" || cfg.Addr != "db.example:3307" || cfg.DBName != "locks" ||
-		cfg.Timeout != 2*time.Second || !cfg.InterpolateParams {
+		cfg.Timeout != 2*time.Second || !cfg.InterpolateParams || !cfg.MultiStatements {
 		t.Fatalf("config %+v", cfg)
+	}
+	// The driver's own options win over those OpenURL sets.
+	if cfg, _, err := parseURL("mysql://u@db.example/locks?multiStatements=false&interpolateParams=false"); err != nil || cfg.MultiStatements || cfg.InterpolateParams {
+		t.Fatalf("config with the driver's options off: %+v, %v", cfg, err)
 	}
 	c, err := lease.Build(lease.Spec{Prefix: DefaultPrefix}, opts)
 	if err != nil || c.TTL != 3*time.Second || c.Prefix != "x_" {
