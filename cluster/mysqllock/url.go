@@ -27,7 +27,10 @@ const urlForms = "mysql://[user[:pass]@]host[:port]/database[?opts], mysql+unix:
 // passed to go-sql-driver as a DSN parameter (tls, timeout,
 // readTimeout, ...), except the TLS files and password references that
 // every network URL takes: ca, cert and key (PEM files; TLS is then on)
-// and password_file or password_env. opts given to OpenURL take precedence. The pool it
+// and password_file or password_env. opts given to OpenURL take precedence.
+// Its connections interpolate arguments and take several statements per
+// request (interpolateParams and multiStatements, unless the URL sets
+// them): a queue's Put and Claim then cost fewer round trips. The pool it
 // creates is closed with the Backend. A malformed URL returns an error
 // matching baton.ErrInvalidArgument before any connection is made.
 func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Backend, error) {
