@@ -103,11 +103,24 @@ func (d *queueDriver) read(ctx context.Context, watch bool) ([]string, map[uint6
 			return res{ns, nil}, err
 		})
 	}
-	cs, err := list(d.dir + "/c")
-	if err != nil {
-		return nil, nil, 0, nil, nil, err
+	// The two lists in one round trip (the connection pipelines them):
+	// they need not be one snapshot, since the claim's multi-op checks
+	// both the record's version and the claim node's absence.
+	type listed struct {
+		res
+		err error
 	}
-	rs, err := list(d.dir + "/r")
+	claims := make(chan listed, 1)
+	go func() {
+		r, err := list(d.dir + "/c")
+		claims <- listed{r, err}
+	}()
+	rs, rerr := list(d.dir + "/r")
+	c := <-claims
+	cs, err := c.res, c.err
+	if err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return nil, nil, 0, nil, nil, err
 	}
