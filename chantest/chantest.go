@@ -60,12 +60,7 @@ const (
 
 // Run runs the suite for s against the backend at cfg.
 func Run(t *testing.T, s Suite, cfg string) {
-	e := &env{s: s, cfg: cfg}
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T, *env)
-		need bool
-	}{
+	runTests(t, &env{s: s, cfg: cfg}, []chanTest{
 		{"Basics", testBasics, true},
 		{"Batch", testBatch, true},
 		{"ZeroCopy", testZeroCopy, true},
@@ -79,20 +74,11 @@ func Run(t *testing.T, s Suite, cfg string) {
 		{"ManySendersReceivers", testMany, true},
 		{"CrossProcess", testCrossProcess, s.CrossProcess},
 		{"Kill", testKill, s.CrossProcess},
-	} {
-		if tc.need {
-			t.Run(tc.name, func(t *testing.T) { tc.fn(t, e) })
-		}
-	}
+	})
 	// The tests of one sending and one receiving handle again, on a
 	// one-to-one channel, and what is its own.
-	one := &env{s: s, cfg: cfg, one: true}
 	t.Run("OneToOne", func(t *testing.T) {
-		for _, tc := range []struct {
-			name string
-			fn   func(*testing.T, *env)
-			need bool
-		}{
+		runTests(t, &env{s: s, cfg: cfg, one: true}, []chanTest{
 			{"Basics", testBasics, true},
 			{"Batch", testBatch, true},
 			{"ZeroCopy", testZeroCopy, true},
@@ -106,12 +92,23 @@ func Run(t *testing.T, s Suite, cfg string) {
 			{"EndsOfTheDead", testOneEndsOfTheDead, s.HoldsEnds && s.CrossProcess},
 			{"CrossProcess", testOneCrossProcess, s.CrossProcess},
 			{"Kill", testOneKill, s.CrossProcess},
-		} {
-			if tc.need {
-				t.Run(tc.name, func(t *testing.T) { tc.fn(t, one) })
-			}
-		}
+		})
 	})
+}
+
+// chanTest is one test of the suite, run when need holds.
+type chanTest struct {
+	name string
+	fn   func(*testing.T, *env)
+	need bool
+}
+
+func runTests(t *testing.T, e *env, tests []chanTest) {
+	for _, tc := range tests {
+		if tc.need {
+			t.Run(tc.name, func(t *testing.T) { tc.fn(t, e) })
+		}
+	}
 }
 
 // env is what the tests share.

@@ -190,11 +190,7 @@ func testCrossProcess(t *testing.T, e *env) {
 		readLog(t, chk, p.a.Log, r)
 	}
 	chk.report(t)
-	for s := range 3 {
-		if m := chk.missing(s, per); m > 0 {
-			t.Errorf("%d of sender %d's %d messages were not taken", m, s, per)
-		}
-	}
+	chk.allTaken(t, 3, per)
 }
 
 // testKill SIGKILLs sending and receiving processes at random while two

@@ -79,6 +79,17 @@ func (c *checker) missing(id, n int) int {
 	return m
 }
 
+// allTaken fails t for each of senders 0..senders-1 whose first per
+// messages were not all taken.
+func (c *checker) allTaken(t *testing.T, senders, per int) {
+	t.Helper()
+	for s := range senders {
+		if m := c.missing(s, per); m > 0 {
+			t.Errorf("%d of sender %d's %d messages were not taken", m, s, per)
+		}
+	}
+}
+
 func (c *checker) report(t *testing.T) {
 	t.Helper()
 	for i, err := range c.errs {
@@ -197,9 +208,5 @@ func testMany(t *testing.T, e *env) {
 		ok(t, "sender or receiver", err)
 	}
 	chk.report(t)
-	for s := range senders {
-		if m := chk.missing(s, per); m > 0 {
-			t.Errorf("%d of sender %d's %d messages were not taken", m, s, per)
-		}
-	}
+	chk.allTaken(t, senders, per)
 }

@@ -140,11 +140,7 @@ func testOneEnds(t *testing.T, e *env) {
 		t.Error(err)
 	}
 	chk.report(t)
-	for g := range senders {
-		if m := chk.missing(g, per); m > 0 {
-			t.Errorf("%d of goroutine %d's messages were not taken", m, g)
-		}
-	}
+	chk.allTaken(t, senders, per)
 
 	// The ends pass on at Close.
 	ok(t, "Close of the sending handle", s1.Close())
@@ -237,11 +233,7 @@ func testOneCrossProcess(t *testing.T, e *env) {
 	ok(t, "CloseSend", ch.CloseSend(ctx))
 	ok(t, "receiver", within(t, done, 60*time.Second, "the receiver did not see the end"))
 	chk.report(t)
-	for s := range 2 {
-		if m := chk.missing(s, per); m > 0 {
-			t.Errorf("%d of sender %d's %d messages were not taken", m, s, per)
-		}
-	}
+	chk.allTaken(t, 2, per)
 }
 
 // testOneKill SIGKILLs the sending and the receiving process of a
