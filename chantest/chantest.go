@@ -24,6 +24,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,9 +116,12 @@ func runTests(t *testing.T, e *env, tests []chanTest) {
 type env struct {
 	s   Suite
 	cfg string
-	seq int
 	one bool // the tests' channels are one-to-one
 }
+
+// names counts the names given in this process, across suites and runs
+// (go test -count): a name is never handed out twice.
+var names atomic.Int64
 
 // start opens the backend for a test (closed when it ends) and returns a
 // context and a name of the test's own.
@@ -132,8 +136,7 @@ func (e *env) start(t *testing.T) (baton.Backend, context.Context, string) {
 			t.Errorf("close backend: %v", err)
 		}
 	})
-	e.seq++
-	name := fmt.Sprintf("ct-%d-%d-%s", os.Getpid(), e.seq, strings.NewReplacer("/", "-").Replace(t.Name()))
+	name := fmt.Sprintf("ct-%d-%d-%s", os.Getpid(), names.Add(1), strings.NewReplacer("/", "-").Replace(t.Name()))
 	return b, context.Background(), name
 }
 

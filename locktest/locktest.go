@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,8 +259,11 @@ func checkLeaks(t *testing.T) {
 type env struct {
 	s   Suite
 	cfg string
-	seq int
 }
+
+// names counts the names given in this process, across suites and runs
+// (go test -count): a name is never handed out twice.
+var names atomic.Int64
 
 // open opens the backend and closes it when the test ends.
 func (e *env) open(t *testing.T) baton.Backend {
@@ -276,11 +280,10 @@ func (e *env) open(t *testing.T) baton.Backend {
 	return b
 }
 
-// name returns a name unused so far in this run.
+// name returns a name unused so far in this process.
 func (e *env) name(t *testing.T) string {
-	e.seq++
 	n := strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
-	return fmt.Sprintf("lt-%d-%d-%s", os.Getpid(), e.seq, n)
+	return fmt.Sprintf("lt-%d-%d-%s", os.Getpid(), names.Add(1), n)
 }
 
 // helperArgs is what a helper process is told to do.
