@@ -163,10 +163,8 @@ func OpenEntry(e ipc.Entry, capacity, maxMessage int, oneToOne bool) (*Chan, err
 	}
 	c := newChan(r, capacity, maxMessage, oneToOne, self)
 	if p := params(capacity, maxMessage, oneToOne); !c.u64(offParams).CompareAndSwap(0, p) {
-		// The file's size matched, so its kind can only differ from a
-		// kind that was not asked for if another opener created it
-		// meanwhile; an opener that did not ask takes the kind that
-		// exists, as wanted does.
+		// The two kinds' files differ in size, so a file that opened has
+		// the kind wanted chose: any other word is a real clash.
 		if have := c.u64(offParams).Load(); have != p {
 			r.Close()
 			return nil, mismatch(have, capacity, maxMessage, oneToOne, nil)
@@ -187,6 +185,7 @@ func OpenEntry(e ipc.Entry, capacity, maxMessage int, oneToOne bool) (*Chan, err
 	return c, nil
 }
 
+// params is the parameters word of a channel.
 func params(capacity, maxMessage int, oneToOne bool) uint64 {
 	p := uint64(capacity)<<32 | uint64(maxMessage)
 	if oneToOne {

@@ -124,7 +124,7 @@ func (c *Chan) namedByEnd(i uint64) bool {
 }
 
 // sendOne is send on a one-to-one channel.
-func (c *Chan) sendOne(ctx context.Context, block bool, next func([]byte) (int, bool, error)) (err error) {
+func (c *Chan) sendOne(ctx context.Context, block bool, next func([]byte) (int, bool, error)) error {
 	e := &c.sendEnd
 	if err := c.enter(ctx, e); err != nil {
 		return err
@@ -232,8 +232,10 @@ func (c *Chan) recvOne(ctx context.Context, max int, block bool, take func([]byt
 		if !block {
 			return 0, baton.ErrChannelEmpty
 		}
+		// Asleep until a message, or, at the end, until the batch of the
+		// sender named busy is published or given up.
 		seen, sleep, err := c.arm(ctx, offRecvWord, offRecvFlag, tail, e.seen)
-		if sleep && (busy != 0 || !c.closed()) && (busy == 0 || c.u32(offOneBusy).Load() == busy) {
+		if sleep && (busy == 0 && !c.closed() || busy != 0 && c.u32(offOneBusy).Load() == busy) {
 			_, _, err = c.sleep(ctx, offRecvWord, seen, uint64(busy))
 		}
 		if err != nil {
@@ -244,7 +246,6 @@ func (c *Chan) recvOne(ctx context.Context, max int, block bool, take func([]byt
 	head, freed := c.u64(offOneHead), c.u64(offOneFreed)
 	head.Store(e.pos + k) // from here, a receiver killed loses these
 	n := uint64(0)
-	var err error
 	defer func() {
 		// n counts a message whose take panicked: it is taken, and the
 		// rest of the batch is left for the next call.
@@ -260,8 +261,7 @@ func (c *Chan) recvOne(ctx context.Context, max int, block bool, take func([]byt
 		size := *c.oneLen(pos)
 		n++
 		if size > uint32(c.maxMsg) {
-			err = fmt.Errorf("%s: the message at position %d claims %d bytes, more than %d: dropped", c.r.Path(), pos, size, c.maxMsg)
-			return int(n - 1), err
+			return int(n - 1), fmt.Errorf("%s: the message at position %d claims %d bytes, more than %d: dropped", c.r.Path(), pos, size, c.maxMsg)
 		}
 		take(c.data(pos)[:size])
 	}
