@@ -29,6 +29,7 @@ func testQueue(t *testing.T, e *env) {
 		{"Delay", testQueueDelay, true},
 		{"Attempts", testQueueAttempts, true},
 		{"CloseGivesBack", testQueueCloseGivesBack, true},
+		{"LastAttemptLost", testQueueLastAttemptLost, true},
 		{"Cancel", testQueueCancel, true},
 		{"Hammer", testQueueHammer, true},
 		{"ManySleepers", testQueueManySleepers, true},
@@ -359,6 +360,31 @@ func testQueueCloseGivesBack(t *testing.T, e *env) {
 	ok(t, "Ack", j2.Ack(ctx))
 	_, err = c.Claim(ctx)
 	is(t, "Claim after Close", err, baton.ErrClosed)
+}
+
+// testQueueLastAttemptLost: a job whose claim is lost on its last
+// attempt is not claimed again but becomes a dead letter, with a reason.
+func testQueueLastAttemptLost(t *testing.T, e *env) {
+	b, ctx, name := e.start(t)
+	q := openQueue(t, b, ctx, name)
+	c, err := b.Queue(ctx, name)
+	ok(t, "Queue", err)
+	id, err := q.Put(ctx, []byte("once"), baton.MaxAttempts(1))
+	ok(t, "Put", err)
+	_, err = q.Put(ctx, []byte("next"))
+	ok(t, "Put", err)
+	claim(t, c, "once")
+	ok(t, "Close", c.Close())
+	j := claim(t, q, "next")
+	ok(t, "Ack", j.Ack(ctx))
+	_, err = q.TryClaim(ctx)
+	is(t, "TryClaim", err, baton.ErrEmpty)
+	wantStats(t, "lost on its last attempt", q, baton.QueueStats{Dead: 1})
+	ds, err := q.Dead(ctx, 10)
+	ok(t, "Dead", err)
+	if len(ds) != 1 || ds[0].ID != id || string(ds[0].Payload) != "once" || ds[0].Attempts != 1 || ds[0].Reason == "" {
+		t.Fatalf("Dead = %+v", ds)
+	}
 }
 
 // testQueueCancel: a blocked Claim that is cancelled, or whose handle is
