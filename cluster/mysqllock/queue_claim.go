@@ -71,6 +71,12 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 // returns how long until the next delayed job or claim lease is due (0:
 // none known).
 func (d *queueDriver) tryClaim(ctx context.Context, n int) ([]driver.Claim, time.Duration, error) {
+	if d.multi && n == 1 {
+		cs, due, err := d.tryClaimOne(ctx)
+		if !errors.Is(err, errLastAttempt) {
+			return cs, due, err
+		}
+	}
 	if d.multi {
 		return d.tryClaimMulti(ctx, n)
 	}
@@ -179,14 +185,10 @@ func (d *queueDriver) noneOrDead(ctx context.Context, tx sqlRunner, got, dead []
 		return 0, true, nil // read again at once
 	}
 	var us sql.NullInt64
-	err = tx.QueryRowContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MIN(IF(owner = '' OR expires <= ready_at, ready_at, expires)))`+
-		` FROM `+d.job+` WHERE queue = ? AND state = 0`, d.name).Scan(&us)
-	if err != nil || !us.Valid {
+	if err := tx.QueryRowContext(ctx, d.dueSQL(), d.name).Scan(&us); err != nil {
 		return 0, true, err
 	}
-	// Due already: a job another claimant has locked, taken or given back
-	// in a moment.
-	return max(time.Duration(us.Int64)*time.Microsecond, 10*time.Millisecond), true, nil
+	return dueAfter(us), true, nil
 }
 
 // claimSQL is the UPDATE that claims the jobs got for owner, and its

@@ -16,10 +16,10 @@ import (
 // option and client-side interpolation of arguments (OpenURL sets both
 // unless the URL says otherwise), a Put without uniqueness keys is one
 // round trip instead of four (START TRANSACTION, the counter, the INSERT,
-// COMMIT) and a Claim two instead of five: the transaction's statements go
-// together, on a connection of the pool taken for the call, and the
-// values one statement hands the next stay on the server (LAST_INSERT_ID,
-// user variables). A queue finds out at open whether its Backend's
+// COMMIT), a Claim of one job one (queue_one.go) and of several two
+// instead of five: the transaction's statements go together, on a
+// connection of the pool taken for the call, and the values one statement
+// hands the next stay on the server (LAST_INSERT_ID, user variables). A queue finds out at open whether its Backend's
 // connections run such requests (probeMulti) and sends the statements one
 // by one otherwise (a *sql.DB given to New without those options).
 //

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
 )
 
@@ -164,15 +166,14 @@ func openMultiDB(t *testing.T, s *server) *sql.DB {
 
 // TestQueueRoundTripsMulti counts the requests of an uncontended
 // Put+Claim+Ack on connections that take several statements per request:
-// the Put's transaction in one, the Claim's in two (the pick with its
-// start, the claim with its commit), the Ack's DELETE.
+// the Put's transaction in one, the Claim's in one, the Ack's DELETE.
 func TestQueueRoundTripsMulti(t *testing.T) {
 	s := sharedServer(t)
 	db := openMultiDB(t, s)
 	queueOn(t, db, "trips-multi-setup")
 	q := queueOn(t, db, fmt.Sprint("trips-multi-", time.Now().UnixNano()))
 	ctx := context.Background()
-	const n, want = 40, 4
+	const n, want = 40, 3
 	cycle := func(i int) {
 		id, err := q.Put(ctx, []byte(fmt.Sprint("job ", i)))
 		if err != nil {
@@ -246,5 +247,54 @@ func TestQueueMultiFailsWhole(t *testing.T) {
 	}
 	if next != first+1 {
 		t.Errorf("the Put after the failed ones got id %d, want %d: a failed request's counter stayed", next, first+1)
+	}
+}
+
+// TestQueueClaimOneFailsWhole: a one-request claim that finds the queue's
+// token row gone claims nothing, says why, and leaves the job ready for
+// the claim after the row is back.
+func TestQueueClaimOneFailsWhole(t *testing.T) {
+	s := sharedServer(t)
+	db := openMultiDB(t, s)
+	ctx := context.Background()
+	b, err := New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	name := fmt.Sprint("claim-one-fail-", time.Now().UnixNano())
+	q, err := b.Queue(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	id, err := q.Put(ctx, []byte("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := s.admin(t)
+	if _, err := admin.Exec("DELETE FROM baton.`"+DefaultPrefix+"lock` WHERE name = ?", key('q', name)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.TryClaim(ctx); err == nil || !strings.Contains(err.Error(), "token row") {
+		t.Fatalf("TryClaim without the token row: %v", err)
+	}
+	if st, err := q.Stats(ctx); err != nil || st != (baton.QueueStats{Ready: 1}) {
+		t.Fatalf("Stats after the failed claim = %+v, %v; want one ready", st, err)
+	}
+	again, err := b.Queue(ctx, name) // makes the row again
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	j, err := q.TryClaim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.ID() != id || j.Attempt() != 1 || j.Token() == 0 {
+		t.Fatalf("claimed job %d attempt %d token %d; want job %d, attempt 1", j.ID(), j.Attempt(), j.Token(), id)
+	}
+	if err := j.Ack(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
