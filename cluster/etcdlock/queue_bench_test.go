@@ -2,7 +2,12 @@ package etcdlock
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
 )
@@ -33,4 +38,63 @@ func benchQueue(b *testing.B, be baton.Backend) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkQueuePaired: baton's Put+TryClaim+Ack and a raw floor of the
+// same job (a Put; a Get of the oldest key with its value; a Txn deleting
+// it if unchanged) interleaved op by op, so that both see the same load;
+// baton's Put, Claim and Ack are timed apart too (p50 each).
+func BenchmarkQueuePaired(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	q, err := e.be.Queue(ctx, "bench-paired")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	c := e.cl
+	payload := []byte("job")
+	prefix := "/bench-floor/" + e.name() + "/"
+	var tb, tf, pp, pc, pa []time.Duration
+	n := 0
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := q.Put(ctx, payload); err != nil {
+			b.Fatal(err)
+		}
+		ta := time.Now()
+		j, err := q.TryClaim(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tc := time.Now()
+		if err := j.Ack(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		pp, pc, pa = append(pp, ta.Sub(t0)), append(pc, tc.Sub(ta)), append(pa, t1.Sub(tc))
+		n++
+		if _, err := c.Put(ctx, fmt.Sprintf("%s%016x", prefix, n), string(payload)); err != nil {
+			b.Fatal(err)
+		}
+		r, err := c.Get(ctx, prefix, clientv3.WithFirstCreate()...)
+		if err != nil || len(r.Kvs) == 0 {
+			b.Fatal(err, "no job")
+		}
+		kv := r.Kvs[0]
+		t, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		if err != nil || !t.Succeeded {
+			b.Fatal(err, "not deleted")
+		}
+		tb, tf = append(tb, t1.Sub(t0)), append(tf, time.Since(t1))
+	}
+	p50 := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	pb, pf := p50(tb), p50(tf)
+	b.ReportMetric(float64(pb.Microseconds())/1000, "baton-p50-ms")
+	b.ReportMetric(float64(pf.Microseconds())/1000, "floor-p50-ms")
+	b.ReportMetric(float64(pb)/float64(pf), "ratio")
+	b.ReportMetric(float64(p50(pp).Microseconds())/1000, "put-ms")
+	b.ReportMetric(float64(p50(pc).Microseconds())/1000, "claim-ms")
+	b.ReportMetric(float64(p50(pa).Microseconds())/1000, "ack-ms")
 }
