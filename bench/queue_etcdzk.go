@@ -78,23 +78,29 @@ func (e *etcdFloor) close() error { return nil }
 
 // etcdQueues returns the etcd queue rows, the floor first.
 func etcdQueues(ctx context.Context, de *dbEnv, ce *clusterEnv) []*dbqSubject {
-	const floor, bn = "raw Put + Get + Txn (etcd)", "baton etcd"
+	const floor, bn = etcdFloorName, "baton etcd"
 	if ce.etcdC == nil {
 		err := errors.New("etcd: the server did not start")
-		return []*dbqSubject{dbqFailing(floor, "rawetcdq", "etcd", false, err), dbqFailing(bn, "betcdq", "etcd", true, err)}
+		return etcdFailing(err)
 	}
 	c := ce.etcdC
 	b, err := etcdlock.New(c)
 	if err != nil {
-		err = fmt.Errorf("etcd queues: %w", err)
-		return []*dbqSubject{dbqFailing(floor, "rawetcdq", "etcd", false, err), dbqFailing(bn, "betcdq", "etcd", true, err)}
+		return etcdFailing(fmt.Errorf("etcd queues: %w", err))
 	}
 	de.closers = append(de.closers, b.Close)
 	raw := &dbqSubject{s: &subject{name: floor, id: "rawetcdq", kind: "etcd"},
 		open: func(ctx context.Context, queue string) (dbqClient, error) {
 			return &etcdFloor{c: c, prefix: "/bench-queue-floor/" + queue + "/", me: strconv.FormatInt(etcdFloorSeq.Add(1), 16)}, nil
 		}}
-	return []*dbqSubject{raw, dbqBatonSubject(bn, "betcdq", "etcd", b)}
+	leased := &dbqSubject{s: &subject{name: etcdLeasedName, id: "leasedetcdq", kind: "etcd"},
+		open: func(ctx context.Context, queue string) (dbqClient, error) { return newEtcdLeased(ctx, c, queue) }}
+	return []*dbqSubject{raw, dbqBatonSubject(bn, "betcdq", "etcd", b), leased}
+}
+
+func etcdFailing(err error) []*dbqSubject {
+	return []*dbqSubject{dbqFailing(etcdFloorName, "rawetcdq", "etcd", false, err), dbqFailing("baton etcd", "betcdq", "etcd", true, err),
+		dbqFailing(etcdLeasedName, "leasedetcdq", "etcd", false, err)}
 }
 
 const zkFloorDesc = "a sequential create of the job znode; getChildren, a get of the oldest child's data, and its delete"
@@ -152,7 +158,8 @@ func (de *dbEnv) zkQueues(ctx context.Context) []*dbqSubject {
 	const floor, bn = "raw sequential znodes", "baton zklock"
 	fail := func(err error) []*dbqSubject {
 		err = fmt.Errorf("zookeeper queues: %w", err)
-		return []*dbqSubject{dbqFailing(floor, "rawzkq", "zookeeper", false, err), dbqFailing(bn, "bzkq", "zookeeper", true, err)}
+		return []*dbqSubject{dbqFailing(floor, "rawzkq", "zookeeper", false, err), dbqFailing(bn, "bzkq", "zookeeper", true, err),
+			dbqFailing(zkLeasedName, "leasedzkq", "zookeeper", false, err)}
 	}
 	s, err := de.server(ctx, "zookeeper", "zookeeper")
 	if err != nil {
@@ -179,5 +186,7 @@ func (de *dbEnv) zkQueues(ctx context.Context) []*dbqSubject {
 			}
 			return &zkFloor{c: c, dir: dir, acl: acl}, nil
 		}}
-	return []*dbqSubject{raw, dbqBatonSubject(bn, "bzkq", "zookeeper", b)}
+	leased := &dbqSubject{s: &subject{name: zkLeasedName, id: "leasedzkq", kind: "zookeeper"},
+		open: func(ctx context.Context, queue string) (dbqClient, error) { return newZKLeased(s.addr, queue, acl) }}
+	return []*dbqSubject{raw, dbqBatonSubject(bn, "bzkq", "zookeeper", b), leased}
 }

@@ -336,15 +336,15 @@ func planDBQueues(ctx context.Context, cfg config, de *dbEnv, ce *clusterEnv, wa
 	}
 	if want["mysql"] {
 		subs := de.mysqlQueues(ctx)
-		ts = append(ts, dbqTables(cfg, "mysql-", "MySQL/MariaDB", "MariaDB", mysqlFloorDesc, subs, []*dbqSubject{subs[1], subs[0]}, de.cpu["mysql"])...)
+		ts = append(ts, dbqTables(cfg, "mysql-", "MySQL/MariaDB", "MariaDB", mysqlFloorDesc+"; leased floor: "+mysqlLeasedDesc, subs, []*dbqSubject{subs[1], subs[0]}, de.cpu["mysql"])...)
 	}
 	if want["etcd"] && ce != nil {
 		subs := etcdQueues(ctx, de, ce)
-		ts = append(ts, dbqTables(cfg, "etcd-", "etcd", "etcd", etcdFloorDesc, subs, subs[1:], nil)...)
+		ts = append(ts, dbqTables(cfg, "etcd-", "etcd", "etcd", etcdFloorDesc+"; leased floor: "+etcdLeasedDesc, subs, subs[1:2], nil)...)
 	}
 	if want["zookeeper"] {
 		subs := de.zkQueues(ctx)
-		ts = append(ts, dbqTables(cfg, "zk-", "ZooKeeper", "ZooKeeper", zkFloorDesc, subs, subs[1:], de.cpu["zookeeper"])...)
+		ts = append(ts, dbqTables(cfg, "zk-", "ZooKeeper", "ZooKeeper", zkFloorDesc+"; leased floor: "+zkLeasedDesc, subs, subs[1:2], de.cpu["zookeeper"])...)
 	}
 	return ts
 }

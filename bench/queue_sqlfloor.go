@@ -232,7 +232,8 @@ func (de *dbEnv) mysqlQueues(ctx context.Context) []*dbqSubject {
 	const floor, bn = "raw SKIP LOCKED (MariaDB)", "baton mysqllock"
 	fail := func(err error) []*dbqSubject {
 		err = fmt.Errorf("mariadb queues: %w", err)
-		return []*dbqSubject{dbqFailing(floor, "rawmyq", "mysql", false, err), dbqFailing(bn, "bmyq", "mysql", true, err)}
+		return []*dbqSubject{dbqFailing(floor, "rawmyq", "mysql", false, err), dbqFailing(bn, "bmyq", "mysql", true, err),
+			dbqFailing(mysqlLeasedName, "leasedmyq", "mysql", false, err)}
 	}
 	s, err := de.server(ctx, "mysql", "mariadb")
 	if err != nil {
@@ -243,7 +244,7 @@ func (de *dbEnv) mysqlQueues(ctx context.Context) []*dbqSubject {
 	if err != nil {
 		return fail(err)
 	}
-	_, err = db.ExecContext(ctx, mysqlFloorSchema)
+	_, err = db.ExecContext(ctx, mysqlFloorSchema+"; "+mysqlLeasedSchema)
 	db.Close()
 	if err != nil {
 		return fail(err)
@@ -253,18 +254,27 @@ func (de *dbEnv) mysqlQueues(ctx context.Context) []*dbqSubject {
 		return fail(err)
 	}
 	de.closers = append(de.closers, b.Close)
+	open := func(ctx context.Context, queue string) (*mysqlFloor, error) {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			return nil, err
+		}
+		c, err := db.Conn(ctx)
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		return &mysqlFloor{db: db, c: c, queue: queue}, nil
+	}
 	raw := &dbqSubject{s: &subject{name: floor, id: "rawmyq", kind: "mysql"},
+		open: func(ctx context.Context, queue string) (dbqClient, error) { return open(ctx, queue) }}
+	leased := &dbqSubject{s: &subject{name: mysqlLeasedName, id: "leasedmyq", kind: "mysql"},
 		open: func(ctx context.Context, queue string) (dbqClient, error) {
-			db, err := sql.Open("mysql", dsn)
+			f, err := open(ctx, queue)
 			if err != nil {
 				return nil, err
 			}
-			c, err := db.Conn(ctx)
-			if err != nil {
-				db.Close()
-				return nil, err
-			}
-			return &mysqlFloor{db: db, c: c, queue: queue}, nil
+			return &mysqlLeased{mysqlFloor: f, owner: fmt.Sprint("floor-", etcdFloorSeq.Add(1))}, nil
 		}}
-	return []*dbqSubject{raw, dbqBatonSubject(bn, "bmyq", "mysql", b)}
+	return []*dbqSubject{raw, dbqBatonSubject(bn, "bmyq", "mysql", b), leased}
 }
