@@ -134,13 +134,35 @@ func (q *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, 
 	return ids, lease.CtxErr(ctx, err)
 }
 
-// putOne puts a lone job in one statement.
+// putOne puts a lone job in one round trip: its transaction, then the
+// notification if a claimant waits (jobsWakeSQL). A queue whose claimants
+// are busy is put to without a NOTIFY, which serialises the commits of
+// every notifying session of the server and wakes every listener.
 func (q *queueDriver) putOne(ctx context.Context, j driver.PutJob) ([]uint64, error) {
 	key, delay := putArgs(j)
 	for range 3 {
+		var bt pgx.Batch
+		bt.Queue("BEGIN")
+		bt.Queue(q.b.q(jobsPutSQL), q.name, j.Payload, key, delay, j.MaxAttempts)
+		bt.Queue("COMMIT")
+		bt.Queue(q.b.q(jobsWakeSQL), q.name)
+		br := q.b.pool.SendBatch(ctx, &bt)
 		var id int64
-		var notified string
-		err := q.b.pool.QueryRow(ctx, q.b.q(jobsPutOneSQL), q.name, j.Payload, key, delay, j.MaxAttempts).Scan(&id, &notified)
+		_, err := br.Exec()
+		if err == nil {
+			err = br.QueryRow().Scan(&id)
+		}
+		if err == nil || errors.Is(err, pgx.ErrNoRows) {
+			for range 2 {
+				if _, e := br.Exec(); e != nil {
+					err = e
+					break
+				}
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the key's pending job ended meanwhile
 		}

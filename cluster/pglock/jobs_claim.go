@@ -14,11 +14,15 @@ import (
 )
 
 // Claim claims up to n ready jobs. A waiting claim subscribes to the
-// queue's notifications before it looks, so a Put committed after the look
-// wakes it; between looks it sleeps until a notification, the time the
-// next delayed job is ready or the next lease passes, or a renewal period
-// at most (the listener's backstop for notifications lost with its
-// connection).
+// queue's notifications before it looks; when the look finds nothing, it
+// counts itself waiting in the queue's row, which Puts read after their
+// commit to decide whether to notify, and looks once more before it
+// sleeps, so a Put committed before the count is found by that look and
+// one committed after it notifies. Between looks it sleeps until a
+// notification, the time the next delayed job is ready or the next lease
+// passes, or a renewal period at most (the listener's backstop for
+// notifications lost with its connection). A claimant killed while counted
+// leaves the count above 0: Puts then notify as if it waited.
 func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
 	wake := make(chan struct{}, 1)
 	if wait {
@@ -28,6 +32,12 @@ func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 		q.b.lis.subscribe(q.payload, wake)
 		defer q.b.lis.unsubscribe(q.payload, wake)
 	}
+	counted := false
+	defer func() {
+		if counted {
+			q.countWaiting(-1)
+		}
+	}()
 	busy := time.Millisecond
 	for {
 		cs, err := q.claimOnce(ctx, n)
@@ -36,6 +46,13 @@ func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 		}
 		if !wait {
 			return nil, baton.ErrEmpty
+		}
+		if !counted {
+			if _, err := q.b.pool.Exec(ctx, q.b.q(jobsWaitingSQL), q.name, 1); err != nil {
+				return nil, lease.CtxErr(ctx, err)
+			}
+			counted = true
+			continue
 		}
 		next, err := q.next(ctx)
 		if err != nil {
@@ -60,6 +77,17 @@ func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 			t.Stop()
 		case <-t.C:
 		}
+	}
+}
+
+// countWaiting moves the queue's count of waiting claimants by delta, on
+// a context of its own: a Claim that ends with its context done still
+// takes itself off the count.
+func (q *queueDriver) countWaiting(delta int) {
+	ctx, cancel := q.b.rctx()
+	defer cancel()
+	if _, err := q.b.pool.Exec(ctx, q.b.q(jobsWaitingSQL), q.name, delta); err != nil {
+		q.b.o.Logger.Warn("pglock: a claimant's wait was not counted off; Puts notify until the count is right again", "name", q.name, "err", err)
 	}
 }
 

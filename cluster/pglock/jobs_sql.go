@@ -25,6 +25,7 @@ CREATE INDEX IF NOT EXISTS baton_jobs_claimed ON baton_jobs (queue, lease_until)
 CREATE INDEX IF NOT EXISTS baton_jobs_dead ON baton_jobs (queue, died, id) WHERE state = 2;
 CREATE SEQUENCE IF NOT EXISTS baton_job_seq AS bigint;
 CREATE TABLE IF NOT EXISTS baton_queues (queue text PRIMARY KEY, token bigint NOT NULL);
+ALTER TABLE baton_queues ADD COLUMN IF NOT EXISTS waiting integer NOT NULL DEFAULT 0;
 `
 
 const (
@@ -46,10 +47,15 @@ VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) ON CONFLI
 	jobsPending = `SELECT id FROM ins UNION ALL
 SELECT id FROM baton_jobs WHERE queue = $1::text AND ukey = $3::text AND state < 2 AND NOT EXISTS (SELECT 1 FROM ins)`
 
-	// jobsPutSQL and the notification in one statement, for a lone job:
-	// one round trip, no transaction.
-	jobsPutOneSQL = `WITH ` + jobsInsert + `, r AS (` + jobsPending + `)
-SELECT id, pg_notify('` + channel + `', 'q/' || $1::text)::text FROM r`
+	// $1 queue. The notification of a Put, sent only while a claimant of
+	// the queue counts itself waiting (jobsWaitingSQL): read after the
+	// Put's commit, as a claimant counts itself before its last look, so
+	// that either the claimant's look finds the job or this finds the
+	// claimant.
+	jobsWakeSQL = `SELECT pg_notify('` + channel + `', 'q/' || $1::text)::text FROM baton_queues WHERE queue = $1 AND waiting > 0`
+
+	// $1 queue, $2 +1 or -1: a claimant about to sleep, or done waiting.
+	jobsWaitingSQL = `UPDATE baton_queues SET waiting = greatest(waiting + $2::integer, 0) WHERE queue = $1`
 
 	// $1 queue.
 	jobsNotifySQL = `SELECT pg_notify('` + channel + `', 'q/' || $1::text)`
@@ -144,7 +150,7 @@ SELECT count(*) FROM d`
 )
 
 func init() {
-	statements = append(statements, jobsSchemaSQL, jobsOpenSQL, jobsPutSQL, jobsPutOneSQL, jobsNotifySQL, jobsClaimSQL, jobsNextSQL,
+	statements = append(statements, jobsSchemaSQL, jobsOpenSQL, jobsPutSQL, jobsWakeSQL, jobsWaitingSQL, jobsNotifySQL, jobsClaimSQL, jobsNextSQL,
 		jobsRenewSQL, jobsExistsSQL, jobsAckSQL, jobsRetrySQL, jobsGiveBackSQL, jobsStatsSQL, jobsDeadSQL,
 		jobsRequeueSQL, jobsPurgeSQL)
 }
