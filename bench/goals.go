@@ -81,6 +81,7 @@ var goals = []goal{
 	{"Redis queue, 16 workers: fairness of claims ≥ 0.9", "redis-queue-w16", "baton redis", "fairness", nil, 0.9},
 	// Queues on PostgreSQL, MariaDB, etcd and ZooKeeper (queue_sql.go, queue_etcdzk.go).
 	{"PostgreSQL queue, uncontended Put+Claim+Ack ≤ 1.3× the raw SKIP LOCKED floor", "pg-queue-uncontended", "baton pglock", "cost", []string{"raw SKIP LOCKED (pgx)"}, 1.3},
+	{"PostgreSQL queue, uncontended Put+Claim+Ack ≤ 1.3× the raw leased claim", "pg-queue-uncontended", "baton pglock", "cost", []string{"raw leased claim (pgx)"}, 1.3},
 	{"PostgreSQL queue, 16 workers: throughput ≥ 2× River", "pg-queue-w16", "baton pglock", "speedup", []string{"River"}, 2},
 	{"PostgreSQL queue, 16 workers: fairness ≥ 0.9", "pg-queue-w16", "baton pglock", "fairness", nil, 0.9},
 	{"MariaDB queue, uncontended Put+Claim+Ack ≤ 1.3× the raw SKIP LOCKED floor", "mysql-queue-uncontended", "baton mysqllock", "cost", []string{"raw SKIP LOCKED (MariaDB)"}, 1.3},

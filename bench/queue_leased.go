@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -24,14 +25,44 @@ import (
 
 const (
 	etcdFloorName   = "raw Put + Get + Txn (etcd)"
+	pgLeasedName    = "raw leased claim (pgx)"
 	mysqlLeasedName = "raw leased claim (MariaDB)"
 	etcdLeasedName  = "raw leased claim (etcd)"
 	zkLeasedName    = "raw leased claim (ZooKeeper)"
 
+	pgLeasedDesc    = "one statement that takes the oldest ready row FOR UPDATE SKIP LOCKED, draws a token from the queue's row and writes the claim with its lease; the Ack's DELETE"
 	mysqlLeasedDesc = "START TRANSACTION + SELECT … FOR UPDATE SKIP LOCKED; the token's UPDATE, the claim's UPDATE + COMMIT; the Ack's DELETE"
 	etcdLeasedDesc  = "a Get of the oldest job; a Txn putting its claim key under a lease if the job is unchanged and unclaimed (the token: its revision); the Ack's Txn deleting both"
 	zkLeasedDesc    = "getChildren and a get of the oldest job; a multi-op of its versioned setData (the token: its zxid) and an ephemeral claim znode; the Ack's multi-op deleting both"
 )
+
+// pgLeased claims in one statement, the token from a row per queue.
+type pgLeased struct{ *pgFloor }
+
+const pgLeasedSchema = `CREATE TABLE IF NOT EXISTS bench_floor_tokens (queue text PRIMARY KEY, token bigint NOT NULL);`
+
+func (p *pgLeased) claimAck(ctx context.Context) error {
+	for {
+		var id, token int64
+		var payload []byte
+		err := p.c.QueryRow(ctx, `WITH c AS (SELECT id FROM bench_floor_jobs WHERE queue = $1 AND state = 0 AND ready_at <= clock_timestamp()
+	ORDER BY ready_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),
+t AS (INSERT INTO bench_floor_tokens SELECT $1, 1 FROM c ON CONFLICT (queue) DO UPDATE SET token = bench_floor_tokens.token + 1 RETURNING token)
+UPDATE bench_floor_jobs j SET state = 1, attempts = j.attempts + 1, token = t.token, lease_until = clock_timestamp() + interval '30 seconds'
+FROM c, t WHERE j.id = c.id RETURNING j.id, j.payload, j.token`, p.queue).Scan(&id, &payload, &token)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		_, err = p.c.Exec(ctx, `DELETE FROM bench_floor_jobs WHERE id = $1 AND token = $2 AND state = 1`, id, token)
+		return err
+	}
+}
 
 // mysqlLeased claims with the token's counter and an owner and expiry
 // written in the job's row.

@@ -332,7 +332,7 @@ func planDBQueues(ctx context.Context, cfg config, de *dbEnv, ce *clusterEnv, wa
 	var ts []*plannedTable
 	if want["postgres"] {
 		subs, river := de.pgQueues(ctx)
-		ts = append(ts, dbqTables(cfg, "pg-", "PostgreSQL", "PostgreSQL", pgFloorDesc, subs, []*dbqSubject{subs[1], river, subs[0]}, de.cpu["postgres"])...)
+		ts = append(ts, dbqTables(cfg, "pg-", "PostgreSQL", "PostgreSQL", pgFloorDesc+"; leased floor: "+pgLeasedDesc, subs, []*dbqSubject{subs[1], river, subs[0]}, de.cpu["postgres"])...)
 	}
 	if want["mysql"] {
 		subs := de.mysqlQueues(ctx)

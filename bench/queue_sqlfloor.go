@@ -103,20 +103,22 @@ func (de *dbEnv) pgQueues(ctx context.Context) ([]*dbqSubject, *dbqSubject) {
 	const floor, bn = "raw SKIP LOCKED (pgx)", "baton pglock"
 	s, err := de.server(ctx, "postgres", "postgres")
 	if err != nil {
-		return []*dbqSubject{dbqFailing(floor, "rawpgq", "postgres", false, err), dbqFailing(bn, "bpgq", "postgres", true, err)},
+		return []*dbqSubject{dbqFailing(floor, "rawpgq", "postgres", false, err), dbqFailing(bn, "bpgq", "postgres", true, err),
+				dbqFailing(pgLeasedName, "leasedpgq", "postgres", false, err)},
 			dbqFailing(riverName, "river", "postgres", false, err)
 	}
 	url := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", s.addr)
 	fail := func(err error) ([]*dbqSubject, *dbqSubject) {
 		err = fmt.Errorf("postgres queues: %w", err)
-		return []*dbqSubject{dbqFailing(floor, "rawpgq", "postgres", false, err), dbqFailing(bn, "bpgq", "postgres", true, err)},
+		return []*dbqSubject{dbqFailing(floor, "rawpgq", "postgres", false, err), dbqFailing(bn, "bpgq", "postgres", true, err),
+				dbqFailing(pgLeasedName, "leasedpgq", "postgres", false, err)},
 			dbqFailing(riverName, "river", "postgres", false, err)
 	}
 	c, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return fail(err)
 	}
-	_, err = c.Exec(ctx, pgFloorSchema)
+	_, err = c.Exec(ctx, pgFloorSchema+pgLeasedSchema)
 	c.Close(ctx)
 	if err != nil {
 		return fail(err)
@@ -138,7 +140,15 @@ func (de *dbEnv) pgQueues(ctx context.Context) ([]*dbqSubject, *dbqSubject) {
 			}
 			return &pgFloor{c: c, queue: queue}, nil
 		}}
-	return []*dbqSubject{raw, dbqBatonSubject(bn, "bpgq", "postgres", b)}, river
+	leased := &dbqSubject{s: &subject{name: pgLeasedName, id: "leasedpgq", kind: "postgres"},
+		open: func(ctx context.Context, queue string) (dbqClient, error) {
+			c, err := pgx.Connect(ctx, url)
+			if err != nil {
+				return nil, err
+			}
+			return &pgLeased{&pgFloor{c: c, queue: queue}}, nil
+		}}
+	return []*dbqSubject{raw, dbqBatonSubject(bn, "bpgq", "postgres", b), leased}, river
 }
 
 const mysqlFloorDesc = "INSERT, then START TRANSACTION + SELECT … FOR UPDATE SKIP LOCKED and DELETE + COMMIT (each pair one multi-statement request), on a table of the shape of baton's"
