@@ -14,6 +14,7 @@ import (
 	"github.com/batonlock/baton/cluster/etcdlock"
 	"github.com/batonlock/baton/cluster/zklock"
 	"github.com/go-zookeeper/zk"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -50,19 +51,28 @@ func (e *etcdFloor) put(ctx context.Context, n int) error {
 	return err
 }
 
+// oldest reads the oldest job with its value; with none it waits a
+// moment and returns nil.
+func (e *etcdFloor) oldest(ctx context.Context) (*mvccpb.KeyValue, error) {
+	r, err := e.c.Get(ctx, e.prefix, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Kvs) == 0 {
+		return nil, sleepCtx(ctx, time.Millisecond)
+	}
+	return r.Kvs[0], nil
+}
+
 func (e *etcdFloor) claimAck(ctx context.Context) error {
 	for {
-		r, err := e.c.Get(ctx, e.prefix, clientv3.WithFirstCreate()...)
+		kv, err := e.oldest(ctx)
 		if err != nil {
 			return err
 		}
-		if len(r.Kvs) == 0 {
-			if err := sleepCtx(ctx, time.Millisecond); err != nil {
-				return err
-			}
+		if kv == nil {
 			continue
 		}
-		kv := r.Kvs[0]
 		t, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(string(kv.Key))).Commit()
 		if err != nil {

@@ -75,22 +75,11 @@ const mysqlLeasedSchema = `CREATE TABLE IF NOT EXISTS bench_floor_tokens (queue 
 
 func (m *mysqlLeased) claimAck(ctx context.Context) error {
 	for {
-		var id uint64
-		var payload []byte
-		found := false
-		err := mysqlRows(ctx, m.c, `START TRANSACTION; SELECT id, payload FROM bench_floor_jobs
-WHERE queue = ? AND state = 0 AND ready_at <= NOW(6) AND expires <= NOW(6) ORDER BY ready_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-			[]any{m.queue}, func(r *sql.Rows) error { found = true; return r.Scan(&id, &payload) })
+		id, found, err := m.pick(ctx, " AND expires <= NOW(6)")
 		if err != nil {
 			return err
 		}
 		if !found {
-			if _, err := m.c.ExecContext(ctx, "ROLLBACK"); err != nil {
-				return err
-			}
-			if err := sleepCtx(ctx, time.Millisecond); err != nil {
-				return err
-			}
 			continue
 		}
 		var token uint64
@@ -137,17 +126,13 @@ type etcdLeased struct {
 
 func (e *etcdLeased) claimAck(ctx context.Context) error {
 	for {
-		r, err := e.c.Get(ctx, e.prefix, clientv3.WithFirstCreate()...)
+		kv, err := e.oldest(ctx)
 		if err != nil {
 			return err
 		}
-		if len(r.Kvs) == 0 {
-			if err := sleepCtx(ctx, time.Millisecond); err != nil {
-				return err
-			}
+		if kv == nil {
 			continue
 		}
-		kv := r.Kvs[0]
 		ck := "/bench-queue-claims" + string(kv.Key)
 		t, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision),
 			clientv3.Compare(clientv3.CreateRevision(ck), "=", 0)).

@@ -198,41 +198,34 @@ func (m *mysqlFloor) put(ctx context.Context, n int) error {
 
 func (m *mysqlFloor) claimAck(ctx context.Context) error {
 	for {
-		rows, err := m.c.QueryContext(ctx, `START TRANSACTION; SELECT id, payload FROM bench_floor_jobs
-WHERE queue = ? AND state = 0 AND ready_at <= NOW(6) ORDER BY ready_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, m.queue)
+		id, found, err := m.pick(ctx, "")
 		if err != nil {
 			return err
 		}
-		var id uint64
-		var payload []byte
-		found := false
-		for {
-			for rows.Next() {
-				if err := rows.Scan(&id, &payload); err != nil {
-					rows.Close()
-					return err
-				}
-				found = true
-			}
-			if !rows.NextResultSet() {
-				break
-			}
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return err
-		}
 		if !found {
-			if _, err := m.c.ExecContext(ctx, "ROLLBACK"); err != nil {
-				return err
-			}
-			if err := sleepCtx(ctx, time.Millisecond); err != nil {
-				return err
-			}
 			continue
 		}
 		_, err = m.c.ExecContext(ctx, `DELETE FROM bench_floor_jobs WHERE queue = ? AND id = ?; COMMIT`, m.queue, id)
 		return err
 	}
+}
+
+// pick starts a transaction and takes the oldest ready row (with cond
+// added to the ready ones' condition), reading its payload. Without one it
+// ends the transaction and waits a moment; found false with a nil error
+// then means look again.
+func (m *mysqlFloor) pick(ctx context.Context, cond string) (id uint64, found bool, err error) {
+	var payload []byte
+	err = mysqlRows(ctx, m.c, `START TRANSACTION; SELECT id, payload FROM bench_floor_jobs
+WHERE queue = ? AND state = 0 AND ready_at <= NOW(6)`+cond+` ORDER BY ready_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		[]any{m.queue}, func(r *sql.Rows) error { found = true; return r.Scan(&id, &payload) })
+	if err != nil || found {
+		return id, found, err
+	}
+	if _, err := m.c.ExecContext(ctx, "ROLLBACK"); err != nil {
+		return 0, false, err
+	}
+	return 0, false, sleepCtx(ctx, time.Millisecond)
 }
 
 func (m *mysqlFloor) close() error { return errors.Join(m.c.Close(), m.db.Close()) }
