@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/batonlock/baton"
 )
 
-// BenchmarkQueueUncontended: one goroutine putting, claiming (TryClaim)
-// and acking one job at a time.
-func BenchmarkQueueUncontended(b *testing.B) {
+// benchQueue opens a queue of a new name on the shared server, with a
+// Backend of OpenURL (several statements per request).
+func benchQueue(b *testing.B) baton.Queue {
 	s := sharedServer(b)
 	createDB(b, s, "baton")
 	ctx := context.Background()
@@ -18,12 +20,20 @@ func BenchmarkQueueUncontended(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer bk.Close()
+	b.Cleanup(func() { bk.Close() })
 	q, err := bk.Queue(ctx, fmt.Sprint("bench-queue-", time.Now().UnixNano()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer q.Close()
+	b.Cleanup(func() { q.Close() })
+	return q
+}
+
+// BenchmarkQueueUncontended: one goroutine putting, claiming (TryClaim)
+// and acking one job at a time.
+func BenchmarkQueueUncontended(b *testing.B) {
+	q := benchQueue(b)
+	ctx := context.Background()
 	payload := []byte("job")
 	for b.Loop() {
 		if _, err := q.Put(ctx, payload); err != nil {
@@ -80,19 +90,8 @@ func BenchmarkQueueFloor(b *testing.B) {
 // BenchmarkQueueParts times the Put, the Claim and the Ack of
 // BenchmarkQueueUncontended apart (mean microseconds each).
 func BenchmarkQueueParts(b *testing.B) {
-	s := sharedServer(b)
-	createDB(b, s, "baton")
+	q := benchQueue(b)
 	ctx := context.Background()
-	bk, err := OpenURL(ctx, s.url(""))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bk.Close()
-	q, err := bk.Queue(ctx, fmt.Sprint("bench-queue-", time.Now().UnixNano()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer q.Close()
 	payload := []byte("job")
 	var tp, tc, ta time.Duration
 	for b.Loop() {

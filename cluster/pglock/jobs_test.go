@@ -20,8 +20,15 @@ import (
 
 func openQueueT(t *testing.T, name string) (baton.Backend, baton.Queue) {
 	t.Helper()
+	return openQueueTTL(t, name, 2*time.Second)
+}
+
+// openQueueTTL opens a Backend with leases of ttl and a queue handle on
+// it, closed at the end of the test.
+func openQueueTTL(t *testing.T, name string, ttl time.Duration) (baton.Backend, baton.Queue) {
+	t.Helper()
 	ctx := context.Background()
-	b, err := OpenURL(ctx, need(t), lease.WithTTL(2*time.Second))
+	b, err := OpenURL(ctx, need(t), lease.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}

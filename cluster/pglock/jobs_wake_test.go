@@ -10,24 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/lease"
 )
 
 // The leases of these tests are long, so that the listener's backstop (a
 // renewal period) cannot pass for a notification.
 func openWakeQueue(t *testing.T, name string) baton.Queue {
 	t.Helper()
-	ctx := context.Background()
-	b, err := OpenURL(ctx, need(t), lease.WithTTL(60*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	q, err := b.Queue(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { q.Close() })
+	_, q := openQueueTTL(t, name, 60*time.Second)
 	return q
 }
 
