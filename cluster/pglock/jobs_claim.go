@@ -152,7 +152,12 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int) ([]driver.Claim, err
 	rctx, cancel := q.b.rctx()
 	defer cancel()
 	sent := time.Now()
-	rows, err := q.b.pool.Query(rctx, q.b.q(jobsClaimSQL), q.name, n, q.b.o.TTL.Milliseconds(), int64(s.pid))
+	var rows pgx.Rows
+	if n == 1 {
+		rows, err = q.b.pool.Query(rctx, q.b.q(jobsClaimOneSQL), q.name, q.b.o.TTL.Milliseconds(), int64(s.pid))
+	} else {
+		rows, err = q.b.pool.Query(rctx, q.b.q(jobsClaimSQL), q.name, n, q.b.o.TTL.Milliseconds(), int64(s.pid))
+	}
 	if err != nil {
 		return nil, lease.CtxErr(ctx, err)
 	}

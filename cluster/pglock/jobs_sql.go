@@ -65,7 +65,9 @@ SELECT id FROM baton_jobs WHERE queue = $1::text AND ukey = $3::text AND state <
 	// claim order, so that a claim reads about n rows of each, not the
 	// whole backlog (one scan of both would read and sort every row); the
 	// n oldest of both are claimed, and the others locked on the way are
-	// let go at the statement's end.
+	// let go at the statement's end. The update finds its rows by their
+	// ids as an array: joined to r alone, the planner may hash r and scan
+	// the whole table for a few rows.
 	jobsClaimSQL = `WITH c0 AS (
 	SELECT id, ready_at FROM baton_jobs
 	WHERE queue = $1 AND state = 0 AND ready_at <= clock_timestamp()
@@ -80,7 +82,25 @@ t AS (UPDATE baton_queues SET token = token + (SELECT count(*) FROM c)
 	WHERE queue = $1 AND EXISTS (SELECT 1 FROM c) RETURNING token)
 UPDATE baton_jobs j SET state = 1, attempts = j.attempts + 1, token = t.token - r.n + r.k,
 	lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond', claimant = $4
-FROM r, t WHERE j.id = r.id
+FROM r, t WHERE j.id = r.id AND j.id = ANY (ARRAY(SELECT id FROM r))
+RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.token`
+
+	// jobsClaimSQL for one job, with $2 the lease ms and $3 the claimant:
+	// the claimed rows need no numbering and counting, which a lone claim,
+	// the common one, would pay for nothing.
+	jobsClaimOneSQL = `WITH c0 AS (
+	SELECT id, ready_at FROM baton_jobs
+	WHERE queue = $1 AND state = 0 AND ready_at <= clock_timestamp()
+	ORDER BY ready_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),
+c1 AS (
+	SELECT id, ready_at FROM baton_jobs
+	WHERE queue = $1 AND state = 1 AND lease_until < clock_timestamp() AND attempts < max_attempts
+	ORDER BY ready_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),
+c AS (SELECT id FROM (SELECT * FROM c0 UNION ALL SELECT * FROM c1) u ORDER BY ready_at, id LIMIT 1),
+t AS (UPDATE baton_queues SET token = token + 1 WHERE queue = $1 AND EXISTS (SELECT 1 FROM c) RETURNING token)
+UPDATE baton_jobs j SET state = 1, attempts = j.attempts + 1, token = t.token,
+	lease_until = clock_timestamp() + $2::bigint * interval '1 millisecond', claimant = $3
+FROM c, t WHERE j.id = c.id
 RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.token`
 
 	// $1 queue. Buries the claims that lapsed on their last attempt, and
@@ -150,7 +170,7 @@ SELECT count(*) FROM d`
 )
 
 func init() {
-	statements = append(statements, jobsSchemaSQL, jobsOpenSQL, jobsPutSQL, jobsWakeSQL, jobsWaitingSQL, jobsNotifySQL, jobsClaimSQL, jobsNextSQL,
+	statements = append(statements, jobsSchemaSQL, jobsOpenSQL, jobsPutSQL, jobsWakeSQL, jobsWaitingSQL, jobsNotifySQL, jobsClaimSQL, jobsClaimOneSQL, jobsNextSQL,
 		jobsRenewSQL, jobsExistsSQL, jobsAckSQL, jobsRetrySQL, jobsGiveBackSQL, jobsStatsSQL, jobsDeadSQL,
 		jobsRequeueSQL, jobsPurgeSQL)
 }
