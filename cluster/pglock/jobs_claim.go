@@ -34,8 +34,11 @@ func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 	}
 	counted := false
 	defer func() {
-		if counted {
-			q.countWaiting(-1)
+		if !counted {
+			return
+		}
+		if err := q.countWaiting(-1); err != nil {
+			q.b.o.Logger.Warn("pglock: a claimant's wait was not counted off; Puts notify until the count is right again", "name", q.name, "err", err)
 		}
 	}()
 	busy := time.Millisecond
@@ -48,8 +51,8 @@ func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 			return nil, baton.ErrEmpty
 		}
 		if !counted {
-			if _, err := q.b.pool.Exec(ctx, q.b.q(jobsWaitingSQL), q.name, 1); err != nil {
-				return nil, lease.CtxErr(ctx, err)
+			if err := q.countWaiting(1); err != nil {
+				return nil, err
 			}
 			counted = true
 			continue
@@ -81,14 +84,14 @@ func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 }
 
 // countWaiting moves the queue's count of waiting claimants by delta, on
-// a context of its own: a Claim that ends with its context done still
-// takes itself off the count.
-func (q *queueDriver) countWaiting(delta int) {
+// a context of its own: pgx drops a connection whose statement is
+// cancelled, which would leave the count's outcome unknown, and a Claim
+// that ends with its context done still takes itself off the count.
+func (q *queueDriver) countWaiting(delta int) error {
 	ctx, cancel := q.b.rctx()
 	defer cancel()
-	if _, err := q.b.pool.Exec(ctx, q.b.q(jobsWaitingSQL), q.name, delta); err != nil {
-		q.b.o.Logger.Warn("pglock: a claimant's wait was not counted off; Puts notify until the count is right again", "name", q.name, "err", err)
-	}
+	_, err := q.b.pool.Exec(ctx, q.b.q(jobsWaitingSQL), q.name, delta)
+	return err
 }
 
 // next buries the claims that lapsed on their last attempt and returns how
