@@ -3,6 +3,9 @@ package pglock
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +17,9 @@ import (
 // BenchmarkUncontendedParts breaks an uncontended Lock+Unlock down: each
 // variant runs the statements of one part on a connection of its own, all
 // alternated in one loop so that they see the same load, and each reports
-// its time over the raw floor's.
+// its time over the raw floor's. A variant's time depends on the one run
+// before it, so compare variants in both orders: PARTS_REVERSE=1 runs the
+// loop backwards, and PARTS_ONLY=a,b keeps those variants (and the floor).
 func BenchmarkUncontendedParts(b *testing.B) {
 	url := need(b)
 	ctx := context.Background()
@@ -151,6 +156,95 @@ SELECT ok FROM u, x`, []any{k, prev}, &ok)
 	}
 	add("session-design-1", sessionDesign(1))
 	add("session-design-16", sessionDesign(16))
+	// A design that writes per session and name, not per hold: a session
+	// holds a lock of its own for its life, in the first partition of the
+	// server's lock table (TestDyingSessionPartitions: a dying session's
+	// lock there is gone by any grant its death makes), and a row per name
+	// it holds says so until a lease and a half from when it was written;
+	// the acquisition waits out the rows of the name whose session's lock
+	// is free, and writes only when its own row runs short; the release
+	// writes nothing. The rows must be read with a snapshot taken after the
+	// grant (TestTerminatedAfterHandoff): by a function called in the
+	// acquiring statement (session-keys), or by a second statement sent in
+	// the same round trip (session-keys-pipelined). Read in the acquiring
+	// statement itself, with the write sent apart when it is due, they give
+	// the floor of such a design (session-keys-floor), which is not sound.
+	var db uint32
+	if err := reg.QueryRow(ctx, `SELECT oid FROM pg_database WHERE datname = current_database()`).Scan(&db); err != nil {
+		b.Fatal(err)
+	}
+	const deadSQL = `SELECT max(expires) FROM (SELECT expires, s FROM baton_bench_holders
+	WHERE kind = $1 AND name = $2 AND s <> $3 AND expires > clock_timestamp() OFFSET 0) r
+WHERE CASE WHEN pg_try_advisory_lock_shared(s) THEN pg_advisory_unlock_shared(s) ELSE false END`
+	if _, err := reg.Exec(ctx, `CREATE UNLOGGED TABLE IF NOT EXISTS baton_bench_holders (kind text NOT NULL, name text NOT NULL,
+	s bigint NOT NULL, expires timestamptz NOT NULL, PRIMARY KEY (kind, name, s));
+CREATE OR REPLACE FUNCTION baton_bench_dead(text, text, bigint) RETURNS timestamptz VOLATILE LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN (`+deadSQL+`);
+END $$`); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_, _ = reg.Exec(ctx, `DROP TABLE IF EXISTS baton_bench_holders; DROP FUNCTION IF EXISTS baton_bench_dead(text, text, bigint)`)
+	})
+	const ownWrite = `,
+w AS (INSERT INTO baton_bench_holders AS t (kind, name, s, expires)
+	SELECT $1, $2, k.me, clock_timestamp() + $6::bigint * interval '1 millisecond' FROM k, d
+	WHERE NOT coalesce(d.own > clock_timestamp() + $4::bigint * interval '1 millisecond', false)
+	ON CONFLICT (kind, name, s) DO UPDATE SET expires = EXCLUDED.expires RETURNING 1)`
+	sessionKey := run0 & (1<<62 - 1)
+	sessionKeys := func(mode string) func(c *pgx.Conn, k int64, n string) {
+		check, write, count := `NULL::timestamptz`, ownWrite, `(SELECT count(*) FROM w)`
+		switch mode {
+		case "function":
+			check = `baton_bench_dead($1, $2, k.me)`
+		case "floor":
+			check, write, count = `(`+strings.ReplaceAll(deadSQL, "$3", "k.me")+`)`, ``, `0 * $6::bigint`
+		}
+		acquire := lockPart + `
+k AS MATERIALIZED (SELECT coalesce(nullif(current_setting('baton.bench_session', true), ''),
+	(SELECT set_config('baton.bench_session', $5::text, false) FROM (SELECT pg_advisory_lock($5)) x))::bigint AS me FROM l WHERE l.ok),
+r AS MATERIALIZED (SELECT CASE WHEN current_setting('baton.bench_trusted', true) = 'on' THEN '-infinity'::timestamptz
+	ELSE (SELECT expires FROM baton_leases WHERE kind = '' AND name = '') END AS trust FROM k),
+m AS MATERIALIZED (SELECT trust, CASE WHEN trust <= clock_timestamp() AND trust > '-infinity'
+	THEN set_config('baton.bench_trusted', 'on', false) END AS t FROM r),
+d AS MATERIALIZED (SELECT ` + check + ` AS until,
+	(SELECT expires FROM baton_bench_holders WHERE kind = $1 AND name = $2 AND s = k.me) AS own FROM k)` + write + `
+SELECT nextval('baton_token_seq'), l.prev, coalesce(ceil(extract(epoch FROM greatest(d.until,
+	CASE WHEN m.trust > clock_timestamp() THEN m.trust END) - clock_timestamp()) * 1000), 0)::bigint, ` + count + `
+FROM l, m, d`
+		dead := `SELECT coalesce(ceil(extract(epoch FROM (` + strings.ReplaceAll(deadSQL, "$3", "current_setting('baton.bench_session')::bigint") +
+			`) - clock_timestamp()) * 1000), 0)::bigint`
+		// Each connection registers once, with a key of its own.
+		for sessionKey++; lockPartition(db, sessionKey) != 0; sessionKey++ {
+		}
+		me := sessionKey
+		return func(c *pgx.Conn, k int64, n string) {
+			var tok, wait, after, wrote int64
+			var prev string
+			var ok bool
+			args := []any{"mutex", n, k, idle, me, int64(15000)}
+			if mode == "pipelined" {
+				var bt pgx.Batch
+				bt.Queue(acquire, args...).QueryRow(func(r pgx.Row) error { return r.Scan(&tok, &prev, &wait, &wrote) })
+				bt.Queue(dead, "mutex", n).QueryRow(func(r pgx.Row) error { return r.Scan(&after) })
+				if err := c.SendBatch(ctx, &bt).Close(); err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				run(c, acquire, args, &tok, &prev, &wait, &wrote)
+			}
+			if wait > 0 || after > 0 {
+				b.Fatalf("waited %d ms after the name's own session released it", max(wait, after))
+			}
+			run(c, `WITH u AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS ok),
+x AS MATERIALIZED (SELECT set_config('idle_session_timeout', $2, false) FROM u)
+SELECT ok FROM u, x`, []any{k, prev}, &ok)
+		}
+	}
+	add("session-keys", sessionKeys("function"))
+	add("session-keys-pipelined", sessionKeys("pipelined"))
+	add("session-keys-floor", sessionKeys("floor"))
 	add("mutex", func(*pgx.Conn, int64, string) {
 		if _, err := m.Lock(ctx); err != nil {
 			b.Fatal(err)
@@ -159,14 +253,23 @@ SELECT ok FROM u, x`, []any{k, prev}, &ok)
 			b.Fatal(err)
 		}
 	})
+	if only := os.Getenv("PARTS_ONLY"); only != "" {
+		keep := strings.Split(only, ",")
+		vs = slices.DeleteFunc(vs, func(v variant) bool { return v.name != "raw" && !slices.Contains(keep, v.name) })
+	}
 	for _, v := range vs {
 		v.f()
 	}
 	ts := make([]time.Duration, len(vs))
+	rev := os.Getenv("PARTS_REVERSE") != ""
 	for b.Loop() {
-		for i, v := range vs {
+		for j := range vs {
+			i := j
+			if rev {
+				i = len(vs) - 1 - j
+			}
 			t0 := time.Now()
-			v.f()
+			vs[i].f()
 			ts[i] += time.Since(t0)
 		}
 	}
