@@ -85,6 +85,18 @@
 // freed when the session ends, and the fencing token is what protects a
 // resource then.
 //
+// The lease is written per hold, not once per session, because the next
+// holder must tell a holder that released from one whose session is
+// ending, and a dying session gives its locks back one partition of the
+// server's lock table at a time while it still shows as alive
+// (TestDyingSessionOrder). Only a lock that the session kept in the first
+// partition, which goes before the others, would tell them apart
+// (TestDyingSessionPartitions); that rests on how the server's lock
+// manager is built, not on what it documents, and the acquisition would
+// still have to read the name's records with a snapshot taken after its
+// grant, which costs about what the two writes do
+// (BenchmarkUncontendedParts).
+//
 // The handles of one Backend pass a Mutex among themselves with no
 // statement (see pass.go): the token sequence moves by 16, and a passed
 // hold takes the next of the 15 values above its acquisition's token.
