@@ -150,7 +150,9 @@ func TestQueueKeysOutliveEntries(t *testing.T) {
 }
 
 // An uncontended Put, Claim and Ack cost the server one script each: a
-// Claim that finds a job ready neither subscribes nor unsubscribes.
+// Claim that finds a job ready neither subscribes nor unsubscribes, a Put
+// that no claimant waits for announces nothing, and the scripts' commands
+// stay few (each costs a script about as much as a command sent alone).
 func TestQueueUncontendedCommands(t *testing.T) {
 	s := startRedis(t)
 	c := s.Client()
@@ -183,9 +185,16 @@ func TestQueueUncontendedCommands(t *testing.T) {
 	if calls["evalsha"] != 3*n {
 		t.Errorf("evalsha: %d calls in %d cycles, want %d", calls["evalsha"], n, 3*n)
 	}
-	for _, k := range []string{"subscribe", "unsubscribe", "ping"} {
+	for _, k := range []string{"subscribe", "unsubscribe", "ping", "publish"} {
 		if calls[k] != 0 {
 			t.Errorf("%s: %d calls in %d cycles, want none", k, calls[k], n)
 		}
+	}
+	inner := -calls["evalsha"] - calls["config|resetstat"]
+	for _, v := range calls {
+		inner += v
+	}
+	if inner > 25*n {
+		t.Errorf("%d commands in the scripts of %d cycles, want at most %d", inner, n, 25*n)
 	}
 }

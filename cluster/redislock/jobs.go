@@ -22,7 +22,11 @@ import (
 // next script of the queue that looks (claim, ack, retry, stats). Waiting
 // claimants listen on the queue's Pub/Sub channel (the Backend's shared
 // subscriptions, as Value.Wait does), with a timer to the next delayed
-// job or lease deadline the claim script reported.
+// job or lease deadline the claim script reported; the claim script notes
+// until when they may wait, and a Put announces itself only then. The
+// scripts of the common path (put, claim, ack) define the functions of the
+// rest only when they need them: that costs a script more than most of
+// its commands do.
 
 const kjobs = "jobs"
 
@@ -34,7 +38,7 @@ const (
 )
 
 // jobsSuffixes are the keys of a queue, in the order of jobs_common.lua.
-var jobsSuffixes = []string{"ready", "delayed", "inflight", "dead", "data", "info", "claim", "uniq", "ids", "token", "seq", "reason"}
+var jobsSuffixes = []string{"ready", "delayed", "inflight", "dead", "data", "info", "claim", "uniq", "ids", "token", "seq", "reason", "waiters"}
 
 var (
 	scriptJobsPut      = loadScript("jobs_put")

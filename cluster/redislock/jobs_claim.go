@@ -24,7 +24,7 @@ func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cs, _, err := q.claimOnce(ctx, n)
+	cs, _, err := q.claimOnce(ctx, n, 0)
 	if err != nil || len(cs) > 0 {
 		return cs, err
 	}
@@ -40,8 +40,11 @@ func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 		return nil, err
 	}
 	defer leave()
+	// Puts announce themselves only while a claimant said it may wait: up
+	// to a renewal period and a request before it runs the script again.
+	waitMS := (q.d.o.RenewEvery + q.d.o.RequestTimeout).Milliseconds()
 	for {
-		cs, next, err := q.claimOnce(ctx, n)
+		cs, next, err := q.claimOnce(ctx, n, waitMS)
 		if err != nil || len(cs) > 0 {
 			return cs, err
 		}
@@ -64,12 +67,13 @@ func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 // claimOnce runs the claim script once. It runs to its end even when ctx
 // ends meanwhile (bounded by the request timeout), so that what it claimed
 // is given back rather than left to its lease: a cancelled Claim claims
-// nothing. next is when to look again (0: no delayed job nor claim).
-func (q *queueDriver) claimOnce(ctx context.Context, n int) ([]driver.Claim, time.Duration, error) {
+// nothing. next is when to look again (0: no delayed job nor claim);
+// waitMS, when positive, how long the caller may then wait on the channel.
+func (q *queueDriver) claimOnce(ctx context.Context, n int, waitMS int64) ([]driver.Claim, time.Duration, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.d.o.RequestTimeout)
 	defer cancel()
 	sent := time.Now()
-	v, acked, err := q.d.run(rctx, scriptJobsClaim, q.keys, n, q.d.ttlMS())
+	v, acked, err := q.d.run(rctx, scriptJobsClaim, q.keys, n, q.d.ttlMS(), waitMS)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()

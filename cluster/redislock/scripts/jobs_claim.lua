@@ -18,31 +18,46 @@
 --                           job's sequence says since when it is in line
 --                           (queues made before that hold small counts)
 -- KEYS[12] reason   hash    job id -> reason of its death
+-- KEYS[13] waiters  string  server ms until which a claimant may wait on the
+--                           queue's channel (expires then): a Put announces
+--                           itself only before that
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, REASON =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
--- jobs_claim: claim up to n ready jobs, oldest first, after giving back
--- the claims whose lease passed and making ready the delayed jobs whose
--- time came.
--- KEYS: as in jobs_common.lua
--- ARGV[1] n, ARGV[2] lease TTL ms
--- Returns {wait, id, payload, attempt, max attempts, token, ...}: wait is,
--- when nothing was claimed, the ms until the next delayed job is ready or
--- the next lease passes (-1: none), else 0.
+local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, REASON, WAITERS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 
+-- Numbers go to the server as decimal strings: a Lua number would be
+-- formatted as a double, which costs more.
 local function fmt(n) return string.format('%d', n) end
 
 -- SEQ_MS sequences per ms; sequences stay below 2^53 (exact in a double,
 -- as zset scores are) until the year 2248.
 local SEQ_MS = 1024
 
-local function info(id)
-  local v = redis.call('HGET', INFO, id)
+-- INFO_RE splits an info value: attempts, max attempts, sequence, key.
+local INFO_RE = '^(%d+)|(%d+)|(%d+)|(.*)$'
+-- jobs_claim: claim up to n ready jobs, oldest first, after giving back
+-- the claims whose lease passed and making ready the delayed jobs whose
+-- time came.
+-- KEYS: as in jobs_common.lua
+-- ARGV[1] n, ARGV[2] lease TTL ms, ARGV[3] when nothing is ready, the ms
+-- the caller may wait on the queue's channel before it looks again (0: it
+-- does not wait)
+-- Returns {wait, id, payload, attempt, max attempts, token, ...}: wait is,
+-- when nothing was claimed, the ms until the next delayed job is ready or
+-- the next lease passes (-1: none), else 0.
+-- Only when a lease passed or a delayed job is due does the script define
+-- the functions that deal with them.
+if redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, 1)[1]
+  or redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, 1)[1] then
+  
+local function parse_info(v)
   if not v then return nil end
-  local a, m, s, k = string.match(v, '^(%d+)|(%d+)|(%d+)|(.*)$')
+  local a, m, s, k = string.match(v, INFO_RE)
   return {a = tonumber(a), m = tonumber(m), s = tonumber(s), k = k}
 end
+
+local function info(id) return parse_info(redis.call('HGET', INFO, id)) end
 
 local function set_info(id, j)
   redis.call('HSET', INFO, id, fmt(j.a) .. '|' .. fmt(j.m) .. '|' .. fmt(j.s) .. '|' .. j.k)
@@ -94,13 +109,19 @@ local function reclaim()
   for _, id in ipairs(ids) do give_back(id, 'claim lease expired on its last attempt') end
 end
 
--- promote makes the delayed jobs whose time came ready, in time order.
+-- promote makes the delayed jobs whose time came ready, each in line as
+-- of its time: ahead of the jobs put or given back since, which therefore
+-- need not promote first.
 local function promote()
-  local ids = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, 1000)
-  for _, id in ipairs(ids) do
+  local ds = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1000)
+  for i = 1, #ds, 2 do
+    local id = ds[i]
     redis.call('ZREM', DELAYED, id)
     local j = info(id)
-    if j then make_ready(id, j, false) end
+    if j then
+      j.s = tonumber(ds[i + 1]) * SEQ_MS
+      make_ready(id, j, true)
+    end
   end
 end
 
@@ -108,38 +129,52 @@ end
 local function claim_ok(id, tok)
   return redis.call('HGET', CLAIM, id) == tok
 end
-reclaim()
-promote()
+  reclaim()
+  promote()
+end
 local ids = redis.call('ZRANGE', READY, 0, tonumber(ARGV[1]) - 1)
-local out = {0}
-for _, id in ipairs(ids) do
-  redis.call('ZREM', READY, id)
-  local j = info(id)
-  j.a = j.a + 1
-  set_info(id, j)
+local k = #ids
+if k > 0 then
+  redis.call('ZREM', READY, unpack(ids))
   -- A missing counter (a new queue, or a server that lost its data)
   -- starts at the server clock in microseconds, so that tokens keep
   -- growing across such a loss unless the clock goes back.
-  local tok = redis.call('INCR', TOKEN)
-  if tok == 1 then
-    tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local tok = redis.call('INCRBY', TOKEN, k)
+  if tok == k then
+    tok = tonumber(t[1]) * 1000000 + tonumber(t[2]) + k - 1
     redis.call('SET', TOKEN, fmt(tok))
   end
-  redis.call('ZADD', INFLIGHT, now + tonumber(ARGV[2]), id)
-  redis.call('HSET', CLAIM, id, fmt(tok))
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] =
-    id, redis.call('HGET', DATA, id) or '', j.a, j.m, fmt(tok)
-end
-if #ids == 0 then
-  local w = -1
-  for _, z in ipairs({DELAYED, INFLIGHT}) do
-    local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
-    if first[2] then
-      local d = math.max(1, tonumber(first[2]) - now + 1)
-      if w < 0 or d < w then w = d end
-    end
+  tok = tok - k
+  local infos = redis.call('HMGET', INFO, unpack(ids))
+  local data = redis.call('HMGET', DATA, unpack(ids))
+  local deadline = fmt(now + tonumber(ARGV[2]))
+  local out, iset, lset, cset = {0}, {}, {}, {}
+  for i, id in ipairs(ids) do
+    local a, m, s, key = string.match(infos[i], INFO_RE)
+    a = fmt(tonumber(a) + 1)
+    tok = tok + 1
+    local ts = fmt(tok)
+    iset[2 * i - 1], iset[2 * i] = id, a .. '|' .. m .. '|' .. s .. '|' .. key
+    lset[2 * i - 1], lset[2 * i] = deadline, id
+    cset[2 * i - 1], cset[2 * i] = id, ts
+    local n = #out
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, data[i] or '', tonumber(a), tonumber(m), ts
   end
-  out[1] = w
+  redis.call('HSET', INFO, unpack(iset))
+  redis.call('ZADD', INFLIGHT, unpack(lset))
+  redis.call('HSET', CLAIM, unpack(cset))
+  return out
 end
-return out
+local w = -1
+for _, z in ipairs({DELAYED, INFLIGHT}) do
+  local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
+  if first[2] then
+    local d = math.max(1, tonumber(first[2]) - now + 1)
+    if w < 0 or d < w then w = d end
+  end
+end
+local wait = tonumber(ARGV[3])
+if wait > 0 and tonumber(redis.call('GET', WAITERS) or 0) < now + wait then
+  redis.call('SET', WAITERS, fmt(now + wait), 'PX', wait)
+end
+return {w}

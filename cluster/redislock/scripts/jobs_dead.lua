@@ -18,27 +18,36 @@
 --                           job's sequence says since when it is in line
 --                           (queues made before that hold small counts)
 -- KEYS[12] reason   hash    job id -> reason of its death
+-- KEYS[13] waiters  string  server ms until which a claimant may wait on the
+--                           queue's channel (expires then): a Put announces
+--                           itself only before that
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, REASON =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
--- jobs_dead: list dead letters, oldest first.
--- KEYS: as in jobs_common.lua
--- ARGV[1] limit
--- Returns {id, payload, attempts, reason, time of death ms, ...}.
+local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, REASON, WAITERS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 
+-- Numbers go to the server as decimal strings: a Lua number would be
+-- formatted as a double, which costs more.
 local function fmt(n) return string.format('%d', n) end
 
 -- SEQ_MS sequences per ms; sequences stay below 2^53 (exact in a double,
 -- as zset scores are) until the year 2248.
 local SEQ_MS = 1024
 
-local function info(id)
-  local v = redis.call('HGET', INFO, id)
+-- INFO_RE splits an info value: attempts, max attempts, sequence, key.
+local INFO_RE = '^(%d+)|(%d+)|(%d+)|(.*)$'
+-- jobs_dead: list dead letters, oldest first.
+-- KEYS: as in jobs_common.lua
+-- ARGV[1] limit
+-- Returns {id, payload, attempts, reason, time of death ms, ...}.
+
+local function parse_info(v)
   if not v then return nil end
-  local a, m, s, k = string.match(v, '^(%d+)|(%d+)|(%d+)|(.*)$')
+  local a, m, s, k = string.match(v, INFO_RE)
   return {a = tonumber(a), m = tonumber(m), s = tonumber(s), k = k}
 end
+
+local function info(id) return parse_info(redis.call('HGET', INFO, id)) end
 
 local function set_info(id, j)
   redis.call('HSET', INFO, id, fmt(j.a) .. '|' .. fmt(j.m) .. '|' .. fmt(j.s) .. '|' .. j.k)
@@ -90,13 +99,19 @@ local function reclaim()
   for _, id in ipairs(ids) do give_back(id, 'claim lease expired on its last attempt') end
 end
 
--- promote makes the delayed jobs whose time came ready, in time order.
+-- promote makes the delayed jobs whose time came ready, each in line as
+-- of its time: ahead of the jobs put or given back since, which therefore
+-- need not promote first.
 local function promote()
-  local ids = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, 1000)
-  for _, id in ipairs(ids) do
+  local ds = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1000)
+  for i = 1, #ds, 2 do
+    local id = ds[i]
     redis.call('ZREM', DELAYED, id)
     local j = info(id)
-    if j then make_ready(id, j, false) end
+    if j then
+      j.s = tonumber(ds[i + 1]) * SEQ_MS
+      make_ready(id, j, true)
+    end
   end
 end
 

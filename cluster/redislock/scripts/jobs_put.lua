@@ -18,114 +18,59 @@
 --                           job's sequence says since when it is in line
 --                           (queues made before that hold small counts)
 -- KEYS[12] reason   hash    job id -> reason of its death
+-- KEYS[13] waiters  string  server ms until which a claimant may wait on the
+--                           queue's channel (expires then): a Put announces
+--                           itself only before that
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, REASON =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
--- jobs_put: add jobs, all in one script so that a batch is atomic.
--- KEYS: as in jobs_common.lua
--- ARGV[1] the channel claimants listen on
--- ARGV[2+4i..5+4i] per job: payload, key ("" for none), delay ms, max attempts
--- Returns the job ids (strings), the pending job's for a key already pending.
+local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, REASON, WAITERS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 
+-- Numbers go to the server as decimal strings: a Lua number would be
+-- formatted as a double, which costs more.
 local function fmt(n) return string.format('%d', n) end
 
 -- SEQ_MS sequences per ms; sequences stay below 2^53 (exact in a double,
 -- as zset scores are) until the year 2248.
 local SEQ_MS = 1024
 
-local function info(id)
-  local v = redis.call('HGET', INFO, id)
-  if not v then return nil end
-  local a, m, s, k = string.match(v, '^(%d+)|(%d+)|(%d+)|(.*)$')
-  return {a = tonumber(a), m = tonumber(m), s = tonumber(s), k = k}
-end
-
-local function set_info(id, j)
-  redis.call('HSET', INFO, id, fmt(j.a) .. '|' .. fmt(j.m) .. '|' .. fmt(j.s) .. '|' .. j.k)
-end
-
--- make_ready puts a job in line: at the back with a new sequence, or, when
--- given back (keep), where it stood before it was claimed.
-local function make_ready(id, j, keep)
-  if not keep then
-    j.s = math.max((tonumber(redis.call('GET', SEQ)) or 0) + 1, now * SEQ_MS)
-    redis.call('SET', SEQ, fmt(j.s))
-  end
-  redis.call('ZADD', READY, j.s, id)
-  set_info(id, j)
-end
-
-local function free_key(id, j)
-  if j.k ~= '' and redis.call('HGET', UNIQ, j.k) == id then redis.call('HDEL', UNIQ, j.k) end
-end
-
--- bury makes a job a dead letter: its key is free again.
-local function bury(id, j, reason)
-  redis.call('ZADD', DEAD, now, id)
-  redis.call('HSET', REASON, id, reason)
-  free_key(id, j)
-end
-
--- forget deletes a job acked or purged.
-local function forget(id, j)
-  free_key(id, j)
-  redis.call('HDEL', DATA, id)
-  redis.call('HDEL', INFO, id)
-  redis.call('HDEL', REASON, id)
-end
-
--- give_back ends the claim of a job (its attempt counted): in line again
--- where it stood, or dead when that was its last attempt.
-local function give_back(id, why)
-  redis.call('ZREM', INFLIGHT, id)
-  redis.call('HDEL', CLAIM, id)
-  local j = info(id)
-  if not j then return end
-  if j.a >= j.m then bury(id, j, why) else make_ready(id, j, true) end
-end
-
--- reclaim gives back the claims whose lease passed (up to 100 a call).
-local function reclaim()
-  local ids = redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, 100)
-  for _, id in ipairs(ids) do give_back(id, 'claim lease expired on its last attempt') end
-end
-
--- promote makes the delayed jobs whose time came ready, in time order.
-local function promote()
-  local ids = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, 1000)
-  for _, id in ipairs(ids) do
-    redis.call('ZREM', DELAYED, id)
-    local j = info(id)
-    if j then make_ready(id, j, false) end
-  end
-end
-
--- claim_ok reports whether the job's current claim has token tok.
-local function claim_ok(id, tok)
-  return redis.call('HGET', CLAIM, id) == tok
-end
--- Delayed jobs whose time came go first: they were ready before these.
-promote()
+-- INFO_RE splits an info value: attempts, max attempts, sequence, key.
+local INFO_RE = '^(%d+)|(%d+)|(%d+)|(.*)$'
+-- jobs_put: add jobs, all in one script so that a batch is atomic.
+-- KEYS: as in jobs_common.lua
+-- ARGV[1] the channel claimants listen on
+-- ARGV[2+4i..5+4i] per job: payload, key ("" for none), delay ms, max attempts
+-- Returns the job ids (strings), the pending job's for a key already pending.
+-- Delayed jobs whose time came are not made ready here: promote puts them
+-- in line as of their time, ahead of these.
+-- @head only
+local c = redis.call('MGET', IDS, SEQ, WAITERS)
+local last, seq = tonumber(c[1]) or 0, tonumber(c[2]) or 0
 local out, added = {}, false
 for i = 0, (#ARGV - 1) / 4 - 1 do
-  local p, k, d, m = ARGV[2 + 4 * i], ARGV[3 + 4 * i], tonumber(ARGV[4 + 4 * i]), tonumber(ARGV[5 + 4 * i])
+  local p, k, d, m = ARGV[2 + 4 * i], ARGV[3 + 4 * i], tonumber(ARGV[4 + 4 * i]), ARGV[5 + 4 * i]
   local id = k ~= '' and redis.call('HGET', UNIQ, k)
   if not id then
-    id = fmt(redis.call('INCR', IDS))
+    last = last + 1
+    id = fmt(last)
     redis.call('HSET', DATA, id, p)
-    local j = {a = 0, m = m, s = 0, k = k}
+    local s = '0'
     if d > 0 then
-      redis.call('ZADD', DELAYED, now + d, id)
-      set_info(id, j)
+      redis.call('ZADD', DELAYED, fmt(now + d), id)
     else
-      make_ready(id, j, false)
+      seq = math.max(seq + 1, now * SEQ_MS)
+      s = fmt(seq)
+      redis.call('ZADD', READY, s, id)
     end
+    redis.call('HSET', INFO, id, '0|' .. m .. '|' .. s .. '|' .. k)
     if k ~= '' then redis.call('HSET', UNIQ, k, id) end
     added = true
   end
   out[#out + 1] = id
 end
--- A delayed job is announced too: waiters set their timers to its time.
-if added then redis.call('PUBLISH', ARGV[1], '1') end
+if added then
+  redis.call('MSET', IDS, fmt(last), SEQ, fmt(seq))
+  -- A delayed job is announced too: waiters set their timers to its time.
+  if tonumber(c[3] or 0) > now then redis.call('PUBLISH', ARGV[1], '1') end
+end
 return out

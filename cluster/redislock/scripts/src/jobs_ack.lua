@@ -2,11 +2,20 @@
 -- KEYS: as in jobs_common.lua
 -- ARGV[1] job id, ARGV[2] token of the claim
 -- Returns 1, or 0 when the claim is no longer the caller's (lost).
--- @prelude
-reclaim()
-if not claim_ok(ARGV[1], ARGV[2]) then return 0 end
-redis.call('ZREM', INFLIGHT, ARGV[1])
-redis.call('HDEL', CLAIM, ARGV[1])
-local j = info(ARGV[1])
-if j then forget(ARGV[1], j) end
+-- Only when a lease passed does the script define the functions that
+-- give claims back.
+if redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, 1)[1] then
+  -- @prelude
+  reclaim()
+end
+local id = ARGV[1]
+if redis.call('HGET', CLAIM, id) ~= ARGV[2] then return 0 end
+redis.call('ZREM', INFLIGHT, id)
+redis.call('HDEL', CLAIM, id)
+local v = redis.call('HGET', INFO, id)
+local key = v and select(4, string.match(v, INFO_RE)) or ''
+if key ~= '' and redis.call('HGET', UNIQ, key) == id then redis.call('HDEL', UNIQ, key) end
+-- A claimed job has no reason of death to delete.
+redis.call('HDEL', DATA, id)
+redis.call('HDEL', INFO, id)
 return 1

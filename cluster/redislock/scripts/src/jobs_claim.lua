@@ -2,43 +2,63 @@
 -- the claims whose lease passed and making ready the delayed jobs whose
 -- time came.
 -- KEYS: as in jobs_common.lua
--- ARGV[1] n, ARGV[2] lease TTL ms
+-- ARGV[1] n, ARGV[2] lease TTL ms, ARGV[3] when nothing is ready, the ms
+-- the caller may wait on the queue's channel before it looks again (0: it
+-- does not wait)
 -- Returns {wait, id, payload, attempt, max attempts, token, ...}: wait is,
 -- when nothing was claimed, the ms until the next delayed job is ready or
 -- the next lease passes (-1: none), else 0.
--- @prelude
-reclaim()
-promote()
+-- Only when a lease passed or a delayed job is due does the script define
+-- the functions that deal with them.
+if redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, 1)[1]
+  or redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, 1)[1] then
+  -- @prelude
+  reclaim()
+  promote()
+end
 local ids = redis.call('ZRANGE', READY, 0, tonumber(ARGV[1]) - 1)
-local out = {0}
-for _, id in ipairs(ids) do
-  redis.call('ZREM', READY, id)
-  local j = info(id)
-  j.a = j.a + 1
-  set_info(id, j)
+local k = #ids
+if k > 0 then
+  redis.call('ZREM', READY, unpack(ids))
   -- A missing counter (a new queue, or a server that lost its data)
   -- starts at the server clock in microseconds, so that tokens keep
   -- growing across such a loss unless the clock goes back.
-  local tok = redis.call('INCR', TOKEN)
-  if tok == 1 then
-    tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local tok = redis.call('INCRBY', TOKEN, k)
+  if tok == k then
+    tok = tonumber(t[1]) * 1000000 + tonumber(t[2]) + k - 1
     redis.call('SET', TOKEN, fmt(tok))
   end
-  redis.call('ZADD', INFLIGHT, now + tonumber(ARGV[2]), id)
-  redis.call('HSET', CLAIM, id, fmt(tok))
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] =
-    id, redis.call('HGET', DATA, id) or '', j.a, j.m, fmt(tok)
-end
-if #ids == 0 then
-  local w = -1
-  for _, z in ipairs({DELAYED, INFLIGHT}) do
-    local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
-    if first[2] then
-      local d = math.max(1, tonumber(first[2]) - now + 1)
-      if w < 0 or d < w then w = d end
-    end
+  tok = tok - k
+  local infos = redis.call('HMGET', INFO, unpack(ids))
+  local data = redis.call('HMGET', DATA, unpack(ids))
+  local deadline = fmt(now + tonumber(ARGV[2]))
+  local out, iset, lset, cset = {0}, {}, {}, {}
+  for i, id in ipairs(ids) do
+    local a, m, s, key = string.match(infos[i], INFO_RE)
+    a = fmt(tonumber(a) + 1)
+    tok = tok + 1
+    local ts = fmt(tok)
+    iset[2 * i - 1], iset[2 * i] = id, a .. '|' .. m .. '|' .. s .. '|' .. key
+    lset[2 * i - 1], lset[2 * i] = deadline, id
+    cset[2 * i - 1], cset[2 * i] = id, ts
+    local n = #out
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, data[i] or '', tonumber(a), tonumber(m), ts
   end
-  out[1] = w
+  redis.call('HSET', INFO, unpack(iset))
+  redis.call('ZADD', INFLIGHT, unpack(lset))
+  redis.call('HSET', CLAIM, unpack(cset))
+  return out
 end
-return out
+local w = -1
+for _, z in ipairs({DELAYED, INFLIGHT}) do
+  local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
+  if first[2] then
+    local d = math.max(1, tonumber(first[2]) - now + 1)
+    if w < 0 or d < w then w = d end
+  end
+end
+local wait = tonumber(ARGV[3])
+if wait > 0 and tonumber(redis.call('GET', WAITERS) or 0) < now + wait then
+  redis.call('SET', WAITERS, fmt(now + wait), 'PX', wait)
+end
+return {w}

@@ -3,28 +3,36 @@
 -- ARGV[1] the channel claimants listen on
 -- ARGV[2+4i..5+4i] per job: payload, key ("" for none), delay ms, max attempts
 -- Returns the job ids (strings), the pending job's for a key already pending.
--- @prelude
--- Delayed jobs whose time came go first: they were ready before these.
-promote()
+-- Delayed jobs whose time came are not made ready here: promote puts them
+-- in line as of their time, ahead of these.
+-- @head only
+local c = redis.call('MGET', IDS, SEQ, WAITERS)
+local last, seq = tonumber(c[1]) or 0, tonumber(c[2]) or 0
 local out, added = {}, false
 for i = 0, (#ARGV - 1) / 4 - 1 do
-  local p, k, d, m = ARGV[2 + 4 * i], ARGV[3 + 4 * i], tonumber(ARGV[4 + 4 * i]), tonumber(ARGV[5 + 4 * i])
+  local p, k, d, m = ARGV[2 + 4 * i], ARGV[3 + 4 * i], tonumber(ARGV[4 + 4 * i]), ARGV[5 + 4 * i]
   local id = k ~= '' and redis.call('HGET', UNIQ, k)
   if not id then
-    id = fmt(redis.call('INCR', IDS))
+    last = last + 1
+    id = fmt(last)
     redis.call('HSET', DATA, id, p)
-    local j = {a = 0, m = m, s = 0, k = k}
+    local s = '0'
     if d > 0 then
-      redis.call('ZADD', DELAYED, now + d, id)
-      set_info(id, j)
+      redis.call('ZADD', DELAYED, fmt(now + d), id)
     else
-      make_ready(id, j, false)
+      seq = math.max(seq + 1, now * SEQ_MS)
+      s = fmt(seq)
+      redis.call('ZADD', READY, s, id)
     end
+    redis.call('HSET', INFO, id, '0|' .. m .. '|' .. s .. '|' .. k)
     if k ~= '' then redis.call('HSET', UNIQ, k, id) end
     added = true
   end
   out[#out + 1] = id
 end
--- A delayed job is announced too: waiters set their timers to its time.
-if added then redis.call('PUBLISH', ARGV[1], '1') end
+if added then
+  redis.call('MSET', IDS, fmt(last), SEQ, fmt(seq))
+  -- A delayed job is announced too: waiters set their timers to its time.
+  if tonumber(c[3] or 0) > now then redis.call('PUBLISH', ARGV[1], '1') end
+end
 return out
