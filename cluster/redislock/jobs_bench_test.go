@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -96,5 +98,48 @@ func BenchmarkQueueVsFloor(b *testing.B) {
 		func() { putClaimAck(b, ctx, q) })
 	if p50 != nil {
 		b.ReportMetric(float64(p50[1])/float64(p50[0]), "x-floor")
+	}
+}
+
+// BenchmarkQueueParts splits an uncontended Put+TryClaim+Ack into its
+// layers, alternated on one server so that all meet the same load:
+//
+//	floor    XADD, XREADGROUP and XACK
+//	scripts  jobs_put, jobs_claim and jobs_ack by EVALSHA, nothing else
+//	baton    Queue.Put, TryClaim and Job.Ack: the driver and the core
+//
+// Each reports its median as "NAME-p50-µs", and its ratio to the floor.
+func BenchmarkQueueParts(b *testing.B) {
+	s := startRedis(b)
+	c := s.Client()
+	ctx := context.Background()
+	r := newRawStream(b, c, "rawq")
+	q, err := benchBackend(b, s.URL("")).Queue(ctx, "parts-baton")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	keys := nameKeys(redisnode.KeyBase(DefaultPrefix, kjobs, "parts-scripts"), jobsSuffixes)
+	ttl := (10 * time.Second).Milliseconds()
+	names := []string{"floor", "scripts", "baton"}
+	p50 := alternate(b, names,
+		func() { r.cycle(b, ctx) },
+		func() {
+			if err := scriptJobsPut.Run(ctx, c, keys, "", benchJobPayload, "", 0, 1).Err(); err != nil {
+				b.Fatal(err)
+			}
+			v, err := scriptJobsClaim.Run(ctx, c, keys, 1, ttl, 0).Slice()
+			if err != nil || len(v) != 6 {
+				b.Fatal(v, err)
+			}
+			if n, err := scriptJobsAck.Run(ctx, c, keys, v[1], v[5]).Int64(); n != 1 || err != nil {
+				b.Fatal(n, err)
+			}
+		},
+		func() { putClaimAck(b, ctx, q) })
+	for i, p := range p50 {
+		if i > 0 {
+			b.ReportMetric(float64(p)/float64(p50[0]), names[i]+"-x-floor")
+		}
 	}
 }
