@@ -58,6 +58,7 @@ type queueDriver struct {
 	d       *backend
 	name    string
 	keys    []string
+	keyArgs []any  // keys as command arguments, made once: each costs an allocation
 	channel string // where puts and give-backs are announced
 
 	mu     sync.Mutex
@@ -80,7 +81,32 @@ func (d *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 		return nil, err
 	}
 	base := redisnode.KeyBase(d.o.Prefix, kjobs, name)
-	return &queueDriver{d: d, name: name, keys: nameKeys(base, jobsSuffixes), channel: base + "wake", held: map[*jobClaim]struct{}{}}, nil
+	q := &queueDriver{d: d, name: name, keys: nameKeys(base, jobsSuffixes), channel: base + "wake", held: map[*jobClaim]struct{}{}}
+	q.keyArgs = make([]any, len(q.keys))
+	for i, k := range q.keys {
+		q.keyArgs[i] = k
+	}
+	return q, nil
+}
+
+// run runs a script of the queue, as backend.run does. Without replicas
+// it sends EVALSHA itself, with the keys made once, and loads the script
+// when the server lacks it.
+func (q *queueDriver) run(ctx context.Context, s *redis.Script, args ...any) (any, bool, error) {
+	if q.d.o.rep.replicas != 0 {
+		return q.d.run(ctx, s, q.keys, args...)
+	}
+	cmd := make([]any, 0, 3+len(q.keyArgs)+len(args))
+	cmd = append(cmd, "evalsha", s.Hash(), len(q.keyArgs))
+	cmd = append(append(cmd, q.keyArgs...), args...)
+	v, err := q.d.c.Do(ctx, cmd...).Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err := s.Load(ctx, q.d.c).Err(); err != nil {
+			return nil, false, err
+		}
+		v, err = q.d.c.Do(ctx, cmd...).Result()
+	}
+	return v, true, err
 }
 
 func (q *queueDriver) MaxPayload() int { return MaxQueuePayload }
@@ -89,7 +115,7 @@ func (q *queueDriver) MaxPayload() int { return MaxQueuePayload }
 // that too few replicas acknowledged in time is reported with
 // ErrNotReplicated (it was made on the master, and a failover may lose it).
 func (q *queueDriver) write(ctx context.Context, s *redis.Script, args ...any) (any, error) {
-	v, acked, err := q.d.run(ctx, s, q.keys, args...)
+	v, acked, err := q.run(ctx, s, args...)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
@@ -144,7 +170,7 @@ func (q *queueDriver) renewFunc(c *jobClaim) lease.RenewFunc {
 	ttl := q.d.ttlMS()
 	return func(ctx context.Context) (time.Time, error) {
 		sent := time.Now()
-		v, acked, err := q.d.run(ctx, scriptJobsRenew, q.keys, c.id, c.token, ttl)
+		v, acked, err := q.run(ctx, scriptJobsRenew, c.id, c.token, ttl)
 		if err = renewed(v, err); err == nil && !acked {
 			err = fmt.Errorf("renewal: %w", ErrNotReplicated)
 		}
