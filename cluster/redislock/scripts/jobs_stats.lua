@@ -41,13 +41,12 @@ local INFO_RE = '^(%d+)|(%d+)|(%d+)|(.*)$'
 -- KEYS: as in jobs_common.lua
 -- Returns {ready, delayed, in flight, dead}.
 
-local function parse_info(v)
+local function info(id)
+  local v = redis.call('HGET', INFO, id)
   if not v then return nil end
   local a, m, s, k = string.match(v, INFO_RE)
   return {a = tonumber(a), m = tonumber(m), s = tonumber(s), k = k}
 end
-
-local function info(id) return parse_info(redis.call('HGET', INFO, id)) end
 
 local function set_info(id, j)
   redis.call('HSET', INFO, id, fmt(j.a) .. '|' .. fmt(j.m) .. '|' .. fmt(j.s) .. '|' .. j.k)
