@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -220,7 +221,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 		mut := pick(host, hasMutex)
 		mrefs := []string{"sync.Mutex", "raw flock", "gofrs/flock"}
 		ts = append(ts, newPlanned("mutex-uncontended", sec, "Mutex, uncontended Lock+Unlock", "throughput", "mutex",
-			mrefs, mut, uncontendedRun("mutex", "uncontended", 0, cfg, nil)).twin("sync.Mutex"))
+			mrefs, append(slices.Clip(mut), tokenWordSubject()), uncontendedRun("mutex", "uncontended", 0, cfg, nil)).twin("sync.Mutex"))
 		for _, g := range cfg.gs {
 			ts = append(ts, newPlanned(fmt.Sprintf("mutex-g%d", g), sec, fmt.Sprintf("Mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
 				mrefs, mut, contendedRun("mutex", fmt.Sprintf("g%d", g), g, 0, 0, cfg, nil)))

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/local"
@@ -159,6 +161,38 @@ type plainMutex struct{ m *sync.Mutex }
 func (s plainMutex) lock(context.Context) error   { s.m.Lock(); return nil }
 func (s plainMutex) unlock(context.Context) error { s.m.Unlock(); return nil }
 func (s plainMutex) close() error                 { return nil }
+
+// tokenWord is the floor of a lock that gives fencing tokens and whose
+// word has no room for the token: a compare-and-swap takes the word, an
+// atomic add draws the token, a compare-and-swap gives the word back. It
+// only serves the uncontended table (a taker of a held word spins).
+type tokenWord struct{ w *[2]atomic.Uint64 }
+
+func (t tokenWord) lock(context.Context) error {
+	for !t.w[0].CompareAndSwap(0, 1) {
+		runtime.Gosched()
+	}
+	t.w[1].Add(1)
+	return nil
+}
+
+func (t tokenWord) unlock(context.Context) error {
+	if !t.w[0].CompareAndSwap(1, 0) {
+		return errors.New("token word: unlock of a free word")
+	}
+	return nil
+}
+
+func (t tokenWord) close() error { return nil }
+
+// tokenWordSubject is the token word's row.
+func tokenWordSubject() *subject {
+	words := &shared[[2]atomic.Uint64]{mk: func() *[2]atomic.Uint64 { return new([2]atomic.Uint64) }}
+	return &subject{name: tokenWordName, id: "tokenword", kind: "same-host",
+		mutex: func(ctx context.Context, key string) (mutexH, error) { return tokenWord{words.get(key)}, nil }}
+}
+
+const tokenWordName = "CAS + token add + CAS (floor)"
 
 type chanSem chan struct{}
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,29 @@ func BenchmarkUncontended(b *testing.B) {
 		for b.Loop() {
 			mu.Lock()
 			mu.Unlock()
+		}
+	})
+	// The floors of a lock word: taking and giving it back (two
+	// compare-and-swaps, as sync.Mutex), and the same with a token drawn
+	// by an atomic add between them, which is the least a lock that gives
+	// fencing tokens does while its word has no room for the token.
+	var word, fence atomic.Uint64
+	b.Run("floor-cas-cas", func(b *testing.B) {
+		for b.Loop() {
+			if !word.CompareAndSwap(0, 1) || !word.CompareAndSwap(1, 0) {
+				b.Fatal("the word was not free")
+			}
+		}
+	})
+	b.Run("floor-cas-add-cas", func(b *testing.B) {
+		for b.Loop() {
+			if !word.CompareAndSwap(0, 1) {
+				b.Fatal("the word was not free")
+			}
+			fence.Add(1)
+			if !word.CompareAndSwap(1, 0) {
+				b.Fatal("the word was not held")
+			}
 		}
 	})
 	b.Run("raw-flock", func(b *testing.B) {
