@@ -63,15 +63,7 @@ SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $2), NOT pg_try_advisory
 			got <- s
 		}()
 		// Terminate the holder once the waiter waits for its lock.
-		var waiting bool
-		for !waiting {
-			if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $1 AND NOT granted)`, wpid).Scan(&waiting); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-			t.Fatal(err)
-		}
+		terminateWhenWaiting(t, admin, wpid, pid)
 		s := <-got
 		if s.alive {
 			seen++
@@ -209,15 +201,8 @@ SELECT array_agg(NOT pg_try_advisory_lock(p) ORDER BY o) FROM g, unnest($2::bigi
 			}
 			got <- held
 		}()
-		var waiting bool
-		for !waiting {
-			if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $1 AND NOT granted)`, wpid).Scan(&waiting); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-			t.Fatal(err)
-		}
+		// Terminate the holder once the waiter waits for its lock.
+		terminateWhenWaiting(t, admin, wpid, pid)
 		held := <-got
 		race := false
 		for p, x := range held {
@@ -240,4 +225,20 @@ SELECT array_agg(NOT pg_try_advisory_lock(p) ORDER BY o) FROM g, unnest($2::bigi
 	}
 	t.Logf("%d rounds: %d grants came while the dying session still held other locks; held then: %d in higher partitions, %d in the same or lower ones",
 		rounds, races, high, low)
+}
+
+// terminateWhenWaiting ends the server process pid once the session of
+// wpid waits for a lock.
+func terminateWhenWaiting(t *testing.T, admin *pgx.Conn, wpid, pid int) {
+	t.Helper()
+	ctx := context.Background()
+	var waiting bool
+	for !waiting {
+		if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $1 AND NOT granted)`, wpid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
 }
