@@ -186,13 +186,8 @@ func (de *dbEnv) mysql(ctx context.Context, logf func(string, ...any)) []*subjec
 			mutex: func(ctx context.Context, key string) (mutexH, error) {
 				// A pool of its own per handle: the lock belongs to the
 				// connection, which the handle keeps.
-				db, err := sql.Open("mysql", dsn)
+				db, c, err := ownConn(ctx, dsn)
 				if err != nil {
-					return nil, err
-				}
-				c, err := db.Conn(ctx)
-				if err != nil {
-					db.Close()
 					return nil, err
 				}
 				return &rawMySQL{db: db, c: c, name: "rawmy-" + key}, nil
@@ -326,4 +321,18 @@ func planDB(cfg config, de *dbEnv, he *hostEnv, want map[string]bool) []*planned
 		}
 	}
 	return ts
+}
+
+// ownConn opens a pool of its own on dsn and takes its one connection.
+func ownConn(ctx context.Context, dsn string) (*sql.DB, *sql.Conn, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, c, nil
 }

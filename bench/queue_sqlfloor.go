@@ -258,13 +258,8 @@ func (de *dbEnv) mysqlQueues(ctx context.Context) []*dbqSubject {
 	}
 	de.closers = append(de.closers, b.Close)
 	open := func(ctx context.Context, queue string) (*mysqlFloor, error) {
-		db, err := sql.Open("mysql", dsn)
+		db, c, err := ownConn(ctx, dsn)
 		if err != nil {
-			return nil, err
-		}
-		c, err := db.Conn(ctx)
-		if err != nil {
-			db.Close()
 			return nil, err
 		}
 		return &mysqlFloor{db: db, c: c, queue: queue}, nil
