@@ -368,6 +368,7 @@ func (d *queueDriver) end(ctx context.Context, c *qclaim, ops []any) error {
 	if err != nil {
 		return err // the outcome is unknown: the core lets it be tried again
 	}
+	d.gone(c.rname)
 	d.forget(c)
 	return nil
 }

@@ -165,7 +165,11 @@ func (d *queueDriver) claim(ctx context.Context, e *epoch, picks []string, n int
 		at, id, _ := parseR(name)
 		v, st, err := d.get(ctx, d.r(name))
 		if errors.Is(err, zk.ErrNoNode) {
-			continue
+			// The read is stale: the next records of it are likely
+			// gone too, and another read costs what one get does.
+			staleReads.Add(1)
+			d.gone(name)
+			break
 		}
 		if err != nil {
 			return nil, err

@@ -16,14 +16,25 @@ import (
 // came before the claim would see it unclaimed. A lone claimant still
 // takes the oldest; claimants of other processes are not seen, and a
 // conflict with them is read again as before.
+//
+// gone keeps the last goneKept records this process saw deleted (acked,
+// retried, buried, or found missing), oldest first in ring: a claimant's
+// read names jobs done since, and under a steady flow the jobs done while
+// it walked such a list one read at a time would outrun it.
 var trying = struct {
-	mu sync.Mutex
-	m  map[string]int
-}{m: map[string]int{}}
+	mu   sync.Mutex
+	m    map[string]int
+	gone map[string]bool
+	ring []string
+	next int // the oldest entry of ring once it is full
+}{m: map[string]int{}, gone: map[string]bool{}}
+
+const goneKept = 4096
 
 // claimConflicts counts the claims that found another claimant had come
-// between (for the tests).
-var claimConflicts atomic.Int64
+// between, and staleReads the records a claim read that were gone (for
+// the tests).
+var claimConflicts, staleReads atomic.Int64
 
 func (d *queueDriver) mark(name string) string { return d.b.bid + d.r(name) }
 
@@ -38,6 +49,9 @@ func (d *queueDriver) reserve(picks []string, n int) ([]string, int) {
 	var busy []string
 	for _, name := range picks {
 		k := d.mark(name)
+		if trying.gone[k] {
+			continue
+		}
 		if trying.m[k] > 0 {
 			busy = append(busy, name)
 			continue
@@ -73,4 +87,23 @@ func (d *queueDriver) unmark(c *qclaim) {
 	trying.mu.Lock()
 	delete(trying.m, d.mark(c.rname))
 	trying.mu.Unlock()
+}
+
+// gone records that the record name no longer exists; names are never
+// made again (a retried job's record is named for its new time).
+func (d *queueDriver) gone(name string) {
+	k := d.mark(name)
+	trying.mu.Lock()
+	defer trying.mu.Unlock()
+	if trying.gone[k] {
+		return
+	}
+	trying.gone[k] = true
+	if len(trying.ring) < goneKept {
+		trying.ring = append(trying.ring, k)
+		return
+	}
+	delete(trying.gone, trying.ring[trying.next])
+	trying.ring[trying.next] = k
+	trying.next = (trying.next + 1) % goneKept
 }

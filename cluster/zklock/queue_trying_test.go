@@ -76,3 +76,84 @@ func TestQueueClaimantsOfOneBackendTryDifferentJobs(t *testing.T) {
 		t.Errorf("%d records still marked after every claim ended", marked)
 	}
 }
+
+// TestQueueClaimantsKeepUpWithTheFlow: workers of one Backend claiming
+// from a queue fed as fast as they ack read almost no record that is gone.
+// A read names the jobs done since; a claimant that walked its read one
+// record at a time fell behind the others' acks and did no job for
+// hundreds of milliseconds while they worked.
+func TestQueueClaimantsKeepUpWithTheFlow(t *testing.T) {
+	const workers, jobs, backlog = 16, 800, 64
+	b := open(t, "zk://"+standalone(t)+"/qflow")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("flow-%d", time.Now().UnixNano())
+	qs := make([]baton.Queue, workers+1)
+	for i := range qs {
+		q, err := b.Queue(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		qs[i] = q
+	}
+	var put, done atomic.Int64
+	feed := func() error {
+		for put.Load() < jobs && put.Load()-done.Load() < backlog {
+			specs := make([]baton.JobSpec, min(backlog/4, jobs-int(put.Load())))
+			for i := range specs {
+				specs[i] = baton.JobSpec{Payload: []byte("job")}
+			}
+			if _, err := qs[workers].PutBatch(ctx, specs); err != nil {
+				return err
+			}
+			put.Add(int64(len(specs)))
+		}
+		return nil
+	}
+	if err := feed(); err != nil {
+		t.Fatal(err)
+	}
+	before := staleReads.Load()
+	var left atomic.Int64
+	left.Store(jobs)
+	var wg sync.WaitGroup
+	var feeding sync.Mutex
+	errs := make(chan error, workers)
+	for _, q := range qs[:workers] {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				j, err := q.Claim(ctx)
+				if err == nil {
+					err = j.Ack(ctx)
+				}
+				if err == nil {
+					done.Add(1)
+					if feeding.TryLock() {
+						err = feed()
+						feeding.Unlock()
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := staleReads.Load() - before; n > jobs/20 {
+		t.Errorf("claims read %d records that were gone, for %d jobs", n, jobs)
+	}
+	trying.mu.Lock()
+	kept := len(trying.gone)
+	ring := len(trying.ring)
+	trying.mu.Unlock()
+	if kept > goneKept || ring > goneKept {
+		t.Errorf("%d gone records kept (ring %d), want at most %d", kept, ring, goneKept)
+	}
+}
