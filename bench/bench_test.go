@@ -84,7 +84,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"mutex-uncontended", "mutex-g4", "mutex-p2", "mutex-handoff", "mutex-kill", "rw-kill", "sem-kill",
-		"rw-uncontended-read", "rw-read-heavy", "sem-uncontended", "sem-n2", "sem-p2", "etcd-uncontended", "etcd-handoff",
+		"rw-uncontended-read", "rw-read-heavy", "sem-uncontended", "sem-n2", "sem-p2", "etcd-uncontended", "etcd-handoff", "etcd-kill",
 		"idle-mutex", "idle-rw-read", "idle-rw-write", "idle-sem",
 		"open-known", "open-fresh", "open-recurring", "residue", "queue-c1", "queue-c4", "queue-latency", "idle-queue", "rate-allow"} {
 		if !seen[id] {

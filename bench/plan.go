@@ -351,6 +351,10 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 		}
 		ts = append(ts, networked(newPlanned("etcd-handoff", sec, "etcd mutex handoff: holder's Unlock to the blocked waiter holding", "latency", "mutex",
 			refs, etcdSubs, handoffRun("handoff", cfg.handoffs, 15*time.Millisecond)))...)
+		if ce.etcd != nil {
+			// Each kill costs a lease's TTL: a third of the other kill tables'.
+			ts = append(ts, etcdKillTable(sec, ce.etcd.addr, max(1, cfg.kills/3), etcdSubs))
+		}
 		ts = append(ts, openNetTables(cfg, he, "etcd-", sec, "etcd mutex", etcdSubs)...)
 		if ce.etcdC != nil {
 			probes := map[string]residueProbe{"betcd": etcdProbe(ce.etcdC)}

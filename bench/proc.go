@@ -22,13 +22,14 @@ import (
 const workerEnv = "BATON_BENCH_WORKER"
 
 type workerArgs struct {
-	Role    string        `json:"role"`           // "contend", "hold", "wait" or "etcd"
+	Role    string        `json:"role"`           // "contend", "hold", "wait", "etcd" or "etcd-hold"
 	Prim    string        `json:"prim,omitempty"` // "mutex" (default), "sem", or "rw" (hold only)
 	Permits int           `json:"permits,omitempty"`
 	Subject string        `json:"subject"`
 	Key     string        `json:"key"`
 	Dir     string        `json:"dir"`
 	Dur     time.Duration `json:"dur"`
+	Addr    string        `json:"addr,omitempty"` // the etcd server of "etcd-hold"
 }
 
 type workerReport struct {
@@ -85,8 +86,11 @@ func workerMain() (bool, int) {
 }
 
 func runWorker(a workerArgs) error {
-	if a.Role == "etcd" {
+	switch a.Role {
+	case "etcd":
 		return etcdWorker(os.Stdin)
+	case "etcd-hold":
+		return etcdHoldWorker(a, os.Stdin)
 	}
 	ctx := context.Background()
 	he, err := openHostEnv(a.Dir)

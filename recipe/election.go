@@ -32,7 +32,11 @@ const MaxLeaderValue = baton.MaxValueSize - recordHeader
 // before the server can give the Mutex to anyone else, so a leader learns
 // that it is no longer leader before another is elected. A leader that
 // dies is replaced by a waiting candidate once its Mutex is free: at once
-// on the same host, when its lease runs out on a lease backend.
+// on the same host, when its lease runs out on a lease backend. On etcd
+// that is up to the TTL after the dead leader's last renewal, then up to
+// half a second more (etcd revokes expired leases from a loop that runs
+// every 500 ms), then one handoff: the server's limit, which etcd's own
+// concurrency package shares (bench's etcd-kill table measures both).
 //
 // An Election is safe for concurrent use; its candidates campaign in FIFO
 // order.
