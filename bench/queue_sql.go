@@ -291,6 +291,8 @@ func dbqTables(cfg config, prefix, sec, what, floorDesc string, subs []*dbqSubje
 		byID[d.s.id] = d
 		ws = append(ws, d.s)
 	}
+	var mu sync.Mutex
+	last := map[string]float64{} // guarded by mu; by subject id
 	var refs []string
 	for _, d := range workerRows {
 		if !d.s.baton {
@@ -302,11 +304,36 @@ func dbqTables(cfg config, prefix, sec, what, floorDesc string, subs []*dbqSubje
 			[]string{subs[0].s.name}, us, func(ctx context.Context, s *subject) (sample, error) {
 				return dbqUncontended(ctx, byID[s.id], "uncontended", cfg.dur, extra)
 			}).twin(subs[0].s.name),
-		newPlanned(fmt.Sprintf("%squeue-w%d", prefix, g), sec, fmt.Sprintf("%s queue, %d workers claiming and acking no-op jobs (a feeder keeps a backlog)", what, g), "throughput", "",
+		newPlanned(fmt.Sprintf("%squeue-w%d", prefix, g), sec, fmt.Sprintf("%s queue, %d workers claiming and acking no-op jobs (a feeder keeps a backlog; a run lasts until each worker can do %d)", what, g, dbqFairJobs), "throughput", "",
 			refs, ws, func(ctx context.Context, s *subject) (sample, error) {
-				return dbqWorkers(ctx, byID[s.id], fmt.Sprintf("w%d", g), g, cfg.dur, extra)
+				mu.Lock()
+				dur := workersWindow(cfg.dur, g, last[s.id])
+				mu.Unlock()
+				smp, err := dbqWorkers(ctx, byID[s.id], fmt.Sprintf("w%d", g), g, dur, extra)
+				if err == nil {
+					mu.Lock()
+					last[s.id] = smp.Throughput
+					mu.Unlock()
+				}
+				return smp, err
 			}),
 	)
+}
+
+// dbqFairJobs is how many jobs each worker should do in a workers' run:
+// fairness is the fewest jobs over the most, and a worker's count is off
+// by a job or two by chance alone, which matters to a short count.
+const dbqFairJobs = 100
+
+// workersWindow is how long a run of n workers lasts: dur, or longer,
+// up to 4×dur, so that at the throughput of the subject's last run
+// (jobs/s; 0: none yet) each worker does dbqFairJobs jobs.
+func workersWindow(dur time.Duration, n int, last float64) time.Duration {
+	if last <= 0 {
+		return dur
+	}
+	need := time.Duration(float64(dbqFairJobs*n) / last * float64(time.Second))
+	return min(max(dur, need), 4*dur)
 }
 
 // server returns the section's server, or why it did not start: the
