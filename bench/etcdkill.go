@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -99,40 +98,13 @@ func etcdKillGrant(ctx context.Context, s *subject, addr, key string, n int) (sa
 	defer w.close()
 	var h hist
 	for range n {
-		p, err := startWorker(workerArgs{Role: "etcd-hold", Subject: s.name, Key: key, Addr: addr})
+		// The waiter is queued by then: its request is one round trip on
+		// loopback, and a late one would only be granted sooner.
+		d, err := killRound(ctx, workerArgs{Role: "etcd-hold", Subject: s.name, Key: key, Addr: addr}, w.lock, 50*time.Millisecond, 10*etcdKillTTL)
 		if err != nil {
 			return sample{}, err
 		}
-		if err := p.expect("held"); err != nil {
-			p.kill()
-			return sample{}, err
-		}
-		got := make(chan time.Time, 1)
-		errc := make(chan error, 1)
-		go func() {
-			if err := w.lock(ctx); err != nil {
-				errc <- err
-				return
-			}
-			got <- time.Now()
-		}()
-		// The waiter is queued by now: its request is one round trip on
-		// loopback, and a late one would only be granted sooner.
-		time.Sleep(50 * time.Millisecond)
-		t0 := time.Now()
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		var werr error
-		select {
-		case t := <-got:
-			h.add(t.Sub(t0))
-		case werr = <-errc:
-		case <-time.After(10 * etcdKillTTL):
-			werr = fmt.Errorf("no waiter held within %v of the holder's death", 10*etcdKillTTL)
-		}
-		_ = p.cmd.Wait()
-		if werr != nil {
-			return sample{}, werr
-		}
+		h.add(d)
 		if err := w.unlock(ctx); err != nil {
 			return sample{}, err
 		}

@@ -5,7 +5,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"syscall"
@@ -84,41 +83,50 @@ func killGrant(ctx context.Context, s *subject, dir, prim, key string, n int) (s
 	defer w.close()
 	var h hist
 	for range n {
-		p, err := startWorker(workerArgs{Role: "hold", Prim: prim, Permits: 1, Subject: s.name, Key: key, Dir: dir})
+		// 5 ms: the waiter is blocked by then.
+		d, err := killRound(ctx, workerArgs{Role: "hold", Prim: prim, Permits: 1, Subject: s.name, Key: key, Dir: dir}, w.take, 5*time.Millisecond, 30*time.Second)
 		if err != nil {
 			return sample{}, err
 		}
-		if err := p.expect("held"); err != nil {
-			p.kill()
-			return sample{}, err
-		}
-		got := make(chan time.Time, 1)
-		errc := make(chan error, 1)
-		go func() {
-			if err := w.take(ctx); err != nil {
-				errc <- err
-				return
-			}
-			got <- time.Now()
-		}()
-		time.Sleep(5 * time.Millisecond) // the waiter is blocked by now
-		t0 := time.Now()
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		var werr error
-		select {
-		case t := <-got:
-			h.add(t.Sub(t0))
-		case werr = <-errc:
-		case <-time.After(30 * time.Second):
-			werr = errors.New("no waiter held within 30s of the holder's death")
-		}
-		_ = p.cmd.Wait()
-		if werr != nil {
-			return sample{}, werr
-		}
+		h.add(d)
 		if err := w.give(ctx); err != nil {
 			return sample{}, err
 		}
 	}
 	return sample{Ops: int64(n), P50: h.quantile(0.5), P99: h.quantile(0.99), Max: h.max, WorstWait: h.max}, nil
+}
+
+// killRound starts a worker with a, which says "held" once it holds, has
+// take wait for it in the background, SIGKILLs the worker settle later
+// and returns the time from the kill to take returning (within limit).
+func killRound(ctx context.Context, a workerArgs, take func(context.Context) error, settle, limit time.Duration) (time.Duration, error) {
+	p, err := startWorker(a)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.expect("held"); err != nil {
+		p.kill()
+		return 0, err
+	}
+	got := make(chan time.Time, 1)
+	errc := make(chan error, 1)
+	go func() {
+		if err := take(ctx); err != nil {
+			errc <- err
+			return
+		}
+		got <- time.Now()
+	}()
+	time.Sleep(settle)
+	t0 := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	defer p.cmd.Wait()
+	select {
+	case t := <-got:
+		return t.Sub(t0), nil
+	case err := <-errc:
+		return 0, err
+	case <-time.After(limit):
+		return 0, fmt.Errorf("no waiter held within %v of the holder's death", limit)
+	}
 }
