@@ -40,29 +40,7 @@ func TestQueueClaimantsOfOneBackendTryDifferentJobs(t *testing.T) {
 		}
 	}
 	before := claimConflicts.Load()
-	var left atomic.Int64
-	left.Store(jobs)
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for _, q := range qs {
-		wg.Go(func() {
-			for left.Add(-1) >= 0 {
-				j, err := q.Claim(ctx)
-				if err == nil {
-					err = j.Ack(ctx)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	claimAckAll(t, ctx, qs, jobs, nil)
 	if n := claimConflicts.Load() - before; n > jobs/2 {
 		t.Errorf("%d claims of %d found another claimant had come between", n, jobs)
 	}
@@ -115,24 +93,44 @@ func TestQueueClaimantsKeepUpWithTheFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := staleReads.Load()
+	var feeding sync.Mutex
+	claimAckAll(t, ctx, qs[:workers], jobs, func() error {
+		done.Add(1)
+		if !feeding.TryLock() {
+			return nil
+		}
+		defer feeding.Unlock()
+		return feed()
+	})
+	if n := staleReads.Load() - before; n > jobs/20 {
+		t.Errorf("claims read %d records that were gone, for %d jobs", n, jobs)
+	}
+	trying.mu.Lock()
+	kept := len(trying.gone)
+	ring := len(trying.ring)
+	trying.mu.Unlock()
+	if kept > goneKept || ring > goneKept {
+		t.Errorf("%d gone records kept (ring %d), want at most %d", kept, ring, goneKept)
+	}
+}
+
+// claimAckAll has one worker per queue claim and ack jobs jobs between
+// them, calling after (when set) after each Ack.
+func claimAckAll(t *testing.T, ctx context.Context, qs []baton.Queue, jobs int64, after func() error) {
+	t.Helper()
 	var left atomic.Int64
 	left.Store(jobs)
 	var wg sync.WaitGroup
-	var feeding sync.Mutex
-	errs := make(chan error, workers)
-	for _, q := range qs[:workers] {
+	errs := make(chan error, len(qs))
+	for _, q := range qs {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
 				j, err := q.Claim(ctx)
 				if err == nil {
 					err = j.Ack(ctx)
 				}
-				if err == nil {
-					done.Add(1)
-					if feeding.TryLock() {
-						err = feed()
-						feeding.Unlock()
-					}
+				if err == nil && after != nil {
+					err = after()
 				}
 				if err != nil {
 					errs <- err
@@ -145,15 +143,5 @@ func TestQueueClaimantsKeepUpWithTheFlow(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
-	}
-	if n := staleReads.Load() - before; n > jobs/20 {
-		t.Errorf("claims read %d records that were gone, for %d jobs", n, jobs)
-	}
-	trying.mu.Lock()
-	kept := len(trying.gone)
-	ring := len(trying.ring)
-	trying.mu.Unlock()
-	if kept > goneKept || ring > goneKept {
-		t.Errorf("%d gone records kept (ring %d), want at most %d", kept, ring, goneKept)
 	}
 }
