@@ -48,6 +48,8 @@ type backend struct {
 	slot     chan struct{}           // one goroutine at a time opens a session
 	watchGen atomic.Uint64           // names the gRPC stream of waiters' watches (wait.go)
 	cur      atomic.Pointer[session] // the current session, nil before the first
+	watchMu  sync.Mutex
+	dirs     map[string]*dirWatch // guarded by watchMu: the watches of holds' directories (holdwatch.go)
 	closed   atomic.Bool
 	closeMu  sync.Mutex // serialises Close
 }
@@ -73,7 +75,7 @@ func newBackend(c *clientv3.Client, own bool, o options) *backend {
 	return &backend{
 		c: c, own: own, o: o, host: host, pid: os.Getpid(),
 		bgCtx: ctx, bgStop: cancel,
-		slot: make(chan struct{}, 1),
+		slot: make(chan struct{}, 1), dirs: map[string]*dirWatch{},
 	}
 }
 

@@ -60,8 +60,9 @@
 // from when the last successful renewal was sent, less a drift margin, so it
 // passes before the server can expire the lease and give the lock to someone
 // else. It fires too when the hold's key is deleted by anyone else
-// (Inspector's Remove, `baton rm`): every hold watches its own key, and the
-// delete reaches that watch when it reaches the next waiter's, which still
+// (Inspector's Remove, `baton rm`): the holds of a Backend in one directory
+// share a watch of its deletes, kept across holds, and the delete reaches
+// that watch when it reaches the next waiter's, which still
 // has a read to make before it holds; a Remove through the holder's own
 // Backend fires it before returning. A waiter whose lease ends while it is
 // queued returns an error matching baton.ErrLost. After a loss the Backend

@@ -31,6 +31,7 @@ func TestOneMember(t *testing.T) {
 	t.Run("SemaphoreFIFO", func(t *testing.T) { testSemaphoreFIFO(t, c) })
 	t.Run("Inspector", func(t *testing.T) { testInspector(t, c) })
 	t.Run("RemovedHold", func(t *testing.T) { testRemovedHold(t, c) })
+	t.Run("SharedHoldWatch", func(t *testing.T) { testSharedHoldWatch(t, c) })
 	t.Run("ReleasedNotLost", func(t *testing.T) { testReleasedNotLost(t, c) })
 	t.Run("RemoveRacesUnlock", func(t *testing.T) { testRemoveRacesUnlock(t, c) })
 	t.Run("NamesDisjoint", func(t *testing.T) { testNamesDisjoint(t, c) })
