@@ -26,7 +26,7 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 		if err != nil {
 			return nil, err
 		}
-		cs, rev, next, err := d.tryClaim(ctx, s, n)
+		cs, rev, next, err := d.tryClaim(ctx, s, n, wait)
 		switch {
 		case err != nil:
 			if err := retry(ctx, s, attempt, err); err != nil {
@@ -55,8 +55,10 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 // tryClaim reads the claims and the first ready jobs, and claims up to n
 // of those not claimed in one transaction. With no job claimed, it
 // returns the revision read when none was ready (else 0: read again) and
-// when the next delayed job is ready (0: none).
-func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int) ([]driver.Claim, int64, int64, error) {
+// when the next delayed job is ready (0: none, or not asked for: a claim
+// that does not wait has no use for it, and reading it is a range read
+// more in the claim's first request).
+func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool) ([]driver.Claim, int64, int64, error) {
 	d.mu.Lock()
 	limit := n + d.width
 	d.mu.Unlock()
@@ -65,12 +67,15 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int) ([]driver
 		now := time.Now().UnixNano()
 		from := d.dir + "r/"
 		upto := fmt.Sprintf("%sr/%016x", d.dir, now+1)
-		rctx, cancel := d.b.rctx(ctx)
-		resp, err := d.b.c.Txn(rctx).Then(
+		reads := []clientv3.Op{
 			clientv3.OpGet(d.dir+"c/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 			clientv3.OpGet(from, clientv3.WithRange(upto), clientv3.WithLimit(int64(limit))),
-			clientv3.OpGet(upto, clientv3.WithRange(clientv3.GetPrefixRangeEnd(from)), clientv3.WithLimit(1), clientv3.WithKeysOnly()),
-		).Commit()
+		}
+		if wait {
+			reads = append(reads, clientv3.OpGet(upto, clientv3.WithRange(clientv3.GetPrefixRangeEnd(from)), clientv3.WithLimit(1), clientv3.WithKeysOnly()))
+		}
+		rctx, cancel := d.b.rctx(ctx)
+		resp, err := d.b.c.Txn(rctx).Then(reads...).Commit()
 		cancel()
 		if err != nil {
 			return nil, 0, 0, err
@@ -112,8 +117,10 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int) ([]driver
 		}
 		if len(picks) == 0 {
 			var next int64
-			if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
-				next, _ = d.parseReady(kvs[0].Key)
+			if wait {
+				if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
+					next, _ = d.parseReady(kvs[0].Key)
+				}
 			}
 			return nil, resp.Header.Revision, next, nil
 		}
