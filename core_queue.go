@@ -219,6 +219,9 @@ func (c *handleQueue) callDriver(mu *sync.Mutex, ctx context.Context, try, cheap
 	defer cancel()
 	c.cancelAcq = cancel
 	mu.Unlock()
+	if ctx.Done() == nil {
+		return acquire(driver.WithCloseOnly(actx))
+	}
 	return acquire(actx)
 }
 

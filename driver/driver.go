@@ -127,6 +127,24 @@ type TryFirst interface {
 	TryFirst() bool
 }
 
+// CloseOnly reports whether only the handle's Close can end ctx: the
+// core gives Acquire a context cancelled by Close, and marks it so when the
+// caller's context has no end. A driver that makes a request it must not
+// abandon half-way, and would otherwise wait for it beside ctx in another
+// goroutine, may then make it in the caller's, with its own deadline: Close
+// waits for it at most that long.
+func CloseOnly(ctx context.Context) bool {
+	v, _ := ctx.Value(closeOnlyKey{}).(bool)
+	return v
+}
+
+// WithCloseOnly marks ctx, which only a Close cancels (see CloseOnly).
+func WithCloseOnly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, closeOnlyKey{}, true)
+}
+
+type closeOnlyKey struct{}
+
 // WordLocker is implemented by mutex drivers whose lock is one word in
 // memory shared by every process that uses it (the futex mutex). While
 // nobody waits, the core then takes and gives back the lock itself, with one

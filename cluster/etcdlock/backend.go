@@ -259,10 +259,12 @@ func (b *backend) forget(s *session, keys []string) {
 // the acquisition's key would then stay, held by no one, for as long as the
 // session lives, and block the name. So the request goes on on its own, the
 // caller returns as soon as its context is done, and whoever is left when
-// the answer comes deletes what was written.
+// the answer comes deletes what was written. A context that only Close can
+// end (driver.CloseOnly) is not worth a goroutine: the caller waits for the
+// answer, a request timeout at most, and cleans up as after any write.
 func (b *backend) commit(ctx context.Context, s *session, keys []string, txn func(context.Context) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
-	if ctx.Done() == nil {
-		rctx, cancel := b.rctx(ctx)
+	if ctx.Done() == nil || driver.CloseOnly(ctx) {
+		rctx, cancel := b.rctx(context.WithoutCancel(ctx))
 		resp, err := txn(rctx)
 		cancel()
 		if err != nil {
