@@ -4,8 +4,6 @@ package shmqueue
 
 import (
 	"context"
-	"math"
-	"runtime"
 	"slices"
 	"time"
 
@@ -20,7 +18,10 @@ const (
 	// at the owner again: the lock is held for the time of a copy, so a
 	// slice that ends with the same owner is rare unless it died.
 	deadCheck = time.Millisecond
-	spins     = 32
+	// lockSpin is how long a waiter for the lock looks at it before it
+	// sleeps: a holder on another CPU is done within that, sooner than a
+	// futex sleep and wake-up would be; one that is not running is not.
+	lockSpin = 4 * time.Microsecond
 )
 
 // lock takes the queue's lock for the calling process and prepares the
@@ -57,16 +58,16 @@ func (q *Queue) lock(ctx context.Context) (notify bool, err error) {
 
 func (q *Queue) lockSlow(ctx context.Context) (recovered bool, err error) {
 	w := q.u64(offLock)
-	for i := 0; ; i++ {
+	if q.spinLock(w) && w.CompareAndSwap(0, q.me) {
+		return false, nil
+	}
+	for {
 		v := w.Load()
-		switch {
-		case v == 0:
+		if v == 0 {
+			// A waiter may sleep still: the unlock must look.
 			if w.CompareAndSwap(0, q.me|fLockWait) {
 				return false, nil
 			}
-			continue
-		case i < spins:
-			runtime.Gosched()
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -92,7 +93,7 @@ func (q *Queue) lockSlow(ctx context.Context) (recovered bool, err error) {
 // woken for a job it does not take either sees it taken or passes the
 // wake-up on (see Claim).
 func (q *Queue) unlock(notify bool) {
-	n := math.MaxInt32
+	n := -1
 	if notify {
 		q.u32(offSeq).Add(1)
 		if q.readied > 0 && !q.wakeAll {
@@ -103,8 +104,8 @@ func (q *Queue) unlock(notify bool) {
 	if q.u64(offLock).Swap(0)&fLockWait != 0 {
 		_, _ = ipc.FutexWake(q.futex(offLock), 1)
 	}
-	if notify && q.u32(offSleepers).Load() != 0 {
-		_, _ = ipc.FutexWake(q.seqWord(), n)
+	if notify {
+		q.wake(n)
 	}
 }
 

@@ -152,7 +152,14 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 			return nil, err
 		}
 		if cs := q.claimLocked(n, now); len(cs) > 0 {
+			more := q.u64(offHead).Load() != q.u64(offTail).Load()
 			q.unlock(notify)
+			if more {
+				// Jobs are left that a waker may have counted on this
+				// claimant (or the spinner it was) for: one sleeper
+				// wakes for them, unless one is on its way.
+				q.wake(1)
+			}
 			return cs, nil
 		}
 		if !wait {
@@ -166,6 +173,17 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 				q.unlock(notify)
 			}
 			return nil, baton.ErrEmpty
+		}
+		seq := q.u32(offSeq).Load()
+		timeout := time.Duration(-1)
+		if nd := int64(q.u64(offNextDue).Load()); nd != 0 {
+			timeout = max(time.Duration(nd-time.Now().UnixNano()), time.Microsecond)
+		}
+		ps := q.participants()
+		q.unlock(notify)
+		q.watch(ps)
+		if q.spinEmpty(seq) {
+			continue // a change came: look again
 		}
 		if !armed && ctx.Done() != nil {
 			// Before the first sleep, not before the first look: a job
@@ -187,27 +205,22 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 			})
 			defer stop()
 		}
-		seq := q.u32(offSeq).Load()
-		timeout := time.Duration(-1)
-		if nd := int64(q.u64(offNextDue).Load()); nd != 0 {
-			timeout = max(time.Duration(nd-time.Now().UnixNano()), time.Microsecond)
-		}
-		ps := q.participants()
+		// Counted before the futex looks at its word, against a waker's
+		// change to that word before it looks at the count: either the
+		// sleep ends at once or the waker wakes it.
 		q.u32(offSleepers).Add(1)
-		q.unlock(notify)
-		q.watch(ps)
 		if err := ctx.Err(); err == nil {
 			_, err = ipc.FutexWait(q.seqWord(), seq, timeout)
 			if err != nil {
-				q.u32(offSleepers).Add(^uint32(0))
+				q.leave()
 				return nil, err
 			}
 		}
-		q.u32(offSleepers).Add(^uint32(0))
+		q.leave()
 		if err := ctx.Err(); err != nil {
 			// The wake-up that ended this sleep may have been meant
 			// for a job: pass it on.
-			_, _ = ipc.FutexWake(q.seqWord(), 1)
+			q.wake(1)
 			return nil, err
 		}
 	}

@@ -24,7 +24,7 @@ const (
 	offMagic     = 0   // uint32
 	offLock      = 8   // uint64: tag<<32 | pid of the lock's owner (+ fLockWait); futex on its low half
 	offSeq       = 16  // uint32: the waiters' futex word, incremented by every change they must see
-	offSleepers  = 20  // uint32: claimants that may sleep on offSeq (approximate)
+	offSleepers  = 20  // uint32: claimants that may sleep on offSeq (see wake)
 	offNextID    = 24  // uint64: the last job id given
 	offToken     = 32  // uint64: the last token given
 	offBack      = 40  // uint64: orders given at the back of the ready ring
@@ -37,6 +37,8 @@ const (
 	offFresh     = 96  // uint64: slots at and above it were never used
 	offProcGen   = 104 // uint64: incremented when the participants change
 	offAcked     = 112 // uint64: at least the slots acked and not yet swept into the free stack
+	offWoken     = 120 // uint32: wake-ups on their way to sleepers still counted (see wake)
+	offSpinner   = 124 // uint32: the spinning claimant's end of spin (see spinEmpty); 0: none
 	offProcs     = 128 // [MaxProcs]uint64: participants, tag<<32 | pid; 0: free
 	hdrSize      = 4096
 
@@ -108,6 +110,7 @@ type Queue struct {
 	watchers sync.WaitGroup
 	seenGen  atomic.Uint64  // the offProcGen of the last watch
 	rsync    *atomic.Uint64 // the file's race-detector word (shm.RaceSync)
+	spin     spinner        // this handle's spins on an empty queue
 
 	// Set under the queue's lock, for its unlock: jobs made ready, and
 	// whether every sleeper must be woken.
