@@ -213,8 +213,15 @@ func cmpU64(a, b uint64) int {
 
 // back and front give the order of a job put at the back or the front of
 // the ready ring: a count up from the middle of the range, or down from it.
-func (q *Queue) back() uint64  { return 1<<62 + q.u64(offBack).Add(1) }
-func (q *Queue) front() uint64 { return 1<<62 - q.u64(offFront).Add(1) }
+func (q *Queue) back() uint64  { return 1<<62 + q.bump(offBack) }
+func (q *Queue) front() uint64 { return 1<<62 - q.bump(offFront) }
+
+// bump adds one to the counter at off and returns it; under the lock.
+func (q *Queue) bump(off int) uint64 {
+	n := q.u64(off).Load() + 1
+	q.put64(off, n)
+	return n
+}
 
 // pushBack and pushFront make slot i ready, keeping attempt bits.
 func (q *Queue) pushBack(i uint32) {
@@ -223,19 +230,19 @@ func (q *Queue) pushBack(i uint32) {
 
 // pushBackAs makes slot i ready with the state word s, stored last.
 func (q *Queue) pushBackAs(i uint32, s uint64) {
-	q.sw(i, sOrder).Store(q.back())
+	q.put64(slotOff(i)+sOrder, q.back())
 	t := q.u64(offTail).Load()
-	q.ring(t).Store(i)
-	q.u64(offTail).Store(t + 1)
+	q.put32(ringOff(t), i)
+	q.put64(offTail, t+1)
 	q.sw(i, sState).Store(s)
 	q.readied++
 }
 
 func (q *Queue) pushFront(i uint32) {
-	q.sw(i, sOrder).Store(q.front())
+	q.put64(slotOff(i)+sOrder, q.front())
 	h := q.u64(offHead).Load() - 1
-	q.ring(h).Store(i)
-	q.u64(offHead).Store(h)
+	q.put32(ringOff(h), i)
+	q.put64(offHead, h)
 	q.setKind(i, stReady)
 	q.readied++
 }
@@ -291,8 +298,8 @@ func (q *Queue) delay(i uint32, d int64) {
 func (q *Queue) freeSlot(i uint32) {
 	q.sw(i, sState).Store(stFree)
 	n := q.u64(offFreeTop).Load()
-	q.free(n).Store(i)
-	q.u64(offFreeTop).Store(n + 1)
+	q.put32(offFree+4*int(n), i)
+	q.put64(offFreeTop, n+1)
 }
 
 // room returns how many slots are free. When the free stack holds fewer
@@ -331,10 +338,10 @@ func (q *Queue) sweep() {
 // take returns a free slot; room must have found one.
 func (q *Queue) take() uint32 {
 	if n := q.u64(offFreeTop).Load(); n > 0 {
-		q.u64(offFreeTop).Store(n - 1)
+		q.put64(offFreeTop, n-1)
 		return q.free(n - 1).Load()
 	}
 	f := q.u64(offFresh).Load()
-	q.u64(offFresh).Store(f + 1)
+	q.put64(offFresh, f+1)
 	return uint32(f)
 }

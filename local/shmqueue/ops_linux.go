@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
@@ -63,10 +64,13 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 	}
 	// The clock is read before the lock, which is held for as little as
 	// can be: a job put now is ready since now, or delayed past it.
-	now := time.Now().UnixNano()
+	now := wallNow()
 	notify, err := q.lock(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if len(jobs) == 1 && jobs[0].Key == "" {
+		return q.putOne(jobs[0], now, notify)
 	}
 	ids := make([]uint64, len(jobs))
 	var fresh []int             // indexes of jobs that need a slot
@@ -95,28 +99,10 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 	stamp := q.u64(offCommitted).Load() + 1
 	slots := make([]uint32, len(fresh))
 	for n, k := range fresh {
-		j := jobs[k]
 		i := q.take()
 		slots[n] = i
 		ids[k] = q.u64(offNextID).Add(1)
-		d := q.data(i)
-		copy(d, j.Payload)
-		copy(d[keyOff:], j.Key)
-		q.sw(i, sID).Store(ids[k])
-		q.sw(i, sToken).Store(stamp) // not sOrder: pushBack writes that before the state
-		due := now                   // ready since now, unless delayed
-		if !j.At.IsZero() {
-			due = j.At.UnixNano()
-		}
-		q.sw(i, sDue).Store(uint64(due))
-		q.sh(i, sMax).Store(uint32(j.MaxAttempts))
-		q.sh(i, sLen).Store(uint32(len(j.Payload)))
-		q.sh(i, sLens).Store(uint32(len(j.Key)))
-		if j.Key != "" {
-			q.sh(i, sKeyH).Store(keyHash(j.Key))
-		} else {
-			q.sh(i, sKeyH).Store(0)
-		}
+		q.write(i, jobs[k], ids[k], stamp, now) // not sOrder: pushBack writes that before the state
 		q.sw(i, sState).Store(stStaged)
 	}
 	// The publication of the whole batch.
@@ -141,12 +127,70 @@ func (q *Queue) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error)
 	return ids, nil
 }
 
+// write writes job j into slot i, but for the state word and sOrder:
+// with id, and stamp in the token word, put at now.
+func (q *Queue) write(i uint32, j driver.PutJob, id, stamp uint64, now int64) {
+	d := q.data(i)
+	copy(d, j.Payload)
+	copy(d[keyOff:], j.Key)
+	due := now // ready since now, unless delayed
+	if !j.At.IsZero() {
+		due = j.At.UnixNano()
+	}
+	h := uint32(0)
+	if j.Key != "" {
+		h = keyHash(j.Key)
+	}
+	// Plain stores, one line: under the lock, and published (or not) by
+	// the state word's store after them.
+	sl := (*slotHeader)(unsafe.Add(q.base, slotOff(i)))
+	sl.id, sl.token, sl.due = id, stamp, uint64(due)
+	sl.max, sl.len, sl.keyH, sl.lens = uint32(j.MaxAttempts), uint32(len(j.Payload)), h, uint32(len(j.Key))
+}
+
+// slotHeader is a slot header's layout (see the s* offsets).
+type slotHeader struct {
+	state, id, order, due, owner, token uint64
+	max, len, keyH, lens                uint32
+}
+
+// The layout above matches the offsets, or this does not compile.
+var (
+	_ [unsafe.Offsetof(slotHeader{}.token) - sToken]struct{}
+	_ [sToken - unsafe.Offsetof(slotHeader{}.token)]struct{}
+	_ [unsafe.Offsetof(slotHeader{}.lens) - sLens]struct{}
+	_ [sLens - unsafe.Offsetof(slotHeader{}.lens)]struct{}
+	_ [unsafe.Sizeof(slotHeader{}) - slotSize]struct{}
+	_ [slotSize - unsafe.Sizeof(slotHeader{})]struct{}
+)
+
+// putOne puts one job without a key, under the lock taken by Put: one
+// slot, published by the store of its state word (pushBack, delay), so no
+// stamp of a batch.
+func (q *Queue) putOne(j driver.PutJob, now int64, notify bool) ([]uint64, error) {
+	if room := q.room(1); room < 1 {
+		q.unlock(notify)
+		return nil, fmt.Errorf("%w: 1 job does not fit (capacity %d, 0 free)", baton.ErrFull, Capacity)
+	}
+	i := q.take()
+	id := q.bump(offNextID)
+	q.write(i, j, id, q.u64(offCommitted).Load(), now)
+	// A slot from take is free: its state word has no attempts.
+	if at := j.At; !at.IsZero() && at.UnixNano() > now {
+		q.delay(i, at.UnixNano())
+	} else {
+		q.pushBackAs(i, stReady)
+	}
+	q.unlock(true)
+	return []uint64{id}, nil
+}
+
 // Claim takes up to n ready jobs, waiting for one if wait is set
 // (driver.Queue).
 func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
 	armed := false
 	for {
-		now := time.Now().UnixNano() // before the lock: see Put
+		now := wallNow() // before the lock: see Put
 		notify, err := q.lock(ctx)
 		if err != nil {
 			return nil, err
@@ -241,15 +285,14 @@ func (q *Queue) claimLocked(n int, now int64) []driver.Claim {
 			break
 		}
 		i := q.ring(h).Load()
-		q.u64(offHead).Store(h + 1)
+		q.put64(offHead, h+1)
 		if i >= Capacity || q.sw(i, sState).Load()&0xff != stReady {
 			continue // not a ready job: the ring is ahead of a change
 		}
 		tok := q.u64(offToken).Add(1)
 		att := q.attempt(i) + 1
-		q.sw(i, sOwner).Store(q.me)
-		q.sw(i, sToken).Store(tok)
-		q.sw(i, sDue).Store(uint64(now))
+		sl := (*slotHeader)(unsafe.Add(q.base, slotOff(i)))
+		sl.owner, sl.token, sl.due = q.me, tok, uint64(now)
 		q.sw(i, sState).Store(uint64(att)<<8 | stClaimed)
 		p := make([]byte, q.sh(i, sLen).Load())
 		copy(p, q.data(i))

@@ -188,7 +188,17 @@ func (q *Queue) data(i uint32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(q.base, offData+int(i)*dataSize)), dataSize)
 }
 
-func (q *Queue) ring(pos uint64) *word.Uint32 { return q.u32(offRing + 4*int(pos%Capacity)) }
+// put64 and put32 are plain stores, for the words of the file that only
+// holders of the lock read (and Inspect, which may see them torn): under
+// the lock, before the store of a state word or the lock's release that
+// publishes them. A plain store to a line another CPU holds does not wait
+// for the line, as an atomic one does; and a store retired before its
+// process was killed is in memory all the same.
+func (q *Queue) put64(off int, v uint64) { *(*uint64)(unsafe.Add(q.base, off)) = v }
+func (q *Queue) put32(off int, v uint32) { *(*uint32)(unsafe.Add(q.base, off)) = v }
+
+func (q *Queue) ring(pos uint64) *word.Uint32 { return q.u32(ringOff(pos)) }
+func ringOff(pos uint64) int                  { return offRing + 4*int(pos%Capacity) }
 func (q *Queue) free(n uint64) *word.Uint32   { return q.u32(offFree + 4*int(n)) }
 
 // held starts the watch of the file when the handle comes to hold claims;
