@@ -7,13 +7,11 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"time"
 	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
-	"github.com/batonlock/baton/ipc"
 )
 
 func (q *Queue) attempt(i uint32) int { return int(q.sw(i, sState).Load() >> 8 & 0xffffff) }
@@ -245,22 +243,15 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 					return
 				}
 				q.u32(offSeq).Add(1)
-				_, _ = ipc.FutexWake(q.seqWord(), math.MaxInt32)
+				q.wakeSleepers(-1)
 			})
 			defer stop()
 		}
-		// Counted before the futex looks at its word, against a waker's
-		// change to that word before it looks at the count: either the
-		// sleep ends at once or the waker wakes it.
-		q.u32(offSleepers).Add(1)
 		if err := ctx.Err(); err == nil {
-			_, err = ipc.FutexWait(q.seqWord(), seq, timeout)
-			if err != nil {
-				q.leave()
+			if err := q.sleep(seq, timeout); err != nil {
 				return nil, err
 			}
 		}
-		q.leave()
 		if err := ctx.Err(); err != nil {
 			// The wake-up that ended this sleep may have been meant
 			// for a job: pass it on.

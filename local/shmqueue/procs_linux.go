@@ -68,7 +68,7 @@ func (q *Queue) participants() []uint64 {
 }
 
 // reapDead gives back the claims of every participant found dead, and
-// reports whether it gave back any job; under the lock.
+// reports whether it reaped any (see reapLocked); under the lock.
 func (q *Queue) reapDead() bool {
 	any := false
 	for k := range MaxProcs {
@@ -80,7 +80,9 @@ func (q *Queue) reapDead() bool {
 }
 
 // reapLocked gives back the claims of participant o, which died, and takes
-// it off the table; under the lock.
+// it off the table; under the lock. Every sleeper is then woken, and it
+// reports true: o may have died spinning, and wakers that counted on its
+// spin (see wake) woke nobody for their jobs.
 func (q *Queue) reapLocked(o uint64) bool {
 	any := false
 	fresh := uint32(min(q.u64(offFresh).Load(), Capacity))
@@ -94,6 +96,7 @@ func (q *Queue) reapLocked(o uint64) bool {
 		if q.proc(k).Load() == o {
 			q.proc(k).Store(0)
 			q.u64(offProcGen).Add(1)
+			q.wakeAll, any = true, true
 		}
 	}
 	return any

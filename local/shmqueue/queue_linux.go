@@ -37,7 +37,6 @@ const (
 	offFresh     = 96  // uint64: slots at and above it were never used
 	offProcGen   = 104 // uint64: incremented when the participants change
 	offAcked     = 112 // uint64: at least the slots acked and not yet swept into the free stack
-	offWoken     = 120 // uint32: wake-ups on their way to sleepers still counted (see wake)
 	offSpinner   = 124 // uint32: the spinning claimant's end of spin (see spinEmpty); 0: none
 	offProcs     = 128 // [MaxProcs]uint64: participants, tag<<32 | pid; 0: free
 	hdrSize      = 4096

@@ -7,12 +7,15 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/ipc"
+	"golang.org/x/sys/unix"
 )
 
 func open(t *testing.T) *Queue { return openB(t) }
@@ -113,26 +116,28 @@ func TestDeadProducerLeavesNothingHalf(t *testing.T) {
 	}
 }
 
-// A claimant that dies gives its job back as soon as it exits, through its
-// pidfd: a claimant blocked here gets the job at once, as its second
-// attempt, with a larger token.
-func TestDeadClaimantGivenBackAtExit(t *testing.T) {
-	ctx := context.Background()
-	q := open(t)
-	put(t, q, "job")
-	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
+// joinOther starts a process that sleeps and enters it among the
+// participants of q, as its own handle would; it returns its pid and its
+// participant word. The process is not this one's child: its death sends
+// this one no SIGCHLD, whose handler would end a futex wait as no other
+// process's death does.
+func joinOther(t *testing.T, q *Queue) (int, uint64) {
+	t.Helper()
+	out, err := exec.Command("sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!").Output()
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
-	p, _, okp, err := ipc.LookupProc(cmd.Process.Pid)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Kill(pid, unix.SIGKILL) })
+	p, _, okp, err := ipc.LookupProc(pid)
 	if err != nil || !okp {
 		t.Fatal(err, okp)
 	}
 	other := uint64(p.Tag())<<32 | uint64(p.PID)
-	// The sleeper joins the queue and claims the job, as its own handle
-	// would.
-	if _, err := q.lock(ctx); err != nil {
+	if _, err := q.lock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for k := range MaxProcs {
@@ -142,6 +147,22 @@ func TestDeadClaimantGivenBackAtExit(t *testing.T) {
 		}
 	}
 	q.u64(offProcGen).Add(1)
+	q.unlock(true)
+	return pid, other
+}
+
+// A claimant that dies gives its job back as soon as it exits, through its
+// pidfd: a claimant blocked here gets the job at once, as its second
+// attempt, with a larger token.
+func TestDeadClaimantGivenBackAtExit(t *testing.T) {
+	ctx := context.Background()
+	q := open(t)
+	put(t, q, "job")
+	pid, other := joinOther(t, q)
+	// The other process claims the job, as its own handle would.
+	if _, err := q.lock(ctx); err != nil {
+		t.Fatal(err)
+	}
 	i := q.ring(q.u64(offHead).Load()).Load()
 	q.u64(offHead).Add(1)
 	tok := q.u64(offToken).Add(1)
@@ -166,10 +187,9 @@ func TestDeadClaimantGivenBackAtExit(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	t0 := time.Now()
-	if err := cmd.Process.Kill(); err != nil {
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	go cmd.Wait()
 	select {
 	case c := <-got:
 		// No timer is involved: the bound is for a loaded machine.

@@ -2,60 +2,80 @@
 
 package shmqueue
 
-import "github.com/batonlock/baton/ipc"
+import (
+	"fmt"
+	"time"
+	"unsafe"
 
-// Wake-ups. A claimant about to sleep counts itself in offSleepers (under
-// the lock, where it also reads the futex word), and takes itself off when
-// its sleep ends. A waker wakes only sleepers that no wake-up is on its
-// way to yet: offWoken counts the wake-ups sent to sleepers still counted,
-// and a waker raises it by the k it wakes before its futex wake. So a run
-// of Puts to a claimant that is waking up makes one system call, not one
-// per job; with no sleeper, none.
+	"github.com/batonlock/baton/ipc"
+	"golang.org/x/sys/unix"
+)
+
+// Wake-ups. offSleepers counts the claimants that sleep, or are about to,
+// on the futex word offSeq and that no wake-up reached yet: a claimant
+// counts itself before its futex wait looks at the word, and the count
+// goes down once per sleep, by whoever ends it. A waker takes off as many
+// as its futex wake woke (the kernel removed them from the futex's queue);
+// a sleep that ends otherwise (the word had moved, a timeout, a signal) is
+// taken off by the sleeper. So a run of Puts to a claimant that is waking
+// up makes one system call, not one per job, and a claimant counted but
+// not yet asleep, which the waker's futex wake did not reach, stays
+// counted for the next one. (A waker's count is read after its change to
+// offSeq, and a sleeper's futex wait reads offSeq after its count: either
+// the sleeper finds the word moved or the waker finds it counted.)
 //
-// Every sleeper whose sleep ends (woken, or its futex word moved before it
-// slept, or a timeout or a signal) takes one off offWoken, if it is not 0,
-// before it takes itself off offSleepers: in between, a waker may only
-// wake one sleeper too many, which looks again and sleeps. offWoken thus
-// never exceeds the sleepers whose sleep is ending, and a sleeper that
-// needs a wake-up always gets one. A claimant killed while counted leaves
-// its count behind: wakers then make one futex wake for it that wakes
-// nobody, not one per change.
+// A claimant killed while counted leaves its count behind: wakers then
+// make a futex wake that wakes nobody, at every change, as before the
+// count was exact.
 
-// wake wakes up to n sleeping claimants (n < 0: all of them) that no
-// wake-up is on its way to; after the change they must see was made.
+// futexWait is FUTEX_WAIT, shared (not _PRIVATE): the word is in a mapping
+// of several processes.
+const futexWait = 0
+
+// wake wakes up to n sleeping claimants (n < 0: all of them), after the
+// change they must see was made. A spinning claimant takes one job of n.
 func (q *Queue) wake(n int) {
-	woken := q.u32(offWoken)
-	for {
-		w := woken.Load()
-		s := q.u32(offSleepers).Load()
-		if s <= w {
+	s := q.u32(offSleepers)
+	if s.Load() == 0 {
+		return
+	}
+	if n > 0 && q.u32(offSpinner).Load() != 0 && q.spinning() {
+		if n--; n == 0 {
 			return
 		}
-		k := s - w
-		if n > 0 && q.u32(offSpinner).Load() != 0 && q.spinning() {
-			// The spinning claimant takes one of the jobs.
-			if n--; n == 0 {
-				return
-			}
-		}
-		if n >= 0 && uint32(n) < k {
-			k = uint32(n)
-		}
-		if woken.CompareAndSwap(w, w+k) {
-			_, _ = ipc.FutexWake(q.seqWord(), int(k))
-			return
-		}
+	}
+	q.wakeSleepers(n)
+}
+
+// wakeSleepers makes the futex wake of n sleepers (n < 0: all) and takes
+// the ones it woke off the count.
+func (q *Queue) wakeSleepers(n int) {
+	if n < 0 {
+		n = 1<<31 - 1
+	}
+	if k, err := ipc.FutexWake(q.seqWord(), n); err == nil && k > 0 {
+		q.u32(offSleepers).Add(-uint32(k))
 	}
 }
 
-// leave ends the count of a sleep that ended.
-func (q *Queue) leave() {
-	woken := q.u32(offWoken)
-	for {
-		w := woken.Load()
-		if w == 0 || woken.CompareAndSwap(w, w-1) {
-			break
-		}
+// sleep sleeps on the futex word while it reads seq, at most timeout (< 0:
+// no limit), counted in offSleepers, and takes its count off unless a
+// waker did.
+func (q *Queue) sleep(seq uint32, timeout time.Duration) error {
+	q.u32(offSleepers).Add(1)
+	var ts *unix.Timespec
+	if timeout >= 0 {
+		t := unix.NsecToTimespec(int64(timeout))
+		ts = &t
+	}
+	_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(q.seqWord())), futexWait, uintptr(seq), uintptr(unsafe.Pointer(ts)), 0, 0)
+	switch e {
+	case 0:
+		return nil // a waker's futex wake ended it, and took it off
+	case unix.EAGAIN, unix.EINTR, unix.ETIMEDOUT:
+		q.u32(offSleepers).Add(^uint32(0))
+		return nil
 	}
 	q.u32(offSleepers).Add(^uint32(0))
+	return fmt.Errorf("shmqueue: futex wait: %w", e)
 }
