@@ -17,10 +17,11 @@
 //
 // Every change but an Ack is made under a robust lock: a 64-bit word in the file
 // that names its owner process (pid and the low bits of its start time),
-// taken with one compare-and-swap. Waiters for it sleep on a futex and
-// check the owner when a sleep ends with the owner unchanged; an owner that
-// is gone, a zombie or not the recorded process (pid reuse) is dead, and
-// the waiter takes the lock over. The state of each job slot is one word,
+// taken with one compare-and-swap. Waiters for it look at it for a few
+// microseconds (a holder that runs is done by then), then sleep on a futex
+// and check the owner when a sleep ends with the owner unchanged; an owner
+// that is gone, a zombie or not the recorded process (pid reuse) is dead,
+// and the waiter takes the lock over. The state of each job slot is one word,
 // and a change to a job is published by one atomic store of that word, the
 // last of the change; the ring of ready jobs, the stack of free slots and
 // the earliest delay are derived from the slot words. A waiter that takes
@@ -32,11 +33,16 @@
 // next Put that needs them (it sweeps them into the free stack) and to a
 // rebuild.
 //
-// A Put or a batch of them is atomic: its slots are written as staged with
-// the stamp of the batch, and published together by one store of the
-// queue's committed stamp. Staged slots with a stamp beyond the committed
-// one belong to a producer that died before publishing: the rebuild frees
-// them.
+// A Put or a batch of them is atomic: a batch's slots are written as
+// staged with the stamp of the batch, and published together by one store
+// of the queue's committed stamp. Staged slots with a stamp beyond the
+// committed one belong to a producer that died before publishing: the
+// rebuild frees them. A Put of one job without a key needs no stamp: its
+// slot is published by the store of its state word, as a change to a job
+// is. The words that only holders of the lock read (the ring, the free
+// stack and their ends, the fields of a slot) take plain stores before
+// that store, which publishes them (and the lock's release) as well; a
+// store made before its process was killed is in memory all the same.
 //
 // # Claims and death
 //
@@ -62,8 +68,20 @@
 //
 // A claimant waits on a futex word that every change making a job ready
 // (or delaying one) increments; its sleep has no timeout, or the time
-// until the earliest delayed job is due. There is no polling: an idle
-// claimant sleeps in the kernel.
+// until the earliest delayed job is due. Before it sleeps, a claimant
+// that found no job looks at the word for up to tens of microseconds, in a
+// flow of jobs sooner than a sleep and wake-up; one claimant of a queue
+// at a time, and a short look only once such spins keep running out. There
+// is no polling: an idle claimant sleeps in the kernel.
+//
+// The file counts the claimants asleep that no wake-up reached yet (a
+// waker takes off those its futex wake woke, a sleep that ends otherwise
+// takes itself off), and a change makes a futex wake only when one is
+// counted: one per job made ready, less one that a spinning claimant
+// takes. A claimant that claims and leaves ready jobs behind passes a
+// wake-up on, and the death of a participant wakes every sleeper (it may
+// have died spinning). A claimant killed asleep leaves its count behind:
+// the changes after it each make one futex wake that wakes nobody.
 //
 // # Order
 //
