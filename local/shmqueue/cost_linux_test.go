@@ -118,3 +118,39 @@ func TestCancelAfterClose(t *testing.T) {
 	runtime.GC()
 	time.Sleep(10 * time.Millisecond)
 }
+
+// A claim of a job in a slot above 255 allocates no more than one in a
+// low slot: its slot number as the claim's Data is made once, not boxed
+// per claim. (The job ids, the payload and the claims are the three.)
+func TestClaimOfHighSlotAllocs(t *testing.T) {
+	q := open(t)
+	ctx := context.Background()
+	job := []driver.PutJob{{Payload: make([]byte, 64), MaxAttempts: 1}}
+	for range 300 {
+		if _, err := q.Put(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle := func() {
+		if _, err := q.Put(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := q.Claim(ctx, 1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := cs[0].Data.(uint32); i < 256 {
+			t.Fatalf("claimed slot %d, want one above 255", i)
+		}
+		if err := q.Ack(ctx, cs[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 260 {
+		q.Claim(ctx, 1, false) // the low slots, claimed and kept
+	}
+	cycle()
+	if n := testing.AllocsPerRun(100, cycle); n > 3 {
+		t.Errorf("%.1f allocations per Put+Claim+Ack of a high slot, want at most 3", n)
+	}
+}

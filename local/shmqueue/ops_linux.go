@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -290,12 +291,22 @@ func (q *Queue) claimLocked(n int, now int64) []driver.Claim {
 		q.claims[i] = tok
 		cs = append(cs, driver.Claim{
 			ID: q.sw(i, sID).Load(), Payload: p, Attempt: att, MaxAttempts: int(q.sh(i, sMax).Load()),
-			Token: tok, Loss: q.loss, Data: i,
+			Token: tok, Loss: q.loss, Data: slotData()[i],
 		})
 	}
 	q.held()
 	return cs
 }
+
+// slotData holds the slot numbers as claims' Data, made once: a number
+// above 255 put in an interface is an allocation per claim.
+var slotData = sync.OnceValue(func() *[Capacity]any {
+	var d [Capacity]any
+	for i := range d {
+		d[i] = uint32(i)
+	}
+	return &d
+})
 
 // mine returns the slot of claim c if it is still this handle's, and
 // takes it off the handle's claims: under the lock, or for Ack, whose
