@@ -309,9 +309,13 @@ func (q *Queue) freeSlot(i uint32) {
 // queue that is seldom deep thus reuses its few slots (a fresh page costs
 // a fault at its first write), and a deep one sweeps in bulk.
 func (q *Queue) room(need int) int {
-	used := int(min(q.u64(offFresh).Load(), Capacity))
-	free, acked := int(q.u64(offFreeTop).Load()), int(q.u64(offAcked).Load())
-	if free < need && acked != 0 && (acked*sweepRatio >= used || free+Capacity-used < need) {
+	free := int(q.u64(offFreeTop).Load())
+	if free >= need {
+		return free + Capacity - int(min(q.u64(offFresh).Load(), Capacity))
+	}
+	// The count of acked slots, which claimants raise, is read only here.
+	used, acked := int(min(q.u64(offFresh).Load(), Capacity)), int(q.u64(offAcked).Load())
+	if acked != 0 && (acked*sweepRatio >= used || free+Capacity-used < need) {
 		q.sweep()
 		free = int(q.u64(offFreeTop).Load())
 	}

@@ -188,13 +188,14 @@ func (q *Queue) putOne(j driver.PutJob, now int64, notify bool) ([]uint64, error
 // (driver.Queue).
 func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, error) {
 	armed := false
+	buf := make([]driver.Claim, 0, min(n, 64)) // made before the lock, not under it
 	for {
 		now := wallNow() // before the lock: see Put
 		notify, err := q.lock(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if cs := q.claimLocked(n, now); len(cs) > 0 {
+		if cs := q.claimLocked(n, now, buf); len(cs) > 0 {
 			more := q.u64(offHead).Load() != q.u64(offTail).Load()
 			q.unlock(notify)
 			if more {
@@ -203,14 +204,14 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 				// wakes for them, unless one is on its way.
 				q.wake(1)
 			}
-			return cs, nil
+			return q.payloads(cs), nil
 		}
 		if !wait {
 			if q.reapDead() {
-				cs := q.claimLocked(n, now)
+				cs := q.claimLocked(n, now, buf)
 				q.unlock(true)
 				if len(cs) > 0 {
-					return cs, nil
+					return q.payloads(cs), nil
 				}
 			} else {
 				q.unlock(notify)
@@ -263,9 +264,8 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 }
 
 // claimLocked claims up to n jobs from the head of the ring, at the time
-// now.
-func (q *Queue) claimLocked(n int, now int64) []driver.Claim {
-	var cs []driver.Claim
+// now, appending them to cs without their payloads (see payloads).
+func (q *Queue) claimLocked(n int, now int64, cs []driver.Claim) []driver.Claim {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -286,15 +286,26 @@ func (q *Queue) claimLocked(n int, now int64) []driver.Claim {
 		sl := (*slotHeader)(unsafe.Add(q.base, slotOff(i)))
 		sl.owner, sl.token, sl.due = q.me, tok, uint64(now)
 		q.sw(i, sState).Store(uint64(att)<<8 | stClaimed)
-		p := make([]byte, q.sh(i, sLen).Load())
-		copy(p, q.data(i))
 		q.claims[i] = tok
 		cs = append(cs, driver.Claim{
-			ID: q.sw(i, sID).Load(), Payload: p, Attempt: att, MaxAttempts: int(q.sh(i, sMax).Load()),
+			ID: q.sw(i, sID).Load(), Attempt: att, MaxAttempts: int(q.sh(i, sMax).Load()),
 			Token: tok, Loss: q.loss, Data: slotData()[i],
 		})
 	}
 	q.held()
+	return cs
+}
+
+// payloads copies the payloads of claims cs out of their slots, after the
+// lock: a claimed slot changes only by its claimant's hand, and this one's
+// has not returned them yet. (The copies are the lock's time no more.)
+func (q *Queue) payloads(cs []driver.Claim) []driver.Claim {
+	for k := range cs {
+		i := cs[k].Data.(uint32)
+		p := make([]byte, q.sh(i, sLen).Load())
+		copy(p, q.data(i))
+		cs[k].Payload = p
+	}
 	return cs
 }
 
