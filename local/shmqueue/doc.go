@@ -78,7 +78,8 @@
 // waker takes off those its futex wake woke, a sleep that ends otherwise
 // takes itself off), and a change makes a futex wake only when one is
 // counted: one per job made ready, less one that a spinning claimant
-// takes. A claimant that claims and leaves ready jobs behind passes a
+// takes (the change that counts on it clears its word, so the next one
+// wakes a sleeper even if the spinner does not run). A claimant that claims and leaves ready jobs behind passes a
 // wake-up on, and the death of a participant wakes every sleeper (it may
 // have died spinning). A claimant killed asleep leaves its count behind:
 // the changes after it each make one futex wake that wakes nobody.

@@ -97,10 +97,3 @@ func (q *Queue) spinEmpty(seq uint32) bool {
 func (q *Queue) spinStale(cur uint32, now time.Time) bool {
 	return int32(uint32(now.UnixNano()>>spinUnit)-cur) > 0
 }
-
-// spinning reports whether a claimant spins on the futex word: a change
-// it sees is its wake-up.
-func (q *Queue) spinning() bool {
-	cur := q.u32(offSpinner).Load()
-	return cur != 0 && !q.spinStale(cur, time.Now())
-}

@@ -33,15 +33,20 @@ import (
 const futexWait = 0
 
 // wake wakes up to n sleeping claimants (n < 0: all of them), after the
-// change they must see was made. A spinning claimant takes one job of n.
+// change they must see was made. A spinning claimant takes one job of n:
+// the waker that counts on it clears its word, so that the next change
+// wakes a sleeper (a spinner that the system stopped might otherwise be
+// counted on for every job put meanwhile).
 func (q *Queue) wake(n int) {
 	s := q.u32(offSleepers)
 	if s.Load() == 0 {
 		return
 	}
-	if n > 0 && q.u32(offSpinner).Load() != 0 && q.spinning() {
-		if n--; n == 0 {
-			return
+	if sw := q.u32(offSpinner); n > 0 {
+		if cur := sw.Load(); cur != 0 && !q.spinStale(cur, time.Now()) && sw.CompareAndSwap(cur, 0) {
+			if n--; n == 0 {
+				return
+			}
 		}
 	}
 	q.wakeSleepers(n)

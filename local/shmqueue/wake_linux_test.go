@@ -130,3 +130,38 @@ func TestDeadSpinnerWakesSleepers(t *testing.T) {
 		t.Fatal("a sleeper never got the job a killed spinner would have taken")
 	}
 }
+
+// A spinner that the system stopped is counted on for one job, not for
+// every job put while it does not run: the second Put wakes a sleeper.
+func TestStoppedSpinnerTakesOneJob(t *testing.T) {
+	ctx := context.Background()
+	q := open(t)
+	got := make(chan driver.Claim, 1)
+	go func() {
+		cs, err := q.Claim(ctx, 1, true)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- cs[0]
+	}()
+	for deadline := time.Now().Add(10 * time.Second); q.u32(offSleepers).Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the claimant did not fall asleep")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A spinner's word, live for a second, whose spinner does not run.
+	q.u32(offSpinner).Store(uint32(time.Now().UnixNano()>>spinUnit) + 1000)
+	put(t, q, "one")
+	put(t, q, "two")
+	select {
+	case c := <-got:
+		if string(c.Payload) != "one" {
+			t.Errorf("claimed %+v", c)
+		}
+	case <-time.After(500 * time.Millisecond):
+		t.Fatal("two jobs put while a stopped spinner's word was live: the sleeper was not woken")
+	}
+}
