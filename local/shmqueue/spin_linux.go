@@ -63,8 +63,13 @@ const (
 type spinner struct{ fails, waits atomic.Int64 }
 
 // spinEmpty spins on the futex word while it reads seq, unless another
-// claimant spins, and reports whether it moved.
+// claimant spins, and reports whether it moved. With one P it does not
+// spin: the producer may be a goroutine of this process, which the spin
+// would keep from running.
 func (q *Queue) spinEmpty(seq uint32) bool {
+	if runtime.GOMAXPROCS(0) == 1 {
+		return false
+	}
 	limit := emptyLong
 	if q.spin.fails.Load() >= failStreak && q.spin.waits.Add(1)%probeEvery != 0 {
 		limit = emptyShort
