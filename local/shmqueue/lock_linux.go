@@ -93,18 +93,21 @@ func (q *Queue) lockSlow(ctx context.Context) (recovered bool, err error) {
 // woken for a job it does not take either sees it taken or passes the
 // wake-up on (see Claim).
 func (q *Queue) unlock(notify bool) {
-	n := -1
+	n, sleepers := -1, false
 	if notify {
 		q.u32(offSeq).Add(1)
 		if q.readied > 0 && !q.wakeAll {
 			n = q.readied
 		}
+		// Read after the change to the futex word (see wake), and before
+		// the release, while the line is this process's.
+		sleepers = q.u32(offSleepers).Load() != 0
 	}
 	shm.RaceRelease(q.rsync)
 	if q.u64(offLock).Swap(0)&fLockWait != 0 {
 		_, _ = ipc.FutexWake(q.futex(offLock), 1)
 	}
-	if notify {
+	if sleepers {
 		q.wake(n)
 	}
 }

@@ -196,7 +196,7 @@ func (q *Queue) Claim(ctx context.Context, n int, wait bool) ([]driver.Claim, er
 			return nil, err
 		}
 		if cs := q.claimLocked(n, now, buf); len(cs) > 0 {
-			more := q.u64(offHead).Load() != q.u64(offTail).Load()
+			more := q.u64(offHead).Load() != q.u64(offTail).Load() && q.u32(offSleepers).Load() != 0
 			q.unlock(notify)
 			if more {
 				// Jobs are left that a waker may have counted on this
