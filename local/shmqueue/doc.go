@@ -80,9 +80,16 @@
 // counted: one per job made ready, less one that a spinning claimant
 // takes (the change that counts on it clears its word, so the next one
 // wakes a sleeper even if the spinner does not run). A claimant that claims and leaves ready jobs behind passes a
-// wake-up on, and the death of a participant wakes every sleeper (it may
-// have died spinning). A claimant killed asleep leaves its count behind:
-// the changes after it each make one futex wake that wakes nobody.
+// wake-up on, and the death of a participant clears the spinner's word
+// and wakes every sleeper (it may have died spinning). A claimant killed
+// asleep leaves its count behind: the changes after it each make one
+// futex wake that wakes nobody.
+//
+// The processes that share a queue must run one version of this
+// protocol: a claimant of an earlier one takes itself off the count after
+// every sleep, also one a waker took off, and the count that ends too low
+// can leave a later sleeper unwoken until the next change. Stop a queue's
+// processes to upgrade them.
 //
 // # Order
 //

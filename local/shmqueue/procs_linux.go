@@ -82,7 +82,10 @@ func (q *Queue) reapDead() bool {
 // reapLocked gives back the claims of participant o, which died, and takes
 // it off the table; under the lock. Every sleeper is then woken, and it
 // reports true: o may have died spinning, and wakers that counted on its
-// spin (see wake) woke nobody for their jobs.
+// spin (see wake) woke nobody for their jobs. The spinner's word is
+// cleared first, so that no waker counts on that spin after the wake-up
+// either (the word names no process; a live spinner it clears costs a
+// waker one futex wake).
 func (q *Queue) reapLocked(o uint64) bool {
 	any := false
 	fresh := uint32(min(q.u64(offFresh).Load(), Capacity))
@@ -96,6 +99,7 @@ func (q *Queue) reapLocked(o uint64) bool {
 		if q.proc(k).Load() == o {
 			q.proc(k).Store(0)
 			q.u64(offProcGen).Add(1)
+			q.u32(offSpinner).Store(0)
 			q.wakeAll, any = true, true
 		}
 	}

@@ -131,6 +131,57 @@ func TestDeadSpinnerWakesSleepers(t *testing.T) {
 	}
 }
 
+// A claimant killed in its spin, whose death was handled before the next
+// Put: that Put is not counted on the dead spin, and wakes the sleeper.
+func TestPutAfterDeadSpinnerWakesSleepers(t *testing.T) {
+	ctx := context.Background()
+	q := open(t)
+	pid, _ := joinOther(t, q)
+	got := make(chan driver.Claim, 1)
+	go func() {
+		cs, err := q.Claim(ctx, 1, true)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- cs[0]
+	}()
+	asleep := func() {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); q.u32(offSleepers).Load() == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("the claimant did not fall asleep")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	asleep()
+	// The other process "spins" for a second from now, and dies.
+	q.u32(offSpinner).Store(uint32(time.Now().UnixNano()>>spinUnit) + 1000)
+	gen := q.u64(offProcGen).Load()
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); q.u64(offProcGen).Load() == gen; {
+		if time.Now().After(deadline) {
+			t.Fatal("the dead participant was not taken off")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the claimant looks, and sleeps again
+	asleep()
+	put(t, q, "job")
+	select {
+	case c := <-got:
+		if string(c.Payload) != "job" {
+			t.Errorf("claimed %+v", c)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the sleeper did not get the job put after the spinner's death")
+	}
+}
+
 // A spinner that the system stopped is counted on for one job, not for
 // every job put while it does not run: the second Put wakes a sleeper.
 func TestStoppedSpinnerTakesOneJob(t *testing.T) {
