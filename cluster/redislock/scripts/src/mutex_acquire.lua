@@ -7,22 +7,23 @@
 -- Returns {1, token} when held, {0, 0} otherwise, {-1, 0} when the marker
 -- is missing.
 local id, ttl, meta, ch = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[5]
--- One EXISTS counts the marker three times: 3 is the fast path (marker, no
--- holder, no waiter), less a missing marker, more a holder or waiters.
-local e = redis.call('EXISTS', KEYS[7], KEYS[7], KEYS[7], KEYS[1], KEYS[3])
+-- One MGET reads the marker, the hold, the waiter sequence (which exists
+-- while anyone waits: mutex_common.lua) and the token counter.
+local v = redis.call('MGET', KEYS[7], KEYS[1], KEYS[6], KEYS[2])
 -- The server lost its data (or is new): grant nothing (restart.go).
-if e < 3 then return {-1, 0} end
--- Fast path: no holder and no waiter: five commands, two of them writes
+if not v[1] then return {-1, 0} end
+-- Fast path: no holder and no waiter: four commands, two of them writes
 -- (the counter and the hold).
-if e == 3 then
-  local tok, s = next_token(ttl)
+if not v[2] and not v[3] then
+  local tok, s = next_token(ttl, nil, v[4])
   redis.call('SET', KEYS[1], id .. '|' .. s .. '|' .. ARGV[4] .. '|' .. meta, 'PX', ttl)
   return {1, tok}
 end
 -- @prelude
-handoff()
-if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[3]) == 0 then
-  local tok = grant(id, ttl, meta)
+-- Held: nothing to hand over. Not held after the handoff: nobody waits
+-- either.
+if not v[2] and not handoff() then
+  local tok = grant(id, ttl, meta, v[4]) -- no handoff: the counter is as read
   tidy()
   return {1, tok}
 end

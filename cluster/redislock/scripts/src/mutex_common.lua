@@ -7,14 +7,21 @@
 -- KEYS[3] queue    zset    waiter id -> arrival sequence (FIFO order)
 -- KEYS[4] qexp     zset    waiter id -> expiry of the waiter entry (server ms)
 -- KEYS[5] qdata    hash    waiter id -> "ttl ms|wake channel|meta"
--- KEYS[6] seq      string  waiter sequence
+-- KEYS[6] seq      string  waiter sequence; exists while any waiter entry
+--                          does (enqueue draws from it first, and it goes
+--                          only with the other queue keys: one expiry, one
+--                          DEL), so acquire and release read it, in the
+--                          MGET of their fast path, to learn that nobody
+--                          waits; found without waiters, the slow path
+--                          deletes it
 -- KEYS[7] marker   string  set while the server has its data (restart.go);
 --                          acquire and poll grant nothing without it
 
 -- next_token draws the token of an acquisition and reserves the 15 after
 -- it, which the holder's backend gives when its handles pass the lock among
 -- themselves (local.go); it returns the token and its decimal string. c is
--- the server's TIME when the script has read it already. A
+-- the server's TIME when the script has read it already, n the counter's
+-- value when it has read that (false: missing). A
 -- missing counter (new name, reclaimed, or a server restarted without
 -- persistence) starts at the server clock in microseconds. The counter
 -- expires ttl ms after the later of now and the instant the server clock
@@ -23,8 +30,8 @@
 -- tokens keep growing (see "Fencing tokens" in redislock.go for failover).
 -- One SET writes the value and the expiry: a write costs a script more
 -- than a read.
-local function next_token(ttl, c)
-  local n = redis.call('GET', KEYS[2])
+local function next_token(ttl, c, n)
+  if n == nil then n = redis.call('GET', KEYS[2]) end
   c = c or redis.call('TIME')
   if n then
     n = tonumber(n) + 16
@@ -52,8 +59,9 @@ local function owner_token(id)
   return tonumber(string.match(v, '^[^|]*|([^|]*)|'))
 end
 
-local function grant(id, ttl, meta)
-  local tok, s = next_token(ttl, t)
+-- grant makes id the holder; n is the counter as next_token takes it.
+local function grant(id, ttl, meta, n)
+  local tok, s = next_token(ttl, t, n)
   redis.call('SET', KEYS[1], id .. '|' .. s .. '|' .. fmt(now) .. '|' .. meta, 'PX', ttl)
   return tok
 end
@@ -62,14 +70,16 @@ end
 -- the expiry of an entry just added or refreshed. Keys short of that get a
 -- TTL more, so that a busy queue rewrites their expiries about once a TTL
 -- rather than at every arrival; a queue left alone still goes within a TTL
--- and a second of its last entry's expiry.
+-- and a second of its last entry's expiry. Only the queue and the sequence
+-- are read: the queue, the expiries and the data gain and lose their
+-- entries together (enqueue, remove_waiter), so they are made and emptied
+-- together, and every script gives the four keys one expiry or deletes
+-- them together; the two read stand for a key the scripts made anew (the
+-- zsets and hash) and one they keep (the sequence).
 local function queue_added(exp, ttl)
   local need = exp - now + 1000
-  for _, k in ipairs(QUEUE_KEYS) do
-    if redis.call('PTTL', k) < need then
-      for _, k2 in ipairs(QUEUE_KEYS) do redis.call('PEXPIRE', k2, need + ttl) end
-      return
-    end
+  if redis.call('PTTL', KEYS[3]) < need or redis.call('PTTL', KEYS[6]) < need then
+    for _, k in ipairs(QUEUE_KEYS) do redis.call('PEXPIRE', k, need + ttl) end
   end
 end
 
@@ -82,19 +92,30 @@ end
 
 -- pass_on makes the head of the queue the holder and wakes it with a
 -- message on its channel, so a release is one round trip. It reports
--- whether there was a live waiter; the hold it writes replaces any.
-local function pass_on()
+-- whether there was a live waiter, and whether more entries are left
+-- behind it (read in the same ZRANGE, so that a release need not ask
+-- again whether the queue's keys can go); the hold it writes replaces any.
+-- n is the counter as next_token takes it.
+local function pass_on(n)
   prune_queue()
-  local head, d = queue_head()
-  if not head then return false end
-  remove_waiter(head)
-  local ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|(.*)$')
-  local tok = grant(head, tonumber(ttl), meta)
-  redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
-  return true
+  while true do
+    local ids = redis.call('ZRANGE', Q, 0, 1)
+    local head = ids[1]
+    if not head then return false, false end
+    local d = redis.call('HGET', QDATA, head)
+    remove_waiter(head)
+    if d then
+      local ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|(.*)$')
+      local tok = grant(head, tonumber(ttl), meta, n)
+      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
+      return true, ids[2] ~= nil
+    end
+  end
 end
 
--- handoff hands a free lock to the head of the queue.
+-- handoff hands a free lock to the head of the queue. It reports whether
+-- the lock is held after it; when not, the queue is empty.
 local function handoff()
-  if redis.call('EXISTS', KEYS[1]) == 0 then pass_on() end
+  if redis.call('EXISTS', KEYS[1]) == 1 then return true end
+  return (pass_on())
 end

@@ -9,19 +9,20 @@ local id, ttl, meta, ch = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[5]
 -- The server lost its data (or is new): grant nothing (restart.go).
 if redis.call('EXISTS', KEYS[7]) == 0 then return {-1, 0} end
 -- @prelude
-handoff()
-local tok = owner_token(id)
+local held = handoff()
+local tok = held and owner_token(id)
 if tok then
   redis.call('PEXPIRE', KEYS[1], ttl)
   tidy()
   return {1, tok}
 end
-if redis.call('ZSCORE', KEYS[3], id) then
-  redis.call('ZADD', KEYS[4], now + ttl, id)
-elseif redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[3]) == 0 then
+if not held then
+  -- Not held after the handoff: nobody waits either.
   tok = grant(id, ttl, meta)
   tidy()
   return {1, tok}
+elseif redis.call('ZSCORE', KEYS[3], id) then
+  redis.call('ZADD', KEYS[4], now + ttl, id)
 else
   enqueue(id, ttl, ch, meta)
 end
