@@ -2,10 +2,13 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -50,31 +53,88 @@ func (n *notifier) start(ctx context.Context) error {
 	}
 	n.ps = ps
 	n.done = make(chan struct{})
-	ch := ps.Channel()
-	go n.read(ch)
+	go n.read(ps)
 	return nil
 }
 
-func (n *notifier) read(ch <-chan *redis.Message) {
+// quietPing is how long the connection may be silent before the notifier
+// pings it, as go-redis' PubSub.Channel does: a ping that fails makes the
+// client connect and subscribe again.
+const quietPing = 3 * time.Second
+
+// read routes the messages of ps until ps is closed. It reads the
+// connection itself, rather than through ps.Channel, whose reader hands
+// each message to another goroutine and wakes a third to note that the
+// connection is alive: two goroutine switches more between a release and
+// the waiter it hands the lock to. Its own pings (checkQuiet) read a clock
+// that the reader sets, and wake nobody per message.
+func (n *notifier) read(ps *redis.PubSub) {
 	defer close(n.done)
-	for m := range ch {
-		id, t, ok := strings.Cut(m.Payload, "|")
-		tok, err := strconv.ParseInt(t, 10, 64)
-		if !ok || err != nil {
+	var last atomic.Int64 // unix ns of the last reply read
+	last.Store(time.Now().UnixNano())
+	stop := make(chan struct{})
+	defer close(stop)
+	go checkQuiet(ps, &last, stop)
+	ctx := context.Background()
+	for fails := 0; ; {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			if errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			// The client connects again at the next Receive; pause
+			// when that fails too, as Channel does.
+			if fails++; fails > 1 {
+				time.Sleep(100 * time.Millisecond)
+			}
 			continue
 		}
-		// Sent under mu, so that no message reaches a channel after
-		// unregister returned: a handle reuses its channel for its next
-		// acquisition.
-		n.mu.Lock()
-		if w := n.waiters[id]; w != nil {
-			select {
-			case w <- tok:
-			default:
-			}
+		fails = 0
+		last.Store(time.Now().UnixNano())
+		if m, ok := msg.(*redis.Message); ok {
+			n.route(m.Payload)
 		}
-		n.mu.Unlock()
 	}
+}
+
+// checkQuiet pings ps whenever no reply came for quietPing, until stop is
+// closed.
+func checkQuiet(ps *redis.PubSub, last *atomic.Int64, stop <-chan struct{}) {
+	t := time.NewTicker(quietPing)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, last.Load())) < quietPing {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), quietPing)
+		_ = ps.Ping(ctx)
+		cancel()
+	}
+}
+
+// route hands the token of a message "id|token" to the waiter id.
+func (n *notifier) route(payload string) {
+	id, t, ok := strings.Cut(payload, "|")
+	tok, err := strconv.ParseInt(t, 10, 64)
+	if !ok || err != nil {
+		return
+	}
+	// Sent under mu, so that no message reaches a channel after
+	// unregister returned: a handle reuses its channel for its next
+	// acquisition.
+	n.mu.Lock()
+	if w := n.waiters[id]; w != nil {
+		select {
+		case w <- tok:
+		default:
+		}
+	}
+	n.mu.Unlock()
 }
 
 // register routes id's wake-up to w (buffered, 1), after emptying it.
