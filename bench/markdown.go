@@ -94,6 +94,20 @@ produced it exited non-zero.
   "clients" table a session each).
 - Polling peers (redsync, bsm/redislock, the raw SET NX floor) retry every
   ` + res.Config["peer_retry_delay"].(string) + `; redsync's default delay is 50–250 ms and bsm/redislock has none.
+- The raw Redis floor (SET NX PX, then a compare-and-delete script) gives
+  no fencing token and does not check that the server kept its data.
+  baton's uncontended Lock is one script (an MGET of the restart marker,
+  the hold, the waiter sequence and the token counter; TIME; the counter's
+  SET and the hold's) and Unlock another (MGET, DEL), with no PUBLISH. Both
+  make as many round trips as the floor; what remains over it is on the
+  server, where a script costs a command's time more than the command
+  sent alone and each write inside it about a command more, and in the
+  client, the lease keeper's two timers per hold and the core's queue
+  (cluster/redislock's BenchmarkUncontendedParts splits the cost by
+  layer; INFO commandstats gives the server's time per script). In the
+  "clients" table every acquisition is a handoff on the server: the
+  release script makes the next in line the holder and publishes to it,
+  and that client holds on the message, with no round trip of its own.
 - Memory is the Go heap only; kernel objects (files, System V sets, shared
   pages) and server-side memory are not counted.
 
