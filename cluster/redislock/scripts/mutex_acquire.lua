@@ -82,25 +82,11 @@ local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, nil
 --                   hold key expires with its lease.
 
 local function fmt(n) return string.format('%d', n) end
-
 local function remove_waiter(id)
   local r = redis.call('ZREM', Q, id)
   redis.call('ZREM', QEXP, id)
   redis.call('HDEL', QDATA, id)
   return r
-end
-
--- queue_head returns the first waiter in the queue and its data, after
--- removing the entries before it whose data is gone; nil when no waiter is
--- left.
-local function queue_head()
-  while true do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not head then return nil end
-    local d = redis.call('HGET', QDATA, head)
-    if d then return head, d end
-    remove_waiter(head)
-  end
 end
 
 local function prune_queue()
@@ -131,13 +117,6 @@ end
 local function tidy()
   if HOLD_KEYS then expire_after(HOLD_KEYS[1], HOLD_KEYS) end
   expire_after(QEXP, QUEUE_KEYS)
-end
-
--- owner_token returns the token of hold id when id holds the lock, else nil.
-local function owner_token(id)
-  local v = redis.call('GET', KEYS[1])
-  if not v or string.sub(v, 1, #id + 1) ~= id .. '|' then return nil end
-  return tonumber(string.match(v, '^[^|]*|([^|]*)|'))
 end
 
 -- grant makes id the holder; n is the counter as next_token takes it.

@@ -67,25 +67,11 @@ local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, nil
 --                   hold key expires with its lease.
 
 local function fmt(n) return string.format('%d', n) end
-
 local function remove_waiter(id)
   local r = redis.call('ZREM', Q, id)
   redis.call('ZREM', QEXP, id)
   redis.call('HDEL', QDATA, id)
   return r
-end
-
--- queue_head returns the first waiter in the queue and its data, after
--- removing the entries before it whose data is gone; nil when no waiter is
--- left.
-local function queue_head()
-  while true do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not head then return nil end
-    local d = redis.call('HGET', QDATA, head)
-    if d then return head, d end
-    remove_waiter(head)
-  end
 end
 
 local function prune_queue()
@@ -130,30 +116,6 @@ local function grant(id, ttl, meta, n)
   local tok, s = next_token(ttl, t, n)
   redis.call('SET', KEYS[1], id .. '|' .. s .. '|' .. fmt(now) .. '|' .. meta, 'PX', ttl)
   return tok
-end
-
--- queue_added keeps the queue's keys until a second past exp (server ms),
--- the expiry of an entry just added or refreshed. Keys short of that get a
--- TTL more, so that a busy queue rewrites their expiries about once a TTL
--- rather than at every arrival; a queue left alone still goes within a TTL
--- and a second of its last entry's expiry. Only the queue and the sequence
--- are read: the queue, the expiries and the data gain and lose their
--- entries together (enqueue, remove_waiter), so they are made and emptied
--- together, and every script gives the four keys one expiry or deletes
--- them together; the two read stand for a key the scripts made anew (the
--- zsets and hash) and one they keep (the sequence).
-local function queue_added(exp, ttl)
-  local need = exp - now + 1000
-  if redis.call('PTTL', KEYS[3]) < need or redis.call('PTTL', KEYS[6]) < need then
-    for _, k in ipairs(QUEUE_KEYS) do redis.call('PEXPIRE', k, need + ttl) end
-  end
-end
-
-local function enqueue(id, ttl, ch, meta)
-  local seq = redis.call('INCR', KEYS[6])
-  redis.call('ZADD', KEYS[3], seq, id)
-  redis.call('ZADD', KEYS[4], now + ttl, id)
-  redis.call('HSET', KEYS[5], id, fmt(ttl) .. '|' .. ch .. '|' .. meta)
 end
 
 -- pass_on makes the head of the queue the holder and wakes it with a

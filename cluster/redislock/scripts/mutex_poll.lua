@@ -71,25 +71,11 @@ local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, nil
 --                   hold key expires with its lease.
 
 local function fmt(n) return string.format('%d', n) end
-
 local function remove_waiter(id)
   local r = redis.call('ZREM', Q, id)
   redis.call('ZREM', QEXP, id)
   redis.call('HDEL', QDATA, id)
   return r
-end
-
--- queue_head returns the first waiter in the queue and its data, after
--- removing the entries before it whose data is gone; nil when no waiter is
--- left.
-local function queue_head()
-  while true do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not head then return nil end
-    local d = redis.call('HGET', QDATA, head)
-    if d then return head, d end
-    remove_waiter(head)
-  end
 end
 
 local function prune_queue()

@@ -76,7 +76,6 @@ local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, nil
 --                   hold key expires with its lease.
 
 local function fmt(n) return string.format('%d', n) end
-
 local function remove_waiter(id)
   local r = redis.call('ZREM', Q, id)
   redis.call('ZREM', QEXP, id)
@@ -84,54 +83,9 @@ local function remove_waiter(id)
   return r
 end
 
--- queue_head returns the first waiter in the queue and its data, after
--- removing the entries before it whose data is gone; nil when no waiter is
--- left.
-local function queue_head()
-  while true do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not head then return nil end
-    local d = redis.call('HGET', QDATA, head)
-    if d then return head, d end
-    remove_waiter(head)
-  end
-end
-
 local function prune_queue()
   local dead = redis.call('ZRANGEBYSCORE', QEXP, '-inf', now)
   for _, id in ipairs(dead) do remove_waiter(id) end
-end
-
--- last_score returns the highest score of zset key, or nil when it is empty.
-local function last_score(key)
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then return tonumber(last[2]) end
-  return nil
-end
-
--- expire_after gives keys the expiry of the highest score of zset (server
--- ms) plus one second, or deletes them when zset is empty.
-local function expire_after(zset, keys)
-  local last = last_score(zset)
-  if not last then
-    redis.call('DEL', unpack(keys))
-    return
-  end
-  for _, k in ipairs(keys) do redis.call('PEXPIRE', k, last - now + 1000) end
-end
-
--- tidy lets the keys of a name vanish one second after the last lease and
--- the last waiter entry end.
-local function tidy()
-  if HOLD_KEYS then expire_after(HOLD_KEYS[1], HOLD_KEYS) end
-  expire_after(QEXP, QUEUE_KEYS)
-end
-
--- owner_token returns the token of hold id when id holds the lock, else nil.
-local function owner_token(id)
-  local v = redis.call('GET', KEYS[1])
-  if not v or string.sub(v, 1, #id + 1) ~= id .. '|' then return nil end
-  return tonumber(string.match(v, '^[^|]*|([^|]*)|'))
 end
 
 -- grant makes id the holder; n is the counter as next_token takes it.
@@ -139,30 +93,6 @@ local function grant(id, ttl, meta, n)
   local tok, s = next_token(ttl, t, n)
   redis.call('SET', KEYS[1], id .. '|' .. s .. '|' .. fmt(now) .. '|' .. meta, 'PX', ttl)
   return tok
-end
-
--- queue_added keeps the queue's keys until a second past exp (server ms),
--- the expiry of an entry just added or refreshed. Keys short of that get a
--- TTL more, so that a busy queue rewrites their expiries about once a TTL
--- rather than at every arrival; a queue left alone still goes within a TTL
--- and a second of its last entry's expiry. Only the queue and the sequence
--- are read: the queue, the expiries and the data gain and lose their
--- entries together (enqueue, remove_waiter), so they are made and emptied
--- together, and every script gives the four keys one expiry or deletes
--- them together; the two read stand for a key the scripts made anew (the
--- zsets and hash) and one they keep (the sequence).
-local function queue_added(exp, ttl)
-  local need = exp - now + 1000
-  if redis.call('PTTL', KEYS[3]) < need or redis.call('PTTL', KEYS[6]) < need then
-    for _, k in ipairs(QUEUE_KEYS) do redis.call('PEXPIRE', k, need + ttl) end
-  end
-end
-
-local function enqueue(id, ttl, ch, meta)
-  local seq = redis.call('INCR', KEYS[6])
-  redis.call('ZADD', KEYS[3], seq, id)
-  redis.call('ZADD', KEYS[4], now + ttl, id)
-  redis.call('HSET', KEYS[5], id, fmt(ttl) .. '|' .. ch .. '|' .. meta)
 end
 
 -- pass_on makes the head of the queue the holder and wakes it with a
@@ -188,12 +118,6 @@ local function pass_on(n)
   end
 end
 
--- handoff hands a free lock to the head of the queue. It reports whether
--- the lock is held after it; when not, the queue is empty.
-local function handoff()
-  if redis.call('EXISTS', KEYS[1]) == 1 then return true end
-  return (pass_on())
-end
 -- The next holder's hold overwrites ours; without one, ours goes.
 local passed, more = pass_on(v[3])
 if not passed then redis.call('DEL', KEYS[1]) end

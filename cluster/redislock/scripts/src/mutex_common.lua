@@ -44,6 +44,7 @@ local function next_token(ttl, c, n)
   return n, s
 end
 -- @end head
+-- @prune
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
