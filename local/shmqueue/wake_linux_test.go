@@ -89,22 +89,8 @@ func TestDeadSpinnerWakesSleepers(t *testing.T) {
 	ctx := context.Background()
 	q := open(t)
 	pid, _ := joinOther(t, q)
-	got := make(chan driver.Claim, 1)
-	go func() {
-		cs, err := q.Claim(ctx, 1, true)
-		if err != nil {
-			t.Error(err)
-			close(got)
-			return
-		}
-		got <- cs[0]
-	}()
-	for deadline := time.Now().Add(10 * time.Second); q.u32(offSleepers).Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the claimant did not fall asleep")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	got := claimLater(t, ctx, q)
+	waitAsleep(t, q)
 	// The other process "spins" for a second from now, as a spinner
 	// killed at once would have left its word.
 	q.u32(offSpinner).Store(uint32(time.Now().UnixNano()>>spinUnit) + 1000)
@@ -137,26 +123,8 @@ func TestPutAfterDeadSpinnerWakesSleepers(t *testing.T) {
 	ctx := context.Background()
 	q := open(t)
 	pid, _ := joinOther(t, q)
-	got := make(chan driver.Claim, 1)
-	go func() {
-		cs, err := q.Claim(ctx, 1, true)
-		if err != nil {
-			t.Error(err)
-			close(got)
-			return
-		}
-		got <- cs[0]
-	}()
-	asleep := func() {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); q.u32(offSleepers).Load() == 0; {
-			if time.Now().After(deadline) {
-				t.Fatal("the claimant did not fall asleep")
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	asleep()
+	got := claimLater(t, ctx, q)
+	waitAsleep(t, q)
 	// The other process "spins" for a second from now, and dies.
 	q.u32(offSpinner).Store(uint32(time.Now().UnixNano()>>spinUnit) + 1000)
 	gen := q.u64(offProcGen).Load()
@@ -170,7 +138,7 @@ func TestPutAfterDeadSpinnerWakesSleepers(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond) // the claimant looks, and sleeps again
-	asleep()
+	waitAsleep(t, q)
 	put(t, q, "job")
 	select {
 	case c := <-got:
@@ -187,22 +155,8 @@ func TestPutAfterDeadSpinnerWakesSleepers(t *testing.T) {
 func TestStoppedSpinnerTakesOneJob(t *testing.T) {
 	ctx := context.Background()
 	q := open(t)
-	got := make(chan driver.Claim, 1)
-	go func() {
-		cs, err := q.Claim(ctx, 1, true)
-		if err != nil {
-			t.Error(err)
-			close(got)
-			return
-		}
-		got <- cs[0]
-	}()
-	for deadline := time.Now().Add(10 * time.Second); q.u32(offSleepers).Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the claimant did not fall asleep")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	got := claimLater(t, ctx, q)
+	waitAsleep(t, q)
 	// A spinner's word, live for a second, whose spinner does not run.
 	q.u32(offSpinner).Store(uint32(time.Now().UnixNano()>>spinUnit) + 1000)
 	put(t, q, "one")
@@ -214,5 +168,32 @@ func TestStoppedSpinnerTakesOneJob(t *testing.T) {
 		}
 	case <-time.After(500 * time.Millisecond):
 		t.Fatal("two jobs put while a stopped spinner's word was live: the sleeper was not woken")
+	}
+}
+
+// claimLater claims one job of q in the background, waiting; the channel
+// gets the claim, or is closed on an error.
+func claimLater(t *testing.T, ctx context.Context, q *Queue) <-chan driver.Claim {
+	got := make(chan driver.Claim, 1)
+	go func() {
+		cs, err := q.Claim(ctx, 1, true)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- cs[0]
+	}()
+	return got
+}
+
+// waitAsleep waits until a claimant of q is counted asleep.
+func waitAsleep(t *testing.T, q *Queue) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); q.u32(offSleepers).Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the claimant did not fall asleep")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
