@@ -296,6 +296,12 @@ func attach(e Entry, lay *Layout, fd int) (sh *shared, again bool, err error) {
 		return nil, false, &fs.PathError{Op: "mmap", Path: e.path, Err: err}
 	}
 	sh = &shared{ns: e.ns, name: e.name, lay: lay, addr: addr, ch: ch, dev: uint32(st.Dev), ino: st.Ino, fd: int32(fd)}
+	// Before any write: the token counter of another layout may be
+	// elsewhere.
+	if m := (*atomic.Uint32)(addr).Load(); m != lay.Magic && m != 0 {
+		sh.unmap()
+		return nil, false, fmt.Errorf("%w: %s is not a %s file (magic %#x)", baton.ErrMismatch, e.path, lay.Kind, m)
+	}
 	if lay.Fence > 0 {
 		floor, err := tokenFloor(e.ns)
 		if err != nil {
