@@ -422,10 +422,10 @@ func (tr *tableRun) step(ctx context.Context) bool {
 		tr.once(ctx, 0, false)
 		tr.warmed = true
 	}
-	decide := tr.t.decide && tr.hi > tr.lo // a fixed count stays fixed
+	decide := tr.t.decide > 1 && tr.hi > tr.lo // a fixed count stays fixed
 	most := tr.hi
 	if decide {
-		most *= decideFactor
+		most *= tr.t.decide
 	}
 	if tr.rep >= most {
 		return false

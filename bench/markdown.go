@@ -37,7 +37,9 @@ them; with fewer, the ratio of medians with a bootstrap interval (each draw
 keeps the pairing). "≥ N× the best peer" divides, in each repetition, the
 lowest cost among the peers by baton's. A goal is **met** when the
 whole interval satisfies it, **not met** when none of it does, and
-**undecided** when the interval straddles the goal.
+**undecided** when the interval straddles the goal. While a goal is
+undecided, its table runs on, up to twice its most repetitions (the Redis
+uncontended table, with the noisy Redlock ratio, four times).
 
 ## Machine noise
 

@@ -25,17 +25,22 @@ type plannedTable struct {
 	// pin: run the clients on the CPUs the servers are not pinned to.
 	pin bool
 	// decide: past its most repetitions, the table goes on, up to
-	// decideFactor times as many, while a goal checked on it is undecided
-	// (unless the pass fixes the count: fewest = most).
-	decide bool
+	// decide times as many, while a goal checked on it is undecided
+	// (unless the pass fixes the count: fewest = most). 0 or 1: no.
+	decide int
 	// extra lengthens the time limit of one run (runGuarded) for tables
 	// whose runs are long by design.
 	extra time.Duration
 }
 
-// decideFactor bounds the repetitions of a decide table, as a multiple of
-// its most.
-const decideFactor = 4
+// decideFactor bounds the repetitions of the noisiest goal's table (see
+// redis-uncontended), and goalFactor those of every other table a goal is
+// checked on, as multiples of its most: a goal close to its bound gets a
+// verdict, at most doubling the time of the table.
+const (
+	decideFactor = 4
+	goalFactor   = 2
+)
 
 // reps returns the fewest and the most repetitions of t.
 func (t *plannedTable) reps(cfg config) (int, int) {
@@ -212,8 +217,25 @@ func handoffRun(key string, n int, settle time.Duration) func(context.Context, *
 	}
 }
 
-// plan lists the tables of a pass in the order they run.
+// plan lists the tables of a pass in the order they run; a table that a
+// goal is checked on runs on while the goal is undecided (goalFactor).
 func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]bool) []*plannedTable {
+	ts := planTables(cfg, he, ce, dir, want)
+	for _, t := range ts {
+		if t.decide == 0 && hasGoal(t.table.ID) {
+			t.decide = goalFactor
+		}
+	}
+	return ts
+}
+
+// hasGoal reports whether a goal is checked on the table id.
+func hasGoal(id string) bool {
+	return slices.ContainsFunc(goals, func(g goal) bool { return g.table == id })
+}
+
+// planTables lists the tables of a pass in the order they run.
+func planTables(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]bool) []*plannedTable {
 	var ts []*plannedTable
 	host := he.subjects
 	if want["host"] {
@@ -317,7 +339,7 @@ func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]b
 			append(refs, "raw Redlock 3 nodes"), redisSubs, uncontendedRun("mutex", "uncontended", 0, cfg, extra)).twin("raw SET NX + EVAL"))
 		// Redlock's cost over the bare algorithm is close to its bound,
 		// and three servers make it the noisiest ratio of the table.
-		rts[0].decide = true
+		rts[0].decide = decideFactor
 		for _, g := range cfg.gs {
 			rts = append(rts, newPlanned(fmt.Sprintf("redis-g%d", g), sec, fmt.Sprintf("Redis mutex, %d goroutines on one key (one handle each)", g), "throughput", "mutex",
 				refs[1:], single, contendedRun("mutex", fmt.Sprintf("g%d", g), g, 0, 0, cfg, extra)))

@@ -353,7 +353,7 @@ func TestDecideTableRunsUntilTheGoalIsDecided(t *testing.T) {
 				}
 				return sample{Throughput: v}, nil
 			})
-		pt.network, pt.decide = true, true
+		pt.network, pt.decide = true, decideFactor
 		return pt
 	}
 	clear := mk(1.0, 0.02)
@@ -383,9 +383,35 @@ func TestDecideTableKeepsAFixedCount(t *testing.T) {
 			}
 			return sample{Throughput: v}, nil
 		})
-	pt.network, pt.decide = true, true
+	pt.network, pt.decide = true, decideFactor
 	runTable(context.Background(), cfg, pt)
 	if pt.table.Reps != 3 {
 		t.Errorf("%d repetitions, want the fixed 3", pt.table.Reps)
+	}
+}
+
+// Every table a goal is checked on runs until the goal is decided (at most
+// goalFactor times its most repetitions; the Redlock table more); others
+// stop at their most.
+func TestGoalTablesDecide(t *testing.T) {
+	he, err := openHostEnv(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer he.close()
+	ts := plan(quickConfig, he, &clusterEnv{}, t.TempDir(), map[string]bool{"host": true})
+	var goalTables int
+	for _, pt := range ts {
+		want := 0
+		if hasGoal(pt.table.ID) {
+			want = goalFactor
+			goalTables++
+		}
+		if pt.decide != want {
+			t.Errorf("%s: decide %d, want %d", pt.table.ID, pt.decide, want)
+		}
+	}
+	if goalTables == 0 {
+		t.Fatal("no goal table among the same-host tables")
 	}
 }
