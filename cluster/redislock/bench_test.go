@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -316,4 +317,68 @@ func BenchmarkUncontendedReplicas(b *testing.B) {
 			reportP50(b, lockUnlockLoop(b, m))
 		})
 	}
+}
+
+// BenchmarkHandoffScripts runs, on the server alone, the scripts of 16
+// clients taking turns on one name, one step at a time: the holder's
+// release hands the lock to the first in line, then the holder queues
+// again. It reports the server's time in the scripts per handoff and the
+// commands they call (INFO commandstats), without any client's time or
+// Pub/Sub delivery in it: the part of a handoff that the scripts decide.
+func BenchmarkHandoffScripts(b *testing.B) {
+	s := startRedis(b)
+	c := s.Client()
+	ctx := context.Background()
+	keys := mutexKeys(DefaultPrefix, "steady", DefaultPrefix+"alive")
+	ttl := (10 * time.Second).Milliseconds()
+	ids := make([]string, 16)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("client-%02d-%s", i, redisnode.NewID())
+	}
+	acquire := func(id string) {
+		if err := scriptMutexAcquire.Run(ctx, c, keys, id, ttl, "1 host", time.Now().UnixMilli(), "nobody").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		acquire(id)
+	}
+	holder := 0
+	step := func() {
+		if r, err := scriptMutexRelease.Run(ctx, c, keys, ids[holder]).Int64(); r != 1 || err != nil {
+			b.Fatal(r, err)
+		}
+		acquire(ids[holder])
+		holder = (holder + 1) % len(ids)
+	}
+	for range 100 {
+		step()
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		step()
+	}
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var inner, usec int
+	for _, l := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":calls=")
+		if !ok || name == l || name == "config|resetstat" {
+			continue
+		}
+		calls, rest, _ := strings.Cut(rest, ",usec=")
+		us, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.Atoi(calls)
+		if name == "evalsha" {
+			usec, _ = strconv.Atoi(us)
+		} else {
+			inner += n
+		}
+	}
+	b.ReportMetric(float64(usec)/float64(b.N), "script-µs/handoff")
+	b.ReportMetric(float64(inner)/float64(b.N), "commands/handoff")
 }
