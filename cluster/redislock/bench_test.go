@@ -233,7 +233,7 @@ func BenchmarkHandoff(b *testing.B) {
 			got <- time.Now()
 		}()
 		for {
-			if n, _ := c.ZCard(ctx, keys[2]).Result(); n == 1 {
+			if n, _ := c.ZCard(ctx, keys[3]).Result(); n == 1 {
 				break
 			}
 		}

@@ -248,7 +248,7 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 		// Wait until it is queued on the server, then cancel it.
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			n, _ := c.ZCard(context.Background(), keys[2]).Result()
+			n, _ := c.ZCard(context.Background(), keys[3]).Result()
 			if n == 1 {
 				break
 			}
@@ -263,12 +263,12 @@ func TestCancelledWaitersLeaveNothing(t *testing.T) {
 		if d := time.Since(start); d > 50*time.Millisecond {
 			t.Errorf("cancelled waiter returned after %v", d)
 		}
-		if n, _ := c.ZCard(context.Background(), keys[2]).Result(); n != 0 {
+		if n, _ := c.ZCard(context.Background(), keys[3]).Result(); n != 0 {
 			t.Fatalf("%d queue entries left after cancel", n)
 		}
-	}
-	if n, _ := c.HLen(context.Background(), keys[4]).Result(); n != 0 {
-		t.Fatalf("%d waiter records left", n)
+		if n, _ := c.LLen(context.Background(), keys[2]).Result(); n != 0 {
+			t.Fatalf("%d elements left in line after cancel", n)
+		}
 	}
 	if err := holder.Unlock(context.Background()); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ const (
 
 // Key suffixes of each kind, in the order of its scripts' KEYS.
 var (
-	mutexSuffixes = []string{"owner", "counter", "queue", "qexp", "qdata", "seq"}            // mutex_common.lua
+	mutexSuffixes = []string{"owner", "counter", "line", "lexp", "lwait"}                    // mutex_common.lua
 	lockSuffixes  = []string{"holders", "info", "queue", "qexp", "qdata", "counter", "seq"}  // lock_common.lua
 	semSuffixes   = []string{"holders", "info", "queue", "qexp", "qdata", "capacity", "seq"} // sem_common.lua
 	condSuffixes  = []string{"queue", "qexp", "qdata", "seq"}                                // cond_common.lua

@@ -73,10 +73,11 @@ func (q *queued) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant
 	for {
 		id, keys := q.d.holdID(), q.keys.all()
 		sent := time.Now()
-		v, acked, err := q.d.run(ctx, q.s.acquire, keys, q.s.args(q.d, id, mode, "", sent)...)
+		args := q.s.args(q.d, id, mode, "", sent)
+		v, acked, err := q.d.run(ctx, q.s.acquire, keys, args...)
 		ok, tok, err := pair(v, err)
 		if ok && !acked {
-			q.cancel(ctx, id)
+			q.cancel(ctx, args)
 			return driver.Grant{}, q.d.notReplicated()
 		}
 		if errors.Is(err, errNotReady) {
@@ -100,7 +101,7 @@ func (q *queued) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant
 			return q.granted(id, keys, mode, tok, sent), nil
 		}
 		if !errors.Is(err, baton.ErrLost) {
-			q.cancel(ctx, id)
+			q.cancel(ctx, args)
 			return driver.Grant{}, err
 		}
 		// It expired before it could be confirmed: try again.
@@ -131,7 +132,7 @@ func (q *queued) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 	err = ctxErr(ctx, err)
 	for {
 		if ok && !acked {
-			q.cancel(ctx, id)
+			q.cancel(ctx, args)
 			return driver.Grant{}, q.d.notReplicated()
 		}
 		if errors.Is(err, errNotReady) {
@@ -146,7 +147,7 @@ func (q *queued) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 			}
 		}
 		if err != nil {
-			q.cancel(ctx, id)
+			q.cancel(ctx, args)
 			return driver.Grant{}, err
 		}
 		switch {
@@ -160,7 +161,7 @@ func (q *queued) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, e
 		default:
 			tok, handed, err := q.d.awaitHandoff(ctx, wake, sent)
 			if err != nil {
-				q.cancel(ctx, id)
+				q.cancel(ctx, args)
 				return driver.Grant{}, err
 			}
 			if handed {
@@ -226,10 +227,12 @@ func ctxErr(ctx context.Context, err error) error {
 }
 
 // cancel withdraws a waiter, giving back the lock if it was handed over.
-func (q *queued) cancel(ctx context.Context, id string) {
+// args are those of its acquisition (the hold id first): the Mutex finds
+// the waiter's entry in line by its text.
+func (q *queued) cancel(ctx context.Context, args []any) {
 	cctx, done := q.d.cleanupCtx(ctx)
 	defer done()
-	if err := q.s.cancel.Run(cctx, q.d.c, q.keys.all(), id).Err(); err != nil {
+	if err := q.s.cancel.Run(cctx, q.d.c, q.keys.all(), args...).Err(); err != nil {
 		q.d.o.Logger.Warn("redislock: withdrawing a waiter failed; its entry expires with the TTL",
 			"name", q.name, "err", err)
 	}

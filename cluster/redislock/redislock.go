@@ -64,6 +64,20 @@
 // process contending on a name cost the server one acquisition per round,
 // and clients elsewhere wait at most one round more than with strict FIFO.
 //
+// # Stored format of the Mutex's waiters
+//
+// A Mutex keeps its waiters in a list of entries in arrival order (key
+// suffix "line") beside a sorted set of their expiries ("lexp") and a key
+// that says anyone may wait ("lwait"); earlier versions kept them in two
+// sorted sets, a hash and a sequence ("queue", "qexp", "qdata", "seq"). The
+// hold ("owner") and the token counter ("counter") are as they were, so a
+// process of an earlier version and one of this version on the same name
+// still exclude each other and draw increasing tokens: neither can hold
+// while the other does. What they do not share is the waiters: a release
+// by one does not hand the lock to a waiter of the other, which takes it
+// at its next check-in (every renewal period) unless someone takes it
+// first. Upgrade all clients of a name together for FIFO order.
+//
 // # Fencing tokens
 //
 // Exclusive holds draw a token from a per-name counter in the acquire

@@ -86,7 +86,7 @@ func pausedWaiter(t *testing.T, kind string) {
 		got <- res{h, err}
 	}()
 	c := s.Client()
-	queue := map[string]string{"mutex": mutexKeys(DefaultPrefix, "paused-waiter")[2],
+	queue := map[string]string{"mutex": mutexKeys(DefaultPrefix, "paused-waiter")[3],
 		"rwmutex": lockKeys(DefaultPrefix, krw, "paused-waiter")[2], "semaphore": semKeys(DefaultPrefix, "paused-waiter")[2]}[kind]
 	eventually(t, func() error {
 		if c.ZCard(context.Background(), queue).Val() != 1 {

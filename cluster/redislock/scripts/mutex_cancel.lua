@@ -5,18 +5,25 @@
 -- one name share one Cluster hash tag.
 -- KEYS[1] owner    string  "hold id|token|since ms|meta", expires with the lease
 -- KEYS[2] counter  string  fencing token counter (expires: next_token)
--- KEYS[3] queue    zset    waiter id -> arrival sequence (FIFO order)
--- KEYS[4] qexp     zset    waiter id -> expiry of the waiter entry (server ms)
--- KEYS[5] qdata    hash    waiter id -> "ttl ms|wake channel|meta"
--- KEYS[6] seq      string  waiter sequence; exists while any waiter entry
---                          does (enqueue draws from it first, and it goes
---                          only with the other queue keys: one expiry, one
---                          DEL), so acquire and release read it, in the
---                          MGET of their fast path, to learn that nobody
---                          waits; found without waiters, the slow path
---                          deletes it
--- KEYS[7] marker   string  set while the server has its data (restart.go);
+-- KEYS[3] line     list    "waiter id|ttl ms|wake channel|meta", in arrival
+--                          order (FIFO)
+-- KEYS[4] lexp     zset    waiter id -> expiry of its entry (server ms); a
+--                          waiter is in line while its id is here, and each
+--                          id here has one element in line
+-- KEYS[5] lwait    string  exists while any waiter entry may: the expiry
+--                          (server ms) it and the line's other keys were
+--                          given when a waiter was added (keep_line); it is
+--                          deleted when a release or a cancel finds the
+--                          line empty, so that acquire and release read it,
+--                          in the MGET of their fast path, to learn that
+--                          nobody waits
+-- KEYS[6] marker   string  set while the server has its data (restart.go);
 --                          acquire and poll grant nothing without it
+-- The line's keys are not those of the queue of earlier versions (queue,
+-- qexp, qdata, seq): a process of an earlier version on the same name
+-- shares the hold and the counter, so the two exclude each other and
+-- tokens keep growing, but neither sees the other's waiters, which take
+-- the lock when they next check in (see "Stored format" in redislock.go).
 
 -- next_token draws the token of an acquisition and reserves the 15 after
 -- it, which the holder's backend gives when its handles pass the lock among
@@ -44,66 +51,17 @@ local function next_token(ttl, c, n)
   redis.call('SET', KEYS[2], s, 'PXAT', math.max(ms, math.ceil((n + 15) / 1000)) + ttl)
   return n, s
 end
--- mutex_cancel: a waiter gives up. Removes its queue entry, gives back the
--- lock if it was handed to it meanwhile, and passes the lock on.
+-- mutex_cancel: a waiter gives up. Removes its entry from the line, gives
+-- back the lock if it was handed to it meanwhile, and passes the lock on.
 -- KEYS: as in mutex_common.lua
--- ARGV[1] hold id
+-- ARGV as in mutex_acquire.lua (the entry is found by its whole text)
 -- Returns 1.
-local id = ARGV[1]
+local id, ttl, meta, ch = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[5]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local Q, QEXP, QDATA = KEYS[3], KEYS[4], KEYS[5]
-local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, nil
--- Functions of the FIFO waiter queue shared by mutex_common.lua,
--- lock_common.lua, sem_common.lua and cond_common.lua, which include this
--- file at their line "-- @include queue_common", after defining now
--- (server ms) and these keys, as those files describe them:
---   Q, QEXP, QDATA  the queue, waiter expiries and waiter data;
---   QUEUE_KEYS      the keys that go when the last waiter entry ends;
---   HOLD_KEYS       the holders zset first, then the keys that go with it
---                   when the last lease ends; nil for the Mutex, whose
---                   hold key expires with its lease.
-
 local function fmt(n) return string.format('%d', n) end
-local function remove_waiter(id)
-  local r = redis.call('ZREM', Q, id)
-  redis.call('ZREM', QEXP, id)
-  redis.call('HDEL', QDATA, id)
-  return r
-end
-
-local function prune_queue()
-  local dead = redis.call('ZRANGEBYSCORE', QEXP, '-inf', now)
-  for _, id in ipairs(dead) do remove_waiter(id) end
-end
-
--- last_score returns the highest score of zset key, or nil when it is empty.
-local function last_score(key)
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then return tonumber(last[2]) end
-  return nil
-end
-
--- expire_after gives keys the expiry of the highest score of zset (server
--- ms) plus one second, or deletes them when zset is empty.
-local function expire_after(zset, keys)
-  local last = last_score(zset)
-  if not last then
-    redis.call('DEL', unpack(keys))
-    return
-  end
-  for _, k in ipairs(keys) do redis.call('PEXPIRE', k, last - now + 1000) end
-end
-
--- tidy lets the keys of a name vanish one second after the last lease and
--- the last waiter entry end.
-local function tidy()
-  if HOLD_KEYS then expire_after(HOLD_KEYS[1], HOLD_KEYS) end
-  expire_after(QEXP, QUEUE_KEYS)
-end
-
 -- owner_token returns the token of hold id when id holds the lock, else nil.
 local function owner_token(id)
   local v = redis.call('GET', KEYS[1])
@@ -118,37 +76,44 @@ local function grant(id, ttl, meta, n)
   return tok
 end
 
--- pass_on makes the head of the queue the holder and wakes it with a
--- message on its channel, so a release is one round trip. It reports
--- whether there was a live waiter, and whether more entries are left
--- behind it (read in the same ZRANGE, so that a release need not ask
--- again whether the queue's keys can go); the hold it writes replaces any.
--- n is the counter as next_token takes it.
+-- entry is the element of waiter id in line.
+local function entry(id, ttl, ch, meta)
+  return id .. '|' .. ttl .. '|' .. ch .. '|' .. meta
+end
+
+-- pass_on makes the first live waiter in line the holder and wakes it
+-- with a message on its channel, so a release is one round trip. Entries
+-- before it, of waiters that expired (died) or were granted meanwhile,
+-- are dropped. It reports whether there was a live waiter; the hold it
+-- writes replaces any. n is the counter as next_token takes it.
 local function pass_on(n)
-  prune_queue()
   while true do
-    local ids = redis.call('ZRANGE', Q, 0, 1)
-    local head = ids[1]
-    if not head then return false, false end
-    local d = redis.call('HGET', QDATA, head)
-    remove_waiter(head)
-    if d then
-      local ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|(.*)$')
-      local tok = grant(head, tonumber(ttl), meta, n)
-      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
-      return true, ids[2] ~= nil
+    local e = redis.call('LPOP', KEYS[3])
+    if not e then return false end
+    local head, ttl, ch, meta = string.match(e, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    local exp = redis.call('ZSCORE', KEYS[4], head)
+    if exp then
+      redis.call('ZREM', KEYS[4], head)
+      if tonumber(exp) > now then
+        local tok = grant(head, tonumber(ttl), meta, n)
+        redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
+        return true
+      end
     end
   end
 end
 
--- handoff hands a free lock to the head of the queue. It reports whether
--- the lock is held after it; when not, the queue is empty.
+-- handoff hands a free lock to the first live waiter. It reports whether
+-- the lock is held after it; when not, the line is empty, and lwait goes.
 local function handoff()
   if redis.call('EXISTS', KEYS[1]) == 1 then return true end
-  return (pass_on())
+  if pass_on() then return true end
+  redis.call('DEL', KEYS[5])
+  return false
 end
-remove_waiter(id)
+if redis.call('ZREM', KEYS[4], id) == 1 then
+  redis.call('LREM', KEYS[3], 1, entry(id, ttl, ch, meta))
+end
 if owner_token(id) then redis.call('DEL', KEYS[1]) end
 handoff()
-tidy()
 return 1

@@ -5,18 +5,25 @@
 -- one name share one Cluster hash tag.
 -- KEYS[1] owner    string  "hold id|token|since ms|meta", expires with the lease
 -- KEYS[2] counter  string  fencing token counter (expires: next_token)
--- KEYS[3] queue    zset    waiter id -> arrival sequence (FIFO order)
--- KEYS[4] qexp     zset    waiter id -> expiry of the waiter entry (server ms)
--- KEYS[5] qdata    hash    waiter id -> "ttl ms|wake channel|meta"
--- KEYS[6] seq      string  waiter sequence; exists while any waiter entry
---                          does (enqueue draws from it first, and it goes
---                          only with the other queue keys: one expiry, one
---                          DEL), so acquire and release read it, in the
---                          MGET of their fast path, to learn that nobody
---                          waits; found without waiters, the slow path
---                          deletes it
--- KEYS[7] marker   string  set while the server has its data (restart.go);
+-- KEYS[3] line     list    "waiter id|ttl ms|wake channel|meta", in arrival
+--                          order (FIFO)
+-- KEYS[4] lexp     zset    waiter id -> expiry of its entry (server ms); a
+--                          waiter is in line while its id is here, and each
+--                          id here has one element in line
+-- KEYS[5] lwait    string  exists while any waiter entry may: the expiry
+--                          (server ms) it and the line's other keys were
+--                          given when a waiter was added (keep_line); it is
+--                          deleted when a release or a cancel finds the
+--                          line empty, so that acquire and release read it,
+--                          in the MGET of their fast path, to learn that
+--                          nobody waits
+-- KEYS[6] marker   string  set while the server has its data (restart.go);
 --                          acquire and poll grant nothing without it
+-- The line's keys are not those of the queue of earlier versions (queue,
+-- qexp, qdata, seq): a process of an earlier version on the same name
+-- shares the hold and the counter, so the two exclude each other and
+-- tokens keep growing, but neither sees the other's waiters, which take
+-- the lock when they next check in (see "Stored format" in redislock.go).
 
 -- next_token draws the token of an acquisition and reserves the 15 after
 -- it, which the holder's backend gives when its handles pass the lock among
@@ -44,17 +51,17 @@ local function next_token(ttl, c, n)
   redis.call('SET', KEYS[2], s, 'PXAT', math.max(ms, math.ceil((n + 15) / 1000)) + ttl)
   return n, s
 end
--- mutex_release: compare-and-delete of the hold, then handoff to the head
--- of the queue.
+-- mutex_release: compare-and-delete of the hold, then handoff to the first
+-- live waiter in line.
 -- KEYS: as in mutex_common.lua
 -- ARGV[1] hold id
 -- Returns 1 when the hold was released, 0 when it was not held (lost).
 local id = ARGV[1]
--- The hold, the waiter sequence, which exists while anyone waits
--- (mutex_common.lua), and the counter, for the next holder's token.
-local v = redis.call('MGET', KEYS[1], KEYS[6], KEYS[2])
+-- The hold, lwait, which exists while anyone may wait (mutex_common.lua),
+-- and the counter, for the next holder's token.
+local v = redis.call('MGET', KEYS[1], KEYS[5], KEYS[2])
 if not v[1] or string.sub(v[1], 1, #id + 1) ~= id .. '|' then return 0 end
--- Fast path: nobody waits, so nobody is told: GET, DEL.
+-- Fast path: nobody waits, so nobody is told: MGET, DEL.
 if not v[2] then
   redis.call('DEL', KEYS[1])
   return 1
@@ -63,30 +70,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local Q, QEXP, QDATA = KEYS[3], KEYS[4], KEYS[5]
-local QUEUE_KEYS, HOLD_KEYS = {KEYS[3], KEYS[4], KEYS[5], KEYS[6]}, nil
--- Functions of the FIFO waiter queue shared by mutex_common.lua,
--- lock_common.lua, sem_common.lua and cond_common.lua, which include this
--- file at their line "-- @include queue_common", after defining now
--- (server ms) and these keys, as those files describe them:
---   Q, QEXP, QDATA  the queue, waiter expiries and waiter data;
---   QUEUE_KEYS      the keys that go when the last waiter entry ends;
---   HOLD_KEYS       the holders zset first, then the keys that go with it
---                   when the last lease ends; nil for the Mutex, whose
---                   hold key expires with its lease.
-
 local function fmt(n) return string.format('%d', n) end
-local function remove_waiter(id)
-  local r = redis.call('ZREM', Q, id)
-  redis.call('ZREM', QEXP, id)
-  redis.call('HDEL', QDATA, id)
-  return r
-end
-
-local function prune_queue()
-  local dead = redis.call('ZRANGEBYSCORE', QEXP, '-inf', now)
-  for _, id in ipairs(dead) do remove_waiter(id) end
-end
 
 -- grant makes id the holder; n is the counter as next_token takes it.
 local function grant(id, ttl, meta, n)
@@ -95,34 +79,31 @@ local function grant(id, ttl, meta, n)
   return tok
 end
 
--- pass_on makes the head of the queue the holder and wakes it with a
--- message on its channel, so a release is one round trip. It reports
--- whether there was a live waiter, and whether more entries are left
--- behind it (read in the same ZRANGE, so that a release need not ask
--- again whether the queue's keys can go); the hold it writes replaces any.
--- n is the counter as next_token takes it.
+-- pass_on makes the first live waiter in line the holder and wakes it
+-- with a message on its channel, so a release is one round trip. Entries
+-- before it, of waiters that expired (died) or were granted meanwhile,
+-- are dropped. It reports whether there was a live waiter; the hold it
+-- writes replaces any. n is the counter as next_token takes it.
 local function pass_on(n)
-  prune_queue()
   while true do
-    local ids = redis.call('ZRANGE', Q, 0, 1)
-    local head = ids[1]
-    if not head then return false, false end
-    local d = redis.call('HGET', QDATA, head)
-    remove_waiter(head)
-    if d then
-      local ttl, ch, meta = string.match(d, '^([^|]*)|([^|]*)|(.*)$')
-      local tok = grant(head, tonumber(ttl), meta, n)
-      redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
-      return true, ids[2] ~= nil
+    local e = redis.call('LPOP', KEYS[3])
+    if not e then return false end
+    local head, ttl, ch, meta = string.match(e, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+    local exp = redis.call('ZSCORE', KEYS[4], head)
+    if exp then
+      redis.call('ZREM', KEYS[4], head)
+      if tonumber(exp) > now then
+        local tok = grant(head, tonumber(ttl), meta, n)
+        redis.call('PUBLISH', ch, head .. '|' .. fmt(tok))
+        return true
+      end
     end
   end
 end
 
--- The next holder's hold overwrites ours; without one, ours goes.
-local passed, more = pass_on(v[3])
-if not passed then redis.call('DEL', KEYS[1]) end
--- A release only removes waiters, so the expiry the queue's keys have (set
--- when a waiter was added or checked in) still covers those left; they go
--- with the last.
-if not more then redis.call('DEL', unpack(QUEUE_KEYS)) end
+-- The next holder's hold overwrites ours; without one, ours goes, and so
+-- does lwait (the line is empty: line and lexp went with their last
+-- entry). A line left with entries keeps the expiry its keys have (set
+-- when a waiter was added or checked in), which covers them.
+if not pass_on(v[3]) then redis.call('DEL', KEYS[1], KEYS[5]) end
 return 1
