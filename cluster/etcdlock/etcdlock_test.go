@@ -60,7 +60,13 @@ func TestThreeMembers(t *testing.T) {
 // fast opens a backend with a short TTL and renewal, closed with the test.
 func fast(t *testing.T, c *cluster, prefix string) (baton.Backend, *backend) {
 	t.Helper()
-	o, err := buildOptions([]lease.Option{lease.WithTTL(2 * time.Second), lease.WithRenewEvery(200 * time.Millisecond), lease.WithPrefix(prefix)})
+	return withTTL(t, c, prefix, 2*time.Second)
+}
+
+// withTTL is fast with another lease TTL, renewed ten times a TTL.
+func withTTL(t *testing.T, c *cluster, prefix string, ttl time.Duration) (baton.Backend, *backend) {
+	t.Helper()
+	o, err := buildOptions([]lease.Option{lease.WithTTL(ttl), lease.WithRenewEvery(ttl / 10), lease.WithPrefix(prefix)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -249,7 +249,9 @@ func testHoldWatchBroken(t *testing.T, c *cluster) {
 // does one older than what the watch remembers.
 func testHoldWatchLateEntry(t *testing.T, c *cluster) {
 	ctx := context.Background()
-	b, d := fast(t, c, "hwlate")
+	// A lease that outlives a loaded machine's pauses: the watch is the
+	// session's, and a session lost midway would take it.
+	b, d := withTTL(t, c, "hwlate", 30*time.Second)
 	s := must(b.Semaphore(ctx, "s", 2)).get(t)
 	must(s.Acquire(ctx, 1)).get(t) // keeps the watch up and the session open
 	defer s.Release(ctx, 1)
