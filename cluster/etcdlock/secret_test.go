@@ -36,7 +36,11 @@ func TestOpenURLPasswordByReference(t *testing.T) {
 	}
 	t.Setenv("ETCDLOCK_TEST_PW", "r1ght-pw")
 	t.Setenv("ETCDLOCK_TEST_BAD", "wr0ng-pw")
+	// Every authentication hashes the password on the server: a loaded
+	// machine under the race detector can take longer than the default
+	// dial timeout to connect.
 	base := strings.Replace(c.url("secret"), "etcd://", "etcd://root@", 1)
+	const slow = "&dial_timeout=60s"
 	lock := func(u string) error {
 		b, err := baton.Open(ctx, u)
 		if err != nil {
@@ -52,7 +56,7 @@ func TestOpenURLPasswordByReference(t *testing.T) {
 		}
 		return m.Unlock(ctx)
 	}
-	for _, u := range []string{base + "?password_env=ETCDLOCK_TEST_PW", base + "?password_file=" + pwFile} {
+	for _, u := range []string{base + "?password_env=ETCDLOCK_TEST_PW" + slow, base + "?password_file=" + pwFile + slow} {
 		if err := lock(u); err != nil {
 			t.Errorf("%s: %v", u, err)
 		}
