@@ -294,6 +294,7 @@ func run(ctx context.Context, cfg config, mode string, sel selection, cmd string
 	tables = append(tables, planDBQueues(ctx, cfg, de, ce, want)...)
 	tables = append(tables, planScale(cfg, se)...)
 	tables = append(tables, planReplicas(cfg, re)...)
+	decideGoals(tables)
 	var keep []*plannedTable
 	for _, t := range tables {
 		if sel.keeps(t.table.ID) {

@@ -217,10 +217,14 @@ func handoffRun(key string, n int, settle time.Duration) func(context.Context, *
 	}
 }
 
-// plan lists the tables of a pass in the order they run; a table that a
-// goal is checked on runs on while the goal is undecided (goalFactor).
+// plan lists the tables of a pass in the order they run (see decideGoals).
 func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]bool) []*plannedTable {
-	ts := planTables(cfg, he, ce, dir, want)
+	return decideGoals(planTables(cfg, he, ce, dir, want))
+}
+
+// decideGoals makes every table of ts that a goal is checked on run on
+// while the goal is undecided (goalFactor), unless it has its own factor.
+func decideGoals(ts []*plannedTable) []*plannedTable {
 	for _, t := range ts {
 		if t.decide == 0 && hasGoal(t.table.ID) {
 			t.decide = goalFactor

@@ -415,3 +415,15 @@ func TestGoalTablesDecide(t *testing.T) {
 		t.Fatal("no goal table among the same-host tables")
 	}
 }
+
+// The server tables planned apart from plan (planDB, planDBQueues) get
+// the same treatment when the pass puts them together.
+func TestDecideGoalsOnServerTables(t *testing.T) {
+	mk := func(id string) *plannedTable { return newPlanned(id, "S", "T", "throughput", "queue", nil, nil, nil) }
+	ts := decideGoals([]*plannedTable{mk("pg-queue-w16"), mk("mysql-queue-uncontended"), mk("pg-g4")})
+	for i, want := range []int{goalFactor, goalFactor, 0} {
+		if ts[i].decide != want {
+			t.Errorf("%s: decide %d, want %d", ts[i].table.ID, ts[i].decide, want)
+		}
+	}
+}
