@@ -217,13 +217,9 @@ func handoffRun(key string, n int, settle time.Duration) func(context.Context, *
 	}
 }
 
-// plan lists the tables of a pass in the order they run (see decideGoals).
-func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]bool) []*plannedTable {
-	return decideGoals(planTables(cfg, he, ce, dir, want))
-}
-
 // decideGoals makes every table of ts that a goal is checked on run on
-// while the goal is undecided (goalFactor), unless it has its own factor.
+// while the goal is undecided (goalFactor), unless it has its own factor;
+// the pass calls it on all its tables, wherever they were planned.
 func decideGoals(ts []*plannedTable) []*plannedTable {
 	for _, t := range ts {
 		if t.decide == 0 && hasGoal(t.table.ID) {
@@ -238,8 +234,8 @@ func hasGoal(id string) bool {
 	return slices.ContainsFunc(goals, func(g goal) bool { return g.table == id })
 }
 
-// planTables lists the tables of a pass in the order they run.
-func planTables(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]bool) []*plannedTable {
+// plan lists the tables of a pass in the order they run.
+func plan(cfg config, he *hostEnv, ce *clusterEnv, dir string, want map[string]bool) []*plannedTable {
 	var ts []*plannedTable
 	host := he.subjects
 	if want["host"] {

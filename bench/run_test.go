@@ -399,7 +399,7 @@ func TestGoalTablesDecide(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer he.close()
-	ts := plan(quickConfig, he, &clusterEnv{}, t.TempDir(), map[string]bool{"host": true})
+	ts := decideGoals(plan(quickConfig, he, &clusterEnv{}, t.TempDir(), map[string]bool{"host": true}))
 	var goalTables int
 	for _, pt := range ts {
 		want := 0
@@ -416,8 +416,7 @@ func TestGoalTablesDecide(t *testing.T) {
 	}
 }
 
-// The server tables planned apart from plan (planDB, planDBQueues) get
-// the same treatment when the pass puts them together.
+// The server tables (planned by planDB, planDBQueues) are marked alike.
 func TestDecideGoalsOnServerTables(t *testing.T) {
 	mk := func(id string) *plannedTable { return newPlanned(id, "S", "T", "throughput", "queue", nil, nil, nil) }
 	ts := decideGoals([]*plannedTable{mk("pg-queue-w16"), mk("mysql-queue-uncontended"), mk("pg-g4")})
