@@ -58,6 +58,9 @@ type backend struct {
 	jobsOK   bool // guarded by schemaMu: the queue tables (jobs.go)
 
 	lis *listener
+
+	queuesMu sync.Mutex
+	queues   map[string]*queueCalls // guarded by queuesMu: of queues with open handles
 }
 
 // New returns a Backend on a pool of the caller's; Close leaves the pool

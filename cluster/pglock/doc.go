@@ -43,7 +43,10 @@
 // UPDATE SKIP LOCKED in the order of their ready time (the server's clock
 // when put, or when their delay ends) and id; a job whose claim lapsed
 // keeps its place. Tokens come from the queue's row of baton_queues, which
-// is never deleted. A claim is a lease on its row, renewed in the
+// is never deleted. The claims of a Backend's handles of one queue that
+// come while a claim statement runs are made together by the next one,
+// and so are their Acks, so that a pool of workers in one process pays
+// a statement per batch rather than per job. A claim is a lease on its row, renewed in the
 // background on the handle's claimant session: when that session ends
 // (pg_terminate_backend, a failover), the claim's Loss fires at its next
 // renewal, before the lease passes and the job can be claimed again.

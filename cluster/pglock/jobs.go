@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonlock/baton"
@@ -32,6 +33,7 @@ type queueDriver struct {
 	b       *backend
 	name    string
 	payload string // of its notifications
+	calls   *queueCalls
 
 	mu     sync.Mutex
 	sess   *session               // guarded by mu; nil while no claim needs one
@@ -95,7 +97,7 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 	if _, err := b.pool.Exec(ctx, b.q(jobsOpenSQL), name); err != nil {
 		return nil, lease.CtxErr(ctx, err)
 	}
-	return &queueDriver{b: b, name: name, payload: "q/" + name, held: map[*jobClaim]struct{}{}}, nil
+	return &queueDriver{b: b, name: name, payload: "q/" + name, calls: b.calls(name), held: map[*jobClaim]struct{}{}}, nil
 }
 
 // jobsSchema creates the queue tables once per Backend.
@@ -271,13 +273,20 @@ func (q *queueDriver) end(ctx context.Context, c driver.Claim, sql string, args 
 	if err := jc.loss.Err(); err != nil {
 		return err
 	}
-	tag, err := q.b.pool.Exec(ctx, q.b.q(sql), append([]any{jc.id, jc.token}, args...)...)
+	var ended bool
+	if sql == jobsAckSQL {
+		ended, err = q.ack(ctx, jc)
+	} else {
+		var tag pgconn.CommandTag
+		tag, err = q.b.pool.Exec(ctx, q.b.q(sql), append([]any{jc.id, jc.token}, args...)...)
+		ended = tag.RowsAffected() == 1
+	}
 	if err != nil {
 		// Nothing renews the claim any more.
 		jc.loss.Fire(fmt.Errorf("the end of the claim may not have reached the server: %w", err))
 		return lease.CtxErr(ctx, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !ended {
 		if jc.txAcked.Load() && !q.exists(ctx, jc.id) {
 			return nil // acked in the caller's transaction, committed
 		}
@@ -359,6 +368,9 @@ func (q *queueDriver) Purge(ctx context.Context, ids []uint64) (int, error) {
 // the claimant session to the pool.
 func (q *queueDriver) Close() error {
 	q.mu.Lock()
+	if !q.closed {
+		q.b.dropCalls(q.name)
+	}
 	q.closed = true
 	held := q.held
 	q.held = nil

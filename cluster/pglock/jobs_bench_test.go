@@ -3,9 +3,11 @@ package pglock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
 )
 
@@ -36,4 +38,64 @@ func BenchmarkQueuePutClaimAck(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkQueueWorkers16: 16 handles of one Backend claim and ack jobs
+// of a backlog put before the timer starts; an op is one job.
+func BenchmarkQueueWorkers16(b *testing.B) {
+	ctx := context.Background()
+	bk, err := OpenURL(ctx, need(b), lease.WithTTL(10*time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bk.Close()
+	name := fmt.Sprint("bench-w16-", time.Now().UnixNano())
+	feed, err := bk.Queue(ctx, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer feed.Close()
+	specs := make([]baton.JobSpec, 100)
+	for i := range specs {
+		specs[i].Payload = []byte("no-op job")
+	}
+	for put := 0; put < b.N; put += len(specs) {
+		if _, err := feed.PutBatch(ctx, specs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var (
+		mu   sync.Mutex
+		left = b.N // guarded by mu: jobs not yet taken by a worker
+		wg   sync.WaitGroup
+	)
+	b.ResetTimer()
+	for range 16 {
+		q, err := bk.Queue(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer q.Close()
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if left == 0 {
+					mu.Unlock()
+					return
+				}
+				left--
+				mu.Unlock()
+				j, err := q.Claim(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := j.Ack(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -3,10 +3,7 @@ package pglock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
@@ -138,10 +135,11 @@ func (q *queueDriver) session(ctx context.Context) (*session, error) {
 	return q.sess, nil
 }
 
-// claimOnce runs the claim statement once. The statement runs to its end
-// even when ctx ends meanwhile (bounded by the request timeout), so that
-// what it claimed is given back rather than left to its lease: a cancelled
-// Claim claims nothing.
+// claimOnce runs a claim statement once, shared with the claims of the
+// queue's other handles that come while one runs (jobs_gather.go). The
+// statement runs to its end even when ctx ends meanwhile (bounded by the
+// request timeout), so that what it claimed is given back rather than
+// left to its lease: a cancelled Claim claims nothing.
 func (q *queueDriver) claimOnce(ctx context.Context, n int) ([]driver.Claim, error) {
 	s, err := q.session(ctx)
 	if err != nil {
@@ -152,31 +150,12 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int) ([]driver.Claim, err
 		q.unref(s)
 		q.mu.Unlock()
 	}()
-	rctx, cancel := q.b.rctx()
-	defer cancel()
-	sent := time.Now()
-	var rows pgx.Rows
-	if n == 1 {
-		rows, err = q.b.pool.Query(rctx, q.b.q(jobsClaimOneSQL), q.name, q.b.o.TTL.Milliseconds(), int64(s.pid))
-	} else {
-		rows, err = q.b.pool.Query(rctx, q.b.q(jobsClaimSQL), q.name, n, q.b.o.TTL.Milliseconds(), int64(s.pid))
-	}
-	if err != nil {
+	c := &gathered[claimCall]{v: claimCall{q: q, s: s, n: n}}
+	q.calls.claims.do(c, claimGatherMost, func(c *claimCall) int { return c.n }, q.claimBatch)
+	jcs, sent := c.v.jcs, c.v.sent
+	if err := c.v.err; err != nil {
 		return nil, lease.CtxErr(ctx, err)
 	}
-	jcs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*jobClaim, error) {
-		jc := &jobClaim{s: s, q: q, loss: driver.NewLoss()}
-		var c driver.Claim
-		var attempts, maxA int32
-		err := r.Scan(&jc.id, &c.Payload, &attempts, &maxA, &jc.token)
-		c.ID, c.Attempt, c.MaxAttempts, c.Token, c.Loss, c.Data = uint64(jc.id), int(attempts), int(maxA), uint64(jc.token), jc.loss, jc
-		jc.claim = c
-		return jc, err
-	})
-	if err != nil {
-		return nil, lease.CtxErr(ctx, err)
-	}
-	slices.SortFunc(jcs, func(a, b *jobClaim) int { return int(a.token - b.token) })
 	q.mu.Lock()
 	closed := q.closed
 	if !closed && ctx.Err() == nil {

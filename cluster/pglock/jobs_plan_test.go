@@ -10,9 +10,10 @@ import (
 	"github.com/batonlock/baton"
 )
 
-// TestQueueClaimReadsFewRows: a claim of one job (or five) reads a few rows of the
-// jobs table, not every ready job of the queue (a scan and sort of the
-// whole backlog made each claim's cost grow with the queue's depth).
+// TestQueueClaimReadsFewRows: a claim of one job (or five), and an Ack of
+// five, reads a few rows of the jobs table, not every ready job of the
+// queue (a scan and sort of the whole backlog made each claim's cost grow
+// with the queue's depth).
 func TestQueueClaimReadsFewRows(t *testing.T) {
 	ctx := context.Background()
 	_, q := openQueueT(t, "claim-plan")
@@ -24,6 +25,16 @@ func TestQueueClaimReadsFewRows(t *testing.T) {
 		if _, err := q.PutBatch(ctx, specs); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Five claims for the Ack's statement (the claims' own statements
+	// run in rolled-back transactions).
+	var ids, toks []int64
+	for range 5 {
+		j, err := q.TryClaim(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, toks = append(ids, int64(j.ID())), append(toks, int64(j.Token()))
 	}
 	c, err := pgx.Connect(ctx, need(t))
 	if err != nil {
@@ -39,7 +50,8 @@ func TestQueueClaimReadsFewRows(t *testing.T) {
 		most      float64
 	}{
 		{"one", jobsClaimOneSQL, []any{"claim-plan", 10000, 1}, 10},
-		{"five", jobsClaimSQL, []any{"claim-plan", 5, 10000, 1}, 20},
+		{"five", jobsClaimSQL, []any{"claim-plan", 5, 10000, []int32{1, 2, 3, 4, 5}}, 20},
+		{"ack five", jobsAckManySQL, []any{ids, toks}, 5},
 	} {
 		t.Run(c1.name, func(t *testing.T) { claimReadsFew(t, c, c1.sql, c1.args, c1.most) })
 	}
@@ -75,7 +87,7 @@ func claimReadsFew(t *testing.T, c *pgx.Conn, sql string, args []any, bound floa
 	walk(plan[0].Plan)
 	if most == 0 || most > bound {
 		b, _ := json.MarshalIndent(plan, "", " ")
-		t.Fatalf("a scan of baton_jobs gave %v rows for a claim among 1000 ready:\n%s", most, b)
+		t.Fatalf("a scan of baton_jobs gave %v rows among 1000 jobs:\n%s", most, b)
 	}
 }
 

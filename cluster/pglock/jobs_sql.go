@@ -60,7 +60,8 @@ SELECT id FROM baton_jobs WHERE queue = $1::text AND ukey = $3::text AND state <
 	// $1 queue.
 	jobsNotifySQL = `SELECT pg_notify('` + channel + `', 'q/' || $1::text)`
 
-	// $1 queue, $2 n, $3 lease ms, $4 claimant (server pid). The ready
+	// $1 queue, $2 n, $3 lease ms, $4 claimants (server pids, the k-th
+	// for the k-th job in claim order). The ready
 	// jobs and the lapsed claims are read apart, each by its own index in
 	// claim order, so that a claim reads about n rows of each, not the
 	// whole backlog (one scan of both would read and sort every row); the
@@ -81,7 +82,7 @@ r AS (SELECT id, row_number() OVER (ORDER BY ready_at, id) AS k, count(*) OVER (
 t AS (UPDATE baton_queues SET token = token + (SELECT count(*) FROM c)
 	WHERE queue = $1 AND EXISTS (SELECT 1 FROM c) RETURNING token)
 UPDATE baton_jobs j SET state = 1, attempts = j.attempts + 1, token = t.token - r.n + r.k,
-	lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond', claimant = $4
+	lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond', claimant = ($4::integer[])[r.k]
 FROM r, t WHERE j.id = r.id AND j.id = ANY (ARRAY(SELECT id FROM r))
 RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.token`
 
@@ -123,6 +124,14 @@ WHERE id = $1 AND token = $2 AND state = 1 AND lease_until >= clock_timestamp()`
 
 	// $1 id, $2 token.
 	jobsAckSQL = `DELETE FROM baton_jobs WHERE id = $1 AND token = $2 AND state = 1 AND lease_until >= clock_timestamp() RETURNING id`
+
+	// $1 ids, $2 their tokens: the ids of the rows deleted. The rows are
+	// found by id alone, by the primary key, and each one's token is looked
+	// up beside its id (joined to the pairs, the planner may scan the
+	// whole table).
+	jobsAckManySQL = `DELETE FROM baton_jobs j WHERE j.id = ANY ($1::bigint[])
+	AND j.token = ($2::bigint[])[array_position($1::bigint[], j.id)]
+	AND j.state = 1 AND j.lease_until >= clock_timestamp() RETURNING j.id`
 
 	// $1 id, $2 token, $3 delay ms (0: now), $4 reason. Ready again at the
 	// back of the line, or dead after the last attempt.
@@ -171,6 +180,6 @@ SELECT count(*) FROM d`
 
 func init() {
 	statements = append(statements, jobsSchemaSQL, jobsOpenSQL, jobsPutSQL, jobsWakeSQL, jobsWaitingSQL, jobsNotifySQL, jobsClaimSQL, jobsClaimOneSQL, jobsNextSQL,
-		jobsRenewSQL, jobsExistsSQL, jobsAckSQL, jobsRetrySQL, jobsGiveBackSQL, jobsStatsSQL, jobsDeadSQL,
+		jobsRenewSQL, jobsExistsSQL, jobsAckSQL, jobsAckManySQL, jobsRetrySQL, jobsGiveBackSQL, jobsStatsSQL, jobsDeadSQL,
 		jobsRequeueSQL, jobsPurgeSQL)
 }

@@ -1,0 +1,172 @@
+package pglock
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/batonlock/baton/driver"
+)
+
+// Claims and Acks of the handles of one queue in one Backend are gathered:
+// while a claim statement runs, the claims that come wait for the next
+// one, which claims for all of them at once, and so do Acks. Every claim
+// statement writes the queue's token row, whose lock orders concurrent
+// claims, so claims one by one would run one after another anyway, each
+// paying a round trip and a commit; gathered, a busy Backend's claimants
+// pay one per batch. A lone claimant's statements are the ones it made
+// before.
+
+// Most jobs one claim statement takes, and most Acks one statement ends.
+const (
+	claimGatherMost = 64
+	ackGatherMost   = 64
+)
+
+// queueCalls is what the handles of one queue in one Backend share.
+type queueCalls struct {
+	refs   int // guarded by backend.queuesMu: open handles
+	claims gather[claimCall]
+	acks   gather[ackCall]
+}
+
+// claimCall is a claim of up to n jobs for handle q on its session s, and
+// what the statement gave it.
+type claimCall struct {
+	q    *queueDriver
+	s    *session
+	n    int
+	jcs  []*jobClaim // in token order
+	sent time.Time   // when the statement was sent: its leases start after
+	err  error
+}
+
+// ackCall is the Ack of one claim, and whether the statement deleted its
+// row.
+type ackCall struct {
+	jc      *jobClaim
+	deleted bool
+	err     error
+}
+
+// calls returns the shared calls of queue name, counting a handle.
+func (b *backend) calls(name string) *queueCalls {
+	b.queuesMu.Lock()
+	defer b.queuesMu.Unlock()
+	if b.queues == nil {
+		b.queues = map[string]*queueCalls{}
+	}
+	c := b.queues[name]
+	if c == nil {
+		c = &queueCalls{}
+		b.queues[name] = c
+	}
+	c.refs++
+	return c
+}
+
+// dropCalls uncounts a handle of queue name; the last one's going drops
+// the queue's shared calls, so that a Backend keeps nothing of queues it
+// no longer has open.
+func (b *backend) dropCalls(name string) {
+	b.queuesMu.Lock()
+	defer b.queuesMu.Unlock()
+	if c := b.queues[name]; c != nil {
+		if c.refs--; c.refs == 0 {
+			delete(b.queues, name)
+		}
+	}
+}
+
+// claimBatch claims for a batch of claim calls in one statement, and gives
+// each call its jobs in order of arrival: the oldest jobs to the first
+// call. The statement runs to its end even when a caller's context ended.
+func (q *queueDriver) claimBatch(batch []*gathered[claimCall]) {
+	total := 0
+	for _, c := range batch {
+		total += c.v.n
+	}
+	pids := make([]int32, 0, total)
+	for _, c := range batch {
+		for range c.v.n {
+			pids = append(pids, int32(c.v.s.pid))
+		}
+	}
+	rctx, cancel := q.b.rctx()
+	defer cancel()
+	sent := time.Now()
+	var rows pgx.Rows
+	var err error
+	if total == 1 {
+		rows, err = q.b.pool.Query(rctx, q.b.q(jobsClaimOneSQL), q.name, q.b.o.TTL.Milliseconds(), pids[0])
+	} else {
+		rows, err = q.b.pool.Query(rctx, q.b.q(jobsClaimSQL), q.name, total, q.b.o.TTL.Milliseconds(), pids)
+	}
+	var jcs []*jobClaim
+	if err == nil {
+		jcs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*jobClaim, error) {
+			jc := &jobClaim{loss: driver.NewLoss()}
+			var c driver.Claim
+			var attempts, maxA int32
+			err := r.Scan(&jc.id, &c.Payload, &attempts, &maxA, &jc.token)
+			c.ID, c.Attempt, c.MaxAttempts, c.Token, c.Loss, c.Data = uint64(jc.id), int(attempts), int(maxA), uint64(jc.token), jc.loss, jc
+			jc.claim = c
+			return jc, err
+		})
+	}
+	slices.SortFunc(jcs, func(a, b *jobClaim) int { return int(a.token - b.token) })
+	for _, c := range batch {
+		c.v.sent, c.v.err = sent, err
+		if err != nil {
+			continue
+		}
+		k := min(c.v.n, len(jcs))
+		c.v.jcs, jcs = jcs[:k:k], jcs[k:]
+		for _, jc := range c.v.jcs {
+			jc.q, jc.s = c.v.q, c.v.s
+		}
+	}
+}
+
+// ack ends claim jc by deleting its row, in a statement shared with the
+// Acks of the queue's other handles that come while one runs. It reports
+// whether the row was deleted (false: the claim was no longer the row's).
+// A statement shared with others runs to its end even when ctx ends
+// meanwhile.
+func (q *queueDriver) ack(ctx context.Context, jc *jobClaim) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	c := &gathered[ackCall]{v: ackCall{jc: jc}}
+	q.calls.acks.do(c, ackGatherMost, func(*ackCall) int { return 1 }, func(batch []*gathered[ackCall]) {
+		if len(batch) == 1 {
+			// Alone, on the caller's context, as an Ack not gathered.
+			tag, err := q.b.pool.Exec(ctx, q.b.q(jobsAckSQL), jc.id, jc.token)
+			c.v.deleted, c.v.err = err == nil && tag.RowsAffected() == 1, err
+			return
+		}
+		q.ackBatch(batch)
+	})
+	return c.v.deleted, c.v.err
+}
+
+// ackBatch deletes the rows of a batch of Acks in one statement.
+func (q *queueDriver) ackBatch(batch []*gathered[ackCall]) {
+	rctx, cancel := q.b.rctx()
+	defer cancel()
+	ids, toks := make([]int64, len(batch)), make([]int64, len(batch))
+	for i, c := range batch {
+		ids[i], toks[i] = c.v.jc.id, c.v.jc.token
+	}
+	rows, err := q.b.pool.Query(rctx, q.b.q(jobsAckManySQL), ids, toks)
+	var gone []int64
+	if err == nil {
+		gone, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	for _, c := range batch {
+		c.v.err = err
+		c.v.deleted = err == nil && slices.Contains(gone, c.v.jc.id)
+	}
+}
