@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/sqlcommon"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
@@ -150,10 +151,10 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int) ([]driver.Claim, err
 		q.unref(s)
 		q.mu.Unlock()
 	}()
-	c := &gathered[claimCall]{v: claimCall{q: q, s: s, n: n}}
-	q.calls.claims.do(c, claimGatherMost, func(c *claimCall) int { return c.n }, q.claimBatch)
-	jcs, sent := c.v.jcs, c.v.sent
-	if err := c.v.err; err != nil {
+	c := &sqlcommon.Gathered[claimCall]{V: claimCall{q: q, s: s, n: n}}
+	q.calls.claims.Do(c, claimGatherMost, func(c *claimCall) int { return c.n }, q.claimBatch)
+	jcs, sent := c.V.jcs, c.V.sent
+	if err := c.V.err; err != nil {
 		return nil, lease.CtxErr(ctx, err)
 	}
 	q.mu.Lock()

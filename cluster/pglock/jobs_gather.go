@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/batonlock/baton/cluster/internal/sqlcommon"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -28,8 +29,8 @@ const (
 // queueCalls is what the handles of one queue in one Backend share.
 type queueCalls struct {
 	refs   int // guarded by backend.queuesMu: open handles
-	claims gather[claimCall]
-	acks   gather[ackCall]
+	claims sqlcommon.Gather[claimCall]
+	acks   sqlcommon.Gather[ackCall]
 }
 
 // claimCall is a claim of up to n jobs for handle q on its session s, and
@@ -83,15 +84,15 @@ func (b *backend) dropCalls(name string) {
 // claimBatch claims for a batch of claim calls in one statement, and gives
 // each call its jobs in order of arrival: the oldest jobs to the first
 // call. The statement runs to its end even when a caller's context ended.
-func (q *queueDriver) claimBatch(batch []*gathered[claimCall]) {
+func (q *queueDriver) claimBatch(batch []*sqlcommon.Gathered[claimCall]) {
 	total := 0
 	for _, c := range batch {
-		total += c.v.n
+		total += c.V.n
 	}
 	pids := make([]int32, 0, total)
 	for _, c := range batch {
-		for range c.v.n {
-			pids = append(pids, int32(c.v.s.pid))
+		for range c.V.n {
+			pids = append(pids, int32(c.V.s.pid))
 		}
 	}
 	rctx, cancel := q.b.rctx()
@@ -118,14 +119,14 @@ func (q *queueDriver) claimBatch(batch []*gathered[claimCall]) {
 	}
 	slices.SortFunc(jcs, func(a, b *jobClaim) int { return int(a.token - b.token) })
 	for _, c := range batch {
-		c.v.sent, c.v.err = sent, err
+		c.V.sent, c.V.err = sent, err
 		if err != nil {
 			continue
 		}
-		k := min(c.v.n, len(jcs))
-		c.v.jcs, jcs = jcs[:k:k], jcs[k:]
-		for _, jc := range c.v.jcs {
-			jc.q, jc.s = c.v.q, c.v.s
+		k := min(c.V.n, len(jcs))
+		c.V.jcs, jcs = jcs[:k:k], jcs[k:]
+		for _, jc := range c.V.jcs {
+			jc.q, jc.s = c.V.q, c.V.s
 		}
 	}
 }
@@ -139,26 +140,26 @@ func (q *queueDriver) ack(ctx context.Context, jc *jobClaim) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	c := &gathered[ackCall]{v: ackCall{jc: jc}}
-	q.calls.acks.do(c, ackGatherMost, func(*ackCall) int { return 1 }, func(batch []*gathered[ackCall]) {
+	c := &sqlcommon.Gathered[ackCall]{V: ackCall{jc: jc}}
+	q.calls.acks.Do(c, ackGatherMost, func(*ackCall) int { return 1 }, func(batch []*sqlcommon.Gathered[ackCall]) {
 		if len(batch) == 1 {
 			// Alone, on the caller's context, as an Ack not gathered.
 			tag, err := q.b.pool.Exec(ctx, q.b.q(jobsAckSQL), jc.id, jc.token)
-			c.v.deleted, c.v.err = err == nil && tag.RowsAffected() == 1, err
+			c.V.deleted, c.V.err = err == nil && tag.RowsAffected() == 1, err
 			return
 		}
 		q.ackBatch(batch)
 	})
-	return c.v.deleted, c.v.err
+	return c.V.deleted, c.V.err
 }
 
 // ackBatch deletes the rows of a batch of Acks in one statement.
-func (q *queueDriver) ackBatch(batch []*gathered[ackCall]) {
+func (q *queueDriver) ackBatch(batch []*sqlcommon.Gathered[ackCall]) {
 	rctx, cancel := q.b.rctx()
 	defer cancel()
 	ids, toks := make([]int64, len(batch)), make([]int64, len(batch))
 	for i, c := range batch {
-		ids[i], toks[i] = c.v.jc.id, c.v.jc.token
+		ids[i], toks[i] = c.V.jc.id, c.V.jc.token
 	}
 	rows, err := q.b.pool.Query(rctx, q.b.q(jobsAckManySQL), ids, toks)
 	var gone []int64
@@ -166,7 +167,7 @@ func (q *queueDriver) ackBatch(batch []*gathered[ackCall]) {
 		gone, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	}
 	for _, c := range batch {
-		c.v.err = err
-		c.v.deleted = err == nil && slices.Contains(gone, c.v.jc.id)
+		c.V.err = err
+		c.V.deleted = err == nil && slices.Contains(gone, c.V.jc.id)
 	}
 }

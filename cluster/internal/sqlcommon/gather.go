@@ -1,30 +1,30 @@
-package pglock
+package sqlcommon
 
 import "sync"
 
-// gather runs the calls of many goroutines as batches, one batch at a
+// Gather runs the calls of many goroutines as batches, one batch at a
 // time: a call made while a batch runs waits for the next one, which
 // serves it with every other call that came meanwhile, in their order of
 // arrival. The caller of the first call of a batch runs it (no goroutine
 // of its own waits for work), then hands the next batch to the first
 // call still waiting. The zero value is ready to use.
-type gather[T any] struct {
+type Gather[T any] struct {
 	mu      sync.Mutex
-	pending []*gathered[T] // guarded by mu: in order of arrival
+	pending []*Gathered[T] // guarded by mu: in order of arrival
 	busy    bool           // guarded by mu: a batch runs, or is handed over
 }
 
-// gathered is one call: its value (arguments and results, which run
+// Gathered is one call: its value (arguments and results, which run
 // fills) and the signal that ends its wait.
-type gathered[T any] struct {
-	v    T
-	wake chan bool // set by do; true: run the next batch, false: served
+type Gathered[T any] struct {
+	V    T
+	wake chan bool // set by Do; true: run the next batch, false: served
 }
 
-// do runs c in a batch of at most limit weight (the weight of a call is
+// Do runs c in a batch of at most limit weight (the weight of a call is
 // weight(c); a call heavier than limit runs alone), and returns once run
 // has served it.
-func (g *gather[T]) do(c *gathered[T], limit int, weight func(*T) int, run func([]*gathered[T])) {
+func (g *Gather[T]) Do(c *Gathered[T], limit int, weight func(*T) int, run func([]*Gathered[T])) {
 	c.wake = make(chan bool, 1)
 	g.mu.Lock()
 	g.pending = append(g.pending, c)
@@ -39,8 +39,8 @@ func (g *gather[T]) do(c *gathered[T], limit int, weight func(*T) int, run func(
 	// c is the first of pending: either it found no batch running, or the
 	// last batch handed over to the first call waiting.
 	k, w := 0, 0
-	for k < len(g.pending) && (k == 0 || w+weight(&g.pending[k].v) <= limit) {
-		w += weight(&g.pending[k].v)
+	for k < len(g.pending) && (k == 0 || w+weight(&g.pending[k].V) <= limit) {
+		w += weight(&g.pending[k].V)
 		k++
 	}
 	batch := g.pending[:k:k]

@@ -1,4 +1,4 @@
-package pglock
+package sqlcommon
 
 import (
 	"math/rand/v2"
@@ -15,20 +15,20 @@ func TestGather(t *testing.T) {
 	type call struct{ weight, served int }
 	const goroutines, each, limit = 32, 100, 8
 	var (
-		g       gather[call]
+		g       Gather[call]
 		running atomic.Int32
 		batches atomic.Int64
 		wg      sync.WaitGroup
 	)
-	run := func(batch []*gathered[call]) {
+	run := func(batch []*Gathered[call]) {
 		if running.Add(1) != 1 {
 			t.Error("two batches ran at once")
 		}
 		batches.Add(1)
 		w := 0
 		for _, c := range batch {
-			w += c.v.weight
-			c.v.served++
+			w += c.V.weight
+			c.V.served++
 		}
 		if len(batch) > 1 && w > limit {
 			t.Errorf("a batch of %d calls weighs %d, over %d", len(batch), w, limit)
@@ -39,10 +39,10 @@ func TestGather(t *testing.T) {
 	for range goroutines {
 		wg.Go(func() {
 			for range each {
-				c := &gathered[call]{v: call{weight: 1 + rand.IntN(limit+2)}}
-				g.do(c, limit, func(c *call) int { return c.weight }, run)
-				if c.v.served != 1 {
-					t.Errorf("a call returned served %d times", c.v.served)
+				c := &Gathered[call]{V: call{weight: 1 + rand.IntN(limit+2)}}
+				g.Do(c, limit, func(c *call) int { return c.weight }, run)
+				if c.V.served != 1 {
+					t.Errorf("a call returned served %d times", c.V.served)
 					return
 				}
 			}
