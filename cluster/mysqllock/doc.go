@@ -87,7 +87,9 @@
 // Backend.Queue serves baton.Queue on MariaDB 10.6+ and MySQL 8.0+
 // (SELECT ... FOR UPDATE SKIP LOCKED; older servers are refused when the
 // queue is opened), in a fourth table, prefix + "job". A claim is a
-// leased row, renewed like a hold's; payloads are at most 4 MiB, and a
+// leased row, renewed like a hold's; the claims of a Backend's handles of
+// one queue that come while a claim runs are made together by the next
+// one. Payloads are at most 4 MiB, and a
 // PutBatch at most the server's max_allowed_packet. The server has no
 // NOTIFY: sleeping claimants are woken by KILL QUERY of their marked
 // SLEEP, which works between connections of one database user (or a user

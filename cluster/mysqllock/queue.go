@@ -58,6 +58,7 @@ type queueDriver struct {
 	renewStop        chan struct{}
 
 	multi bool // the connections run requests of several statements (queue_multi.go)
+	calls *queueCalls
 
 	mu     sync.Mutex
 	claims map[string]*qclaim // guarded by mu; by owner
@@ -136,6 +137,7 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 	if err := b.track(d, func() { d.Close() }); err != nil {
 		return nil, err
 	}
+	d.calls = b.queueCalls(name)
 	go d.renewals()
 	return d, nil
 }

@@ -36,9 +36,7 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 				return nil, err
 			}
 		}
-		bctx, cancel := d.b.bg(ctx)
-		cs, next, err := d.tryClaim(bctx, n)
-		cancel()
+		cs, next, err := d.claimGathered(n)
 		switch {
 		case retryable(err):
 			continue
@@ -67,14 +65,24 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 	}
 }
 
+// taken is what a claim statement took: the jobs got, in token order,
+// for owner, the last token, and when the claim was sent (the leases
+// start after it).
+type taken struct {
+	got   []pick
+	owner string
+	last  uint64
+	sent  time.Time
+}
+
 // tryClaim claims up to n ready jobs in one transaction; with none it
 // returns how long until the next delayed job or claim lease is due (0:
 // none known).
-func (d *queueDriver) tryClaim(ctx context.Context, n int) ([]driver.Claim, time.Duration, error) {
+func (d *queueDriver) tryClaim(ctx context.Context, n int) (taken, time.Duration, error) {
 	if d.multi && n == 1 {
-		cs, due, err := d.tryClaimOne(ctx)
+		cl, due, err := d.tryClaimOne(ctx)
 		if !errors.Is(err, errLastAttempt) {
-			return cs, due, err
+			return cl, due, err
 		}
 	}
 	if d.multi {
@@ -82,23 +90,23 @@ func (d *queueDriver) tryClaim(ctx context.Context, n int) ([]driver.Claim, time
 	}
 	tx, err := d.b.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, d.pickSQL(), d.name, n)
 	if err != nil {
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	var got, dead []pick
 	for rows.Next() {
 		if got, dead, err = scanPick(rows, got, dead); err != nil {
 			rows.Close()
-			return nil, 0, err
+			return taken{}, 0, err
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	if len(dead) > 0 || len(got) == 0 {
 		due, done, err := d.noneOrDead(ctx, tx, got, dead)
@@ -106,29 +114,29 @@ func (d *queueDriver) tryClaim(ctx context.Context, n int) ([]driver.Claim, time
 			if err == nil {
 				err = tx.Commit()
 			}
-			return nil, due, err
+			return taken{}, due, err
 		}
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE `+d.b.t.lock+` SET token = LAST_INSERT_ID(token + ?) WHERE name = ?`, len(got), d.toks)
 	if err != nil {
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	last, err := res.LastInsertId()
 	if err != nil {
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	owner := d.b.owner()
 	sent := time.Now()
 	// Row i gets the token last-len(got)+1+i.
 	set, args := d.claimSQL(got, owner, "?")
 	if _, err := tx.ExecContext(ctx, set, append([]any{uint64(last) - uint64(len(got))}, args...)...); err != nil {
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	if err := tx.Commit(); err != nil {
 		d.giveBackOwner(owner) // the outcome is unknown
-		return nil, 0, err
+		return taken{}, 0, err
 	}
-	return d.newClaims(got, owner, uint64(last), sent), 0, nil
+	return taken{got: got, owner: owner, last: uint64(last), sent: sent}, 0, nil
 }
 
 // pick is a job row a claim read.
@@ -396,6 +404,7 @@ func (d *queueDriver) Close() error {
 			d.giveBack(cs)
 		}
 		d.b.untrack(d)
+		d.b.dropQueueCalls(d.name)
 	})
 	return nil
 }

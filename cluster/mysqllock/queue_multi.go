@@ -130,10 +130,10 @@ func (d *queueDriver) putMulti(ctx context.Context, jobs []driver.PutJob) ([]uin
 
 // tryClaimMulti is tryClaim in two requests: the pick with the start of
 // the transaction, and the claim with the commit.
-func (d *queueDriver) tryClaimMulti(ctx context.Context, n int) (cs []driver.Claim, due time.Duration, err error) {
+func (d *queueDriver) tryClaimMulti(ctx context.Context, n int) (cl taken, due time.Duration, err error) {
 	conn, err := d.b.db.Conn(ctx)
 	if err != nil {
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	defer conn.Close()
 	open := true // a transaction may be open on conn
@@ -149,7 +149,7 @@ func (d *queueDriver) tryClaimMulti(ctx context.Context, n int) (cs []driver.Cla
 		return err
 	})
 	if err != nil {
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	if len(dead) > 0 || len(got) == 0 {
 		due, done, err := d.noneOrDead(ctx, conn, got, dead)
@@ -158,7 +158,7 @@ func (d *queueDriver) tryClaimMulti(ctx context.Context, n int) (cs []driver.Cla
 				_, err = conn.ExecContext(ctx, "COMMIT")
 				open = err != nil
 			}
-			return nil, due, err
+			return taken{}, due, err
 		}
 	}
 	owner := d.b.owner()
@@ -184,8 +184,8 @@ func (d *queueDriver) tryClaimMulti(ctx context.Context, n int) (cs []driver.Cla
 		abandon(conn)
 		open = false
 		d.giveBackOwner(owner) // the commit may have run
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	open = false
-	return d.newClaims(got, owner, uint64(last.Int64), sent), 0, nil
+	return taken{got: got, owner: owner, last: uint64(last.Int64), sent: sent}, 0, nil
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/batonlock/baton/driver"
 )
 
 // A claim of one job in one request: the pick keeps the job's id and
@@ -60,10 +58,10 @@ var errLastAttempt = errors.New("the job picked is on its last attempt")
 
 // tryClaimOne claims the oldest ready job in one request; with none it
 // returns when to look again (0: none known).
-func (d *queueDriver) tryClaimOne(ctx context.Context) ([]driver.Claim, time.Duration, error) {
+func (d *queueDriver) tryClaimOne(ctx context.Context) (taken, time.Duration, error) {
 	conn, err := d.b.db.Conn(ctx)
 	if err != nil {
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	defer conn.Close()
 	owner := d.b.owner()
@@ -81,9 +79,9 @@ func (d *queueDriver) tryClaimOne(ctx context.Context) ([]driver.Claim, time.Dur
 	case !answered:
 		err = errors.New("claim: no answer from the request")
 	case !id.Valid:
-		return nil, dueAfter(due), nil
+		return taken{}, dueAfter(due), nil
 	case att >= maxAtt:
-		return nil, 0, errLastAttempt
+		return taken{}, 0, errLastAttempt
 	case counted != 1:
 		err = fmt.Errorf("claim: the queue's token row %q is missing", d.toks)
 	case claimed != 1 || !last.Valid:
@@ -92,11 +90,11 @@ func (d *queueDriver) tryClaimOne(ctx context.Context) ([]driver.Claim, time.Dur
 	if err != nil {
 		abandon(conn)
 		d.giveBackOwner(owner) // the commit may have run
-		return nil, 0, err
+		return taken{}, 0, err
 	}
 	if payload == nil {
 		payload = []byte{}
 	}
 	got := []pick{{id: uint64(id.Int64), attempts: int(att), max: int(maxAtt), payload: payload}}
-	return d.newClaims(got, owner, uint64(last.Int64), sent), 0, nil
+	return taken{got: got, owner: owner, last: uint64(last.Int64), sent: sent}, 0, nil
 }
