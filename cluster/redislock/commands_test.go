@@ -196,7 +196,9 @@ func TestQueueUncontendedCommands(t *testing.T) {
 	for _, v := range calls {
 		inner += v
 	}
-	if inner > 25*n {
-		t.Errorf("%d commands in the scripts of %d cycles, want at most %d", inner, n, 25*n)
+	// The ack script frees a job's key without reading its info: the claim
+	// handed the key to the claimant.
+	if inner > 24*n {
+		t.Errorf("%d commands in the scripts of %d cycles, want at most %d", inner, n, 24*n)
 	}
 }

@@ -69,6 +69,7 @@ type queueDriver struct {
 // jobClaim is the driver-private state of a claim (driver.Claim.Data).
 type jobClaim struct {
 	id, token string // as the scripts know them
+	key       string // the job's uniqueness key, "" for none
 	loss      *driver.Loss
 	keeper    *lease.Keeper
 }
@@ -215,7 +216,11 @@ func (q *queueDriver) end(ctx context.Context, c driver.Claim, s *redis.Script, 
 }
 
 func (q *queueDriver) Ack(ctx context.Context, c driver.Claim) error {
-	return q.end(ctx, c, scriptJobsAck)
+	jc, err := claimOf(c)
+	if err != nil {
+		return err
+	}
+	return q.end(ctx, c, scriptJobsAck, jc.key)
 }
 
 func (q *queueDriver) Retry(ctx context.Context, c driver.Claim, at time.Time, reason string) error {

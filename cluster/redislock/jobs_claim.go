@@ -81,30 +81,33 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int, waitMS int64) ([]dri
 		return nil, 0, err
 	}
 	r, _ := v.([]any)
-	if len(r) < 1 || (len(r)-1)%5 != 0 {
+	if len(r) < 1 || (len(r)-1)%6 != 0 {
 		return nil, 0, fmt.Errorf("jobs_claim replied %v", v)
 	}
 	if len(r) == 1 {
 		w, _ := r[0].(int64)
 		return nil, time.Duration(max(w, 0)) * time.Millisecond, nil
 	}
-	cs := make([]driver.Claim, 0, (len(r)-1)/5)
+	cs := make([]driver.Claim, 0, (len(r)-1)/6)
 	jcs := make([]*jobClaim, 0, cap(cs))
 	var perr error
-	for i := 1; i < len(r); i += 5 {
+	for i := 1; i < len(r); i += 6 {
 		id, _ := r[i].(string)
 		payload, _ := r[i+1].(string)
-		attempt, _ := r[i+2].(int64)
-		maxA, _ := r[i+3].(int64)
+		attempt, _ := r[i+2].(string)
+		maxA, _ := r[i+3].(string)
 		tok, _ := r[i+4].(string)
+		key, ok := r[i+5].(string)
 		nid, err1 := strconv.ParseUint(id, 10, 64)
 		ntok, err2 := strconv.ParseUint(tok, 10, 64)
-		if err1 != nil || err2 != nil {
-			perr = fmt.Errorf("jobs_claim replied %v", r[i:i+5])
+		na, err3 := strconv.Atoi(attempt)
+		nm, err4 := strconv.Atoi(maxA)
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || !ok {
+			perr = fmt.Errorf("jobs_claim replied %v", r[i:i+6])
 		}
-		jc := &jobClaim{id: id, token: tok, loss: driver.NewLoss()}
+		jc := &jobClaim{id: id, token: tok, key: key, loss: driver.NewLoss()}
 		jcs = append(jcs, jc)
-		cs = append(cs, driver.Claim{ID: nid, Payload: []byte(payload), Attempt: int(attempt), MaxAttempts: int(maxA), Token: ntok, Loss: jc.loss, Data: jc})
+		cs = append(cs, driver.Claim{ID: nid, Payload: []byte(payload), Attempt: na, MaxAttempts: nm, Token: ntok, Loss: jc.loss, Data: jc})
 	}
 	switch {
 	case perr != nil:

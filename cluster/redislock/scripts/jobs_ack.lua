@@ -22,12 +22,16 @@
 --                           queue's channel (expires then): a Put announces
 --                           itself only before that
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- nows is the server's ms as a string, made of TIME's seconds and the
+-- first three of its six microsecond digits: a number formatted costs more.
+local nows = t[1] .. string.sub('00000' .. t[2], -6, -4)
+local now = tonumber(nows)
 local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, REASON, WAITERS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 
--- Numbers go to the server as decimal strings: a Lua number would be
--- formatted as a double, which costs more.
+-- Numbers go to the server as decimal strings, constants as string
+-- literals: the server formats a Lua number as a double, which costs more
+-- than most commands do.
 local function fmt(n) return string.format('%d', n) end
 
 -- SEQ_MS sequences per ms; sequences stay below 2^53 (exact in a double,
@@ -38,11 +42,13 @@ local SEQ_MS = 1024
 local INFO_RE = '^(%d+)|(%d+)|(%d+)|(.*)$'
 -- jobs_ack: the job of a claim is done; it leaves the queue.
 -- KEYS: as in jobs_common.lua
--- ARGV[1] job id, ARGV[2] token of the claim
+-- ARGV[1] job id, ARGV[2] token of the claim, ARGV[3] the job's uniqueness
+-- key as the claim script returned it ("" for none: a job's key never
+-- changes)
 -- Returns 1, or 0 when the claim is no longer the caller's (lost).
 -- Only when a lease passed does the script define the functions that
 -- give claims back.
-if redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, 1)[1] then
+if redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', nows, 'LIMIT', '0', '1')[1] then
   
 local function info(id)
   local v = redis.call('HGET', INFO, id)
@@ -127,8 +133,7 @@ local id = ARGV[1]
 if redis.call('HGET', CLAIM, id) ~= ARGV[2] then return 0 end
 redis.call('ZREM', INFLIGHT, id)
 redis.call('HDEL', CLAIM, id)
-local v = redis.call('HGET', INFO, id)
-local key = v and select(4, string.match(v, INFO_RE)) or ''
+local key = ARGV[3]
 if key ~= '' and redis.call('HGET', UNIQ, key) == id then redis.call('HDEL', UNIQ, key) end
 -- A claimed job has no reason of death to delete.
 redis.call('HDEL', DATA, id)

@@ -22,12 +22,16 @@
 --                           queue's channel (expires then): a Put announces
 --                           itself only before that
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- nows is the server's ms as a string, made of TIME's seconds and the
+-- first three of its six microsecond digits: a number formatted costs more.
+local nows = t[1] .. string.sub('00000' .. t[2], -6, -4)
+local now = tonumber(nows)
 local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, REASON, WAITERS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
 
--- Numbers go to the server as decimal strings: a Lua number would be
--- formatted as a double, which costs more.
+-- Numbers go to the server as decimal strings, constants as string
+-- literals: the server formats a Lua number as a double, which costs more
+-- than most commands do.
 local function fmt(n) return string.format('%d', n) end
 
 -- SEQ_MS sequences per ms; sequences stay below 2^53 (exact in a double,
@@ -43,13 +47,15 @@ local INFO_RE = '^(%d+)|(%d+)|(%d+)|(.*)$'
 -- ARGV[1] n, ARGV[2] lease TTL ms, ARGV[3] when nothing is ready, the ms
 -- the caller may wait on the queue's channel before it looks again (0: it
 -- does not wait)
--- Returns {wait, id, payload, attempt, max attempts, token, ...}: wait is,
--- when nothing was claimed, the ms until the next delayed job is ready or
--- the next lease passes (-1: none), else 0.
+-- Returns {wait, id, payload, attempt, max attempts, token, key, ...}, a
+-- job's fields as strings: wait is, when nothing was claimed, the ms until
+-- the next delayed job is ready or the next lease passes (-1: none), else
+-- 0; key is the job's uniqueness key ("" for none), which the ack script
+-- is given back, so that it need not read the job's info to free it.
 -- Only when a lease passed or a delayed job is due does the script define
 -- the functions that deal with them.
-if redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, 1)[1]
-  or redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, 1)[1] then
+if redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', nows, 'LIMIT', '0', '1')[1]
+  or redis.call('ZRANGEBYSCORE', DELAYED, '-inf', nows, 'LIMIT', '0', '1')[1] then
   
 local function info(id)
   local v = redis.call('HGET', INFO, id)
@@ -131,14 +137,14 @@ end
   reclaim()
   promote()
 end
-local ids = redis.call('ZRANGE', READY, 0, tonumber(ARGV[1]) - 1)
+local ids = redis.call('ZRANGE', READY, '0', ARGV[1] == '1' and '0' or fmt(ARGV[1] - 1))
 local k = #ids
 if k > 0 then
   redis.call('ZREM', READY, unpack(ids))
   -- A missing counter (a new queue, or a server that lost its data)
   -- starts at the server clock in microseconds, so that tokens keep
   -- growing across such a loss unless the clock goes back.
-  local tok = redis.call('INCRBY', TOKEN, k)
+  local tok = redis.call('INCRBY', TOKEN, k == 1 and '1' or fmt(k))
   if tok == k then
     tok = tonumber(t[1]) * 1000000 + tonumber(t[2]) + k - 1
     redis.call('SET', TOKEN, fmt(tok))
@@ -150,14 +156,14 @@ if k > 0 then
   local out, iset, lset, cset = {0}, {}, {}, {}
   for i, id in ipairs(ids) do
     local a, m, s, key = string.match(infos[i], INFO_RE)
-    a = fmt(tonumber(a) + 1)
+    a = fmt(a + 1)
     tok = tok + 1
     local ts = fmt(tok)
     iset[2 * i - 1], iset[2 * i] = id, a .. '|' .. m .. '|' .. s .. '|' .. key
     lset[2 * i - 1], lset[2 * i] = deadline, id
     cset[2 * i - 1], cset[2 * i] = id, ts
     local n = #out
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, data[i] or '', tonumber(a), tonumber(m), ts
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = id, data[i] or '', a, m, ts, key
   end
   redis.call('HSET', INFO, unpack(iset))
   redis.call('ZADD', INFLIGHT, unpack(lset))
@@ -166,7 +172,7 @@ if k > 0 then
 end
 local w = -1
 for _, z in ipairs({DELAYED, INFLIGHT}) do
-  local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', z, '0', '0', 'WITHSCORES')
   if first[2] then
     local d = math.max(1, tonumber(first[2]) - now + 1)
     if w < 0 or d < w then w = d end
@@ -174,6 +180,6 @@ for _, z in ipairs({DELAYED, INFLIGHT}) do
 end
 local wait = tonumber(ARGV[3])
 if wait > 0 and tonumber(redis.call('GET', WAITERS) or 0) < now + wait then
-  redis.call('SET', WAITERS, fmt(now + wait), 'PX', wait)
+  redis.call('SET', WAITERS, fmt(now + wait), 'PX', ARGV[3])
 end
 return {w}

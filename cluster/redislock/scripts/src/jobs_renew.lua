@@ -4,5 +4,5 @@
 -- Returns 1 when renewed, 0 when the claim is gone or its lease passed.
 local exp = redis.call('ZSCORE', INFLIGHT, ARGV[1])
 if not exp or tonumber(exp) <= now or redis.call('HGET', CLAIM, ARGV[1]) ~= ARGV[2] then return 0 end
-redis.call('ZADD', INFLIGHT, now + tonumber(ARGV[3]), ARGV[1])
+redis.call('ZADD', INFLIGHT, fmt(now + tonumber(ARGV[3])), ARGV[1])
 return 1

@@ -17,7 +17,7 @@ if j.a >= j.m then
   bury(id, j, ARGV[4])
   return 1
 elseif d > 0 then
-  redis.call('ZADD', DELAYED, now + d, id)
+  redis.call('ZADD', DELAYED, fmt(now + d), id)
 else
   make_ready(id, j, false)
 end
