@@ -3,6 +3,11 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,10 +134,10 @@ func BenchmarkQueueParts(b *testing.B) {
 				b.Fatal(err)
 			}
 			v, err := scriptJobsClaim.Run(ctx, c, keys, 1, ttl, 0).Slice()
-			if err != nil || len(v) != 6 {
+			if err != nil || len(v) != 7 {
 				b.Fatal(v, err)
 			}
-			if n, err := scriptJobsAck.Run(ctx, c, keys, v[1], v[5]).Int64(); n != 1 || err != nil {
+			if n, err := scriptJobsAck.Run(ctx, c, keys, v[1], v[5], v[6]).Int64(); n != 1 || err != nil {
 				b.Fatal(n, err)
 			}
 		},
@@ -142,4 +147,173 @@ func BenchmarkQueueParts(b *testing.B) {
 			b.ReportMetric(float64(p)/float64(p50[0]), names[i]+"-x-floor")
 		}
 	}
+}
+
+// BenchmarkQueueWorkers16: 16 handles drain b.N prefilled jobs, each
+// doing Claim and Ack, as the bench program's redis-queue-w16 table does.
+// It reports jobs per second, the fairness of claims (fewest over most
+// done by one handle), and from INFO commandstats the server's µs per job
+// in scripts and the commands they ran per job.
+func BenchmarkQueueWorkers16(b *testing.B) {
+	const g = 16
+	s := startRedis(b)
+	c := s.Client()
+	ctx := context.Background()
+	bk := benchBackend(b, s.URL(""))
+	q, err := bk.Queue(ctx, "workers")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	specs := make([]baton.JobSpec, baton.MaxBatch)
+	for i := range specs {
+		specs[i] = baton.JobSpec{Payload: benchJobPayload}
+	}
+	for left := b.N; left > 0; left -= len(specs) {
+		if _, err := q.PutBatch(ctx, specs[:min(left, len(specs))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	hs := make([]baton.Queue, g)
+	for i := range hs {
+		if hs[i], err = bk.Queue(ctx, "workers"); err != nil {
+			b.Fatal(err)
+		}
+		defer hs[i].Close()
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	cpu := serverCPU(b, c)
+	per := make([]int, g)
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	b.ResetTimer()
+	t0 := time.Now()
+	for i, h := range hs {
+		wg.Go(func() {
+			for done.Add(1) <= int64(b.N) {
+				j, err := h.Claim(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := j.Ack(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				per[i]++
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(t0)
+	b.StopTimer()
+	cpu()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
+	lo, hi := slices.Min(per), slices.Max(per)
+	if hi > 0 {
+		b.ReportMetric(float64(lo)/float64(hi), "fairness")
+	}
+	st := commandStats(b, c)
+	inner, usec := 0, 0.0
+	for k, v := range st {
+		switch k {
+		case "evalsha":
+			usec += v.usec
+		case "config|resetstat", "info":
+		default:
+			inner += v.calls
+		}
+	}
+	if testing.Verbose() {
+		for k, v := range st {
+			b.Logf("%-20s %8d calls %8.2f µs/job %6.2f µs/call", k, v.calls, v.usec/float64(b.N), v.usec/float64(max(v.calls, 1)))
+		}
+	}
+	b.ReportMetric(usec/float64(b.N), "server-µs/job")
+	b.ReportMetric(float64(inner)/float64(b.N), "calls/job")
+}
+
+type cmdStat struct {
+	calls int
+	usec  float64
+}
+
+// commandStats reads INFO commandstats: calls and µs per command.
+func commandStats(b *testing.B, c *redis.Client) map[string]cmdStat {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]cmdStat{}
+	for _, l := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":")
+		if !ok || name == l {
+			continue
+		}
+		var st cmdStat
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				st.calls, _ = strconv.Atoi(v)
+			case "usec":
+				st.usec, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		out[name] = st
+	}
+	return out
+}
+
+// BenchmarkQueueScripts runs the scripts of a job's life apart, b.N of
+// each in turn (puts, claims, acks, by EVALSHA alone), and reports the
+// server's µs per call of each (INFO commandstats) and the commands each
+// ran.
+func BenchmarkQueueScripts(b *testing.B) {
+	s := startRedis(b)
+	c := s.Client()
+	ctx := context.Background()
+	keys := nameKeys(redisnode.KeyBase(DefaultPrefix, kjobs, "scripts"), jobsSuffixes)
+	ttl := (10 * time.Second).Milliseconds()
+	type claimed struct{ id, tok, key any }
+	cs := make([]claimed, b.N)
+	phase := func(name string, f func(i int)) {
+		if err := c.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		for i := range b.N {
+			f(i)
+		}
+		inner, usec := 0, 0.0
+		for k, v := range commandStats(b, c) {
+			switch k {
+			case "evalsha":
+				usec = v.usec
+			case "config|resetstat", "info", "script|load":
+			default:
+				inner += v.calls
+			}
+		}
+		b.ReportMetric(usec/float64(b.N), name+"-µs")
+		b.ReportMetric(float64(inner)/float64(b.N), name+"-calls")
+	}
+	phase("put", func(int) {
+		if err := scriptJobsPut.Run(ctx, c, keys, "", benchJobPayload, "", 0, 1).Err(); err != nil {
+			b.Fatal(err)
+		}
+	})
+	phase("claim", func(i int) {
+		v, err := scriptJobsClaim.Run(ctx, c, keys, 1, ttl, 0).Slice()
+		if err != nil || len(v) < 6 {
+			b.Fatal(v, err)
+		}
+		cs[i] = claimed{v[1], v[5], v[6]}
+	})
+	phase("ack", func(i int) {
+		if n, err := scriptJobsAck.Run(ctx, c, keys, cs[i].id, cs[i].tok, cs[i].key).Int64(); n != 1 || err != nil {
+			b.Fatal(n, err)
+		}
+	})
 }
