@@ -27,6 +27,11 @@ import (
 // scripts of the common path (put, claim, ack) define the functions of the
 // rest only when they need them: that costs a script more than most of
 // its commands do.
+//
+// A claim's keeper starts only when its first renewal is due: most jobs
+// are acked before, and a keeper costs a claim two timers. Until then the
+// claim's Loss carries the lease deadline, and one timer per handle starts
+// the keepers that came due (see startKeepers).
 
 const kjobs = "jobs"
 
@@ -61,17 +66,20 @@ type queueDriver struct {
 	keyArgs []any  // keys as command arguments, made once: each costs an allocation
 	channel string // where puts and give-backs are announced
 
-	mu     sync.Mutex
-	held   map[*jobClaim]struct{} // guarded by mu: claims not yet ended
-	closed bool                   // guarded by mu
+	mu        sync.Mutex
+	held      map[*jobClaim]struct{} // guarded by mu: claims not yet ended
+	closed    bool                   // guarded by mu
+	keepers   *time.Timer            // guarded by mu: runs startKeepers; nil until a claim needs it
+	keepersAt time.Time              // guarded by mu: when keepers fires; zero when it is not armed
 }
 
 // jobClaim is the driver-private state of a claim (driver.Claim.Data).
 type jobClaim struct {
-	id, token string // as the scripts know them
-	key       string // the job's uniqueness key, "" for none
+	id, token string    // as the scripts know them
+	key       string    // the job's uniqueness key, "" for none
+	sent      time.Time // when the claim script was sent: the lease starts then
 	loss      *driver.Loss
-	keeper    *lease.Keeper
+	keeper    *lease.Keeper // guarded by queueDriver.mu: nil until the first renewal is due
 }
 
 var _ driver.QueueOpener = (*backend)(nil)
@@ -196,10 +204,11 @@ func (q *queueDriver) end(ctx context.Context, c driver.Claim, s *redis.Script, 
 	if err != nil {
 		return err
 	}
-	jc.keeper.Stop()
 	q.mu.Lock()
 	delete(q.held, jc)
+	k := jc.keeper
 	q.mu.Unlock()
+	stopKeeper(jc, k)
 	if err := jc.loss.Err(); err != nil {
 		return err
 	}
@@ -291,13 +300,16 @@ func (q *queueDriver) Close() error {
 	q.closed = true
 	held := q.held
 	q.held = nil
+	if q.keepers != nil {
+		q.keepers.Stop()
+	}
 	q.mu.Unlock()
 	if len(held) == 0 {
 		return nil
 	}
 	args := []any{q.channel}
 	for jc := range held {
-		jc.keeper.Stop()
+		stopKeeper(jc, jc.keeper)
 		jc.loss.Fire(errors.New("the queue handle was closed"))
 		args = append(args, jc.id, jc.token)
 	}
@@ -307,4 +319,67 @@ func (q *queueDriver) Close() error {
 		return fmt.Errorf("giving back %d claims (they return when their lease passes): %w", len(held), err)
 	}
 	return nil
+}
+
+// hold records claim jc as held, its lease running from jc.sent; q.mu is
+// held. Its keeper starts when its first renewal is due; until then its
+// Loss carries the lease deadline, so that a read of it after the deadline
+// reports the loss even if the keepers' timer runs late.
+func (q *queueDriver) hold(jc *jobClaim) {
+	jc.loss.SetDeadline(q.d.o.Config.Deadline(jc.sent))
+	q.held[jc] = struct{}{}
+	q.armKeepers(jc.sent.Add(q.d.o.RenewEvery))
+}
+
+// armKeepers makes the keepers' timer fire at at, unless it fires before;
+// q.mu is held.
+func (q *queueDriver) armKeepers(at time.Time) {
+	if !q.keepersAt.IsZero() && !q.keepersAt.After(at) {
+		return
+	}
+	q.keepersAt = at
+	if q.keepers == nil {
+		q.keepers = time.AfterFunc(time.Until(at), q.startKeepers)
+		return
+	}
+	q.keepers.Reset(time.Until(at))
+}
+
+// startKeepers starts the keepers of the held claims whose first renewal
+// is due (at once: it is due), and arms the timer for the next.
+func (q *queueDriver) startKeepers() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.keepersAt = time.Time{}
+	if q.closed {
+		return
+	}
+	var next time.Time
+	now := time.Now()
+	for jc := range q.held {
+		if jc.keeper != nil {
+			continue
+		}
+		if due := jc.sent.Add(q.d.o.RenewEvery); due.After(now) {
+			if next.IsZero() || due.Before(next) {
+				next = due
+			}
+			continue
+		}
+		jc.keeper = lease.StartKeeper(jc.sent, &q.d.o.Config, q.renewFunc(jc), jc.loss, q.name)
+	}
+	if !next.IsZero() {
+		q.armKeepers(next)
+	}
+}
+
+// stopKeeper ends the lease keeping of claim jc, whose keeper is k (nil
+// when none started): the deadline comes off its Loss, which fires if the
+// deadline had passed, and a renewal in flight has returned.
+func stopKeeper(jc *jobClaim, k *lease.Keeper) {
+	if k != nil {
+		k.Stop()
+		return
+	}
+	jc.loss.SetDeadline(time.Time{})
 }

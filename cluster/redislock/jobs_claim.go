@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -105,7 +104,7 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int, waitMS int64) ([]dri
 		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || !ok {
 			perr = fmt.Errorf("jobs_claim replied %v", r[i:i+6])
 		}
-		jc := &jobClaim{id: id, token: tok, key: key, loss: driver.NewLoss()}
+		jc := &jobClaim{id: id, token: tok, key: key, sent: sent, loss: driver.NewLoss()}
 		jcs = append(jcs, jc)
 		cs = append(cs, driver.Claim{ID: nid, Payload: []byte(payload), Attempt: na, MaxAttempts: nm, Token: ntok, Loss: jc.loss, Data: jc})
 	}
@@ -120,8 +119,7 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int, waitMS int64) ([]dri
 	closed := q.closed
 	if perr == nil && !closed {
 		for _, jc := range jcs {
-			jc.keeper = lease.StartKeeper(sent, &q.d.o.Config, q.renewFunc(jc), jc.loss, q.name)
-			q.held[jc] = struct{}{}
+			q.hold(jc)
 		}
 	}
 	q.mu.Unlock()

@@ -16,6 +16,8 @@ import (
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/queuecheck"
 	"github.com/batonlock/baton/cluster/internal/redistest"
+	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -349,5 +351,68 @@ func TestQueueInspect(t *testing.T) {
 	}
 	if _, err := in.Inspect(ctx, baton.KindQueue, "inspected/q"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Inspect after Remove: %v", err)
+	}
+}
+
+// TestQueueKeeperStartsWhenDue: a claim starts no keeper (no timers) until
+// its first renewal is due; the handle's timer then starts it, and it
+// renews the lease past its TTL; an ack before that ends the claim without
+// one.
+func TestQueueKeeperStartsWhenDue(t *testing.T) {
+	s := startRedis(t)
+	c := s.Client()
+	d, err := newDriver(c, []lease.Option{lease.WithTTL(600 * time.Millisecond), lease.WithRenewEvery(200 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	ctx := context.Background()
+	dq, err := d.OpenQueue(ctx, "keeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := dq.(*queueDriver)
+	t.Cleanup(func() { q.Close() })
+	claim := func() (driver.Claim, *jobClaim) {
+		t.Helper()
+		if _, err := q.Put(ctx, []driver.PutJob{{Payload: []byte("job"), MaxAttempts: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := q.Claim(ctx, 1, false)
+		if err != nil || len(cs) != 1 {
+			t.Fatal(cs, err)
+		}
+		return cs[0], cs[0].Data.(*jobClaim)
+	}
+	keeper := func(jc *jobClaim) *lease.Keeper {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return jc.keeper
+	}
+	early, ejc := claim()
+	if keeper(ejc) != nil {
+		t.Fatal("a keeper started with the claim")
+	}
+	if err := q.Ack(ctx, early); err != nil {
+		t.Fatal(err)
+	}
+	if ejc.loss.Err() != nil {
+		t.Fatalf("claim acked before its first renewal: loss %v", ejc.loss.Err())
+	}
+
+	late, jc := claim()
+	if keeper(jc) != nil {
+		t.Fatal("a keeper started with the claim")
+	}
+	// Past three TTLs the lease lives only if the keeper renewed it.
+	time.Sleep(1800 * time.Millisecond)
+	if keeper(jc) == nil {
+		t.Fatal("no keeper started once the first renewal was due")
+	}
+	if err := jc.loss.Err(); err != nil {
+		t.Fatalf("claim held past its TTL: %v", err)
+	}
+	if err := q.Ack(ctx, late); err != nil {
+		t.Fatalf("Ack after renewals: %v", err)
 	}
 }
