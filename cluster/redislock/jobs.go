@@ -42,8 +42,16 @@ const (
 	maxBatchBytes   = 64 << 20
 )
 
-// jobsSuffixes are the keys of a queue, in the order of jobs_common.lua.
-var jobsSuffixes = []string{"ready", "delayed", "inflight", "dead", "data", "info", "claim", "uniq", "ids", "token", "seq", "reason", "waiters"}
+// jobsSuffixes are the keys of a queue, in the order of jobs_common.lua;
+// the ack and claim scripts are given only the first jobsKeysAck and
+// jobsKeysClaim of them, all they can touch: each key costs the server and
+// the client a little.
+var jobsSuffixes = []string{"ready", "inflight", "dead", "data", "info", "claim", "uniq", "reason", "delayed", "token", "waiters", "seq", "ids"}
+
+const (
+	jobsKeysAck   = 8
+	jobsKeysClaim = 11
+)
 
 var (
 	scriptJobsPut      = loadScript("jobs_put")
@@ -102,12 +110,17 @@ func (d *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 // it sends EVALSHA itself, with the keys made once, and loads the script
 // when the server lacks it.
 func (q *queueDriver) run(ctx context.Context, s *redis.Script, args ...any) (any, bool, error) {
+	return q.runKeys(ctx, s, len(q.keys), args...)
+}
+
+// runKeys is run with the first n keys of the queue only.
+func (q *queueDriver) runKeys(ctx context.Context, s *redis.Script, n int, args ...any) (any, bool, error) {
 	if q.d.o.rep.replicas != 0 {
-		return q.d.run(ctx, s, q.keys, args...)
+		return q.d.run(ctx, s, q.keys[:n], args...)
 	}
-	cmd := make([]any, 0, 3+len(q.keyArgs)+len(args))
-	cmd = append(cmd, "evalsha", s.Hash(), len(q.keyArgs))
-	cmd = append(append(cmd, q.keyArgs...), args...)
+	cmd := make([]any, 0, 3+n+len(args))
+	cmd = append(cmd, "evalsha", s.Hash(), n)
+	cmd = append(append(cmd, q.keyArgs[:n]...), args...)
 	v, err := q.d.c.Do(ctx, cmd...).Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		if err := s.Load(ctx, q.d.c).Err(); err != nil {
@@ -124,7 +137,12 @@ func (q *queueDriver) MaxPayload() int { return MaxQueuePayload }
 // that too few replicas acknowledged in time is reported with
 // ErrNotReplicated (it was made on the master, and a failover may lose it).
 func (q *queueDriver) write(ctx context.Context, s *redis.Script, args ...any) (any, error) {
-	v, acked, err := q.run(ctx, s, args...)
+	return q.writeKeys(ctx, s, len(q.keys), args...)
+}
+
+// writeKeys is write with the first n keys of the queue only.
+func (q *queueDriver) writeKeys(ctx context.Context, s *redis.Script, n int, args ...any) (any, error) {
+	v, acked, err := q.runKeys(ctx, s, n, args...)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
@@ -199,7 +217,9 @@ func claimOf(c driver.Claim) (*jobClaim, error) {
 // first: a renewal answered after the end would report the claim lost.
 // When the outcome is unknown (a network error) the claim is reported
 // lost, since nothing renews it any more.
-func (q *queueDriver) end(ctx context.Context, c driver.Claim, s *redis.Script, args ...any) error {
+// The script is given the first nkeys keys of the queue, and the claim's
+// id and token before args.
+func (q *queueDriver) end(ctx context.Context, c driver.Claim, s *redis.Script, nkeys int, args ...any) error {
 	jc, err := claimOf(c)
 	if err != nil {
 		return err
@@ -212,7 +232,7 @@ func (q *queueDriver) end(ctx context.Context, c driver.Claim, s *redis.Script, 
 	if err := jc.loss.Err(); err != nil {
 		return err
 	}
-	v, err := q.write(ctx, s, append([]any{jc.id, jc.token}, args...)...)
+	v, err := q.writeKeys(ctx, s, nkeys, append([]any{jc.id, jc.token}, args...)...)
 	if v == nil {
 		jc.loss.Fire(fmt.Errorf("the end of the claim may not have reached the server: %w", err))
 		return err
@@ -229,7 +249,7 @@ func (q *queueDriver) Ack(ctx context.Context, c driver.Claim) error {
 	if err != nil {
 		return err
 	}
-	return q.end(ctx, c, scriptJobsAck, jc.key)
+	return q.end(ctx, c, scriptJobsAck, jobsKeysAck, jc.key)
 }
 
 func (q *queueDriver) Retry(ctx context.Context, c driver.Claim, at time.Time, reason string) error {
@@ -237,7 +257,7 @@ func (q *queueDriver) Retry(ctx context.Context, c driver.Claim, at time.Time, r
 	if !at.IsZero() {
 		delay = max(1, time.Until(at).Milliseconds())
 	}
-	return q.end(ctx, c, scriptJobsRetry, delay, reason, q.channel)
+	return q.end(ctx, c, scriptJobsRetry, len(q.keys), delay, reason, q.channel)
 }
 
 func (q *queueDriver) Stats(ctx context.Context) (driver.QueueStats, error) {

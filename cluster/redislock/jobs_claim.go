@@ -72,7 +72,7 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int, waitMS int64) ([]dri
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.d.o.RequestTimeout)
 	defer cancel()
 	sent := time.Now()
-	v, acked, err := q.run(rctx, scriptJobsClaim, n, q.d.ttlMS(), waitMS)
+	v, acked, err := q.runKeys(rctx, scriptJobsClaim, jobsKeysClaim, n, q.d.ttlMS(), waitMS)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/queuecheck"
+	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/batonlock/baton/cluster/internal/redistest"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
@@ -414,5 +415,56 @@ func TestQueueKeeperStartsWhenDue(t *testing.T) {
 	}
 	if err := q.Ack(ctx, late); err != nil {
 		t.Fatalf("Ack after renewals: %v", err)
+	}
+}
+
+// TestQueueScriptsGivenFewerKeys: the ack and claim scripts, given only
+// the first jobsKeysAck and jobsKeysClaim keys of the queue, still give
+// back lapsed claims (to the line, or dead on their last attempt) and make
+// due delayed jobs ready: every key those paths touch comes first.
+func TestQueueScriptsGivenFewerKeys(t *testing.T) {
+	s := startRedis(t)
+	c := s.Client()
+	ctx := context.Background()
+	keys := nameKeys(redisnode.KeyBase(DefaultPrefix, kjobs, "fewer"), jobsSuffixes)
+	put := func(delay, maxAttempts int) {
+		t.Helper()
+		if err := scriptJobsPut.Run(ctx, c, keys, "ch", "job", "", delay, maxAttempts).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(ttl int) []any {
+		t.Helper()
+		v, err := scriptJobsClaim.Run(ctx, c, keys[:jobsKeysClaim], 1, ttl, 0).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	put(0, 1)
+	put(0, 1)
+	put(0, 2)
+	kept := claim(60_000)
+	claim(1) // its last attempt: dead when its lease lapses
+	claim(1) // given back to the line
+	put(1, 1)
+	time.Sleep(20 * time.Millisecond)
+	n, err := scriptJobsAck.Run(ctx, c, keys[:jobsKeysAck], kept[1], kept[5], kept[6]).Int64()
+	if err != nil || n != 1 {
+		t.Fatalf("ack with %d keys: %v, %v", jobsKeysAck, n, err)
+	}
+	for _, k := range []struct {
+		suffix string
+		want   int64
+	}{{"ready", 1}, {"inflight", 0}, {"dead", 1}} {
+		if n, err := c.ZCard(ctx, redisnodeKey("fewer", k.suffix)).Result(); err != nil || n != k.want {
+			t.Errorf("after the ack gave back the lapsed claims: %s holds %d (%v), want %d", k.suffix, n, err, k.want)
+		}
+	}
+	// The job given back first, then the delayed job, due and made ready.
+	for _, id := range []string{"3", "4"} {
+		if v := claim(60_000); len(v) != 7 || v[1] != id {
+			t.Fatalf("claim with %d keys: %v, want job %s", jobsKeysClaim, v, id)
+		}
 	}
 }

@@ -167,7 +167,11 @@
 // PutBatch at most 64 MiB of them. With WithReplicas, every write of a
 // queue waits for the replicas; one not acknowledged returns
 // ErrNotReplicated (a claim then gives its jobs back). Without it, a
-// failover can lose recent puts, acks, claims and tokens.
+// failover can lose recent puts, acks, claims and tokens. Processes of
+// earlier versions may share a queue with this one: the keys and what they
+// hold are as they were, and each process runs its own version of the
+// scripts (what the claim script returns and the order in which the
+// scripts take the keys are between a process and its scripts).
 // # Channels
 //
 // A Channel is a list of messages and a hash of its parameters on the

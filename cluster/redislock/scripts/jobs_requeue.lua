@@ -2,32 +2,34 @@
 -- Prelude of the work queue scripts (jobs_*.lua). Every key of a queue
 -- shares one Cluster hash tag; none expires (a queue lasts until its keys
 -- are removed), so the token counter never restarts while the queue exists.
+-- The keys come in this order so that a script given only the first ones
+-- has those it can touch: the ack script the first 8, the claim script the
+-- first 11 (jobsKeysAck, jobsKeysClaim), the others all.
 -- KEYS[1]  ready    zset    job id -> ready sequence (claimed lowest first)
--- KEYS[2]  delayed  zset    job id -> ready time (server ms)
--- KEYS[3]  inflight zset    job id -> lease deadline of its claim (server ms)
--- KEYS[4]  dead     zset    job id -> time of death (server ms)
--- KEYS[5]  data     hash    job id -> payload
--- KEYS[6]  info     hash    job id -> "attempts|max attempts|ready sequence|key"
--- KEYS[7]  claim    hash    job id -> token of its current claim
--- KEYS[8]  uniq     hash    uniqueness key -> id of the pending job
--- KEYS[9]  ids      string  job id counter
+-- KEYS[2]  inflight zset    job id -> lease deadline of its claim (server ms)
+-- KEYS[3]  dead     zset    job id -> time of death (server ms)
+-- KEYS[4]  data     hash    job id -> payload
+-- KEYS[5]  info     hash    job id -> "attempts|max attempts|ready sequence|key"
+-- KEYS[6]  claim    hash    job id -> token of its current claim
+-- KEYS[7]  uniq     hash    uniqueness key -> id of the pending job
+-- KEYS[8]  reason   hash    job id -> reason of its death
+-- KEYS[9]  delayed  zset    job id -> ready time (server ms)
 -- KEYS[10] token    string  fencing token counter
--- KEYS[11] seq      string  last ready sequence: the server's ms * SEQ_MS when
+-- KEYS[11] waiters  string  server ms until which a claimant may wait on the
+--                           queue's channel (expires then): a Put announces
+--                           itself only before that
+-- KEYS[12] seq      string  last ready sequence: the server's ms * SEQ_MS when
 --                           it was drawn, or one more than the last if that
 --                           is greater (so it always grows), so that a ready
 --                           job's sequence says since when it is in line
 --                           (queues made before that hold small counts)
--- KEYS[12] reason   hash    job id -> reason of its death
--- KEYS[13] waiters  string  server ms until which a claimant may wait on the
---                           queue's channel (expires then): a Put announces
---                           itself only before that
+-- KEYS[13] ids      string  job id counter
 local t = redis.call('TIME')
 -- nows is the server's ms as a string, made of TIME's seconds and the
 -- first three of its six microsecond digits: a number formatted costs more.
 local nows = t[1] .. string.sub('00000' .. t[2], -6, -4)
 local now = tonumber(nows)
-local READY, DELAYED, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, IDS, TOKEN, SEQ, REASON, WAITERS =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local READY, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, REASON, DELAYED, TOKEN, WAITERS, SEQ, IDS = unpack(KEYS)
 
 -- Numbers go to the server as decimal strings, constants as string
 -- literals: the server formats a Lua number as a double, which costs more
