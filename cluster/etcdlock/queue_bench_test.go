@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,4 +99,49 @@ func BenchmarkQueuePaired(b *testing.B) {
 	b.ReportMetric(float64(p50(pp).Microseconds())/1000, "put-ms")
 	b.ReportMetric(float64(p50(pc).Microseconds())/1000, "claim-ms")
 	b.ReportMetric(float64(p50(pa).Microseconds())/1000, "ack-ms")
+}
+
+// BenchmarkQueuePutProducers: producers Put loops at once, each on a
+// handle of its own, on one queue; b.N Puts in all. Reports the p50 and
+// p90 of one Put's latency.
+func BenchmarkQueuePutProducers(b *testing.B) {
+	const producers = 8
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	qs := make([]baton.Queue, producers)
+	for i := range qs {
+		q, err := e.be.Queue(ctx, "bench-producers")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer q.Close()
+		qs[i] = q
+	}
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	lat := make([][]time.Duration, producers)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for i, q := range qs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				t0 := time.Now()
+				if _, err := q.Put(ctx, []byte("job")); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "put-p50-ms")
+		b.ReportMetric(float64(all[len(all)*9/10].Microseconds())/1000, "put-p90-ms")
+	}
 }
