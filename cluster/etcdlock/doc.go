@@ -106,16 +106,39 @@
 // # Work queues
 //
 // Backend.Queue serves baton.Queue: a job is a key holding its record,
-// named by when it is ready and its id; a claim is a key on the session's
-// lease, taken by a transaction on the job's revision, so a claimant that
-// dies or whose lease is revoked gives its job back, its Loss firing first
-// (the lease's local deadline, or the watch of the claim key). The token is
-// the claim's revision. Claimants sleep on a watch of the queue. Limits:
-// etcd's request size (--max-request-bytes, 1.5 MiB by default) bounds a
-// payload to 1 MiB and a PutBatch, which is one request, to that size as a
-// whole (refused before any write); a PutBatch of n jobs is also one
-// transaction of n+1 operations (2n+1 with unique keys), which the
-// server's --max-txn-ops (128 by default) must allow.
+// named by when it is ready; a claim is a key on the session's lease,
+// taken by a transaction on the job's revision, so a claimant that dies or
+// whose lease is revoked gives its job back, its Loss firing first (the
+// lease's local deadline, or the watch of the claim key). The token is the
+// claim's revision. A Put is one transaction that writes its jobs' records
+// and nothing all producers share: a job's id is the Put's revision times
+// 1024, plus the job's place in the Put, so ids grow in the order of the
+// Puts. Claimants sleep on a watch of the queue. Limits: etcd's request
+// size (--max-request-bytes, 1.5 MiB by default) bounds a payload to 1 MiB
+// and a PutBatch, which is one request, to that size as a whole (refused
+// before any write); a PutBatch of n jobs is also one transaction of n
+// operations (2n with unique keys), which the server's --max-txn-ops (128
+// by default) must allow.
+//
+// Versions before this one took ids from a sequence key that every Put
+// compared and wrote, and named every record by its id. Processes of such
+// a version and of this one may serve a queue at once (a rolling
+// upgrade): no job is claimed by two live claimants, none is lost, and
+// tokens (claim revisions for both) keep growing. The earlier version
+// does not read the records this one's Puts write, so its claimants claim
+// only the jobs its producers put, and those this version gave back
+// (Retry) or requeued, which are named by their id again; this version
+// claims all of them, oldest first, under the claim key the earlier
+// version uses for the same job. The first Put of this version on a queue
+// moves the earlier version's sequence up to 1<<62, so that the ids its
+// producers give from then on stay apart from this version's, and above
+// them: ids of the two versions are not in the order of their Puts. The
+// earlier version's Stats and Inspect do not count this version's jobs
+// (and take their claims off the ready count), and its Put of a
+// uniqueness key that a job of this version holds, not yet claimed, adds
+// nothing and returns id 0. Rolled back to the earlier version, a queue's
+// jobs put by this version wait, unclaimed, for a process of this
+// version.
 //
 // A program that imports this package links the etcd client only, not the
 // server.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
@@ -21,29 +22,51 @@ import (
 // Work queues (baton.Queue). Key layout, with Q the queue's directory
 // P queue/<n>/ (see backend.go):
 //
-//	Q n                 the last job id given (decimal)
-//	Q r/<at>/<id>       a pending job (ready, delayed or claimed): its record;
-//	                    <at> is when it is ready (Unix ns), <id> its id, both
-//	                    16 hex digits, so that keys sort oldest ready first
+//	Q v                 the format mark: Puts name new jobs as j/ below
+//	Q n                 the id sequence of the earlier format (decimal)
+//	Q j/<at>/<nonce>-<pos>
+//	                    a job as its Put wrote it: <at> is when it is ready
+//	                    (Unix ns, 16 hex digits), <nonce> is random to the
+//	                    Put (16 hex digits), <pos> its place in the Put (3
+//	                    hex digits); its id is the key's create revision
+//	                    shifted by idBits, plus <pos>
+//	Q r/<at>/<id>       a job whose id is in its name: one given back
+//	                    (Retry, a dead letter requeued), or put by the
+//	                    earlier format, which took ids from Q n; <id> is
+//	                    16 hex digits
 //	Q c/<id>            a claim, bound to the claimant's session lease
 //	Q k/<hex key>       a uniqueness key of a pending job; value: its id
+//	                    (decimal), or "@<pos>" as its Put wrote it, the id
+//	                    then being the key's create revision shifted, plus
+//	                    <pos> (the first claim writes the id in decimal)
 //	Q d/<id>            a dead letter
 //
-// A job's record stays under r/ while it is claimed: a claim is the c/ key
-// beside it, so a claim whose lease ends (revoked, expired with its
-// process) is gone with it, and the job is ready again in its old place.
-// The claimant's session fires the claim's Loss at the lease's local
-// deadline, before the server can expire it, and its watch of the claim
-// key fires it when the key is deleted otherwise. A claim is a
-// transaction that compares the record's revision and the claim key's
-// absence; its fencing token is the transaction's revision (shifted, so
-// that the jobs of one batch claim have tokens of their own).
+// Both record forms sort oldest ready first, and a claimant reads both
+// and takes the oldest of the two. A job's record stays where it is while
+// it is claimed: a claim is the c/ key beside it, so a claim whose lease
+// ends (revoked, expired with its process) is gone with it, and the job is
+// ready again in its old place. The claimant's session fires the claim's
+// Loss at the lease's local deadline, before the server can expire it, and
+// its watch of the claim key fires it when the key is deleted otherwise. A
+// claim is a transaction that compares the record's revision and the
+// claim key's absence; its fencing token is the transaction's revision
+// (shifted, so that the jobs of one batch claim have tokens of their own).
+//
+// The earlier format's processes (one id sequence, records under r/ only)
+// may run beside this one on a queue: they do not read j/, so they never
+// claim a job they would name otherwise; every claim, of either version,
+// of a job with id i is the key c/<i>; and the first Put of this format
+// moves Q n up to 1<<62 as it writes Q v, so that the ids the earlier
+// format gives from then on are above every id of a j/ record (whose
+// revision would have to reach 1<<52), and those it gave before are below
+// (each of its Puts took at most MaxBatch ids for a revision of its own).
+// Tokens of both are claim revisions.
 
 // Limits of etcd's queues: a request carries at most --max-request-bytes
 // (1.5 MiB by default), and a transaction at most --max-txn-ops
-// operations (128 by default). A Put of n jobs is one transaction of
-// n+1 operations, 2n+1 with uniqueness keys, so a server that takes
-// batches of baton.MaxBatch must run with --max-txn-ops 2001 or more.
+// operations (128 by default). A Put of n jobs is one transaction of n
+// operations, 2n with uniqueness keys, so a server that takes batches of
+// baton.MaxBatch must run with --max-txn-ops 2000 or more.
 const (
 	maxQueuePayload = 1 << 20
 	// maxQueueRequest is what one transaction may carry: the server's
@@ -54,7 +77,15 @@ const (
 	// tokenBits numbers the claims of one transaction within its
 	// revision (batch claims take at most baton.MaxBatch jobs).
 	tokenBits = 10
+	// idBits numbers the jobs of one Put within its revision.
+	idBits = 10
+	// seqFloor is where the first Put of the j/ format moves the earlier
+	// format's id sequence.
+	seqFloor = 1 << 62
 )
+
+// A Put's positions fit in idBits.
+var _ [1<<idBits - baton.MaxBatch]struct{}
 
 // errClaimGone is the cause of a claim's loss found at its end.
 var errClaimGone = errors.New("the claim's key is gone")
@@ -68,10 +99,6 @@ type queueDriver struct {
 	claims map[*qclaim]struct{} // guarded by mu; claims held, given back at Close
 	closed bool                 // guarded by mu
 	width  int                  // guarded by mu; in-flight claims at the last read
-	// The id sequence this handle's last Put wrote, and the revision it
-	// wrote it at; 0 when unknown. Guarded by mu.
-	lastSeq uint64
-	lastRev int64
 }
 
 // qclaim is the driver's state of one claim.
@@ -162,6 +189,11 @@ func decodeDead(id uint64, v []byte) (qjob, baton.DeadLetter, error) {
 func (d *queueDriver) rkey(at int64, id uint64) string {
 	return fmt.Sprintf("%sr/%016x/%016x", d.dir, at, id)
 }
+
+// jkey names the record a Put writes for the job at pos of its jobs.
+func (d *queueDriver) jkey(at int64, nonce uint64, pos int) string {
+	return fmt.Sprintf("%sj/%016x/%016x-%03x", d.dir, at, nonce, pos)
+}
 func (d *queueDriver) ckey(id uint64) string { return fmt.Sprintf("%sc/%016x", d.dir, id) }
 func (d *queueDriver) dkey(id uint64) string { return fmt.Sprintf("%sd/%016x", d.dir, id) }
 func (d *queueDriver) kkey(k string) string  { return d.dir + "k/" + hex.EncodeToString([]byte(k)) }
@@ -173,14 +205,64 @@ func parseID(key []byte) uint64 {
 	return id
 }
 
-// parseReady reads the ready time and id of an r/ key.
-func (d *queueDriver) parseReady(key []byte) (int64, uint64) {
-	k := strings.TrimPrefix(string(key), d.dir+"r/")
-	at, _ := strconv.ParseUint(k[:min(16, len(k))], 16, 64)
-	return int64(at), parseID(key)
+// putID is the id of the job at pos of the Put committed at rev.
+func putID(rev int64, pos uint64) uint64 { return uint64(rev)<<idBits | pos }
+
+// record is a job's record as read: its key, when it is ready, its id,
+// and, for a j/ record, its place in its Put (else -1).
+type record struct {
+	kv  *mvccpb.KeyValue
+	at  int64
+	id  uint64
+	pos int
 }
 
-// dropKey deletes a job's uniqueness key if the job still has it.
+// parseRecord reads the ready time and id of an r/ or j/ record; the id
+// of a j/ record is its create revision's (see putID).
+func (d *queueDriver) parseRecord(kv *mvccpb.KeyValue) record {
+	k := string(kv.Key)
+	r := record{kv: kv, pos: -1}
+	if rest, ok := strings.CutPrefix(k, d.dir+"j/"); ok {
+		at, _ := strconv.ParseUint(rest[:min(16, len(rest))], 16, 64)
+		r.at = int64(at)
+		name := rest[strings.LastIndexByte(rest, '/')+1:]
+		if i := strings.IndexByte(name, '-'); i >= 0 {
+			pos, _ := strconv.ParseUint(name[i+1:], 16, 64)
+			r.pos, r.id = int(pos), putID(kv.CreateRevision, pos)
+		}
+		return r
+	}
+	k = strings.TrimPrefix(k, d.dir+"r/")
+	at, _ := strconv.ParseUint(k[:min(16, len(k))], 16, 64)
+	r.at, r.id = int64(at), parseID(kv.Key)
+	return r
+}
+
+// readyAt reads the ready time of an r/ or j/ key.
+func (d *queueDriver) readyAt(key []byte) int64 {
+	k := string(key)
+	if rest, ok := strings.CutPrefix(k, d.dir+"j/"); ok {
+		k = rest
+	} else {
+		k = strings.TrimPrefix(k, d.dir+"r/")
+	}
+	at, _ := strconv.ParseUint(k[:min(16, len(k))], 16, 64)
+	return int64(at)
+}
+
+// keyID reads the id a uniqueness key holds (see the key layout).
+func keyID(kv *mvccpb.KeyValue) uint64 {
+	v := string(kv.Value)
+	if p, ok := strings.CutPrefix(v, "@"); ok {
+		pos, _ := strconv.ParseUint(p, 10, 64)
+		return putID(kv.CreateRevision, pos)
+	}
+	id, _ := strconv.ParseUint(v, 10, 64)
+	return id
+}
+
+// dropKey deletes a job's uniqueness key if the job still has it. The
+// job has been claimed, and its first claim wrote its id in the key.
 func (d *queueDriver) dropKey(j qjob) []clientv3.Op {
 	if j.key == "" {
 		return nil

@@ -1,11 +1,15 @@
 package etcdlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -52,12 +56,13 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 	}
 }
 
-// tryClaim reads the claims and the first ready jobs, and claims up to n
-// of those not claimed in one transaction. With no job claimed, it
-// returns the revision read when none was ready (else 0: read again) and
-// when the next delayed job is ready (0: none, or not asked for: a claim
-// that does not wait has no use for it, and reading it is a range read
-// more in the claim's first request).
+// tryClaim reads the claims and the first ready jobs of both record
+// forms, and claims up to n of those not claimed, oldest first, in one
+// transaction. With no job claimed, it returns the revision read when
+// none was ready (else 0: read again) and when the next delayed job is
+// ready (0: none, or not asked for: a claim that does not wait has no use
+// for it, and reading it is range reads more in the claim's first
+// request).
 func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool) ([]driver.Claim, int64, int64, error) {
 	d.mu.Lock()
 	limit := n + d.width
@@ -65,14 +70,15 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 	limit += d.marks() // read past the jobs other claimants here are trying
 	for {
 		now := time.Now().UnixNano()
-		from := d.dir + "r/"
-		upto := fmt.Sprintf("%sr/%016x", d.dir, now+1)
-		reads := []clientv3.Op{
-			clientv3.OpGet(d.dir+"c/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-			clientv3.OpGet(from, clientv3.WithRange(upto), clientv3.WithLimit(int64(limit))),
+		reads := []clientv3.Op{clientv3.OpGet(d.dir+"c/", clientv3.WithPrefix(), clientv3.WithKeysOnly())}
+		for _, f := range []string{"r/", "j/"} {
+			reads = append(reads, clientv3.OpGet(d.dir+f, clientv3.WithRange(fmt.Sprintf("%s%s%016x", d.dir, f, now+1)), clientv3.WithLimit(int64(limit))))
 		}
 		if wait {
-			reads = append(reads, clientv3.OpGet(upto, clientv3.WithRange(clientv3.GetPrefixRangeEnd(from)), clientv3.WithLimit(1), clientv3.WithKeysOnly()))
+			for _, f := range []string{"r/", "j/"} {
+				reads = append(reads, clientv3.OpGet(fmt.Sprintf("%s%s%016x", d.dir, f, now+1), clientv3.WithRange(clientv3.GetPrefixRangeEnd(d.dir+f)),
+					clientv3.WithLimit(1), clientv3.WithKeysOnly()))
+			}
 		}
 		rctx, cancel := d.b.rctx(ctx)
 		resp, err := d.b.c.Txn(rctx).Then(reads...).Commit()
@@ -87,23 +93,23 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 		d.mu.Lock()
 		d.width = len(claimed)
 		d.mu.Unlock()
-		ready := resp.Responses[1].GetResponseRange()
-		var unclaimed []*mvccpb.KeyValue
-		for _, kv := range ready.Kvs {
-			if !claimed[parseID(kv.Key)] {
-				unclaimed = append(unclaimed, kv)
+		ready, more := d.oldest(resp.Responses[1].GetResponseRange(), resp.Responses[2].GetResponseRange(), limit)
+		var unclaimed []record
+		for _, r := range ready {
+			if !claimed[r.id] {
+				unclaimed = append(unclaimed, r)
 			}
 		}
 		order, m := d.reserve(unclaimed, n)
-		var picks []*mvccpb.KeyValue
+		var picks []record
 		budget := maxQueueRequest
-		for _, kv := range order {
-			size := len(kv.Value) + jobOverhead
+		for _, r := range order {
+			size := len(r.kv.Value) + jobOverhead
 			if len(picks) > 0 && size > budget {
 				break
 			}
 			budget -= size
-			picks = append(picks, kv)
+			picks = append(picks, r)
 			if len(picks) == n {
 				break
 			}
@@ -111,15 +117,19 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 		if len(picks) == 0 {
 			d.settle(order[:m], nil)
 		}
-		if len(picks) == 0 && ready.More && limit < n+len(claimed) {
+		if len(picks) == 0 && more && limit < n+len(claimed) {
 			limit = n + len(claimed) // every job read was claimed: read past them
 			continue
 		}
 		if len(picks) == 0 {
 			var next int64
 			if wait {
-				if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
-					next, _ = d.parseReady(kvs[0].Key)
+				for _, r := range resp.Responses[3:] {
+					if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
+						if at := d.readyAt(kvs[0].Key); next == 0 || at < next {
+							next = at
+						}
+					}
 				}
 			}
 			return nil, resp.Header.Revision, next, nil
@@ -133,17 +143,37 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 	}
 }
 
+// oldest merges the first ready records of both forms, each read with
+// limit, into the first limit of them all, oldest first (by ready time,
+// then id); more reports that there may be others ready after them.
+func (d *queueDriver) oldest(r, j *etcdserverpb.RangeResponse, limit int) ([]record, bool) {
+	rs := make([]record, 0, len(r.Kvs)+len(j.Kvs))
+	for _, kv := range r.Kvs {
+		rs = append(rs, d.parseRecord(kv))
+	}
+	for _, kv := range j.Kvs {
+		rs = append(rs, d.parseRecord(kv))
+	}
+	slices.SortFunc(rs, func(a, b record) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.id, b.id))
+	})
+	more := r.More || j.More || len(rs) > limit
+	return rs[:min(len(rs), limit)], more
+}
+
 // claim claims the picked jobs if none changed since read and none is
 // claimed; a job whose last attempt's claim was lost becomes a dead letter
-// instead.
-func (d *queueDriver) claim(ctx context.Context, s *session, picks []*mvccpb.KeyValue) ([]driver.Claim, error) {
+// instead. The first claim of a job whose uniqueness key its Put wrote
+// writes the job's id in the key, so that every later use of the key (a
+// duplicate Put of the earlier format, dropKey) finds it there.
+func (d *queueDriver) claim(ctx context.Context, s *session, picks []record) ([]driver.Claim, error) {
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
-	var ckeys, gkeys []string
+	var ckeys, gkeys, rkeys []string
 	var jobs []qjob
-	for _, kv := range picks {
-		at, id := d.parseReady(kv.Key)
-		j, err := decodeJob(id, at, kv.Value)
+	for _, r := range picks {
+		kv, id := r.kv, r.id
+		j, err := decodeJob(id, r.at, kv.Value)
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", id, err)
 		}
@@ -155,10 +185,17 @@ func (d *queueDriver) claim(ctx context.Context, s *session, picks []*mvccpb.Key
 			ops = append(ops, d.dropKey(j)...)
 			continue
 		}
+		if r.pos >= 0 && j.key != "" {
+			kk := d.kkey(j.key)
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{
+				clientv3.Compare(clientv3.CreateRevision(kk), "=", kv.CreateRevision),
+				clientv3.Compare(clientv3.Value(kk), "=", "@"+strconv.Itoa(r.pos))},
+				[]clientv3.Op{clientv3.OpPut(kk, strconv.FormatUint(id, 10))}, nil))
+		}
 		j.attempts++
 		holder := d.b.claimValue(s.newID())
 		ops = append(ops, clientv3.OpPut(ck, holder, clientv3.WithLease(s.id)), clientv3.OpPut(string(kv.Key), string(j.encode())))
-		ckeys, gkeys = append(ckeys, ck), append(gkeys, guardKey(ck, holder))
+		ckeys, gkeys, rkeys = append(ckeys, ck), append(gkeys, guardKey(ck, holder)), append(rkeys, string(kv.Key))
 		jobs = append(jobs, j)
 	}
 	resp, err := d.b.commit(ctx, s, gkeys, func(rctx context.Context) (*clientv3.TxnResponse, error) {
@@ -174,7 +211,7 @@ func (d *queueDriver) claim(ctx context.Context, s *session, picks []*mvccpb.Key
 	for k, j := range jobs {
 		loss := driver.NewLoss()
 		s.track(loss, ckeys[k], rev)
-		c := &qclaim{s: s, job: j, ckey: ckeys[k], gkey: gkeys[k], rkey: d.rkey(j.at, j.id), rev: rev, loss: loss, hw: d.b.watchHold(s, ckeys[k], rev, loss)}
+		c := &qclaim{s: s, job: j, ckey: ckeys[k], gkey: gkeys[k], rkey: rkeys[k], rev: rev, loss: loss, hw: d.b.watchHold(s, ckeys[k], rev, loss)}
 		if d.closed {
 			lost = append(lost, c)
 		} else {
@@ -231,9 +268,10 @@ func (d *queueDriver) wait(ctx context.Context, rev, next int64) error {
 // its job (an Ack).
 func (d *queueDriver) wakes(evs []*clientv3.Event, rev int64) bool {
 	acked := map[int64]bool{}
-	rp, cp := d.dir+"r/", d.dir+"c/"
+	rp, jp, cp := d.dir+"r/", d.dir+"j/", d.dir+"c/"
+	isRecord := func(k string) bool { return strings.HasPrefix(k, rp) || strings.HasPrefix(k, jp) }
 	for _, ev := range evs {
-		if ev.Type == mvccpb.DELETE && strings.HasPrefix(string(ev.Kv.Key), rp) {
+		if ev.Type == mvccpb.DELETE && isRecord(string(ev.Kv.Key)) {
 			acked[ev.Kv.ModRevision] = true
 		}
 	}
@@ -241,7 +279,7 @@ func (d *queueDriver) wakes(evs []*clientv3.Event, rev int64) bool {
 		k := string(ev.Kv.Key)
 		switch {
 		case ev.Kv.ModRevision <= rev:
-		case ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && strings.HasPrefix(k, rp):
+		case ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && isRecord(k):
 			return true
 		case ev.Type == mvccpb.DELETE && strings.HasPrefix(k, cp) && !acked[ev.Kv.ModRevision]:
 			return true
@@ -250,24 +288,26 @@ func (d *queueDriver) wakes(evs []*clientv3.Event, rev int64) bool {
 	return false
 }
 
-// Stats counts in one read: jobs ready by now, those later, claims and
-// dead letters.
+// Stats counts in one read: jobs ready by now, those later (of both
+// record forms), claims and dead letters.
 func (d *queueDriver) Stats(ctx context.Context) (driver.QueueStats, error) {
-	from := d.dir + "r/"
-	upto := fmt.Sprintf("%sr/%016x", d.dir, time.Now().UnixNano()+1)
+	now := time.Now().UnixNano()
+	var reads []clientv3.Op
+	for _, f := range []string{"r/", "j/"} {
+		from, upto := d.dir+f, fmt.Sprintf("%s%s%016x", d.dir, f, now+1)
+		reads = append(reads, clientv3.OpGet(from, clientv3.WithRange(upto), clientv3.WithCountOnly()),
+			clientv3.OpGet(upto, clientv3.WithRange(clientv3.GetPrefixRangeEnd(from)), clientv3.WithCountOnly()))
+	}
+	reads = append(reads, clientv3.OpGet(d.dir+"c/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(d.dir+"d/", clientv3.WithPrefix(), clientv3.WithCountOnly()))
 	rctx, cancel := d.b.rctx(ctx)
 	defer cancel()
-	resp, err := d.b.c.Txn(rctx).Then(
-		clientv3.OpGet(from, clientv3.WithRange(upto), clientv3.WithCountOnly()),
-		clientv3.OpGet(upto, clientv3.WithRange(clientv3.GetPrefixRangeEnd(from)), clientv3.WithCountOnly()),
-		clientv3.OpGet(d.dir+"c/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
-		clientv3.OpGet(d.dir+"d/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
-	).Commit()
+	resp, err := d.b.c.Txn(rctx).Then(reads...).Commit()
 	if err != nil {
 		return driver.QueueStats{}, err
 	}
 	count := func(i int) int { return int(resp.Responses[i].GetResponseRange().Count) }
-	return driver.QueueStats{Ready: max(0, count(0)-count(2)), Delayed: count(1), InFlight: count(2), Dead: count(3)}, nil
+	return driver.QueueStats{Ready: max(0, count(0)+count(2)-count(4)), Delayed: count(1) + count(3), InFlight: count(4), Dead: count(5)}, nil
 }
 
 // Dead lists dead letters, oldest (lowest id) first.

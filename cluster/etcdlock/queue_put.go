@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -17,12 +18,14 @@ import (
 	"github.com/batonlock/baton/driver"
 )
 
-// Put adds the jobs in one transaction, which compares the id sequence
-// and every uniqueness key it counts on. The handle remembers the sequence
-// its last Put wrote, so that a Put after one of its own is one round
-// trip: it takes the sequence as still its own and its keys as free. When
-// another Put came between, or a key is held, the transaction fails and its
-// other branch reads what it compared, for the next try.
+// Put adds the jobs in one transaction, which names each record by the
+// Put's nonce and the job's place, and gives it the id its revision makes
+// (see putID): ids grow in the order of the Puts, a batch's in its order,
+// and Puts of many producers share no key they all write. The
+// transaction compares the format mark and every uniqueness key it counts
+// on, taking the keys as free at first; when the mark is missing or a key
+// is held, its other branch reads them for the next try, which returns
+// the held keys' ids or, first, writes the mark (see mark).
 func (d *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
 	size := 0
 	for _, j := range jobs {
@@ -32,41 +35,35 @@ func (d *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, 
 		return nil, fmt.Errorf("%w: %d jobs take about %d bytes, over the %d bytes one etcd request carries", baton.ErrInvalidArgument, len(jobs), size, maxQueueRequest)
 	}
 	keys := putKeys(jobs)
-	st := d.lastPut()
+	st := &putState{marked: true}
 	for attempt := 0; ; attempt++ {
-		if st == nil {
-			var err error
-			if st, err = d.readPut(ctx, keys); err != nil {
-				if ctx.Err() != nil || !transient(err) {
-					return nil, lease.CtxErr(ctx, err)
-				}
-				if err := sleepCtx(ctx, min(time.Duration(attempt+1)*25*time.Millisecond, 500*time.Millisecond)); err != nil {
-					return nil, err
-				}
-				continue
-			}
-		}
 		ids, next, err := d.tryPut(ctx, jobs, keys, st)
-		st = next
 		switch {
 		case err == nil && ids != nil:
 			return ids, nil
+		case err == nil && next != nil:
+			st = next
+			continue
+		case err == nil:
+			st = &putState{marked: true}
+			continue
 		case errors.Is(err, rpctypes.ErrTooManyOps):
 			return nil, fmt.Errorf("%w: a batch of %d jobs is more operations than the server's --max-txn-ops allows: %w", baton.ErrInvalidArgument, len(jobs), err)
-		case err != nil && (ctx.Err() != nil || !transient(err)):
+		case ctx.Err() != nil || !transient(err):
 			return nil, lease.CtxErr(ctx, err)
-		case err != nil:
-			if err := sleepCtx(ctx, min(time.Duration(attempt+1)*25*time.Millisecond, 500*time.Millisecond)); err != nil {
-				return nil, err
-			}
+		}
+		if err := sleepCtx(ctx, min(time.Duration(attempt+1)*25*time.Millisecond, 500*time.Millisecond)); err != nil {
+			return nil, err
 		}
 	}
 }
 
-// putState is what a Put compares: the id sequence and the revision that
-// wrote it (0: none yet), and the ids and revisions of the uniqueness keys
-// that are held (a key not in held is taken as free).
+// putState is what a Put compares: whether the format mark is written
+// (if not, the earlier sequence and the revision that wrote it, 0 for
+// none), and the ids and revisions of the uniqueness keys that are held
+// (a key not in held is taken as free).
 type putState struct {
+	marked bool
 	seq    uint64
 	seqRev int64
 	held   map[string]uint64
@@ -86,19 +83,9 @@ func putKeys(jobs []driver.PutJob) []string {
 	return keys
 }
 
-// lastPut returns the state this handle's last Put left, or nil.
-func (d *queueDriver) lastPut() *putState {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.lastRev == 0 {
-		return nil
-	}
-	return &putState{seq: d.lastSeq, seqRev: d.lastRev}
-}
-
-// putReads reads the sequence and the keys.
+// putReads reads the mark, the earlier sequence and the keys.
 func (d *queueDriver) putReads(keys []string) []clientv3.Op {
-	reads := []clientv3.Op{clientv3.OpGet(d.dir + "n")}
+	reads := []clientv3.Op{clientv3.OpGet(d.dir+"v", clientv3.WithCountOnly()), clientv3.OpGet(d.dir + "n")}
 	for _, k := range keys {
 		reads = append(reads, clientv3.OpGet(d.kkey(k)))
 	}
@@ -107,39 +94,43 @@ func (d *queueDriver) putReads(keys []string) []clientv3.Op {
 
 // putStateOf parses the responses of putReads.
 func putStateOf(keys []string, rs []*etcdserverpb.ResponseOp) *putState {
-	st := &putState{held: map[string]uint64{}, keyRev: map[string]int64{}}
-	if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 {
+	st := &putState{marked: rs[0].GetResponseRange().Count > 0, held: map[string]uint64{}, keyRev: map[string]int64{}}
+	if kvs := rs[1].GetResponseRange().Kvs; len(kvs) > 0 {
 		st.seq, _ = strconv.ParseUint(string(kvs[0].Value), 10, 64)
 		st.seqRev = kvs[0].ModRevision
 	}
 	for i, k := range keys {
-		if kvs := rs[i+1].GetResponseRange().Kvs; len(kvs) > 0 {
-			st.held[k], _ = strconv.ParseUint(string(kvs[0].Value), 10, 64)
+		if kvs := rs[i+2].GetResponseRange().Kvs; len(kvs) > 0 {
+			st.held[k] = keyID(kvs[0])
 			st.keyRev[k] = kvs[0].ModRevision
 		}
 	}
 	return st
 }
 
-// readPut reads what a Put compares.
-func (d *queueDriver) readPut(ctx context.Context, keys []string) (*putState, error) {
+// mark writes the format mark, and moves the earlier format's sequence up
+// to seqFloor, so that the ids it gives from now on are above those of
+// j/ records (see the key layout), if the sequence is still as st read
+// it. Either way the Put tries again, taking the mark as written.
+func (d *queueDriver) mark(ctx context.Context, st *putState) error {
 	rctx, cancel := d.b.rctx(ctx)
 	defer cancel()
-	resp, err := d.b.c.Txn(rctx).Then(d.putReads(keys)...).Commit()
-	if err != nil {
-		return nil, err
-	}
-	return putStateOf(keys, resp.Responses), nil
+	_, err := d.b.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(d.dir+"n"), "=", st.seqRev),
+		clientv3.Compare(clientv3.CreateRevision(d.dir+"v"), "=", 0)).
+		Then(clientv3.OpPut(d.dir+"n", strconv.FormatUint(max(st.seq, seqFloor), 10)), clientv3.OpPut(d.dir+"v", "2")).
+		Commit()
+	return err
 }
 
-// tryPut writes the jobs if st is still the state. It returns the ids, or
-// nil ids and the state it read instead (nil after an error).
+// tryPut writes the jobs if st is still the state, the format mark being
+// written. It returns the ids, or nil ids and the state it read instead,
+// or nil ids and state after an error or the mark's write.
 func (d *queueDriver) tryPut(ctx context.Context, jobs []driver.PutJob, keys []string, st *putState) ([]uint64, *putState, error) {
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(d.dir+"n"), "=", st.seqRev)}
-	held := maps.Clone(st.held)
-	if held == nil {
-		held = map[string]uint64{}
+	if !st.marked {
+		return nil, nil, d.mark(ctx, st)
 	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(d.dir+"v"), ">", 0)}
+	var writes []clientv3.Op
 	for _, k := range keys {
 		kk := d.kkey(k)
 		if rev, ok := st.keyRev[k]; ok {
@@ -148,45 +139,55 @@ func (d *queueDriver) tryPut(ctx context.Context, jobs []driver.PutJob, keys []s
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(kk), "=", 0))
 		}
 	}
+	held := maps.Clone(st.held)
+	if held == nil {
+		held = map[string]uint64{}
+	}
+	// first[k] is the place of the job of this Put that takes key k.
+	first := map[string]int{}
 	now := time.Now().UnixNano()
-	seq := st.seq
-	ids := make([]uint64, len(jobs))
-	var writes []clientv3.Op
+	nonce := rand.Uint64()
 	for i, j := range jobs {
-		if id, ok := held[j.Key]; ok && j.Key != "" {
-			ids[i] = id
-			continue
+		if j.Key != "" {
+			if _, ok := held[j.Key]; ok {
+				continue
+			}
+			if _, ok := first[j.Key]; ok {
+				continue
+			}
+			first[j.Key] = i
+			writes = append(writes, clientv3.OpPut(d.kkey(j.Key), "@"+strconv.Itoa(i)))
 		}
-		seq++
-		ids[i] = seq
 		// A job ready in the past becomes ready now, behind those
 		// already waiting.
 		at := now
 		if !j.At.IsZero() {
 			at = max(at, j.At.UnixNano())
 		}
-		if j.Key != "" {
-			held[j.Key] = seq
-			writes = append(writes, clientv3.OpPut(d.kkey(j.Key), strconv.FormatUint(seq, 10)))
-		}
-		rec := qjob{id: seq, at: at, max: j.MaxAttempts, key: j.Key, payload: j.Payload}
-		writes = append(writes, clientv3.OpPut(d.rkey(at, seq), string(rec.encode())))
+		rec := qjob{at: at, max: j.MaxAttempts, key: j.Key, payload: j.Payload}
+		writes = append(writes, clientv3.OpPut(d.jkey(at, nonce, i), string(rec.encode())))
 	}
-	writes = append(writes, clientv3.OpPut(d.dir+"n", strconv.FormatUint(seq, 10)))
 	rctx, cancel := d.b.rctx(ctx)
 	defer cancel()
 	wr, err := d.b.c.Txn(rctx).If(cmps...).Then(writes...).Else(d.putReads(keys)...).Commit()
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	switch {
 	case err != nil:
-		d.lastRev = 0
 		return nil, nil, err
 	case !wr.Succeeded:
-		d.lastRev = 0
 		return nil, putStateOf(keys, wr.Responses), nil
 	}
 	// Every write of a transaction has its revision.
-	d.lastSeq, d.lastRev = seq, wr.Header.Revision
+	rev := wr.Header.Revision
+	ids := make([]uint64, len(jobs))
+	for i, j := range jobs {
+		switch id, ok := held[j.Key]; {
+		case ok && j.Key != "":
+			ids[i] = id
+		case j.Key != "":
+			ids[i] = putID(rev, uint64(first[j.Key]))
+		default:
+			ids[i] = putID(rev, uint64(i))
+		}
+	}
 	return ids, nil, nil
 }

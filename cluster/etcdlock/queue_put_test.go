@@ -38,10 +38,11 @@ func countingBackend(t *testing.T, c *cluster, prefix string) (baton.Backend, *a
 	return b, &n
 }
 
-// testQueuePutRoundTrips: a Put after one of the same handle is one
-// request; a Put that finds another handle's Put between, or a held key,
-// is two (the failed transaction reads what it compared), and each gives
-// the right ids.
+// testQueuePutRoundTrips: a Put is one request, after a Put of another
+// handle too (no shared sequence to read again), except the first of a
+// queue, which finds no format mark and writes it, and one that finds a key held
+// (the failed transaction reads what it compared); ids grow in the order
+// of the Puts and a batch's in its order.
 func testQueuePutRoundTrips(t *testing.T, c *cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -49,32 +50,47 @@ func testQueuePutRoundTrips(t *testing.T, c *cluster) {
 	other, _ := fast(t, c, "qput/")
 	q := must(b.Queue(ctx, "jobs")).get(t)
 	q2 := must(other.Queue(ctx, "jobs")).get(t)
-	put := func(q baton.Queue, opts ...baton.PutOption) (uint64, int64) {
+	var last baton.JobID
+	put := func(q baton.Queue, opts ...baton.PutOption) (baton.JobID, int64) {
 		t.Helper()
 		before := n.Load()
 		id, err := q.Put(ctx, []byte("x"), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return uint64(id), n.Load() - before
+		return id, n.Load() - before
 	}
-	put(q)
-	if id, reqs := put(q); id != 2 || reqs != 1 {
-		t.Errorf("a Put after one of the handle's own: id %d in %d requests, want 2 in 1", id, reqs)
+	next := func(what string, id baton.JobID, reqs, want int64) {
+		t.Helper()
+		if id <= last || reqs != want {
+			t.Errorf("%s: id %d (after %d) in %d requests, want %d", what, id, last, reqs, want)
+		}
+		last = id
 	}
-	put(q2)
-	if id, reqs := put(q); id != 4 || reqs != 2 {
-		t.Errorf("a Put after another handle's: id %d in %d requests, want 4 in 2", id, reqs)
+	id, reqs := put(q)
+	next("the queue's first Put", id, reqs, 3)
+	id, reqs = put(q)
+	next("a Put after one of the handle's own", id, reqs, 1)
+	id, _ = put(q2)
+	next("another handle's Put", id, 1, 1)
+	id, reqs = put(q)
+	next("a Put after another handle's", id, reqs, 1)
+	ids := must(q.PutBatch(ctx, []baton.JobSpec{{Payload: []byte("1")}, {Payload: []byte("2")}, {Payload: []byte("3")}})).get(t)
+	for _, id := range ids {
+		next("a job of a batch", id, 1, 1)
 	}
 	k := baton.UniqueKey("k")
 	first, _ := put(q2, k)
+	next("a Put of a key", first, 1, 1)
 	if id, reqs := put(q, k); id != first || reqs != 2 {
 		t.Errorf("a Put of a held key: id %d in %d requests, want %d in 2", id, reqs, first)
 	}
-	if id, reqs := put(q); id != first+1 || reqs > 2 {
-		t.Errorf("the next Put: id %d in %d requests, want %d in at most 2", id, reqs, first+1)
+	if id, reqs := put(q, k); id != first || reqs != 2 {
+		t.Errorf("a Put of a key held by a job of the handle's own: id %d in %d requests, want %d in 2", id, reqs, first)
 	}
-	if st, err := q.Stats(ctx); err != nil || st.Ready != 6 {
-		t.Errorf("Stats = %+v, %v; want 6 ready", st, err)
+	id, reqs = put(q)
+	next("the next Put", id, reqs, 1)
+	if st, err := q.Stats(ctx); err != nil || st.Ready != 9 {
+		t.Errorf("Stats = %+v, %v; want 9 ready", st, err)
 	}
 }

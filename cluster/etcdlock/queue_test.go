@@ -17,6 +17,7 @@ func TestQueue(t *testing.T) {
 	t.Run("RequestLimit", func(t *testing.T) { testQueueRequestLimit(t, c) })
 	t.Run("ForeignCleanup", func(t *testing.T) { testQueueForeignCleanup(t, c) })
 	t.Run("PutRoundTrips", func(t *testing.T) { testQueuePutRoundTrips(t, c) })
+	t.Run("MixedVersions", func(t *testing.T) { testQueueMixedVersions(t, c) })
 	t.Run("Inspector", func(t *testing.T) {
 		b, _ := fast(t, c, "qinspect/")
 		queuecheck.Inspector(t, b, "a/jobs")

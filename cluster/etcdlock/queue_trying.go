@@ -4,8 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-
 	"github.com/batonlock/baton/driver"
 )
 
@@ -49,38 +47,38 @@ func (d *queueDriver) marks() int {
 // claimant of this process is trying or holding come first (each part in
 // its order), and marks the first n of those; it returns how many it
 // marked (the first m of the order).
-func (d *queueDriver) reserve(kvs []*mvccpb.KeyValue, n int) ([]*mvccpb.KeyValue, int) {
+func (d *queueDriver) reserve(rs []record, n int) ([]record, int) {
 	trying.mu.Lock()
 	defer trying.mu.Unlock()
-	free := make([]*mvccpb.KeyValue, 0, len(kvs))
-	var busy []*mvccpb.KeyValue
-	for _, kv := range kvs {
-		k := markKey{d.b, string(kv.Key)}
+	free := make([]record, 0, len(rs))
+	var busy []record
+	for _, r := range rs {
+		k := markKey{d.b, string(r.kv.Key)}
 		if trying.m[k] {
-			busy = append(busy, kv)
+			busy = append(busy, r)
 			continue
 		}
 		if len(free) < n {
 			trying.m[k] = true
 			trying.n[queueKey{d.b, d.dir}]++
 		}
-		free = append(free, kv)
+		free = append(free, r)
 	}
 	return append(free, busy...), min(n, len(free))
 }
 
 // settle keeps the marks of the records claimed, until their claims end
 // (see unmark), and drops those of the others marked.
-func (d *queueDriver) settle(marked []*mvccpb.KeyValue, cs []driver.Claim) {
+func (d *queueDriver) settle(marked []record, cs []driver.Claim) {
 	claimed := map[string]bool{}
 	for _, c := range cs {
 		if qc, ok := c.Data.(*qclaim); ok {
 			claimed[qc.rkey] = true
 		}
 	}
-	for _, kv := range marked {
-		if !claimed[string(kv.Key)] {
-			d.unmarkKey(string(kv.Key))
+	for _, r := range marked {
+		if !claimed[string(r.kv.Key)] {
+			d.unmarkKey(string(r.kv.Key))
 		}
 	}
 }

@@ -55,7 +55,7 @@ func runMember(js string) int {
 	cfg.TickMs, cfg.ElectionMs = 20, 200
 	cfg.UnsafeNoFsync = true
 	// A queue's PutBatch of baton.MaxBatch jobs with keys is one
-	// transaction of 2001 operations (queue.go).
+	// transaction of 2000 operations (queue.go).
 	cfg.MaxTxnOps = 4096
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
