@@ -146,6 +146,8 @@ func (d *queueDriver) tryPut(ctx context.Context, jobs []driver.PutJob, keys []s
 	// first[k] is the place of the job of this Put that takes key k.
 	first := map[string]int{}
 	now := time.Now().UnixNano()
+	// The records of two Puts could clash only with the same ready time,
+	// to the nanosecond, and the same 64 random bits.
 	nonce := rand.Uint64()
 	for i, j := range jobs {
 		if j.Key != "" {
