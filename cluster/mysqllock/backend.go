@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/sqlcommon"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
@@ -49,9 +50,10 @@ type backend struct {
 	closed atomic.Bool
 
 	mu      sync.Mutex
-	drivers map[any]func()         // guarded by mu: open drivers and their close
-	polls   map[string]*valuePoll  // guarded by mu: the pollers of names with waiting Values
-	queues  map[string]*queueCalls // guarded by mu: of queues with open handles
+	drivers map[any]func()        // guarded by mu: open drivers and their close
+	polls   map[string]*valuePoll // guarded by mu: the pollers of names with waiting Values
+
+	queues sqlcommon.Shared[queueCalls] // of queues with open handles
 
 	jan  janitor // the sweeps of idle rows (reclaim.go)
 	bell bell    // sleeping waits and their wake-ups (bell.go)

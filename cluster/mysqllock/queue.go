@@ -137,7 +137,7 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 	if err := b.track(d, func() { d.Close() }); err != nil {
 		return nil, err
 	}
-	d.calls = b.queueCalls(name)
+	d.calls = b.queues.Hold(name)
 	go d.renewals()
 	return d, nil
 }

@@ -404,7 +404,7 @@ func (d *queueDriver) Close() error {
 			d.giveBack(cs)
 		}
 		d.b.untrack(d)
-		d.b.dropQueueCalls(d.name)
+		d.b.queues.Drop(d.name)
 	})
 	return nil
 }

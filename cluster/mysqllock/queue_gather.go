@@ -21,7 +21,6 @@ const claimGatherMost = 64
 
 // queueCalls is what the handles of one queue in one Backend share.
 type queueCalls struct {
-	refs   int // guarded by backend.mu: open handles
 	claims sqlcommon.Gather[claimCall]
 }
 
@@ -31,34 +30,6 @@ type claimCall struct {
 	got taken
 	due time.Duration // with no job got: when to look again (0: unknown)
 	err error
-}
-
-// queueCalls returns the shared calls of queue name, counting a handle.
-func (b *backend) queueCalls(name string) *queueCalls {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.queues == nil {
-		b.queues = map[string]*queueCalls{}
-	}
-	c := b.queues[name]
-	if c == nil {
-		c = &queueCalls{}
-		b.queues[name] = c
-	}
-	c.refs++
-	return c
-}
-
-// dropQueueCalls uncounts a handle of queue name; the last one's going
-// drops the queue's shared calls.
-func (b *backend) dropQueueCalls(name string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if c := b.queues[name]; c != nil {
-		if c.refs--; c.refs == 0 {
-			delete(b.queues, name)
-		}
-	}
 }
 
 // claimGathered claims up to n jobs in a statement shared with the

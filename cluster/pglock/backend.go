@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/sqlcommon"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
@@ -59,8 +60,7 @@ type backend struct {
 
 	lis *listener
 
-	queuesMu sync.Mutex
-	queues   map[string]*queueCalls // guarded by queuesMu: of queues with open handles
+	queues sqlcommon.Shared[queueCalls] // of queues with open handles
 }
 
 // New returns a Backend on a pool of the caller's; Close leaves the pool

@@ -97,7 +97,7 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 	if _, err := b.pool.Exec(ctx, b.q(jobsOpenSQL), name); err != nil {
 		return nil, lease.CtxErr(ctx, err)
 	}
-	return &queueDriver{b: b, name: name, payload: "q/" + name, calls: b.calls(name), held: map[*jobClaim]struct{}{}}, nil
+	return &queueDriver{b: b, name: name, payload: "q/" + name, calls: b.queues.Hold(name), held: map[*jobClaim]struct{}{}}, nil
 }
 
 // jobsSchema creates the queue tables once per Backend.
@@ -369,7 +369,7 @@ func (q *queueDriver) Purge(ctx context.Context, ids []uint64) (int, error) {
 func (q *queueDriver) Close() error {
 	q.mu.Lock()
 	if !q.closed {
-		q.b.dropCalls(q.name)
+		q.b.queues.Drop(q.name)
 	}
 	q.closed = true
 	held := q.held

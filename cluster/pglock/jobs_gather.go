@@ -28,7 +28,6 @@ const (
 
 // queueCalls is what the handles of one queue in one Backend share.
 type queueCalls struct {
-	refs   int // guarded by backend.queuesMu: open handles
 	claims sqlcommon.Gather[claimCall]
 	acks   sqlcommon.Gather[ackCall]
 }
@@ -50,35 +49,6 @@ type ackCall struct {
 	jc      *jobClaim
 	deleted bool
 	err     error
-}
-
-// calls returns the shared calls of queue name, counting a handle.
-func (b *backend) calls(name string) *queueCalls {
-	b.queuesMu.Lock()
-	defer b.queuesMu.Unlock()
-	if b.queues == nil {
-		b.queues = map[string]*queueCalls{}
-	}
-	c := b.queues[name]
-	if c == nil {
-		c = &queueCalls{}
-		b.queues[name] = c
-	}
-	c.refs++
-	return c
-}
-
-// dropCalls uncounts a handle of queue name; the last one's going drops
-// the queue's shared calls, so that a Backend keeps nothing of queues it
-// no longer has open.
-func (b *backend) dropCalls(name string) {
-	b.queuesMu.Lock()
-	defer b.queuesMu.Unlock()
-	if c := b.queues[name]; c != nil {
-		if c.refs--; c.refs == 0 {
-			delete(b.queues, name)
-		}
-	}
 }
 
 // claimBatch claims for a batch of claim calls in one statement, and gives
