@@ -327,8 +327,21 @@ func (d *queueDriver) Ack(ctx context.Context, dc driver.Claim) error {
 	c := dc.Data.(*qclaim)
 	bctx, cancel := d.b.bg(ctx)
 	defer cancel()
-	res, err := d.b.db.ExecContext(bctx, `DELETE FROM `+d.job+` WHERE queue = ? AND id = ? AND owner = ? AND state = 0`, d.name, c.id, c.owner)
+	res, err := d.endExec(ctx, bctx, `DELETE FROM `+d.job+` WHERE queue = ? AND id = ? AND owner = ? AND state = 0`, d.name, c.id, c.owner)
 	return d.ended(c, res, err, false)
+}
+
+// endExec runs a statement that ends a claim, again when the server chose
+// it as a deadlock's victim or its lock wait timed out: the statement
+// changed nothing then (it runs alone, its own transaction), and a claim
+// of several jobs running beside it may have locked the rows it needs.
+func (d *queueDriver) endExec(ctx, bctx context.Context, query string, args ...any) (sql.Result, error) {
+	for {
+		res, err := d.b.db.ExecContext(bctx, query, args...)
+		if !retryable(err) || ctx.Err() != nil || bctx.Err() != nil {
+			return res, err
+		}
+	}
 }
 
 // Retry makes the job ready at at, or a dead letter after its last
@@ -340,14 +353,14 @@ func (d *queueDriver) Retry(ctx context.Context, dc driver.Claim, at time.Time, 
 	var res sql.Result
 	var err error
 	if c.attempt >= c.max {
-		res, err = d.b.db.ExecContext(bctx, `UPDATE `+d.job+` SET state = 1, owner = '', ukey_live = NULL, reason = ?, died = UTC_TIMESTAMP(6)`+
+		res, err = d.endExec(ctx, bctx, `UPDATE `+d.job+` SET state = 1, owner = '', ukey_live = NULL, reason = ?, died = UTC_TIMESTAMP(6)`+
 			` WHERE queue = ? AND id = ? AND owner = ? AND state = 0`, reason, d.name, c.id, c.owner)
 		return d.ended(c, res, err, false)
 	}
 	if at.IsZero() {
 		at = time.Unix(0, 0)
 	}
-	res, err = d.b.db.ExecContext(bctx, `UPDATE `+d.job+` SET owner = '', expires = '1970-01-01', ready_at = GREATEST(UTC_TIMESTAMP(6), ?)`+
+	res, err = d.endExec(ctx, bctx, `UPDATE `+d.job+` SET owner = '', expires = '1970-01-01', ready_at = GREATEST(UTC_TIMESTAMP(6), ?)`+
 		` WHERE queue = ? AND id = ? AND owner = ? AND state = 0`, at.UTC(), d.name, c.id, c.owner)
 	return d.ended(c, res, err, true)
 }
