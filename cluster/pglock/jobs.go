@@ -211,35 +211,72 @@ func putJobs(ctx context.Context, tx pgx.Tx, sql func(string) string, queue stri
 			return nil, fmt.Errorf("the pending job of key %q kept ending while put", jobs[todo[0]].Key)
 		}
 		var bt pgx.Batch
-		for _, i := range todo {
-			j := jobs[i]
-			key, delay := putArgs(j)
-			bt.Queue(sql(jobsPutSQL), queue, j.Payload, key, delay, j.MaxAttempts)
+		if len(todo) == 1 {
+			key, delay := putArgs(jobs[todo[0]])
+			bt.Queue(sql(jobsPutSQL), queue, jobs[todo[0]].Payload, key, delay, jobs[todo[0]].MaxAttempts)
+		} else {
+			payloads, keys := make([][]byte, len(todo)), make([]*string, len(todo))
+			delays, maxAs := make([]int64, len(todo)), make([]int32, len(todo))
+			for k, i := range todo {
+				j := jobs[i]
+				payloads[k], maxAs[k] = j.Payload, int32(j.MaxAttempts)
+				_, delays[k] = putArgs(j)
+				if j.Key != "" {
+					keys[k] = &j.Key
+				}
+			}
+			bt.Queue(sql(jobsPutManySQL), queue, payloads, keys, delays, maxAs)
 		}
 		if round == 0 {
 			bt.Queue(sql(jobsNotifySQL), queue)
 		}
 		br := tx.SendBatch(ctx, &bt)
-		var again []int
-		for _, i := range todo {
-			var id int64
-			err := br.QueryRow().Scan(&id)
-			if errors.Is(err, pgx.ErrNoRows) {
-				again = append(again, i)
-				continue
-			}
-			if err != nil {
-				br.Close()
-				return nil, err
-			}
-			ids[i] = uint64(id)
+		again, err := putResults(br, todo, ids)
+		if cerr := br.Close(); err == nil {
+			err = cerr
 		}
-		if err := br.Close(); err != nil {
+		if err != nil {
 			return nil, err
 		}
 		todo = again
 	}
 	return ids, nil
+}
+
+// putResults reads the ids of a put of jobs todo (one statement of either
+// form) into ids, and returns the jobs to put again: those whose key's
+// pending job ended between the conflict and the read.
+func putResults(br pgx.BatchResults, todo []int, ids []uint64) (again []int, err error) {
+	if len(todo) == 1 {
+		var id int64
+		err := br.QueryRow().Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return todo, nil
+		}
+		ids[todo[0]] = uint64(id)
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ord int64
+		var id *int64
+		if err := rows.Scan(&ord, &id); err != nil {
+			return nil, err
+		}
+		if ord < 1 || ord > int64(len(todo)) {
+			return nil, fmt.Errorf("put: a row for job %d of %d", ord, len(todo))
+		}
+		if id == nil {
+			again = append(again, todo[ord-1])
+			continue
+		}
+		ids[todo[ord-1]] = uint64(*id)
+	}
+	return again, rows.Err()
 }
 
 func claimOf(c driver.Claim) (*jobClaim, error) {

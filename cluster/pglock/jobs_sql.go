@@ -47,6 +47,26 @@ VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) ON CONFLI
 	jobsPending = `SELECT id FROM ins UNION ALL
 SELECT id FROM baton_jobs WHERE queue = $1::text AND ukey = $3::text AND state < 2 AND NOT EXISTS (SELECT 1 FROM ins)`
 
+	// $1 queue, $2 payloads, $3 keys (NULL: none), $4 delays ms, $5 max
+	// attempts: jobsPutSQL for many jobs in one statement. A row per job,
+	// in the order given: its place (from 1) and its id, the id of the
+	// pending job of its key (put before, or earlier in the batch), or NULL
+	// when that job ended after the conflict (the caller tries again). The
+	// ids are drawn in the order given, before the insert, so that the
+	// rows it returns can be matched to their places; a job skipped for its
+	// key leaves a gap in the sequence.
+	jobsPutManySQL = `WITH j AS (
+	SELECT nextval('baton_job_seq') AS id, u.* FROM unnest($2::bytea[], $3::text[], $4::bigint[], $5::integer[])
+		WITH ORDINALITY AS u(payload, ukey, delay, maxa, ord) ORDER BY u.ord),
+ins AS (
+	INSERT INTO baton_jobs (id, queue, payload, ukey, state, ready_at, attempts, max_attempts)
+	SELECT id, $1::text, payload, ukey, 0, clock_timestamp() + delay * interval '1 millisecond', 0, maxa FROM j ORDER BY ord
+	ON CONFLICT (queue, ukey) WHERE state < 2 AND ukey IS NOT NULL DO NOTHING RETURNING id, ukey)
+SELECT j.ord, CASE WHEN EXISTS (SELECT 1 FROM ins WHERE ins.id = j.id) THEN j.id
+	ELSE coalesce((SELECT ins.id FROM ins WHERE ins.ukey = j.ukey),
+		(SELECT p.id FROM baton_jobs p WHERE p.queue = $1::text AND p.ukey = j.ukey AND p.state < 2)) END
+FROM j ORDER BY j.ord`
+
 	// $1 queue. The notification of a Put, sent only while a claimant of
 	// the queue counts itself waiting (jobsWaitingSQL): read after the
 	// Put's commit, as a claimant counts itself before its last look, so
@@ -179,7 +199,7 @@ SELECT count(*) FROM d`
 )
 
 func init() {
-	statements = append(statements, jobsSchemaSQL, jobsOpenSQL, jobsPutSQL, jobsWakeSQL, jobsWaitingSQL, jobsNotifySQL, jobsClaimSQL, jobsClaimOneSQL, jobsNextSQL,
+	statements = append(statements, jobsSchemaSQL, jobsOpenSQL, jobsPutSQL, jobsPutManySQL, jobsWakeSQL, jobsWaitingSQL, jobsNotifySQL, jobsClaimSQL, jobsClaimOneSQL, jobsNextSQL,
 		jobsRenewSQL, jobsExistsSQL, jobsAckSQL, jobsAckManySQL, jobsRetrySQL, jobsGiveBackSQL, jobsStatsSQL, jobsDeadSQL,
 		jobsRequeueSQL, jobsPurgeSQL)
 }
