@@ -86,7 +86,7 @@ func (d *queueDriver) putMulti(ctx context.Context, jobs []driver.PutJob) ([]uin
 	n := len(jobs)
 	draw, args := drawSQL(d.b.t.lock, d.name, n, d.count)
 	var q strings.Builder
-	q.WriteString("START TRANSACTION; " + draw + "; SET @baton_rows = ROW_COUNT(), @baton_last = LAST_INSERT_ID(); INSERT INTO " + d.job +
+	q.WriteString("START TRANSACTION; " + draw + "; SELECT LAST_INSERT_ID(), ROW_COUNT(); INSERT INTO " + d.job +
 		" (queue, id, ready_at, max_attempts, ukey, ukey_live, payload) VALUES ")
 	for i, j := range jobs {
 		if i > 0 {
@@ -98,14 +98,14 @@ func (d *queueDriver) putMulti(ctx context.Context, jobs []driver.PutJob) ([]uin
 			at = "GREATEST(UTC_TIMESTAMP(6), ?)"
 			args = append(args, j.At.UTC())
 		}
-		q.WriteString("(?, @baton_last - ?, " + at + ", ?, NULL, NULL, ?)")
+		q.WriteString("(?, LAST_INSERT_ID() - ?, " + at + ", ?, NULL, NULL, ?)")
 		payload := j.Payload
 		if payload == nil {
 			payload = []byte{}
 		}
 		args = append(args, j.MaxAttempts, payload)
 	}
-	q.WriteString("; COMMIT; SELECT @baton_last, @baton_rows")
+	q.WriteString("; COMMIT")
 	conn, err := d.b.db.Conn(ctx)
 	if err != nil {
 		return nil, false, err
@@ -129,7 +129,8 @@ func (d *queueDriver) putMulti(ctx context.Context, jobs []driver.PutJob) ([]uin
 }
 
 // tryClaimMulti is tryClaim in two requests: the pick with the start of
-// the transaction, and the claim with the commit.
+// the transaction, and the claim with the commit, whose answer is read
+// before the commit (as in queue_one.go).
 func (d *queueDriver) tryClaimMulti(ctx context.Context, n int) (cl taken, due time.Duration, err error) {
 	conn, err := d.b.db.Conn(ctx)
 	if err != nil {
@@ -169,7 +170,7 @@ func (d *queueDriver) tryClaimMulti(ctx context.Context, n int) (cl taken, due t
 	set, args := d.claimSQL(got, owner, "(LAST_INSERT_ID() - ?)")
 	var last, counted, claimed sql.NullInt64
 	err = multi(ctx, conn, "UPDATE "+d.b.t.lock+" SET token = LAST_INSERT_ID(token + ?) WHERE name = ?; SET @baton_rows = ROW_COUNT(); "+
-		set+" AND @baton_rows = 1; SET @baton_claimed = ROW_COUNT(); COMMIT; SELECT LAST_INSERT_ID(), @baton_rows, @baton_claimed",
+		set+" AND @baton_rows = 1; SELECT LAST_INSERT_ID(), @baton_rows, ROW_COUNT(); COMMIT",
 		append([]any{len(got), d.toks, len(got)}, args...), func(r *sql.Rows) error { return r.Scan(&last, &counted, &claimed) })
 	switch {
 	case err != nil:

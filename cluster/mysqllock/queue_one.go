@@ -8,31 +8,34 @@ import (
 	"time"
 )
 
-// A claim of one job in one request: the pick keeps the job's id and
-// attempts in user variables, the token's counter and the claim read them,
-// and one last row answers for all. A request that picks nothing answers
-// with when to look again as well, so that a claimant about to sleep
-// needs no second request either. A job picked on its last attempt is
-// left to tryClaimMulti, which makes it a dead letter.
+// A claim of one job in one request: the pick keeps the job's id,
+// attempts and payload in user variables, the token's counter and the
+// claim read them, and one last row answers for all, read before the
+// commit, whose outcome the request then reports. LAST_INSERT_ID, set to
+// 0 first, says whether the counter moved (its new value is the token),
+// and ROW_COUNT in the last row whether the claim did: each statement of
+// a request costs the server its own work and the client a read of its
+// answer, so no statement only keeps a value. A request that picks
+// nothing is followed by a read of when to look again: inside the
+// request, that read would cost every claim the opening and planning of
+// its subquery. A job picked on its last attempt is left to
+// tryClaimMulti, which makes it a dead letter.
 
 // claimOneSQL is the request; its arguments are claimOneArgs'.
 func (d *queueDriver) claimOneSQL() string {
-	return "START TRANSACTION; SET @baton_id = NULL, @baton_att = 0, @baton_max = 0; " +
-		`SELECT id, attempts, max_attempts INTO @baton_id, @baton_att, @baton_max FROM ` + d.job +
+	return "START TRANSACTION; SET @baton_id = NULL, @baton_att = 0, @baton_max = 0, @baton_payload = NULL, @baton_tok = LAST_INSERT_ID(0); " +
+		`SELECT id, attempts, max_attempts, payload INTO @baton_id, @baton_att, @baton_max, @baton_payload FROM ` + d.job +
 		` WHERE queue = ? AND state = 0 AND ready_at <= UTC_TIMESTAMP(6) AND (owner = '' OR expires <= UTC_TIMESTAMP(6))` +
 		` ORDER BY ready_at, id LIMIT 1 FOR UPDATE SKIP LOCKED; ` +
 		`UPDATE ` + d.b.t.lock + ` SET token = LAST_INSERT_ID(token + 1) WHERE name = ? AND @baton_att < @baton_max; ` +
-		`SET @baton_rows = ROW_COUNT(); ` +
 		`UPDATE ` + d.job + ` SET token = LAST_INSERT_ID(), owner = ?, expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, attempts = attempts + 1` +
-		` WHERE queue = ? AND id = @baton_id AND @baton_rows = 1; ` +
-		`SET @baton_claimed = ROW_COUNT(); COMMIT; ` +
-		`SELECT @baton_id, @baton_att, @baton_max, LAST_INSERT_ID(), @baton_rows, @baton_claimed, ` +
-		`(SELECT payload FROM ` + d.job + ` WHERE queue = ? AND id = @baton_id AND owner = ? AND @baton_claimed = 1), ` +
-		`IF(@baton_id IS NULL, (` + d.dueSQL() + `), NULL)`
+		` WHERE queue = ? AND id = @baton_id AND LAST_INSERT_ID() > 0; ` +
+		`SELECT @baton_id, @baton_att, @baton_max, LAST_INSERT_ID(), LAST_INSERT_ID() > 0, ROW_COUNT(), ` +
+		`@baton_payload; COMMIT`
 }
 
 func (d *queueDriver) claimOneArgs(owner string) []any {
-	return []any{d.name, d.toks, owner, d.b.ttlMicros(), d.name, d.name, owner, d.name}
+	return []any{d.name, d.toks, owner, d.b.ttlMicros(), d.name}
 }
 
 // dueSQL is the time in microseconds until the next delayed job or claim
@@ -66,19 +69,23 @@ func (d *queueDriver) tryClaimOne(ctx context.Context) (taken, time.Duration, er
 	defer conn.Close()
 	owner := d.b.owner()
 	sent := time.Now()
-	var id, last, due sql.NullInt64
+	var id, last sql.NullInt64
 	var att, maxAtt, counted, claimed int64
 	var payload []byte
 	answered := false
 	err = multi(ctx, conn, d.claimOneSQL(), d.claimOneArgs(owner), func(r *sql.Rows) error {
 		answered = true
-		return r.Scan(&id, &att, &maxAtt, &last, &counted, &claimed, &payload, &due)
+		return r.Scan(&id, &att, &maxAtt, &last, &counted, &claimed, &payload)
 	})
 	switch {
 	case err != nil:
 	case !answered:
 		err = errors.New("claim: no answer from the request")
 	case !id.Valid:
+		var due sql.NullInt64
+		if err := conn.QueryRowContext(ctx, d.dueSQL(), d.name).Scan(&due); err != nil {
+			return taken{}, 0, err
+		}
 		return taken{}, dueAfter(due), nil
 	case att >= maxAtt:
 		return taken{}, 0, errLastAttempt

@@ -191,7 +191,8 @@ func TestQueueRoundTripsMulti(t *testing.T) {
 		}
 	}
 	cycle(0) // connections opened
-	before := countingWrites.Load()
+	admin := s.admin(t)
+	before, stmts := countingWrites.Load(), questions(t, admin)
 	for i := range n {
 		cycle(i + 1)
 	}
@@ -199,6 +200,17 @@ func TestQueueRoundTripsMulti(t *testing.T) {
 	t.Logf("%.2f requests per Put+Claim+Ack", got)
 	if got > want+0.5 {
 		t.Fatalf("%.2f requests per Put+Claim+Ack, want %d", got, want)
+	}
+	// Every statement of a request is work for the server and an answer
+	// for the client to read: the Put's five (START TRANSACTION, the
+	// counter, the read of its outcome, the INSERT, COMMIT), the Claim's
+	// seven (START TRANSACTION, the variables set, the pick, the counter,
+	// the claim, the answer, COMMIT), the Ack's DELETE.
+	const wantStmts = 13
+	gotStmts := float64(questions(t, admin)-stmts-1) / n
+	t.Logf("%.2f statements per Put+Claim+Ack", gotStmts)
+	if gotStmts > wantStmts+0.5 {
+		t.Fatalf("%.2f statements per Put+Claim+Ack, want %d", gotStmts, wantStmts)
 	}
 }
 
