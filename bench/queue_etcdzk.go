@@ -15,6 +15,7 @@ import (
 	"github.com/batonlock/baton/cluster/zklock"
 	"github.com/go-zookeeper/zk"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -105,7 +106,34 @@ func etcdQueues(ctx context.Context, de *dbEnv, ce *clusterEnv) []*dbqSubject {
 		}}
 	leased := &dbqSubject{s: &subject{name: etcdLeasedName, id: "leasedetcdq", kind: "etcd"},
 		open: func(ctx context.Context, queue string) (dbqClient, error) { return newEtcdLeased(ctx, c, queue) }}
-	return []*dbqSubject{raw, dbqBatonSubject(bn, "betcdq", "etcd", b), leased}
+	subs := []*dbqSubject{raw, dbqBatonSubject(bn, "betcdq", "etcd", b), leased}
+	for _, s := range subs {
+		open := s.open
+		s.open = func(ctx context.Context, queue string) (dbqClient, error) {
+			if err := compactEtcd(ctx, c); err != nil {
+				return nil, err
+			}
+			return open(ctx, queue)
+		}
+	}
+	return subs
+}
+
+// compactEtcd compacts the server's history up to now. A range read
+// walks the keys deleted in its range until a compaction drops them, so
+// without one every job done before, by any subject and repetition,
+// would slow the reads of the next: a server in service compacts on a
+// schedule (etcd's --auto-compaction-*), and each run starts as one just
+// compacted.
+func compactEtcd(ctx context.Context, c *clientv3.Client) error {
+	r, err := c.Get(ctx, "compact", clientv3.WithCountOnly())
+	if err != nil {
+		return err
+	}
+	if _, err := c.Compact(ctx, r.Header.Revision); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+		return fmt.Errorf("compacting etcd: %w", err)
+	}
+	return nil
 }
 
 func etcdFailing(err error) []*dbqSubject {

@@ -120,6 +120,15 @@
 // operations (2n with unique keys), which the server's --max-txn-ops (128
 // by default) must allow.
 //
+// A claim reads the queue's first ready jobs and its claims by range, and
+// etcd walks every key deleted in a range since its last compaction: each
+// job done leaves two such keys (its record and its claim), so claims slow
+// down in proportion to the jobs done since then. Run the server with
+// automatic compaction (--auto-compaction-mode and
+// --auto-compaction-retention) under a queue that does many jobs; baton
+// does not compact, which would take history from every other client of
+// the server.
+//
 // Versions before this one took ids from a sequence key that every Put
 // compared and wrote, and named every record by its id. Processes of such
 // a version and of this one may serve a queue at once (a rolling
