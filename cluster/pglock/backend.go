@@ -67,6 +67,9 @@ type backend struct {
 // open. Every hold and every waiting acquisition takes a connection of the
 // pool for its duration, so the pool must be large enough for the holds and
 // waiters of the program at once. No request is made until the first use.
+// The queue's batched statements want the pool's connections to run with
+// plan_cache_mode=force_generic_plan, as OpenURL's do (see there):
+// without it, PostgreSQL plans them again at each run.
 func New(pool *pgxpool.Pool, opts ...lease.Option) (baton.Backend, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: nil pool", baton.ErrInvalidArgument)

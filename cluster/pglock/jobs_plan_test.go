@@ -3,6 +3,9 @@ package pglock
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -53,22 +56,69 @@ func TestQueueClaimReadsFewRows(t *testing.T) {
 		{"five", jobsClaimSQL, []any{"claim-plan", 5, 10000, []int32{1, 2, 3, 4, 5}}, 20},
 		{"ack five", jobsAckManySQL, []any{ids, toks}, 5},
 	} {
-		t.Run(c1.name, func(t *testing.T) { claimReadsFew(t, c, c1.sql, c1.args, c1.most) })
+		t.Run(c1.name, func(t *testing.T) { claimReadsFew(t, c, c1.sql, c1.args, c1.most, false) })
+		// As the Backend's connections run it: prepared, and planned once
+		// for any arguments (OpenURL's plan_cache_mode).
+		t.Run(c1.name+" generic", func(t *testing.T) { claimReadsFew(t, c, c1.sql, c1.args, c1.most, true) })
+	}
+}
+
+// TestGenericPlans: OpenURL's connections keep one plan per prepared
+// statement, so that a gathered claim, whose LIMIT and claimants are
+// arguments, is not planned again at each run; a URL that sets the mode
+// keeps its own.
+func TestGenericPlans(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ query, want string }{
+		{"", "force_generic_plan"},
+		{"&plan_cache_mode=auto", "auto"},
+	} {
+		pool, _, err := openPool(ctx, need(t)+c.query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mode string
+		err = pool.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode)
+		pool.Close()
+		if err != nil || mode != c.want {
+			t.Fatalf("URL with %q: plan_cache_mode %q, %v; want %q", c.query, mode, err, c.want)
+		}
 	}
 }
 
 // claimReadsFew runs the claim statement under EXPLAIN ANALYZE, in a
 // transaction rolled back, and checks that no scan of baton_jobs gave
 // more than most rows.
-func claimReadsFew(t *testing.T, c *pgx.Conn, sql string, args []any, bound float64) {
+func claimReadsFew(t *testing.T, c *pgx.Conn, sql string, args []any, bound float64, generic bool) {
 	ctx := context.Background()
+	if generic {
+		// A prepared statement outlives the transaction.
+		defer c.Exec(ctx, "DEALLOCATE claim_plan")
+	}
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
 	var plan []struct{ Plan planNode }
-	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
+	if generic {
+		// A prepared statement run with the mode set plans without the
+		// arguments, as the Backend's connections do.
+		lits := make([]string, len(args))
+		for i, a := range args {
+			lits[i] = literal(a)
+		}
+		_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan")
+		if err == nil {
+			_, err = tx.Exec(ctx, "PREPARE claim_plan AS "+sql)
+		}
+		if err == nil {
+			err = tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_plan("+strings.Join(lits, ", ")+")").Scan(&plan)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
 	if len(plan) != 1 {
@@ -97,4 +147,27 @@ type planNode struct {
 	Rows     float64    `json:"Actual Rows"`
 	Loops    float64    `json:"Actual Loops"`
 	Plans    []planNode `json:"Plans"`
+}
+
+// literal writes an argument of the plan tests as SQL.
+func literal(a any) string {
+	switch v := a.(type) {
+	case string:
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	case int:
+		return strconv.Itoa(v)
+	case []int32:
+		s := make([]string, len(v))
+		for i, x := range v {
+			s[i] = strconv.Itoa(int(x))
+		}
+		return "'{" + strings.Join(s, ",") + "}'"
+	case []int64:
+		s := make([]string, len(v))
+		for i, x := range v {
+			s[i] = strconv.FormatInt(x, 10)
+		}
+		return "'{" + strings.Join(s, ",") + "}'"
+	}
+	panic(fmt.Sprintf("no literal for %T", a))
 }

@@ -30,48 +30,63 @@ const defaultMaxConns = 64
 // missing right fails here. A bad URL is refused with an error matching
 // baton.ErrInvalidArgument before any connection is made.
 func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Backend, error) {
+	pool, o, err := openPool(ctx, rawURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	b := newBackend(pool, true, o)
+	if err := b.schema(ctx); err != nil {
+		cfg := pool.Config().ConnConfig
+		pool.Close()
+		return nil, fmt.Errorf("%s:%d: %w", cfg.Host, cfg.Port, err)
+	}
+	return baton.NewBackend(b), nil
+}
+
+// openPool is OpenURL's pool, with the lease options of the URL and opts.
+func openPool(ctx context.Context, rawURL string, opts []lease.Option) (*pgxpool.Pool, lease.Config, error) {
 	if ctx == nil {
-		return nil, fmt.Errorf("%w: nil context", baton.ErrInvalidArgument)
+		return nil, lease.Config{}, fmt.Errorf("%w: nil context", baton.ErrInvalidArgument)
 	}
 	scheme, _, ok := strings.Cut(rawURL, "://")
 	if !ok || (!strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql")) {
-		return nil, fmt.Errorf("%w: URL %q: want postgres://[user[:password]@]host[:port]/database[?...]",
+		return nil, lease.Config{}, fmt.Errorf("%w: URL %q: want postgres://[user[:password]@]host[:port]/database[?...]",
 			baton.ErrInvalidArgument, baton.RedactURL(rawURL))
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
+		return nil, lease.Config{}, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
 	}
 	q, err := urlparam.Query(u.RawQuery)
 	if err != nil {
-		return nil, err
+		return nil, lease.Config{}, err
 	}
 	if u.Host != "" {
 		for h := range strings.SplitSeq(u.Host, ",") {
 			if _, _, err := urlparam.HostPort(h, "5432"); err != nil {
-				return nil, err
+				return nil, lease.Config{}, err
 			}
 		}
 	}
 	uopts, err := lease.FromQuery(q)
 	if err != nil {
-		return nil, err
+		return nil, lease.Config{}, err
 	}
 	sec, err := urlparam.Take(q)
 	if err != nil {
-		return nil, err
+		return nil, lease.Config{}, err
 	}
 	if sec.HasTLS() && (q.Has("sslmode") || q.Has("sslrootcert") || q.Has("sslcert") || q.Has("sslkey")) {
-		return nil, fmt.Errorf("%w: URL: both ssl* and %s/%s/%s parameters", baton.ErrInvalidArgument, urlparam.CA, urlparam.Cert, urlparam.Key)
+		return nil, lease.Config{}, fmt.Errorf("%w: URL: both ssl* and %s/%s/%s parameters", baton.ErrInvalidArgument, urlparam.CA, urlparam.Cert, urlparam.Key)
 	}
 	u.RawQuery = q.Encode()
 	o, err := buildOptions(append(uopts, opts...))
 	if err != nil {
-		return nil, err
+		return nil, lease.Config{}, err
 	}
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
-		return nil, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
+		return nil, lease.Config{}, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
 	}
 	inline, hasInline := "", false
 	if u.User != nil {
@@ -79,7 +94,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	}
 	if sec.HasPassword {
 		if cfg.ConnConfig.Password, err = sec.PasswordOr(inline, hasInline); err != nil {
-			return nil, err
+			return nil, lease.Config{}, err
 		}
 	}
 	if sec.HasTLS() {
@@ -98,6 +113,12 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 		"tcp_keepalives_interval": "1",
 		"tcp_keepalives_count":    "3",
 		"application_name":        ApplicationName(), // names the holder in Inspect
+		// The statements are prepared once per connection, and their
+		// plans are the same whatever the arguments (index reads of a few
+		// rows), but a parameter as a LIMIT or an array makes the server
+		// judge a plan of its own for the arguments cheaper and plan again
+		// at every run: for a gathered claim, most of its time.
+		"plan_cache_mode": "force_generic_plan",
 	} {
 		if _, set := rp[k]; !set {
 			rp[k] = v
@@ -105,12 +126,7 @@ func OpenURL(ctx context.Context, rawURL string, opts ...lease.Option) (baton.Ba
 	}
 	pool, err := pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
+		return nil, o, fmt.Errorf("%w: URL: %v", baton.ErrInvalidArgument, err)
 	}
-	b := newBackend(pool, true, o)
-	if err := b.schema(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("%s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
-	}
-	return baton.NewBackend(b), nil
+	return pool, o, nil
 }
