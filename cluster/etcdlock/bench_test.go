@@ -287,3 +287,32 @@ func handoff(b *testing.B, lock [2]func(), unlock [2]func()) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "handoff-p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*9/10].Microseconds())/1000, "handoff-p90-ms")
 }
+
+// Uncontended Lock+Unlock of each side alone, so that -benchmem and the
+// profiles count one side only.
+func BenchmarkUncontendedSide(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	b.Run("baton", func(b *testing.B) {
+		m := e.mutexes(b, 1)[0]
+		for b.Loop() {
+			if _, err := m.Lock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("concurrency", func(b *testing.B) {
+		cm := concurrency.NewMutex(e.session(b), "cm/"+e.name())
+		for b.Loop() {
+			if err := cm.Lock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := cm.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
