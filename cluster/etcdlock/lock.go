@@ -22,6 +22,9 @@ type lockDriver struct {
 	dir  string // the name's directory, ending in '/'
 	rw   bool
 	ids  ids
+	// The reads of Acquire's first transaction, by mode: built once, since
+	// a clientv3.Op is only read when a transaction is made of it.
+	newest [2]clientv3.Op
 }
 
 // lockGrant is the driver's state of one hold.
@@ -37,11 +40,25 @@ type lockGrant struct {
 }
 
 func (b *backend) OpenMutex(_ context.Context, name string) (driver.Lock, error) {
-	return &mutexDriver{lockDriver{b: b, kind: baton.KindMutex, name: name, dir: b.dir(baton.KindMutex, name)}}, nil
+	d := &mutexDriver{lockDriver{b: b, kind: baton.KindMutex, name: name, dir: b.dir(baton.KindMutex, name)}}
+	d.init()
+	return d, nil
 }
 
 func (b *backend) OpenRWMutex(_ context.Context, name string) (driver.Lock, error) {
-	return &lockDriver{b: b, kind: baton.KindRWMutex, name: name, dir: b.dir(baton.KindRWMutex, name), rw: true}, nil
+	d := &lockDriver{b: b, kind: baton.KindRWMutex, name: name, dir: b.dir(baton.KindRWMutex, name), rw: true}
+	d.init()
+	return d, nil
+}
+
+func (d *lockDriver) init() {
+	for _, mode := range []driver.Mode{driver.Exclusive, driver.Shared} {
+		// The newest key in the blockers' directory is the caller's own
+		// (writers) or older than it (readers): the two newest tell who
+		// comes just before.
+		d.newest[mode] = clientv3.OpGet(d.blockers(mode), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))
+	}
 }
 
 // blockers is the directory whose older keys a request of mode waits for:
@@ -57,7 +74,9 @@ func (d *lockDriver) blockers(mode driver.Mode) string {
 func (d *lockDriver) puts(s *session, mode driver.Mode) (id, q, w string, ops []clientv3.Op) {
 	id = d.ids.get(s)
 	q = d.dir + "q/" + id
-	ops = []clientv3.Op{clientv3.OpPut(q, d.b.holderValue(mode.String(), 0), clientv3.WithLease(s.id))}
+	// Room for the writer marker and Acquire's read, appended after.
+	ops = make([]clientv3.Op, 1, 3)
+	ops[0] = clientv3.OpPut(q, d.b.holderValue(mode.String(), 0), clientv3.WithLease(s.id))
 	if d.rw && mode == driver.Exclusive {
 		w = d.dir + "w/" + id
 		ops = append(ops, clientv3.OpPut(w, "", clientv3.WithLease(s.id)))
@@ -117,11 +136,7 @@ func (d *lockDriver) enqueue(ctx context.Context, mode driver.Mode, wait bool) (
 		var ops []clientv3.Op
 		e.id, e.q, e.w, ops = d.puts(s, mode)
 		if wait {
-			// The newest key in the blockers' directory is the caller's
-			// own (writers) or older than it (readers): the two newest
-			// tell who comes just before.
-			ops = append(ops, clientv3.OpGet(d.blockers(mode), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)))
+			ops = append(ops, d.newest[mode])
 		}
 		resp, err := d.b.commit(ctx, s, keysOf(e.q, e.w), func(ctx context.Context) (*clientv3.TxnResponse, error) {
 			txn := d.b.c.Txn(ctx)
@@ -168,6 +183,10 @@ func before(kvs []*mvccpb.KeyValue, rev int64) *mvccpb.KeyValue {
 // revision rev) is left; pred is the newest such key, read at revision
 // read. Each round watches only pred, so a release wakes one waiter.
 func (d *lockDriver) wait(ctx context.Context, s *session, q string, rev int64, mode driver.Mode, pred *mvccpb.KeyValue, read int64) error {
+	if pred == nil {
+		// Nobody before: the usual case is not worth building the reads.
+		return s.lostErr()
+	}
 	get := clientv3.OpGet(d.blockers(mode), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(rev-1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	mine := clientv3.Compare(clientv3.CreateRevision(q), "=", rev)
@@ -230,10 +249,10 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 	}
 	lg.s.untrack(lg.loss)
 	lg.hw.release()
-	keys := keysOf(lg.q, lg.w)
-	ops := make([]clientv3.Op, len(keys))
-	for i, k := range keys {
-		ops[i] = clientv3.OpDelete(k)
+	ops := make([]clientv3.Op, 1, 2)
+	ops[0] = clientv3.OpDelete(lg.q)
+	if lg.w != "" {
+		ops = append(ops, clientv3.OpDelete(lg.w))
 	}
 	rctx, cancel := d.b.rctx(ctx)
 	resp, err := d.b.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(lg.q), "=", lg.rev)).Then(ops...).Commit()
@@ -242,7 +261,7 @@ func (d *lockDriver) Release(ctx context.Context, g driver.Grant) error {
 	case err != nil:
 		// The keys are this hold's own: deleting them later cannot
 		// touch anyone else's.
-		d.b.cleanup(lg.s, keys...)
+		d.b.cleanup(lg.s, keysOf(lg.q, lg.w)...)
 		if lerr := lg.loss.Err(); lerr != nil {
 			return lerr
 		}
