@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,7 @@ type backend struct {
 	o      options
 	host   string
 	pid    int
+	head   []byte         // the start of every holder value: holderHead(pid, host)
 	bg     sync.WaitGroup // background cleanups
 	bgStop context.CancelFunc
 	bgCtx  context.Context
@@ -72,8 +74,9 @@ func New(client *clientv3.Client, opts ...lease.Option) (baton.Backend, error) {
 func newBackend(c *clientv3.Client, own bool, o options) *backend {
 	host, _ := os.Hostname()
 	ctx, cancel := context.WithCancel(context.Background())
+	pid := os.Getpid()
 	return &backend{
-		c: c, own: own, o: o, host: host, pid: os.Getpid(),
+		c: c, own: own, o: o, host: host, pid: pid, head: holderHead(pid, host),
 		bgCtx: ctx, bgStop: cancel,
 		slot: make(chan struct{}, 1), dirs: map[string]*dirWatch{},
 	}
@@ -159,9 +162,59 @@ type holder struct {
 	Claim string    `json:"claim,omitempty"` // a queue claim's id, unique to the claim
 }
 
+// holderValue is the JSON of a holder of the backend's process, as
+// json.Marshal writes it, built by hand: every acquisition writes one, and
+// only the time, mode and n change.
 func (b *backend) holderValue(mode string, n int64) string {
-	v, _ := json.Marshal(holder{PID: b.pid, Host: b.host, Since: time.Now().UTC(), Mode: mode, N: n})
+	return b.holderValueAt(time.Now().UTC(), mode, n)
+}
+
+func (b *backend) holderValueAt(since time.Time, mode string, n int64) string {
+	head := b.head
+	if head == nil || !plainMode(mode) || since.Year() < 0 || since.Year() > 9999 {
+		v, _ := json.Marshal(holder{PID: b.pid, Host: b.host, Since: since, Mode: mode, N: n})
+		return string(v)
+	}
+	v := make([]byte, 0, len(head)+80)
+	v = append(v, head...)
+	v = append(v, `"since":"`...)
+	v = since.AppendFormat(v, time.RFC3339Nano)
+	v = append(v, '"')
+	if mode != "" {
+		v = append(v, `,"mode":"`...)
+		v = append(v, mode...)
+		v = append(v, '"')
+	}
+	if n != 0 {
+		v = append(v, `,"n":`...)
+		v = strconv.AppendInt(v, n, 10)
+	}
+	v = append(v, '}')
 	return string(v)
+}
+
+// holderHead returns the JSON of a holder up to its time: the opening
+// brace and the pid and host fields, each with the comma after it.
+func holderHead(pid int, host string) []byte {
+	v, _ := json.Marshal(struct {
+		PID  int    `json:"pid,omitempty"`
+		Host string `json:"host,omitempty"`
+	}{pid, host})
+	v = v[:len(v)-1] // the closing brace
+	if len(v) > 1 {
+		v = append(v, ',')
+	}
+	return v
+}
+
+// plainMode reports whether mode needs no escaping in JSON.
+func plainMode(mode string) bool {
+	for i := 0; i < len(mode); i++ {
+		if c := mode[i]; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 // claimValue is the value of a queue's claim key, unique to the claim.
@@ -263,7 +316,8 @@ func (b *backend) forget(s *session, keys []string) {
 // end (driver.CloseOnly) is not worth a goroutine: the caller waits for the
 // answer, a request timeout at most, and cleans up as after any write.
 func (b *backend) commit(ctx context.Context, s *session, keys []string, txn func(context.Context) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
-	if ctx.Done() == nil || driver.CloseOnly(ctx) {
+	// CloseOnly first: asking a cancelCtx for Done makes its channel.
+	if driver.CloseOnly(ctx) || ctx.Done() == nil {
 		rctx, cancel := b.rctx(context.WithoutCancel(ctx))
 		resp, err := txn(rctx)
 		cancel()
