@@ -109,9 +109,17 @@ func contended(b *testing.B, hold time.Duration, lock func(w int) (unlock func()
 
 // Uncontended Lock+Unlock, baton and concurrency.Mutex interleaved pair by
 // pair so that both see the same load on a shared machine.
-func BenchmarkUncontended(b *testing.B) {
+func BenchmarkUncontended(b *testing.B) { uncontendedPairs(b, context.Background()) }
+
+// The same with a context that can be cancelled, as a caller's usually can.
+func BenchmarkUncontendedCancel(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	uncontendedPairs(b, ctx)
+}
+
+func uncontendedPairs(b *testing.B, ctx context.Context) {
 	e := newBenchEnv(b)
-	ctx := context.Background()
 	m := e.mutexes(b, 1)[0]
 	cm := concurrency.NewMutex(e.session(b), "cm/"+e.name())
 	var tb, tc []time.Duration
@@ -289,30 +297,38 @@ func handoff(b *testing.B, lock [2]func(), unlock [2]func()) {
 }
 
 // Uncontended Lock+Unlock of each side alone, so that -benchmem and the
-// profiles count one side only.
+// profiles count one side only; with a context that has no end, and with
+// one that can be cancelled (as a caller's usually can).
 func BenchmarkUncontendedSide(b *testing.B) {
 	e := newBenchEnv(b)
-	ctx := context.Background()
-	b.Run("baton", func(b *testing.B) {
-		m := e.mutexes(b, 1)[0]
-		for b.Loop() {
-			if _, err := m.Lock(ctx); err != nil {
-				b.Fatal(err)
+	cctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+	}{{"", context.Background()}, {"-cancel", cctx}} {
+		ctx := c.ctx
+		b.Run("baton"+c.name, func(b *testing.B) {
+			m := e.mutexes(b, 1)[0]
+			for b.Loop() {
+				if _, err := m.Lock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
 			}
-			if err := m.Unlock(ctx); err != nil {
-				b.Fatal(err)
+		})
+		b.Run("concurrency"+c.name, func(b *testing.B) {
+			cm := concurrency.NewMutex(e.session(b), "cm/"+e.name())
+			for b.Loop() {
+				if err := cm.Lock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if err := cm.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("concurrency", func(b *testing.B) {
-		cm := concurrency.NewMutex(e.session(b), "cm/"+e.name())
-		for b.Loop() {
-			if err := cm.Lock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := cm.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
 }
