@@ -12,7 +12,9 @@
 // functions. A script is then: the prelude's head, the script up to the
 // mark, the rest of the prelude, the rest of the script. A script with a
 // line "-- @head only" needs none of the rest: it is the head and the
-// script.
+// script. A script with a line "-- @alone" gets no prelude at all: one
+// that needs neither the server time nor the shared functions does not
+// pay for the head.
 //
 // A prelude with a line "-- @prune" gives each script only the functions of
 // its rest that the script calls, itself or through the functions it keeps:
@@ -78,6 +80,9 @@ func assemble(src fs.FS, prelude, name string) ([]byte, error) {
 	}
 	if bytes.Contains(body, []byte("-- @head only\n")) {
 		rest = nil
+	}
+	if bytes.Contains(body, []byte("-- @alone\n")) {
+		head, rest = nil, nil
 	}
 	if r, ok := cutLine(rest, "-- @prune\n"); ok {
 		rest = prune(r, append(append([]byte{}, before...), after...))

@@ -53,3 +53,18 @@ local function my_used() return 2 end
 		t.Errorf("a prelude without @prune lost functions:\n%s", n)
 	}
 }
+
+// A script marked alone gets none of its prelude, head included.
+func TestAlone(t *testing.T) {
+	src := fstest.MapFS{
+		"k_common.lua": {Data: []byte("local t = head()\n-- @end head\nlocal function f() return 1 end\n")},
+		"k_op.lua":     {Data: []byte("-- @alone\nreturn 2\n")},
+	}
+	out, err := Generate(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := string(out["k_op.lua"]); strings.Contains(k, "head()") || strings.Contains(k, "local function f(") || !strings.Contains(k, "return 2") {
+		t.Errorf("a script alone got its prelude, or lost its body:\n%s", k)
+	}
+}
