@@ -19,14 +19,18 @@ import (
 // scripts/src/jobs_common.lua), none of which expires, and one script per
 // operation. Claims are leases renewed by a lease.Keeper per job, like
 // holds; a claim whose lease passed on the server is given back by the
-// next script of the queue that looks (claim, ack, retry, stats). Waiting
+// next script of the queue that looks (claim, retry, stats; not the ack,
+// which reads no clock: the ack of a lapsed claim that no claim has given
+// back yet is taken, its job having been nobody else's). Waiting
 // claimants listen on the queue's Pub/Sub channel (the Backend's shared
 // subscriptions, as Value.Wait does), with a timer to the next delayed
 // job or lease deadline the claim script reported; the claim script notes
 // until when they may wait, and a Put announces itself only then. The
 // scripts of the common path (put, claim, ack) define the functions of the
 // rest only when they need them: that costs a script more than most of
-// its commands do.
+// its commands do. For the same reason each is given only the keys and
+// arguments it can touch, and the server's replies it reads are numbers
+// or single values where a list would do.
 //
 // A claim's keeper starts only when its first renewal is due: most jobs
 // are acked before, and a keeper costs a claim two timers. Until then the
@@ -43,15 +47,20 @@ const (
 )
 
 // jobsSuffixes are the keys of a queue, in the order of jobs_common.lua;
-// the ack and claim scripts are given only the first jobsKeysAck and
-// jobsKeysClaim of them, all they can touch: each key costs the server and
-// the client a little.
-var jobsSuffixes = []string{"ready", "inflight", "dead", "data", "info", "claim", "uniq", "reason", "delayed", "token", "waiters", "seq", "ids"}
+// the ack and claim scripts are given only the first jobsKeysAck (one more
+// for a job with a uniqueness key) and jobsKeysClaim of them, all they can
+// touch: the server copies each key and argument of a script into the
+// script, at about the cost of a command's every few.
+var jobsSuffixes = []string{"inflight", "claim", "data", "info", "uniq", "ready", "delayed", "token", "dead", "reason", "waiters", "seq", "ids"}
 
 const (
-	jobsKeysAck   = 8
+	jobsKeysAck   = 4
 	jobsKeysClaim = 11
 )
+
+// jobsPutKeys are the keys the put script is given, in its order: those it
+// can touch.
+var jobsPutKeys = []string{"data", "info", "uniq", "ready", "delayed", "waiters", "seq", "ids"}
 
 var (
 	scriptJobsPut      = loadScript("jobs_put")
@@ -71,8 +80,10 @@ type queueDriver struct {
 	d       *backend
 	name    string
 	keys    []string
-	keyArgs []any  // keys as command arguments, made once: each costs an allocation
-	channel string // where puts and give-backs are announced
+	keyArgs []any    // keys as command arguments, made once: each costs an allocation
+	putKeys []string // the keys of the put script (jobsPutKeys)
+	putArgs []any    // putKeys as command arguments
+	channel string   // where puts and give-backs are announced
 
 	mu        sync.Mutex
 	held      map[*jobClaim]struct{} // guarded by mu: claims not yet ended
@@ -99,11 +110,18 @@ func (d *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 	}
 	base := redisnode.KeyBase(d.o.Prefix, kjobs, name)
 	q := &queueDriver{d: d, name: name, keys: nameKeys(base, jobsSuffixes), channel: base + "wake", held: map[*jobClaim]struct{}{}}
-	q.keyArgs = make([]any, len(q.keys))
-	for i, k := range q.keys {
-		q.keyArgs[i] = k
-	}
+	q.keyArgs = anys(q.keys)
+	q.putKeys = nameKeys(base, jobsPutKeys)
+	q.putArgs = anys(q.putKeys)
 	return q, nil
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // run runs a script of the queue, as backend.run does. Without replicas
@@ -115,12 +133,18 @@ func (q *queueDriver) run(ctx context.Context, s *redis.Script, args ...any) (an
 
 // runKeys is run with the first n keys of the queue only.
 func (q *queueDriver) runKeys(ctx context.Context, s *redis.Script, n int, args ...any) (any, bool, error) {
+	return q.runWith(ctx, s, q.keys[:n], q.keyArgs[:n], args...)
+}
+
+// runWith is run with keys, given as command arguments too (keyArgs).
+func (q *queueDriver) runWith(ctx context.Context, s *redis.Script, keys []string, keyArgs []any, args ...any) (any, bool, error) {
 	if q.d.o.rep.replicas != 0 {
-		return q.d.run(ctx, s, q.keys[:n], args...)
+		return q.d.run(ctx, s, keys, args...)
 	}
+	n := len(keys)
 	cmd := make([]any, 0, 3+n+len(args))
 	cmd = append(cmd, "evalsha", s.Hash(), n)
-	cmd = append(append(cmd, q.keyArgs[:n]...), args...)
+	cmd = append(append(cmd, keyArgs...), args...)
 	v, err := q.d.c.Do(ctx, cmd...).Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		if err := s.Load(ctx, q.d.c).Err(); err != nil {
@@ -142,7 +166,12 @@ func (q *queueDriver) write(ctx context.Context, s *redis.Script, args ...any) (
 
 // writeKeys is write with the first n keys of the queue only.
 func (q *queueDriver) writeKeys(ctx context.Context, s *redis.Script, n int, args ...any) (any, error) {
-	v, acked, err := q.runKeys(ctx, s, n, args...)
+	return q.writeWith(ctx, s, q.keys[:n], q.keyArgs[:n], args...)
+}
+
+// writeWith is write with keys, given as command arguments too (keyArgs).
+func (q *queueDriver) writeWith(ctx context.Context, s *redis.Script, keys []string, keyArgs []any, args ...any) (any, error) {
+	v, acked, err := q.runWith(ctx, s, keys, keyArgs, args...)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
@@ -172,7 +201,7 @@ func (q *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, 
 	if size > maxBatchBytes {
 		return nil, fmt.Errorf("%w: a batch of %d payload bytes, more than %d", baton.ErrInvalidArgument, size, maxBatchBytes)
 	}
-	v, err := q.write(ctx, scriptJobsPut, args...)
+	v, err := q.writeWith(ctx, scriptJobsPut, q.putKeys, q.putArgs, args...)
 	if v == nil {
 		return nil, err
 	}
@@ -249,7 +278,11 @@ func (q *queueDriver) Ack(ctx context.Context, c driver.Claim) error {
 	if err != nil {
 		return err
 	}
-	return q.end(ctx, c, scriptJobsAck, jobsKeysAck, jc.key)
+	if jc.key == "" {
+		// No key to free: neither the uniq key nor an empty argument.
+		return q.end(ctx, c, scriptJobsAck, jobsKeysAck)
+	}
+	return q.end(ctx, c, scriptJobsAck, jobsKeysAck+1, jc.key)
 }
 
 func (q *queueDriver) Retry(ctx context.Context, c driver.Claim, at time.Time, reason string) error {

@@ -125,19 +125,20 @@ func BenchmarkQueueParts(b *testing.B) {
 	}
 	defer q.Close()
 	keys := nameKeys(redisnode.KeyBase(DefaultPrefix, kjobs, "parts-scripts"), jobsSuffixes)
+	putKeys := nameKeys(redisnode.KeyBase(DefaultPrefix, kjobs, "parts-scripts"), jobsPutKeys)
 	ttl := (10 * time.Second).Milliseconds()
 	names := []string{"floor", "scripts", "baton"}
 	p50 := alternate(b, names,
 		func() { r.cycle(b, ctx) },
 		func() {
-			if err := scriptJobsPut.Run(ctx, c, keys, "", benchJobPayload, "", 0, 1).Err(); err != nil {
+			if err := scriptJobsPut.Run(ctx, c, putKeys, "", benchJobPayload, "", 0, 1).Err(); err != nil {
 				b.Fatal(err)
 			}
-			v, err := scriptJobsClaim.Run(ctx, c, keys, 1, ttl, 0).Slice()
-			if err != nil || len(v) != 7 {
+			v, err := scriptJobsClaim.Run(ctx, c, keys[:jobsKeysClaim], 1, ttl, 0).Slice()
+			if err != nil || len(v) != 5 {
 				b.Fatal(v, err)
 			}
-			if n, err := scriptJobsAck.Run(ctx, c, keys, v[1], v[5], v[6]).Int64(); n != 1 || err != nil {
+			if n, err := scriptJobsAck.Run(ctx, c, keys[:jobsKeysAck], v[1], v[4]).Int64(); n != 1 || err != nil {
 				b.Fatal(n, err)
 			}
 		},
@@ -276,8 +277,9 @@ func BenchmarkQueueScripts(b *testing.B) {
 	c := s.Client()
 	ctx := context.Background()
 	keys := nameKeys(redisnode.KeyBase(DefaultPrefix, kjobs, "scripts"), jobsSuffixes)
+	putKeys := nameKeys(redisnode.KeyBase(DefaultPrefix, kjobs, "scripts"), jobsPutKeys)
 	ttl := (10 * time.Second).Milliseconds()
-	type claimed struct{ id, tok, key any }
+	type claimed struct{ id, tok any }
 	cs := make([]claimed, b.N)
 	phase := func(name string, f func(i int)) {
 		if err := c.ConfigResetStat(ctx).Err(); err != nil {
@@ -300,19 +302,19 @@ func BenchmarkQueueScripts(b *testing.B) {
 		b.ReportMetric(float64(inner)/float64(b.N), name+"-calls")
 	}
 	phase("put", func(int) {
-		if err := scriptJobsPut.Run(ctx, c, keys, "", benchJobPayload, "", 0, 1).Err(); err != nil {
+		if err := scriptJobsPut.Run(ctx, c, putKeys, "", benchJobPayload, "", 0, 1).Err(); err != nil {
 			b.Fatal(err)
 		}
 	})
 	phase("claim", func(i int) {
-		v, err := scriptJobsClaim.Run(ctx, c, keys, 1, ttl, 0).Slice()
-		if err != nil || len(v) < 6 {
+		v, err := scriptJobsClaim.Run(ctx, c, keys[:jobsKeysClaim], 1, ttl, 0).Slice()
+		if err != nil || len(v) != 5 {
 			b.Fatal(v, err)
 		}
-		cs[i] = claimed{v[1], v[5], v[6]}
+		cs[i] = claimed{v[1], v[4]}
 	})
 	phase("ack", func(i int) {
-		if n, err := scriptJobsAck.Run(ctx, c, keys, cs[i].id, cs[i].tok, cs[i].key).Int64(); n != 1 || err != nil {
+		if n, err := scriptJobsAck.Run(ctx, c, keys[:jobsKeysAck], cs[i].id, cs[i].tok).Int64(); n != 1 || err != nil {
 			b.Fatal(n, err)
 		}
 	})

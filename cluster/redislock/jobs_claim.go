@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batonlock/baton"
@@ -80,29 +81,31 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int, waitMS int64) ([]dri
 		return nil, 0, err
 	}
 	r, _ := v.([]any)
-	if len(r) < 1 || (len(r)-1)%6 != 0 {
+	if len(r) < 1 || (len(r)-1)%4 != 0 {
 		return nil, 0, fmt.Errorf("jobs_claim replied %v", v)
 	}
 	if len(r) == 1 {
 		w, _ := r[0].(int64)
 		return nil, time.Duration(max(w, 0)) * time.Millisecond, nil
 	}
-	cs := make([]driver.Claim, 0, (len(r)-1)/6)
+	cs := make([]driver.Claim, 0, (len(r)-1)/4)
 	jcs := make([]*jobClaim, 0, cap(cs))
 	var perr error
-	for i := 1; i < len(r); i += 6 {
+	for i := 1; i < len(r); i += 4 {
 		id, _ := r[i].(string)
 		payload, _ := r[i+1].(string)
-		attempt, _ := r[i+2].(string)
-		maxA, _ := r[i+3].(string)
-		tok, _ := r[i+4].(string)
-		key, ok := r[i+5].(string)
+		info, _ := r[i+2].(string)
+		tok, _ := r[i+3].(string)
+		// info is "attempts|max attempts|sequence|key" (jobs_common.lua).
+		attempt, rest, ok1 := strings.Cut(info, "|")
+		maxA, rest, ok2 := strings.Cut(rest, "|")
+		_, key, ok3 := strings.Cut(rest, "|")
 		nid, err1 := strconv.ParseUint(id, 10, 64)
 		ntok, err2 := strconv.ParseUint(tok, 10, 64)
 		na, err3 := strconv.Atoi(attempt)
 		nm, err4 := strconv.Atoi(maxA)
-		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || !ok {
-			perr = fmt.Errorf("jobs_claim replied %v", r[i:i+6])
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || !ok1 || !ok2 || !ok3 {
+			perr = fmt.Errorf("jobs_claim replied %v", r[i:i+4])
 		}
 		jc := &jobClaim{id: id, token: tok, key: key, sent: sent, loss: driver.NewLoss()}
 		jcs = append(jcs, jc)

@@ -3,18 +3,20 @@
 -- shares one Cluster hash tag; none expires (a queue lasts until its keys
 -- are removed), so the token counter never restarts while the queue exists.
 -- The keys come in this order so that a script given only the first ones
--- has those it can touch: the ack script the first 8, the claim script the
--- first 11 (jobsKeysAck, jobsKeysClaim), the others all.
--- KEYS[1]  ready    zset    job id -> ready sequence (claimed lowest first)
--- KEYS[2]  inflight zset    job id -> lease deadline of its claim (server ms)
--- KEYS[3]  dead     zset    job id -> time of death (server ms)
--- KEYS[4]  data     hash    job id -> payload
--- KEYS[5]  info     hash    job id -> "attempts|max attempts|ready sequence|key"
--- KEYS[6]  claim    hash    job id -> token of its current claim
--- KEYS[7]  uniq     hash    uniqueness key -> id of the pending job
--- KEYS[8]  reason   hash    job id -> reason of its death
--- KEYS[9]  delayed  zset    job id -> ready time (server ms)
--- KEYS[10] token    string  fencing token counter
+-- has those it can touch: the ack script the first 4, or 5 for a job with
+-- a uniqueness key (jobsKeysAck; it has no prelude and names them itself),
+-- the claim script the first 11 (jobsKeysClaim), the others all. The order
+-- is the scripts' alone: the keys' names and contents do not depend on it.
+-- KEYS[1]  inflight zset    job id -> lease deadline of its claim (server ms)
+-- KEYS[2]  claim    hash    job id -> token of its current claim
+-- KEYS[3]  data     hash    job id -> payload
+-- KEYS[4]  info     hash    job id -> "attempts|max attempts|ready sequence|key"
+-- KEYS[5]  uniq     hash    uniqueness key -> id of the pending job
+-- KEYS[6]  ready    zset    job id -> ready sequence (claimed lowest first)
+-- KEYS[7]  delayed  zset    job id -> ready time (server ms)
+-- KEYS[8]  token    string  fencing token counter
+-- KEYS[9]  dead     zset    job id -> time of death (server ms)
+-- KEYS[10] reason   hash    job id -> reason of its death
 -- KEYS[11] waiters  string  server ms until which a claimant may wait on the
 --                           queue's channel (expires then): a Put announces
 --                           itself only before that
@@ -29,7 +31,7 @@ local t = redis.call('TIME')
 -- first three of its six microsecond digits: a number formatted costs more.
 local nows = t[1] .. string.sub('00000' .. t[2], -6, -4)
 local now = tonumber(nows)
-local READY, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, REASON, DELAYED, TOKEN, WAITERS, SEQ, IDS = unpack(KEYS)
+local INFLIGHT, CLAIM, DATA, INFO, UNIQ, READY, DELAYED, TOKEN, DEAD, REASON, WAITERS, SEQ, IDS = unpack(KEYS)
 
 -- Numbers go to the server as decimal strings, constants as string
 -- literals: the server formats a Lua number as a double, which costs more
@@ -49,15 +51,18 @@ local INFO_RE = '^(%d+)|(%d+)|(%d+)|(.*)$'
 -- ARGV[1] n, ARGV[2] lease TTL ms, ARGV[3] when nothing is ready, the ms
 -- the caller may wait on the queue's channel before it looks again (0: it
 -- does not wait)
--- Returns {wait, id, payload, attempt, max attempts, token, key, ...}, a
--- job's fields as strings: wait is, when nothing was claimed, the ms until
--- the next delayed job is ready or the next lease passes (-1: none), else
--- 0; key is the job's uniqueness key ("" for none), which the ack script
--- is given back, so that it need not read the job's info to free it.
+-- Returns {wait, id, payload, info, token, ...}, a job's fields as
+-- strings: wait is, when nothing was claimed, the ms until the next
+-- delayed job is ready or the next lease passes (-1: none), else 0; info
+-- is the job's info as the claim left it (attempts counting this one, max
+-- attempts, sequence, key), which the caller splits: the key goes back to
+-- the ack script, so that it need not read the job's info to free it.
 -- Only when a lease passed or a delayed job is due does the script define
 -- the functions that deal with them.
-if redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', nows, 'LIMIT', '0', '1')[1]
-  or redis.call('ZRANGEBYSCORE', DELAYED, '-inf', nows, 'LIMIT', '0', '1')[1] then
+-- ZCOUNT answers with a number, which the script receives for less than
+-- a list.
+if redis.call('ZCOUNT', INFLIGHT, '-inf', nows) > 0
+  or redis.call('ZCOUNT', DELAYED, '-inf', nows) > 0 then
   
 local function info(id)
   local v = redis.call('HGET', INFO, id)
@@ -139,10 +144,10 @@ end
   reclaim()
   promote()
 end
-local ids = redis.call('ZRANGE', READY, '0', ARGV[1] == '1' and '0' or fmt(ARGV[1] - 1))
-local k = #ids
+-- ZPOPMIN takes the first n in line as ZRANGE and ZREM did, in one command.
+local z = redis.call('ZPOPMIN', READY, ARGV[1])
+local k = #z / 2
 if k > 0 then
-  redis.call('ZREM', READY, unpack(ids))
   -- A missing counter (a new queue, or a server that lost its data)
   -- starts at the server clock in microseconds, so that tokens keep
   -- growing across such a loss unless the clock goes back.
@@ -151,21 +156,34 @@ if k > 0 then
     tok = tonumber(t[1]) * 1000000 + tonumber(t[2]) + k - 1
     redis.call('SET', TOKEN, fmt(tok))
   end
+  local deadline = fmt(now + ARGV[2])
+  if k == 1 then
+    -- One job, the common claim: its commands take it alone, with no
+    -- tables to build for them.
+    local id = z[1]
+    local a, rest = string.match(redis.call('HGET', INFO, id), '^(%d+)(.*)$')
+    local info, ts = fmt(a + 1) .. rest, fmt(tok)
+    redis.call('HSET', INFO, id, info)
+    redis.call('ZADD', INFLIGHT, deadline, id)
+    redis.call('HSET', CLAIM, id, ts)
+    return {0, id, redis.call('HGET', DATA, id) or '', info, ts}
+  end
   tok = tok - k
+  local ids = {}
+  for i = 1, k do ids[i] = z[2 * i - 1] end
   local infos = redis.call('HMGET', INFO, unpack(ids))
   local data = redis.call('HMGET', DATA, unpack(ids))
-  local deadline = fmt(now + tonumber(ARGV[2]))
   local out, iset, lset, cset = {0}, {}, {}, {}
   for i, id in ipairs(ids) do
-    local a, m, s, key = string.match(infos[i], INFO_RE)
-    a = fmt(a + 1)
+    local a, rest = string.match(infos[i], '^(%d+)(.*)$')
+    local info = fmt(a + 1) .. rest
     tok = tok + 1
     local ts = fmt(tok)
-    iset[2 * i - 1], iset[2 * i] = id, a .. '|' .. m .. '|' .. s .. '|' .. key
+    iset[2 * i - 1], iset[2 * i] = id, info
     lset[2 * i - 1], lset[2 * i] = deadline, id
     cset[2 * i - 1], cset[2 * i] = id, ts
     local n = #out
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = id, data[i] or '', a, m, ts, key
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, data[i] or '', info, ts
   end
   redis.call('HSET', INFO, unpack(iset))
   redis.call('ZADD', INFLIGHT, unpack(lset))

@@ -3,18 +3,20 @@
 -- shares one Cluster hash tag; none expires (a queue lasts until its keys
 -- are removed), so the token counter never restarts while the queue exists.
 -- The keys come in this order so that a script given only the first ones
--- has those it can touch: the ack script the first 8, the claim script the
--- first 11 (jobsKeysAck, jobsKeysClaim), the others all.
--- KEYS[1]  ready    zset    job id -> ready sequence (claimed lowest first)
--- KEYS[2]  inflight zset    job id -> lease deadline of its claim (server ms)
--- KEYS[3]  dead     zset    job id -> time of death (server ms)
--- KEYS[4]  data     hash    job id -> payload
--- KEYS[5]  info     hash    job id -> "attempts|max attempts|ready sequence|key"
--- KEYS[6]  claim    hash    job id -> token of its current claim
--- KEYS[7]  uniq     hash    uniqueness key -> id of the pending job
--- KEYS[8]  reason   hash    job id -> reason of its death
--- KEYS[9]  delayed  zset    job id -> ready time (server ms)
--- KEYS[10] token    string  fencing token counter
+-- has those it can touch: the ack script the first 4, or 5 for a job with
+-- a uniqueness key (jobsKeysAck; it has no prelude and names them itself),
+-- the claim script the first 11 (jobsKeysClaim), the others all. The order
+-- is the scripts' alone: the keys' names and contents do not depend on it.
+-- KEYS[1]  inflight zset    job id -> lease deadline of its claim (server ms)
+-- KEYS[2]  claim    hash    job id -> token of its current claim
+-- KEYS[3]  data     hash    job id -> payload
+-- KEYS[4]  info     hash    job id -> "attempts|max attempts|ready sequence|key"
+-- KEYS[5]  uniq     hash    uniqueness key -> id of the pending job
+-- KEYS[6]  ready    zset    job id -> ready sequence (claimed lowest first)
+-- KEYS[7]  delayed  zset    job id -> ready time (server ms)
+-- KEYS[8]  token    string  fencing token counter
+-- KEYS[9]  dead     zset    job id -> time of death (server ms)
+-- KEYS[10] reason   hash    job id -> reason of its death
 -- KEYS[11] waiters  string  server ms until which a claimant may wait on the
 --                           queue's channel (expires then): a Put announces
 --                           itself only before that
@@ -29,7 +31,7 @@ local t = redis.call('TIME')
 -- first three of its six microsecond digits: a number formatted costs more.
 local nows = t[1] .. string.sub('00000' .. t[2], -6, -4)
 local now = tonumber(nows)
-local READY, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, REASON, DELAYED, TOKEN, WAITERS, SEQ, IDS = unpack(KEYS)
+local INFLIGHT, CLAIM, DATA, INFO, UNIQ, READY, DELAYED, TOKEN, DEAD, REASON, WAITERS, SEQ, IDS = unpack(KEYS)
 
 -- Numbers go to the server as decimal strings, constants as string
 -- literals: the server formats a Lua number as a double, which costs more
@@ -43,29 +45,35 @@ local SEQ_MS = 1024
 -- INFO_RE splits an info value: attempts, max attempts, sequence, key.
 local INFO_RE = '^(%d+)|(%d+)|(%d+)|(.*)$'
 -- jobs_put: add jobs, all in one script so that a batch is atomic.
--- KEYS: as in jobs_common.lua
+-- KEYS: data, info, uniq, ready, delayed, waiters, seq and ids of
+-- jobs_common.lua, in this order (jobsPutKeys): only those it can touch, so
+-- it names them itself after the head.
 -- ARGV[1] the channel claimants listen on
--- ARGV[2+4i..5+4i] per job: payload, key ("" for none), delay ms, max attempts
+-- ARGV[2+4i..5+4i] per job: payload, key ("" for none), delay ms ("0" for
+-- none), max attempts
 -- Returns the job ids (strings), the pending job's for a key already pending.
 -- Delayed jobs whose time came are not made ready here: promote puts them
 -- in line as of their time, ahead of these.
 -- @head only
+DATA, INFO, UNIQ, READY, DELAYED, WAITERS, SEQ, IDS = unpack(KEYS)
 local c = redis.call('MGET', IDS, SEQ, WAITERS)
-local last, seq = tonumber(c[1]) or 0, tonumber(c[2]) or 0
+-- seqs is seq as the string to store, kept so that it is formatted once.
+local last, seq, seqs = tonumber(c[1]) or 0, tonumber(c[2]) or 0, c[2] or '0'
 local out, added = {}, false
 for i = 0, (#ARGV - 1) / 4 - 1 do
-  local p, k, d, m = ARGV[2 + 4 * i], ARGV[3 + 4 * i], tonumber(ARGV[4 + 4 * i]), ARGV[5 + 4 * i]
+  local p, k, d, m = ARGV[2 + 4 * i], ARGV[3 + 4 * i], ARGV[4 + 4 * i], ARGV[5 + 4 * i]
   local id = k ~= '' and redis.call('HGET', UNIQ, k)
   if not id then
     last = last + 1
     id = fmt(last)
     redis.call('HSET', DATA, id, p)
     local s = '0'
-    if d > 0 then
+    if d ~= '0' then
       redis.call('ZADD', DELAYED, fmt(now + d), id)
     else
       seq = math.max(seq + 1, now * SEQ_MS)
-      s = fmt(seq)
+      seqs = fmt(seq)
+      s = seqs
       redis.call('ZADD', READY, s, id)
     end
     redis.call('HSET', INFO, id, '0|' .. m .. '|' .. s .. '|' .. k)
@@ -75,8 +83,8 @@ for i = 0, (#ARGV - 1) / 4 - 1 do
   out[#out + 1] = id
 end
 if added then
-  redis.call('MSET', IDS, fmt(last), SEQ, fmt(seq))
+  redis.call('MSET', IDS, fmt(last), SEQ, seqs)
   -- A delayed job is announced too: waiters set their timers to its time.
-  if tonumber(c[3] or 0) > now then redis.call('PUBLISH', ARGV[1], '1') end
+  if c[3] and tonumber(c[3]) > now then redis.call('PUBLISH', ARGV[1], '1') end
 end
 return out

@@ -3,18 +3,20 @@
 -- shares one Cluster hash tag; none expires (a queue lasts until its keys
 -- are removed), so the token counter never restarts while the queue exists.
 -- The keys come in this order so that a script given only the first ones
--- has those it can touch: the ack script the first 8, the claim script the
--- first 11 (jobsKeysAck, jobsKeysClaim), the others all.
--- KEYS[1]  ready    zset    job id -> ready sequence (claimed lowest first)
--- KEYS[2]  inflight zset    job id -> lease deadline of its claim (server ms)
--- KEYS[3]  dead     zset    job id -> time of death (server ms)
--- KEYS[4]  data     hash    job id -> payload
--- KEYS[5]  info     hash    job id -> "attempts|max attempts|ready sequence|key"
--- KEYS[6]  claim    hash    job id -> token of its current claim
--- KEYS[7]  uniq     hash    uniqueness key -> id of the pending job
--- KEYS[8]  reason   hash    job id -> reason of its death
--- KEYS[9]  delayed  zset    job id -> ready time (server ms)
--- KEYS[10] token    string  fencing token counter
+-- has those it can touch: the ack script the first 4, or 5 for a job with
+-- a uniqueness key (jobsKeysAck; it has no prelude and names them itself),
+-- the claim script the first 11 (jobsKeysClaim), the others all. The order
+-- is the scripts' alone: the keys' names and contents do not depend on it.
+-- KEYS[1]  inflight zset    job id -> lease deadline of its claim (server ms)
+-- KEYS[2]  claim    hash    job id -> token of its current claim
+-- KEYS[3]  data     hash    job id -> payload
+-- KEYS[4]  info     hash    job id -> "attempts|max attempts|ready sequence|key"
+-- KEYS[5]  uniq     hash    uniqueness key -> id of the pending job
+-- KEYS[6]  ready    zset    job id -> ready sequence (claimed lowest first)
+-- KEYS[7]  delayed  zset    job id -> ready time (server ms)
+-- KEYS[8]  token    string  fencing token counter
+-- KEYS[9]  dead     zset    job id -> time of death (server ms)
+-- KEYS[10] reason   hash    job id -> reason of its death
 -- KEYS[11] waiters  string  server ms until which a claimant may wait on the
 --                           queue's channel (expires then): a Put announces
 --                           itself only before that
@@ -29,7 +31,7 @@ local t = redis.call('TIME')
 -- first three of its six microsecond digits: a number formatted costs more.
 local nows = t[1] .. string.sub('00000' .. t[2], -6, -4)
 local now = tonumber(nows)
-local READY, INFLIGHT, DEAD, DATA, INFO, CLAIM, UNIQ, REASON, DELAYED, TOKEN, WAITERS, SEQ, IDS = unpack(KEYS)
+local INFLIGHT, CLAIM, DATA, INFO, UNIQ, READY, DELAYED, TOKEN, DEAD, REASON, WAITERS, SEQ, IDS = unpack(KEYS)
 
 -- Numbers go to the server as decimal strings, constants as string
 -- literals: the server formats a Lua number as a double, which costs more
