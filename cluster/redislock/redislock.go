@@ -159,8 +159,10 @@
 // ready, except that a job given back (its claimant's handle closed, or
 // its lease passed) returns to the place it had. A claim is a lease of the
 // TTL, renewed in the background like a hold, and its Loss fires before
-// the lease passes on the server; the next script of the queue to run
-// after that gives the job back. Waiting claimants are woken by Pub/Sub
+// the lease passes on the server; the next claim (or retry, or stats) of
+// the queue after that gives the job back. An ack reads no clock: the ack
+// of a claim whose lease passed but that no claim gave back yet is taken,
+// since no other claimant had its job. Waiting claimants are woken by Pub/Sub
 // messages, and by a timer to the next delayed job or lease deadline.
 // Tokens come from the queue's counter, which never expires (none of a
 // queue's keys does). Payloads are at most MaxQueuePayload bytes, a
@@ -171,7 +173,11 @@
 // earlier versions may share a queue with this one: the keys and what they
 // hold are as they were, and each process runs its own version of the
 // scripts (what the claim script returns and the order in which the
-// scripts take the keys are between a process and its scripts).
+// scripts take the keys are between a process and its scripts). Acks of
+// earlier versions give lapsed claims back, those of this one leave them
+// to the next claim of either version, which gives them back before it
+// takes a job: a job still has one live claimant at most, and a late ack
+// of a claim given back is refused by both (TestQueueMixedVersions).
 // # Channels
 //
 // A Channel is a list of messages and a hash of its parameters on the
