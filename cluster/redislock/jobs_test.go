@@ -467,7 +467,14 @@ func TestQueueScriptsGivenFewerKeys(t *testing.T) {
 			}
 		}
 	}
-	counts("after the ack", 0, 2, 0)
+	// The lapsed claim of job 3 is still there (a claim may have given
+	// back job 2's meanwhile), and the delayed job still delayed.
+	if err := c.ZScore(ctx, redisnodeKey("fewer", "inflight"), "3").Err(); err != nil {
+		t.Errorf("after the ack: the lapsed claim of job 3 is not in flight: %v", err)
+	}
+	if n, err := c.ZCard(ctx, redisnodeKey("fewer", "ready")).Result(); err != nil || n != 0 {
+		t.Errorf("after the ack: ready holds %d (%v), want 0", n, err)
+	}
 	// The job given back first, then the delayed job, due and made ready.
 	for i, id := range []string{"3", "4"} {
 		if v := claim(60_000); len(v) != 5 || v[1] != id {
