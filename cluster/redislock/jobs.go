@@ -67,6 +67,7 @@ var (
 	scriptJobsClaim    = loadScript("jobs_claim")
 	scriptJobsRenew    = loadScript("jobs_renew")
 	scriptJobsAck      = loadScript("jobs_ack")
+	scriptJobsAckMany  = loadScript("jobs_ackmany")
 	scriptJobsRetry    = loadScript("jobs_retry")
 	scriptJobsGiveBack = loadScript("jobs_giveback")
 	scriptJobsStats    = loadScript("jobs_stats")
@@ -80,10 +81,11 @@ type queueDriver struct {
 	d       *backend
 	name    string
 	keys    []string
-	keyArgs []any    // keys as command arguments, made once: each costs an allocation
-	putKeys []string // the keys of the put script (jobsPutKeys)
-	putArgs []any    // putKeys as command arguments
-	channel string   // where puts and give-backs are announced
+	keyArgs []any       // keys as command arguments, made once: each costs an allocation
+	putKeys []string    // the keys of the put script (jobsPutKeys)
+	putArgs []any       // putKeys as command arguments
+	channel string      // where puts and give-backs are announced
+	calls   *queueCalls // shared with the Backend's other handles of the queue
 
 	mu        sync.Mutex
 	held      map[*jobClaim]struct{} // guarded by mu: claims not yet ended
@@ -113,6 +115,7 @@ func (d *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 	q.keyArgs = anys(q.keys)
 	q.putKeys = nameKeys(base, jobsPutKeys)
 	q.putArgs = anys(q.putKeys)
+	q.calls = d.queues.Hold(name)
 	return q, nil
 }
 
@@ -249,6 +252,14 @@ func claimOf(c driver.Claim) (*jobClaim, error) {
 // The script is given the first nkeys keys of the queue, and the claim's
 // id and token before args.
 func (q *queueDriver) end(ctx context.Context, c driver.Claim, s *redis.Script, nkeys int, args ...any) error {
+	return q.endWith(ctx, c, func(jc *jobClaim) (any, error) {
+		return q.writeKeys(ctx, s, nkeys, append([]any{jc.id, jc.token}, args...)...)
+	})
+}
+
+// endWith is end with write the script's run: its reply is 1 when the
+// claim ended, 0 when the server no longer had it.
+func (q *queueDriver) endWith(ctx context.Context, c driver.Claim, write func(*jobClaim) (any, error)) error {
 	jc, err := claimOf(c)
 	if err != nil {
 		return err
@@ -261,7 +272,7 @@ func (q *queueDriver) end(ctx context.Context, c driver.Claim, s *redis.Script, 
 	if err := jc.loss.Err(); err != nil {
 		return err
 	}
-	v, err := q.writeKeys(ctx, s, nkeys, append([]any{jc.id, jc.token}, args...)...)
+	v, err := write(jc)
 	if v == nil {
 		jc.loss.Fire(fmt.Errorf("the end of the claim may not have reached the server: %w", err))
 		return err
@@ -274,15 +285,7 @@ func (q *queueDriver) end(ctx context.Context, c driver.Claim, s *redis.Script, 
 }
 
 func (q *queueDriver) Ack(ctx context.Context, c driver.Claim) error {
-	jc, err := claimOf(c)
-	if err != nil {
-		return err
-	}
-	if jc.key == "" {
-		// No key to free: neither the uniq key nor an empty argument.
-		return q.end(ctx, c, scriptJobsAck, jobsKeysAck)
-	}
-	return q.end(ctx, c, scriptJobsAck, jobsKeysAck+1, jc.key)
+	return q.endWith(ctx, c, func(jc *jobClaim) (any, error) { return q.ackGathered(ctx, jc) })
 }
 
 func (q *queueDriver) Retry(ctx context.Context, c driver.Claim, at time.Time, reason string) error {
@@ -350,6 +353,9 @@ func (q *queueDriver) byIDs(ctx context.Context, s *redis.Script, ids []uint64, 
 // Close gives back the claims still held, their losses fired first.
 func (q *queueDriver) Close() error {
 	q.mu.Lock()
+	if !q.closed {
+		q.d.queues.Drop(q.name)
+	}
 	q.closed = true
 	held := q.held
 	q.held = nil

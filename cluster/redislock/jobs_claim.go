@@ -72,8 +72,16 @@ func (q *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 func (q *queueDriver) claimOnce(ctx context.Context, n int, waitMS int64) ([]driver.Claim, time.Duration, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.d.o.RequestTimeout)
 	defer cancel()
-	sent := time.Now()
-	v, acked, err := q.runKeys(rctx, scriptJobsClaim, jobsKeysClaim, n, q.d.ttlMS(), waitMS)
+	var v any
+	var acked bool
+	var err error
+	var sent time.Time
+	if waitMS == 0 {
+		v, acked, sent, err = q.claimGathered(rctx, n)
+	} else {
+		sent = time.Now()
+		v, acked, err = q.runKeys(rctx, scriptJobsClaim, jobsKeysClaim, n, q.d.ttlMS(), waitMS)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()

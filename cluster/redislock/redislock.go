@@ -164,6 +164,9 @@
 // of a claim whose lease passed but that no claim gave back yet is taken,
 // since no other claimant had its job. Waiting claimants are woken by Pub/Sub
 // messages, and by a timer to the next delayed job or lease deadline.
+// The Claims and Acks of one queue's handles in one Backend that come
+// while a claim or ack script of theirs runs are gathered into the next
+// one, which serves them all (jobs_gather.go).
 // Tokens come from the queue's counter, which never expires (none of a
 // queue's keys does). Payloads are at most MaxQueuePayload bytes, a
 // PutBatch at most 64 MiB of them. With WithReplicas, every write of a
@@ -242,6 +245,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
+	"github.com/batonlock/baton/cluster/internal/sqlcommon"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/internal/closing"
@@ -345,6 +349,8 @@ type backend struct {
 	notices redisnode.Notices // of the restart-safety waits (restart.go)
 
 	vals *valueSubs // guarded by closeMu; made by the first Value Wait
+
+	queues sqlcommon.Shared[queueCalls] // what the handles of a queue share, by name
 }
 
 func newDriver(client redis.UniversalClient, opts []lease.Option) (*backend, error) {
