@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/internal/sqlcommon"
+	"github.com/batonlock/baton/cluster/internal/batch"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
@@ -53,7 +53,7 @@ type backend struct {
 	drivers map[any]func()        // guarded by mu: open drivers and their close
 	polls   map[string]*valuePoll // guarded by mu: the pollers of names with waiting Values
 
-	queues sqlcommon.Shared[queueCalls] // of queues with open handles
+	queues batch.Shared[queueCalls] // of queues with open handles
 
 	jan  janitor // the sweeps of idle rows (reclaim.go)
 	bell bell    // sleeping waits and their wake-ups (bell.go)

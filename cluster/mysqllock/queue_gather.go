@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/batonlock/baton/cluster/internal/sqlcommon"
+	"github.com/batonlock/baton/cluster/internal/batch"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -21,7 +21,7 @@ const claimGatherMost = 64
 
 // queueCalls is what the handles of one queue in one Backend share.
 type queueCalls struct {
-	claims sqlcommon.Gather[claimCall]
+	claims batch.Gather[claimCall]
 }
 
 // claimCall is a claim of up to n jobs, and what the statement gave it.
@@ -36,7 +36,7 @@ type claimCall struct {
 // claims of the queue's other handles that come while one runs. The
 // statement runs to its end whatever the callers' contexts do.
 func (d *queueDriver) claimGathered(n int) ([]driver.Claim, time.Duration, error) {
-	c := &sqlcommon.Gathered[claimCall]{V: claimCall{n: n}}
+	c := &batch.Gathered[claimCall]{V: claimCall{n: n}}
 	d.calls.claims.Do(c, claimGatherMost, func(c *claimCall) int { return c.n }, d.claimBatch)
 	if c.V.err != nil || len(c.V.got.got) == 0 {
 		return nil, c.V.due, c.V.err
@@ -47,7 +47,7 @@ func (d *queueDriver) claimGathered(n int) ([]driver.Claim, time.Duration, error
 
 // claimBatch claims for a batch of calls in one statement and gives each
 // call its share, in order of arrival.
-func (d *queueDriver) claimBatch(batch []*sqlcommon.Gathered[claimCall]) {
+func (d *queueDriver) claimBatch(batch []*batch.Gathered[claimCall]) {
 	total := 0
 	for _, c := range batch {
 		total += c.V.n

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/internal/sqlcommon"
+	"github.com/batonlock/baton/cluster/internal/batch"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
@@ -60,7 +60,7 @@ type backend struct {
 
 	lis *listener
 
-	queues sqlcommon.Shared[queueCalls] // of queues with open handles
+	queues batch.Shared[queueCalls] // of queues with open handles
 }
 
 // New returns a Backend on a pool of the caller's; Close leaves the pool

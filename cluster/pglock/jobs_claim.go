@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/internal/sqlcommon"
+	"github.com/batonlock/baton/cluster/internal/batch"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
@@ -151,7 +151,7 @@ func (q *queueDriver) claimOnce(ctx context.Context, n int) ([]driver.Claim, err
 		q.unref(s)
 		q.mu.Unlock()
 	}()
-	c := &sqlcommon.Gathered[claimCall]{V: claimCall{q: q, s: s, n: n}}
+	c := &batch.Gathered[claimCall]{V: claimCall{q: q, s: s, n: n}}
 	q.calls.claims.Do(c, claimGatherMost, func(c *claimCall) int { return c.n }, q.claimBatch)
 	jcs, sent := c.V.jcs, c.V.sent
 	if err := c.V.err; err != nil {

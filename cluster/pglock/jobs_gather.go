@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/batonlock/baton/cluster/internal/sqlcommon"
+	"github.com/batonlock/baton/cluster/internal/batch"
 	"github.com/batonlock/baton/driver"
 )
 
@@ -28,8 +28,8 @@ const (
 
 // queueCalls is what the handles of one queue in one Backend share.
 type queueCalls struct {
-	claims sqlcommon.Gather[claimCall]
-	acks   sqlcommon.Gather[ackCall]
+	claims batch.Gather[claimCall]
+	acks   batch.Gather[ackCall]
 }
 
 // claimCall is a claim of up to n jobs for handle q on its session s, and
@@ -54,7 +54,7 @@ type ackCall struct {
 // claimBatch claims for a batch of claim calls in one statement, and gives
 // each call its jobs in order of arrival: the oldest jobs to the first
 // call. The statement runs to its end even when a caller's context ended.
-func (q *queueDriver) claimBatch(batch []*sqlcommon.Gathered[claimCall]) {
+func (q *queueDriver) claimBatch(batch []*batch.Gathered[claimCall]) {
 	total := 0
 	for _, c := range batch {
 		total += c.V.n
@@ -110,8 +110,8 @@ func (q *queueDriver) ack(ctx context.Context, jc *jobClaim) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	c := &sqlcommon.Gathered[ackCall]{V: ackCall{jc: jc}}
-	q.calls.acks.Do(c, ackGatherMost, func(*ackCall) int { return 1 }, func(batch []*sqlcommon.Gathered[ackCall]) {
+	c := &batch.Gathered[ackCall]{V: ackCall{jc: jc}}
+	q.calls.acks.Do(c, ackGatherMost, func(*ackCall) int { return 1 }, func(batch []*batch.Gathered[ackCall]) {
 		if len(batch) == 1 {
 			// Alone, on the caller's context, as an Ack not gathered.
 			tag, err := q.b.pool.Exec(ctx, q.b.q(jobsAckSQL), jc.id, jc.token)
@@ -124,7 +124,7 @@ func (q *queueDriver) ack(ctx context.Context, jc *jobClaim) (bool, error) {
 }
 
 // ackBatch deletes the rows of a batch of Acks in one statement.
-func (q *queueDriver) ackBatch(batch []*sqlcommon.Gathered[ackCall]) {
+func (q *queueDriver) ackBatch(batch []*batch.Gathered[ackCall]) {
 	rctx, cancel := q.b.rctx()
 	defer cancel()
 	ids, toks := make([]int64, len(batch)), make([]int64, len(batch))

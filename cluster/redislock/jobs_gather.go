@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/batonlock/baton/cluster/internal/sqlcommon"
+	"github.com/batonlock/baton/cluster/internal/batch"
 )
 
 // The first claim script of the Claims of one queue's handles in one
@@ -27,8 +27,8 @@ const (
 
 // queueCalls is what the handles of one queue in one Backend share.
 type queueCalls struct {
-	claims sqlcommon.Gather[claimCall]
-	acks   sqlcommon.Gather[ackCall]
+	claims batch.Gather[claimCall]
+	acks   batch.Gather[ackCall]
 }
 
 // ackCall is the Ack of one claim, and the script's reply for it: 1 when
@@ -55,8 +55,8 @@ type claimCall struct {
 // first claims of the queue's handles in this Backend (see above); ctx
 // bounds the script when it runs alone.
 func (q *queueDriver) claimGathered(ctx context.Context, n int) (r []any, acked bool, sent time.Time, err error) {
-	c := &sqlcommon.Gathered[claimCall]{V: claimCall{n: n}}
-	q.calls.claims.Do(c, claimGatherMost, func(c *claimCall) int { return c.n }, func(batch []*sqlcommon.Gathered[claimCall]) {
+	c := &batch.Gathered[claimCall]{V: claimCall{n: n}}
+	q.calls.claims.Do(c, claimGatherMost, func(c *claimCall) int { return c.n }, func(batch []*batch.Gathered[claimCall]) {
 		if len(batch) == 1 {
 			q.claimBatch(ctx, batch)
 			return
@@ -71,7 +71,7 @@ func (q *queueDriver) claimGathered(ctx context.Context, n int) (r []any, acked 
 
 // claimBatch claims for a batch of claim calls in one script and gives
 // each call its share of the jobs, in order of arrival.
-func (q *queueDriver) claimBatch(ctx context.Context, batch []*sqlcommon.Gathered[claimCall]) {
+func (q *queueDriver) claimBatch(ctx context.Context, batch []*batch.Gathered[claimCall]) {
 	total := 0
 	for _, c := range batch {
 		total += c.V.n
@@ -114,8 +114,8 @@ func (q *queueDriver) ackGathered(ctx context.Context, jc *jobClaim) (any, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &sqlcommon.Gathered[ackCall]{V: ackCall{jc: jc}}
-	q.calls.acks.Do(c, ackGatherMost, func(*ackCall) int { return 1 }, func(batch []*sqlcommon.Gathered[ackCall]) {
+	c := &batch.Gathered[ackCall]{V: ackCall{jc: jc}}
+	q.calls.acks.Do(c, ackGatherMost, func(*ackCall) int { return 1 }, func(batch []*batch.Gathered[ackCall]) {
 		if len(batch) == 1 {
 			if jc.key == "" {
 				// No key to free: neither the uniq key nor an empty argument.
@@ -131,7 +131,7 @@ func (q *queueDriver) ackGathered(ctx context.Context, jc *jobClaim) (any, error
 }
 
 // ackBatch ends the claims of a batch of Acks in one script.
-func (q *queueDriver) ackBatch(batch []*sqlcommon.Gathered[ackCall]) {
+func (q *queueDriver) ackBatch(batch []*batch.Gathered[ackCall]) {
 	ctx, cancel := context.WithTimeout(context.Background(), q.d.o.RequestTimeout)
 	defer cancel()
 	args := make([]any, 0, 3*len(batch))

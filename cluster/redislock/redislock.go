@@ -244,8 +244,8 @@ import (
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/batch"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
-	"github.com/batonlock/baton/cluster/internal/sqlcommon"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 	"github.com/batonlock/baton/internal/closing"
@@ -350,7 +350,7 @@ type backend struct {
 
 	vals *valueSubs // guarded by closeMu; made by the first Value Wait
 
-	queues sqlcommon.Shared[queueCalls] // what the handles of a queue share, by name
+	queues batch.Shared[queueCalls] // what the handles of a queue share, by name
 }
 
 func newDriver(client redis.UniversalClient, opts []lease.Option) (*backend, error) {

@@ -1,4 +1,4 @@
-package sqlcommon
+package batch
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,8 @@
-package sqlcommon
+// Package batch lets the handles of one name in a Backend share what they
+// need: calls gathered into batches (Gather) and state kept while any of
+// them is open (Shared). The SQL and Redis backends gather their queue
+// claims and acks with it.
+package batch
 
 import "sync"
 
