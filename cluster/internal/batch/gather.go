@@ -65,3 +65,11 @@ func (g *Gather[T]) Do(c *Gathered[T], limit int, weight func(*T) int, run func(
 	}
 	g.mu.Unlock()
 }
+
+// Waiting is the number of calls waiting for a batch (not those of the
+// batch that runs).
+func (g *Gather[T]) Waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.pending)
+}

@@ -58,3 +58,37 @@ func TestGather(t *testing.T) {
 		t.Fatalf("no call was gathered with another: %d batches for %d calls", n, goroutines*each)
 	}
 }
+
+// TestWaiting: calls that come while a batch runs count as waiting until
+// the next batch takes them.
+func TestWaiting(t *testing.T) {
+	var g Gather[int]
+	first, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		g.Do(&Gathered[int]{}, 8, func(*int) int { return 1 }, func([]*Gathered[int]) {
+			close(first)
+			<-release
+		})
+	})
+	<-first
+	var sizes []int
+	var mu sync.Mutex
+	for range 3 {
+		wg.Go(func() {
+			g.Do(&Gathered[int]{}, 8, func(*int) int { return 1 }, func(b []*Gathered[int]) {
+				mu.Lock()
+				sizes = append(sizes, len(b))
+				mu.Unlock()
+			})
+		})
+	}
+	for g.Waiting() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if g.Waiting() != 0 || len(sizes) != 1 || sizes[0] != 3 {
+		t.Fatalf("waiting %d after; batches after the first: %v, want one of 3", g.Waiting(), sizes)
+	}
+}
