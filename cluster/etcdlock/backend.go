@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/batch"
 	"github.com/batonlock/baton/cluster/lease"
 	"github.com/batonlock/baton/driver"
 )
@@ -51,7 +52,8 @@ type backend struct {
 	watchGen atomic.Uint64           // names the gRPC stream of waiters' watches (wait.go)
 	cur      atomic.Pointer[session] // the current session, nil before the first
 	watchMu  sync.Mutex
-	dirs     map[string]*dirWatch // guarded by watchMu: the watches of holds' directories (holdwatch.go)
+	dirs     map[string]*dirWatch     // guarded by watchMu: the watches of holds' directories (holdwatch.go)
+	queues   batch.Shared[queueCalls] // by directory, of queues with open handles (queue_gather.go)
 	closed   atomic.Bool
 	closeMu  sync.Mutex // serialises Close
 }

@@ -113,12 +113,16 @@
 // claim's revision. A Put is one transaction that writes its jobs' records
 // and nothing all producers share: a job's id is the Put's revision times
 // 1024, plus the job's place in the Put, so ids grow in the order of the
-// Puts. Claimants sleep on a watch of the queue. Limits: etcd's request
-// size (--max-request-bytes, 1.5 MiB by default) bounds a payload to 1 MiB
-// and a PutBatch, which is one request, to that size as a whole (refused
-// before any write); a PutBatch of n jobs is also one transaction of n
-// operations (2n with unique keys), which the server's --max-txn-ops (128
-// by default) must allow.
+// Puts. Claimants sleep on a watch of the queue. The claims of one
+// queue's handles in a Backend that come while a claim runs are served
+// together by the next, in one read and one transaction, the oldest jobs
+// to the first to come; such a transaction stays within the server's
+// default --max-txn-ops, and a batch Claim too large for that runs alone.
+// Limits: etcd's request size (--max-request-bytes, 1.5 MiB by default)
+// bounds a payload to 1 MiB and a PutBatch, which is one request, to that
+// size as a whole (refused before any write); a PutBatch of n jobs is
+// also one transaction of n operations (2n with unique keys), which the
+// server's --max-txn-ops (128 by default) must allow.
 //
 // A claim reads the queue's first ready jobs and its claims by range, and
 // etcd walks every key deleted in a range since its last compaction: each

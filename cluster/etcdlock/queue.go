@@ -95,10 +95,11 @@ type queueDriver struct {
 	b   *backend
 	dir string
 
+	calls *queueCalls // shared with the queue's other handles in the Backend
+
 	mu     sync.Mutex
 	claims map[*qclaim]struct{} // guarded by mu; claims held, given back at Close
 	closed bool                 // guarded by mu
-	width  int                  // guarded by mu; in-flight claims at the last read
 }
 
 // qclaim is the driver's state of one claim.
@@ -115,7 +116,8 @@ type qclaim struct {
 // OpenQueue opens a work queue (driver.QueueOpener). Nothing is written
 // until the first Put.
 func (b *backend) OpenQueue(_ context.Context, name string) (driver.Queue, error) {
-	return &queueDriver{b: b, dir: b.dir(baton.KindQueue, name), claims: make(map[*qclaim]struct{})}, nil
+	dir := b.dir(baton.KindQueue, name)
+	return &queueDriver{b: b, dir: dir, calls: b.queues.Hold(dir), claims: make(map[*qclaim]struct{})}, nil
 }
 
 // MaxPayload is 1 MiB: a job and its keys travel in one etcd request,
@@ -345,10 +347,15 @@ func (d *queueDriver) forget(c *qclaim) {
 // their keys are deleted (by the lease, at the latest).
 func (d *queueDriver) Close() error {
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
 	d.closed = true
 	cs := d.claims
 	d.claims = nil
 	d.mu.Unlock()
+	d.b.queues.Drop(d.dir)
 	for c := range cs {
 		d.unmarkKey(c.rkey)
 		c.hw.release()

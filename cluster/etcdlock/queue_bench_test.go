@@ -145,3 +145,61 @@ func BenchmarkQueuePutProducers(b *testing.B) {
 		b.ReportMetric(float64(all[len(all)*9/10].Microseconds())/1000, "put-p90-ms")
 	}
 }
+
+// BenchmarkQueueWorkers16: 16 handles of one Backend claiming and acking
+// jobs put before the timer starts; jobs/s and fairness (the fewest jobs
+// one worker did over the most).
+func BenchmarkQueueWorkers16(b *testing.B) {
+	const g = 16
+	ctx := context.Background()
+	be := newBenchEnv(b).be
+	q, err := be.Queue(ctx, "workers")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	specs := make([]baton.JobSpec, 100)
+	for i := range specs {
+		specs[i] = baton.JobSpec{Payload: []byte("job")}
+	}
+	for left := b.N; left > 0; left -= len(specs) {
+		if _, err := q.PutBatch(ctx, specs[:min(left, len(specs))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	hs := make([]baton.Queue, g)
+	for i := range hs {
+		if hs[i], err = be.Queue(ctx, "workers"); err != nil {
+			b.Fatal(err)
+		}
+		defer hs[i].Close()
+	}
+	per := make([]int, g)
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	t0 := time.Now()
+	for i, h := range hs {
+		wg.Go(func() {
+			for done.Add(1) <= int64(b.N) {
+				j, err := h.Claim(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := j.Ack(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				per[i]++
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(t0)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
+	if lo, hi := slices.Min(per), slices.Max(per); hi > 0 {
+		b.ReportMetric(float64(lo)/float64(hi), "fairness")
+	}
+}

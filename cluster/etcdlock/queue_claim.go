@@ -30,7 +30,7 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 		if err != nil {
 			return nil, err
 		}
-		cs, rev, next, err := d.tryClaim(ctx, s, n, wait)
+		cs, rev, next, err := d.gatheredClaim(ctx, s, n, wait)
 		switch {
 		case err != nil:
 			if err := retry(ctx, s, attempt, err); err != nil {
@@ -39,7 +39,7 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 			attempt++
 			continue
 		case len(cs) > 0:
-			return cs, nil
+			return d.adopt(ctx, cs)
 		case rev == 0:
 			continue // another claimant came between: read again
 		case !wait:
@@ -64,9 +64,7 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 // for it, and reading it is range reads more in the claim's first
 // request).
 func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool) ([]driver.Claim, int64, int64, error) {
-	d.mu.Lock()
-	limit := n + d.width
-	d.mu.Unlock()
+	limit := n + int(d.calls.width.Load())
 	limit += d.marks() // read past the jobs other claimants here are trying
 	for {
 		now := time.Now().UnixNano()
@@ -90,9 +88,7 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 		for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 			claimed[parseID(kv.Key)] = true
 		}
-		d.mu.Lock()
-		d.width = len(claimed)
-		d.mu.Unlock()
+		d.calls.width.Store(int64(len(claimed)))
 		ready, more := d.oldest(resp.Responses[1].GetResponseRange(), resp.Responses[2].GetResponseRange(), limit)
 		var unclaimed []record
 		for _, r := range ready {
@@ -206,29 +202,43 @@ func (d *queueDriver) claim(ctx context.Context, s *session, picks []record) ([]
 	}
 	rev := resp.Header.Revision
 	out := make([]driver.Claim, 0, len(jobs))
-	var lost []*qclaim
-	d.mu.Lock()
 	for k, j := range jobs {
 		loss := driver.NewLoss()
 		s.track(loss, ckeys[k], rev)
 		c := &qclaim{s: s, job: j, ckey: ckeys[k], gkey: gkeys[k], rkey: rkeys[k], rev: rev, loss: loss, hw: d.b.watchHold(s, ckeys[k], rev, loss)}
-		if d.closed {
-			lost = append(lost, c)
-		} else {
-			d.claims[c] = struct{}{}
-		}
 		out = append(out, driver.Claim{ID: j.id, Payload: j.payload, Attempt: j.attempts, MaxAttempts: j.max,
 			Token: uint64(rev)<<tokenBits | uint64(k), Loss: loss, Data: c})
 	}
+	return out, nil
+}
+
+// adopt makes claims the handle's own, given back at its Close; a handle
+// closed meanwhile, or a caller gone (a claim shared with others runs to
+// its end), gives them back instead: a cancelled Claim claims nothing.
+func (d *queueDriver) adopt(ctx context.Context, cs []driver.Claim) ([]driver.Claim, error) {
+	d.mu.Lock()
+	closed := d.closed
+	if !closed && ctx.Err() == nil {
+		for _, c := range cs {
+			d.claims[c.Data.(*qclaim)] = struct{}{}
+		}
+	}
 	d.mu.Unlock()
-	for _, c := range lost { // the handle closed meanwhile: give them back
+	if !closed && ctx.Err() == nil {
+		return cs, nil
+	}
+	for _, dc := range cs {
+		c := dc.Data.(*qclaim)
 		d.unmarkKey(c.rkey)
 		c.hw.release()
 		c.loss.Fire(baton.ErrClosed)
 		c.s.untrack(c.loss)
-		d.b.cleanup(s, c.gkey)
+		d.b.cleanup(c.s, c.gkey)
 	}
-	return out, nil
+	if closed {
+		return nil, fmt.Errorf("etcdlock: %w", baton.ErrClosed)
+	}
+	return nil, ctx.Err()
 }
 
 // wait sleeps until the queue may have a job ready after revision rev: a
