@@ -70,6 +70,12 @@ type queueDriver struct {
 	lastSeq       uint64
 	lastVer       int32
 	lastOK, alone bool
+	// The handle's last list of the claims was empty, and no claim since
+	// found a job claimed by another: a claim that does not wait then
+	// skips the list (the claim's multi-op still checks that the claim
+	// node is absent, and a conflict lists the claims again). Guarded by
+	// mu.
+	noClaims bool
 }
 
 // qclaim is the driver's state of one claim.

@@ -54,6 +54,9 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 				return cs, err
 			}
 			claimConflicts.Add(1)
+			d.mu.Lock()
+			d.noClaims = false
+			d.mu.Unlock()
 			continue // another claimant came between: read again
 		}
 		if !wait {
@@ -110,16 +113,31 @@ func (d *queueDriver) read(ctx context.Context, watch bool) ([]string, map[uint6
 		res
 		err error
 	}
-	claims := make(chan listed, 1)
-	go func() {
-		r, err := list(d.dir + "/c")
-		claims <- listed{r, err}
-	}()
-	rs, rerr := list(d.dir + "/r")
-	c := <-claims
-	cs, err := c.res, c.err
-	if err == nil {
-		err = rerr
+	d.mu.Lock()
+	skip := !watch && d.noClaims
+	d.mu.Unlock()
+	var rs, cs res
+	var err error
+	if skip {
+		rs, err = list(d.dir + "/r")
+	} else {
+		claims := make(chan listed, 1)
+		go func() {
+			r, err := list(d.dir + "/c")
+			claims <- listed{r, err}
+		}()
+		var rerr error
+		rs, rerr = list(d.dir + "/r")
+		c := <-claims
+		cs, err = c.res, c.err
+		if err == nil {
+			err = rerr
+		}
+		if err == nil {
+			d.mu.Lock()
+			d.noClaims = len(cs.names) == 0
+			d.mu.Unlock()
+		}
 	}
 	if err != nil {
 		return nil, nil, 0, nil, nil, err
@@ -187,7 +205,11 @@ func (d *queueDriver) claim(ctx context.Context, e *epoch, picks []string, n int
 			if err != nil {
 				return nil, err
 			}
-			ops = append(ops, &zk.DeleteRequest{Path: d.r(name), Version: st.Version},
+			// Only if nobody holds the job: the claim node made and
+			// deleted in the multi-op fails it when a claim has it (the
+			// claims were listed apart from the record, or not at all).
+			ops = append(ops, &zk.CreateRequest{Path: d.c(id), Acl: d.b.acl}, &zk.DeleteRequest{Path: d.c(id), Version: -1},
+				&zk.DeleteRequest{Path: d.r(name), Version: st.Version},
 				&zk.CreateRequest{Path: d.dead(id), Data: deadRecord(j, reasonLastAttempt, time.Now()), Acl: d.b.acl})
 			ops = append(ops, kops...)
 			continue

@@ -118,3 +118,53 @@ func TestQueueInspector(t *testing.T) {
 	b := open(t, fmt.Sprintf("zk://%s/qinspect-%d", addr, time.Now().UnixNano()))
 	queuecheck.Inspector(t, b, "a/jobs")
 }
+
+// TestQueueLastAttemptHeld: a job held on its last attempt is not made a
+// dead letter by another claimant that reads it, whatever that claimant
+// knew of the claims (here: it skipped listing them, its last list having
+// been empty), and that claimant then finds the queue empty; the holder's
+// Ack ends the job.
+func TestQueueLastAttemptHeld(t *testing.T) {
+	addr := standalone(t)
+	name := fmt.Sprintf("queue-last-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holderQ, err := open(t, "zk://"+addr+"/qlast").Queue(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherQ, err := open(t, "zk://"+addr+"/qlast").Queue(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other handle's last list of the claims is empty.
+	if _, err := otherQ.Put(ctx, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	j0, err := otherQ.TryClaim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j0.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holderQ.Put(ctx, []byte("last"), baton.MaxAttempts(1)); err != nil {
+		t.Fatal(err)
+	}
+	held, err := holderQ.TryClaim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, err := otherQ.TryClaim(ctx); !errors.Is(err, baton.ErrEmpty) {
+		t.Fatalf("TryClaim while the only job is held: %v, %v; want ErrEmpty", j, err)
+	}
+	if s, err := otherQ.Stats(ctx); err != nil || s != (baton.QueueStats{InFlight: 1}) {
+		t.Fatalf("Stats = %+v, %v; want the held job in flight and no dead letter", s, err)
+	}
+	if err := held.Err(); err != nil {
+		t.Fatalf("the held claim: %v", err)
+	}
+	if err := held.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
