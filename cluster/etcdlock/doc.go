@@ -118,6 +118,8 @@
 // together by the next, in one read and one transaction, the oldest jobs
 // to the first to come; such a transaction stays within the server's
 // default --max-txn-ops, and a batch Claim too large for that runs alone.
+// Their Acks and Retries are gathered too, each a transaction of its own
+// nested in one request.
 // Limits: etcd's request size (--max-request-bytes, 1.5 MiB by default)
 // bounds a payload to 1 MiB and a PutBatch, which is one request, to that
 // size as a whole (refused before any write); a PutBatch of n jobs is

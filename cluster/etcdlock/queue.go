@@ -318,13 +318,11 @@ func (d *queueDriver) Retry(ctx context.Context, dc driver.Claim, at time.Time, 
 func (d *queueDriver) end(ctx context.Context, c *qclaim, ops []clientv3.Op) error {
 	// The watch must not take the claim's own delete for a loss.
 	c.hw.release()
-	rctx, cancel := d.b.rctx(ctx)
-	resp, err := d.b.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(c.ckey), "=", c.rev)).Then(ops...).Commit()
-	cancel()
+	ok, err := d.gatheredEnd(ctx, c, ops)
 	if err != nil {
 		return lease.CtxErr(ctx, err) // the outcome is unknown: the core lets it be tried again
 	}
-	if !resp.Succeeded {
+	if !ok {
 		c.loss.Fire(errClaimGone)
 		d.forget(c)
 		return fmt.Errorf("%w: job %d: %w", baton.ErrLost, c.job.id, errClaimGone)

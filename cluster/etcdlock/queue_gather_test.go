@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/cluster/lease"
+	"github.com/batonlock/baton/driver"
 )
 
 // TestQueueGatheredClaims: claims of handles of one Backend that come
@@ -23,36 +24,12 @@ import (
 // the job it would have had is ready again at once.
 func TestQueueGatheredClaims(t *testing.T) {
 	const n = 8
-	c := startCluster(t, 1)
-	// The client's transactions wait while stalled: the first claim's
-	// read then holds its batch open while the others come.
-	var stalled atomic.Bool
-	entered, gate := make(chan struct{}, 1), make(chan struct{})
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{c.members[0].url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			if method == "/etcdserverpb.KV/Txn" && stalled.Load() {
-				select {
-				case entered <- struct{}{}:
-				default:
-				}
-				<-gate
-			}
-			return invoke(ctx, method, req, reply, cc, opts...)
-		})}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	o, err := buildOptions([]lease.Option{lease.WithTTL(2 * time.Second), lease.WithRenewEvery(200 * time.Millisecond), lease.WithPrefix("qgather/")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := newBackend(cl, false, o)
-	b := baton.NewBackend(d)
-	t.Cleanup(func() { b.Close() })
+	sc := newStalling(t, startCluster(t, 1), "qgather/")
+	d, b := sc.d, sc.b
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	qs := make([]baton.Queue, n)
+	var err error
 	for i := range qs {
 		if qs[i], err = b.Queue(ctx, "jobs"); err != nil {
 			t.Fatal(err)
@@ -70,7 +47,7 @@ func TestQueueGatheredClaims(t *testing.T) {
 	calls := d.queues.Hold(d.dir(baton.KindQueue, "jobs"))
 	defer d.queues.Drop(d.dir(baton.KindQueue, "jobs"))
 
-	stalled.Store(true)
+	sc.stalled.Store(true)
 	jobs, errs := make([]*baton.Job, n), make([]error, n)
 	lastCtx, cancelLast := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -81,7 +58,7 @@ func TestQueueGatheredClaims(t *testing.T) {
 		}
 		wg.Go(func() { jobs[i], errs[i] = q.Claim(cctx) })
 		if i == 0 {
-			<-entered
+			<-sc.entered
 			continue
 		}
 		for calls.claims.Waiting() < i { // they come one after another
@@ -89,8 +66,7 @@ func TestQueueGatheredClaims(t *testing.T) {
 		}
 	}
 	cancelLast()
-	stalled.Store(false)
-	close(gate)
+	sc.release()
 	wg.Wait()
 
 	if !errors.Is(errs[n-1], context.Canceled) || jobs[n-1] != nil {
@@ -127,5 +103,140 @@ func TestQueueGatheredClaims(t *testing.T) {
 	}
 	if s, err := qs[0].Stats(ctx); err != nil || s != (baton.QueueStats{}) {
 		t.Fatalf("Stats = %+v, %v; want an empty queue", s, err)
+	}
+}
+
+// stalling is a Backend whose client's transactions wait while stalled:
+// the first call's request then holds its batch open while others come.
+type stalling struct {
+	b       baton.Backend
+	d       *backend
+	stalled atomic.Bool
+	entered chan struct{} // a transaction waits
+	gate    chan struct{} // closed: none waits
+	txns    atomic.Int64  // transactions sent
+}
+
+func newStalling(t *testing.T, c *cluster, prefix string) *stalling {
+	t.Helper()
+	s := &stalling{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{c.members[0].url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if method == "/etcdserverpb.KV/Txn" {
+				s.txns.Add(1)
+				if s.stalled.Load() {
+					select {
+					case s.entered <- struct{}{}:
+					default:
+					}
+					<-s.gate
+				}
+			}
+			return invoke(ctx, method, req, reply, cc, opts...)
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	o, err := buildOptions([]lease.Option{lease.WithTTL(2 * time.Second), lease.WithRenewEvery(200 * time.Millisecond), lease.WithPrefix(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.d = newBackend(cl, false, o)
+	s.b = baton.NewBackend(s.d)
+	t.Cleanup(func() { s.b.Close() })
+	return s
+}
+
+func (s *stalling) release() {
+	s.stalled.Store(false)
+	close(s.gate)
+}
+
+// TestQueueGatheredEnds: the ends of claims of several handles that come
+// while one runs are made by one request, each ending its claim only if
+// the claim still holds its key (an end of a claim that lost it reports
+// ErrLost and changes nothing), and two ends that write one key (a lost
+// claim of a job and the job's claim since) each in a request of its own.
+func TestQueueGatheredEnds(t *testing.T) {
+	const n = 4
+	sc := newStalling(t, startCluster(t, 1), "qends/")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q, err := sc.b.Queue(ctx, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	specs := make([]baton.JobSpec, n)
+	for i := range specs {
+		specs[i].Payload = []byte{byte(i)}
+	}
+	if _, err := q.PutBatch(ctx, specs); err != nil {
+		t.Fatal(err)
+	}
+	type end struct {
+		qd *queueDriver
+		dc driver.Claim
+	}
+	var ends []end
+	for range n {
+		dq, err := sc.d.OpenQueue(ctx, "jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		qd := dq.(*queueDriver)
+		defer qd.Close()
+		cs, err := qd.Claim(ctx, 1, false)
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("claim: %v, %v", cs, err)
+		}
+		ends = append(ends, end{qd, cs[0]})
+	}
+	// Claims that no longer hold their keys, as if lost: one of a job no
+	// other end here names, one of a job another end here ends too.
+	stale := func(e end) end {
+		c := *e.dc.Data.(*qclaim)
+		c.rev--
+		c.loss, c.hw = driver.NewLoss(), &holdWatch{} // the real claim's stay its own
+		dc := e.dc
+		dc.Data, dc.Loss = &c, c.loss
+		return end{e.qd, dc}
+	}
+	staleOnly := stale(ends[n-1])
+	ends = append(ends[:n-1], stale(ends[n-2]))
+	kept := ends[n-1:] // the stale claim of job n-2, beside its real one
+	ends = ends[:n-1]  // ends of jobs 0..n-2 that hold their keys
+	ends = append(ends, staleOnly)
+	ends = append(ends, kept...)
+
+	sc.stalled.Store(true)
+	before := sc.txns.Load()
+	errs := make([]error, len(ends))
+	var wg sync.WaitGroup
+	for i, e := range ends {
+		wg.Go(func() { errs[i] = e.qd.Ack(ctx, e.dc) })
+		if i == 0 {
+			<-sc.entered
+			continue
+		}
+		for e.qd.calls.ends.Waiting() < i {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	sc.release()
+	wg.Wait()
+	for i, err := range errs {
+		if wantLost := i >= n-1; errors.Is(err, baton.ErrLost) != wantLost || (!wantLost && err != nil) {
+			t.Errorf("end %d: %v (lost wanted: %v)", i, err, wantLost)
+		}
+	}
+	// The stalled one, one for the others that hold and the stale claim of
+	// job n-1, one for the stale claim of job n-2.
+	if got := sc.txns.Load() - before; got != 3 {
+		t.Errorf("%d ends made %d requests, want 3", len(ends), got)
+	}
+	if s, err := q.Stats(ctx); err != nil || s != (baton.QueueStats{InFlight: 1}) {
+		t.Fatalf("Stats = %+v, %v; want job %d still claimed", s, err, n-1)
 	}
 }

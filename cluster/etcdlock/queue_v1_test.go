@@ -28,7 +28,8 @@ type v1Queue struct {
 }
 
 func newV1Queue(b *backend, name string) *v1Queue {
-	return &v1Queue{d: &queueDriver{b: b, dir: b.dir(baton.KindQueue, name), claims: map[*qclaim]struct{}{}}}
+	// Its own calls: the earlier version is another process.
+	return &v1Queue{d: &queueDriver{b: b, dir: b.dir(baton.KindQueue, name), calls: &queueCalls{}, claims: map[*qclaim]struct{}{}}}
 }
 
 type v1PutState struct {
