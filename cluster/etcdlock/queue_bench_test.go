@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 )
 
 // BenchmarkQueueUncontended: one goroutine putting, claiming (TryClaim)
@@ -174,32 +175,5 @@ func BenchmarkQueueWorkers16(b *testing.B) {
 		}
 		defer hs[i].Close()
 	}
-	per := make([]int, g)
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	t0 := time.Now()
-	for i, h := range hs {
-		wg.Go(func() {
-			for done.Add(1) <= int64(b.N) {
-				j, err := h.Claim(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if err := j.Ack(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				per[i]++
-			}
-		})
-	}
-	wg.Wait()
-	el := time.Since(t0)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
-	if lo, hi := slices.Min(per), slices.Max(per); hi > 0 {
-		b.ReportMetric(float64(lo)/float64(hi), "fairness")
-	}
+	queuecheck.Drain(b, hs, b.N)
 }

@@ -3,15 +3,13 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 	"github.com/batonlock/baton/cluster/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
@@ -186,36 +184,8 @@ func BenchmarkQueueWorkers16(b *testing.B) {
 		b.Fatal(err)
 	}
 	cpu := serverCPU(b, c)
-	per := make([]int, g)
-	var wg sync.WaitGroup
-	var done atomic.Int64
-	b.ResetTimer()
-	t0 := time.Now()
-	for i, h := range hs {
-		wg.Go(func() {
-			for done.Add(1) <= int64(b.N) {
-				j, err := h.Claim(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if err := j.Ack(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				per[i]++
-			}
-		})
-	}
-	wg.Wait()
-	el := time.Since(t0)
-	b.StopTimer()
+	queuecheck.Drain(b, hs, b.N)
 	cpu()
-	b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
-	lo, hi := slices.Min(per), slices.Max(per)
-	if hi > 0 {
-		b.ReportMetric(float64(lo)/float64(hi), "fairness")
-	}
 	st := commandStats(b, c)
 	inner, usec := 0, 0.0
 	for k, v := range st {

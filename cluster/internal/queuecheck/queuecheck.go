@@ -1,6 +1,7 @@
-// Package queuecheck holds the check that a network backend's Inspector
-// shows its queues, which each backend's tests run against their own
-// server.
+// Package queuecheck holds what the network backends' queue tests share:
+// the check that a backend's Inspector shows its queues, and the drain of
+// a queue by many handles that their benchmarks time, each against its
+// own server.
 package queuecheck
 
 import (
