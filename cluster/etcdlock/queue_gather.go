@@ -52,6 +52,7 @@ type endCall struct {
 // claimCall is a claim of up to n jobs (wait: the caller would wait for
 // one), and what its transaction gave it.
 type claimCall struct {
+	ctx       context.Context
 	n         int
 	wait      bool
 	cs        []driver.Claim
@@ -64,7 +65,7 @@ type claimCall struct {
 // next are tryClaim's (rev 0: read again, as when the batch's jobs went
 // to the calls before it).
 func (d *queueDriver) gatheredClaim(ctx context.Context, s *session, n int, wait bool) ([]driver.Claim, int64, int64, error) {
-	c := &batch.Gathered[claimCall]{V: claimCall{n: n, wait: wait}}
+	c := &batch.Gathered[claimCall]{V: claimCall{ctx: ctx, n: n, wait: wait}}
 	d.calls.claims.Do(c, claimGatherMost, func(c *claimCall) int { return c.n }, func(calls []*batch.Gathered[claimCall]) {
 		if len(calls) == 1 {
 			c.V.cs, c.V.rev, c.V.next, c.V.err = d.tryClaim(ctx, s, n, wait)
@@ -81,13 +82,23 @@ func (d *queueDriver) gatheredClaim(ctx context.Context, s *session, n int, wait
 // jobs: a request timeout bounds it, and each caller gives back what it
 // got if its own context ended meanwhile (adopt).
 func (d *queueDriver) claimFor(ctx context.Context, s *session, calls []*batch.Gathered[claimCall]) {
+	// A call whose caller left while it waited takes no part: its jobs
+	// would only be given back, a claimed attempt each.
+	live := make([]*batch.Gathered[claimCall], 0, len(calls))
 	total, wait := 0, false
 	for _, c := range calls {
+		if c.V.err = c.V.ctx.Err(); c.V.err != nil {
+			continue
+		}
+		live = append(live, c)
 		total += c.V.n
 		wait = wait || c.V.wait
 	}
+	if total == 0 {
+		return
+	}
 	cs, rev, next, err := d.tryClaim(context.WithoutCancel(ctx), s, total, wait)
-	for _, c := range calls {
+	for _, c := range live {
 		k := min(c.V.n, len(cs))
 		c.V.cs, cs = cs[:k:k], cs[k:]
 		c.V.err = err

@@ -20,8 +20,10 @@ import (
 // TestQueueGatheredClaims: claims of handles of one Backend that come
 // while a claim's requests run wait for the next claim, which takes the
 // oldest jobs for all of them in one transaction, the oldest to the first
-// to come; a caller whose context ended while it waited gets nothing, and
-// the job it would have had is ready again at once.
+// to come. A caller whose context ended while it waited takes no part (no
+// job is claimed for it); one whose context ends while the shared claim
+// runs gets nothing either, and the job claimed for it is ready again at
+// once (its attempt counted, as for any claim given back).
 func TestQueueGatheredClaims(t *testing.T) {
 	const n = 8
 	sc := newStalling(t, startCluster(t, 1), "qgather/")
@@ -47,37 +49,43 @@ func TestQueueGatheredClaims(t *testing.T) {
 	calls := d.queues.Hold(d.dir(baton.KindQueue, "jobs"))
 	defer d.queues.Drop(d.dir(baton.KindQueue, "jobs"))
 
-	sc.stalled.Store(true)
+	// Claim 0's read waits; claims 1..7 come one after another behind it.
+	sc.stallNext(1)
 	jobs, errs := make([]*baton.Job, n), make([]error, n)
-	lastCtx, cancelLast := context.WithCancel(ctx)
+	ctxs, cancels := make([]context.Context, n), make([]context.CancelFunc, n)
 	var wg sync.WaitGroup
 	for i, q := range qs {
-		cctx := ctx
-		if i == n-1 {
-			cctx = lastCtx
-		}
-		wg.Go(func() { jobs[i], errs[i] = q.Claim(cctx) })
+		ctxs[i], cancels[i] = context.WithCancel(ctx)
+		defer cancels[i]()
+		wg.Go(func() { jobs[i], errs[i] = q.Claim(ctxs[i]) })
 		if i == 0 {
 			<-sc.entered
 			continue
 		}
-		for calls.claims.Waiting() < i { // they come one after another
+		for calls.claims.Waiting() < i {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	cancelLast()
+	const left, leaving = n - 2, n - 1 // leaves while waiting; while claimed for
+	cancels[left]()
+	// Claim 0 runs its claim's transaction; the batch's read then waits.
+	sc.stallThen(2)
+	<-sc.entered
+	cancels[leaving]()
 	sc.release()
 	wg.Wait()
 
-	if !errors.Is(errs[n-1], context.Canceled) || jobs[n-1] != nil {
-		t.Fatalf("a claim whose context ended while it waited: %v, %v", jobs[n-1], errs[n-1])
+	for _, i := range []int{left, leaving} {
+		if !errors.Is(errs[i], context.Canceled) || jobs[i] != nil {
+			t.Fatalf("claim %d, whose context ended: %v, %v", i, jobs[i], errs[i])
+		}
 	}
-	for i, j := range jobs[:n-1] {
+	for i, j := range jobs[:left] {
 		if errs[i] != nil {
 			t.Fatalf("claim %d: %v", i, errs[i])
 		}
-		if j.ID() != ids[i] {
-			t.Errorf("claim %d (in order of arrival) got job %d, want %d", i, j.ID(), ids[i])
+		if j.ID() != ids[i] || j.Attempt() != 1 {
+			t.Errorf("claim %d (in order of arrival) got job %d attempt %d, want %d attempt 1", i, j.ID(), j.Attempt(), ids[i])
 		}
 		if i > 0 && j.Token() <= jobs[i-1].Token() {
 			t.Errorf("claim %d's token %d is not above the one before (%d)", i, j.Token(), jobs[i-1].Token())
@@ -89,14 +97,20 @@ func TestQueueGatheredClaims(t *testing.T) {
 	if jobs[1].Token()>>tokenBits == jobs[0].Token()>>tokenBits {
 		t.Errorf("the stalled claim and those that came after it share a transaction")
 	}
-	if s, err := qs[0].Stats(ctx); err != nil || s.InFlight != n-1 || s.Ready != 1 {
-		t.Fatalf("Stats = %+v, %v; want the cancelled claim's job ready again", s, err)
+	if s, err := qs[0].Stats(ctx); err != nil || s.InFlight != left || s.Ready != 2 {
+		t.Fatalf("Stats = %+v, %v; want %d in flight and the last 2 ready", s, err, left)
 	}
-	again, err := qs[0].TryClaim(ctx)
-	if err != nil || again.ID() != ids[n-1] {
-		t.Fatalf("TryClaim after the cancelled claim: %v, %v; want job %d", again, err, ids[n-1])
+	// The job claimed for the caller that left, given back, then the one
+	// never claimed.
+	var again []*baton.Job
+	for k, want := range []int{2, 1} {
+		j, err := qs[0].TryClaim(ctx)
+		if err != nil || j.ID() != ids[left+k] || j.Attempt() != want {
+			t.Fatalf("TryClaim %d after the cancelled claims: %v, %v; want job %d attempt %d", k, j, err, ids[left+k], want)
+		}
+		again = append(again, j)
 	}
-	for _, j := range append(jobs[:n-1], again) {
+	for _, j := range append(jobs[:left], again...) {
 		if err := j.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -106,30 +120,33 @@ func TestQueueGatheredClaims(t *testing.T) {
 	}
 }
 
-// stalling is a Backend whose client's transactions wait while stalled:
-// the first call's request then holds its batch open while others come.
+// stalling is a Backend whose client holds one chosen transaction back
+// until released: a call whose request waits holds its batch open while
+// others come.
 type stalling struct {
 	b       baton.Backend
 	d       *backend
-	stalled atomic.Bool
-	entered chan struct{} // a transaction waits
-	gate    chan struct{} // closed: none waits
+	entered chan struct{} // the chosen transaction waits
 	txns    atomic.Int64  // transactions sent
+
+	mu   sync.Mutex
+	at   int64         // guarded by mu: the number of the one that waits; 0: none
+	gate chan struct{} // guarded by mu: closed when it may go
 }
 
 func newStalling(t *testing.T, c *cluster, prefix string) *stalling {
 	t.Helper()
-	s := &stalling{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	s := &stalling{entered: make(chan struct{}, 1)}
 	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{c.members[0].url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			if method == "/etcdserverpb.KV/Txn" {
-				s.txns.Add(1)
-				if s.stalled.Load() {
-					select {
-					case s.entered <- struct{}{}:
-					default:
-					}
-					<-s.gate
+				n := s.txns.Add(1)
+				s.mu.Lock()
+				wait, gate := n == s.at, s.gate
+				s.mu.Unlock()
+				if wait {
+					s.entered <- struct{}{}
+					<-gate
 				}
 			}
 			return invoke(ctx, method, req, reply, cc, opts...)
@@ -148,9 +165,28 @@ func newStalling(t *testing.T, c *cluster, prefix string) *stalling {
 	return s
 }
 
-func (s *stalling) release() {
-	s.stalled.Store(false)
+// stallNext holds back the k-th transaction from now.
+func (s *stalling) stallNext(k int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at, s.gate = s.txns.Load()+k, make(chan struct{})
+}
+
+// stallThen lets the waiting transaction go and holds back the k-th
+// after it.
+func (s *stalling) stallThen(k int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	close(s.gate)
+	s.at, s.gate = s.at+k, make(chan struct{})
+}
+
+// release lets the waiting transaction go.
+func (s *stalling) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.gate)
+	s.at = 0
 }
 
 // TestQueueGatheredEnds: the ends of claims of several handles that come
@@ -210,7 +246,7 @@ func TestQueueGatheredEnds(t *testing.T) {
 	ends = append(ends, staleOnly)
 	ends = append(ends, kept...)
 
-	sc.stalled.Store(true)
+	sc.stallNext(1)
 	before := sc.txns.Load()
 	errs := make([]error, len(ends))
 	var wg sync.WaitGroup
