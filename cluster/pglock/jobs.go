@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,6 +128,9 @@ func (q *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, 
 	if len(jobs) == 1 {
 		return q.putOne(ctx, jobs[0])
 	}
+	if !slices.ContainsFunc(jobs, func(j driver.PutJob) bool { return j.Key != "" }) {
+		return q.putMany(ctx, jobs)
+	}
 	var ids []uint64
 	err := pgx.BeginFunc(ctx, q.b.pool, func(tx pgx.Tx) error {
 		var err error
@@ -176,6 +180,77 @@ func (q *queueDriver) putOne(ctx context.Context, j driver.PutJob) ([]uint64, er
 	return nil, fmt.Errorf("the pending job of key %q kept ending while put", j.Key)
 }
 
+// putMany puts jobs without keys as putOne puts one: in one round trip,
+// their transaction then the notification if a claimant waits, so that a
+// feeder putting batches to busy claimants sends no NOTIFY. Jobs without
+// keys never meet a pending job of their key, so one statement puts them
+// all.
+func (q *queueDriver) putMany(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
+	if err := batchSize(jobs); err != nil {
+		return nil, err
+	}
+	todo := make([]int, len(jobs))
+	for i := range todo {
+		todo[i] = i
+	}
+	ids := make([]uint64, len(jobs))
+	var bt pgx.Batch
+	bt.Queue("BEGIN")
+	bt.Queue(q.b.q(jobsPutManySQL), putManyArgs(q.name, jobs, todo)...)
+	bt.Queue("COMMIT")
+	bt.Queue(q.b.q(jobsWakeSQL), q.name)
+	br := q.b.pool.SendBatch(ctx, &bt)
+	_, err := br.Exec()
+	if err == nil {
+		var again []int
+		again, err = putResults(br, todo, ids)
+		if err == nil && len(again) > 0 {
+			err = fmt.Errorf("put: no id for job %d, which has no key", again[0])
+		}
+	}
+	if err == nil {
+		for range 2 {
+			if _, err = br.Exec(); err != nil {
+				break
+			}
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, lease.CtxErr(ctx, err)
+	}
+	return ids, nil
+}
+
+// batchSize refuses a batch of more than maxBatchBytes of payloads.
+func batchSize(jobs []driver.PutJob) error {
+	size := 0
+	for _, j := range jobs {
+		size += len(j.Payload)
+	}
+	if size > maxBatchBytes {
+		return fmt.Errorf("%w: a batch of %d payload bytes, more than %d", baton.ErrInvalidArgument, size, maxBatchBytes)
+	}
+	return nil
+}
+
+// putManyArgs are the arguments of jobsPutManySQL for jobs todo.
+func putManyArgs(queue string, jobs []driver.PutJob, todo []int) []any {
+	payloads, keys := make([][]byte, len(todo)), make([]*string, len(todo))
+	delays, maxAs := make([]int64, len(todo)), make([]int32, len(todo))
+	for k, i := range todo {
+		j := jobs[i]
+		payloads[k], maxAs[k] = j.Payload, int32(j.MaxAttempts)
+		_, delays[k] = putArgs(j)
+		if j.Key != "" {
+			keys[k] = &j.Key
+		}
+	}
+	return []any{queue, payloads, keys, delays, maxAs}
+}
+
 // putArgs returns the key (nil for none) and the delay in ms of a job.
 func putArgs(j driver.PutJob) (key any, delay int64) {
 	if j.Key != "" {
@@ -192,12 +267,8 @@ func putArgs(j driver.PutJob) (key any, delay int64) {
 // putJobs inserts jobs in tx, in one round trip, and notifies the queue at
 // commit.
 func putJobs(ctx context.Context, tx pgx.Tx, sql func(string) string, queue string, jobs []driver.PutJob) ([]uint64, error) {
-	size := 0
-	for _, j := range jobs {
-		size += len(j.Payload)
-	}
-	if size > maxBatchBytes {
-		return nil, fmt.Errorf("%w: a batch of %d payload bytes, more than %d", baton.ErrInvalidArgument, size, maxBatchBytes)
+	if err := batchSize(jobs); err != nil {
+		return nil, err
 	}
 	ids := make([]uint64, len(jobs))
 	todo := make([]int, len(jobs))
@@ -215,17 +286,7 @@ func putJobs(ctx context.Context, tx pgx.Tx, sql func(string) string, queue stri
 			key, delay := putArgs(jobs[todo[0]])
 			bt.Queue(sql(jobsPutSQL), queue, jobs[todo[0]].Payload, key, delay, jobs[todo[0]].MaxAttempts)
 		} else {
-			payloads, keys := make([][]byte, len(todo)), make([]*string, len(todo))
-			delays, maxAs := make([]int64, len(todo)), make([]int32, len(todo))
-			for k, i := range todo {
-				j := jobs[i]
-				payloads[k], maxAs[k] = j.Payload, int32(j.MaxAttempts)
-				_, delays[k] = putArgs(j)
-				if j.Key != "" {
-					keys[k] = &j.Key
-				}
-			}
-			bt.Queue(sql(jobsPutManySQL), queue, payloads, keys, delays, maxAs)
+			bt.Queue(sql(jobsPutManySQL), putManyArgs(queue, jobs, todo)...)
 		}
 		if round == 0 {
 			bt.Queue(sql(jobsNotifySQL), queue)
