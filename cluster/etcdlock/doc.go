@@ -126,6 +126,12 @@
 // also one transaction of n operations (2n with unique keys), which the
 // server's --max-txn-ops (128 by default) must allow.
 //
+// etcd counts every key in a range it reads, whatever the read's limit,
+// so a claim does not read all ready jobs of a large backlog: the handles
+// of a queue in a Backend read a window of the oldest ones, sized from
+// what the last read counted, and the whole range only when the window
+// holds no job they can take. Claims still take the oldest job first.
+//
 // A claim reads the queue's first ready jobs and its claims by range, and
 // etcd walks every key deleted in a range since its last compaction: each
 // job done leaves two such keys (its record and its claim), so claims slow

@@ -177,3 +177,46 @@ func BenchmarkQueueWorkers16(b *testing.B) {
 	}
 	queuecheck.Drain(b, hs, b.N)
 }
+
+// BenchmarkQueueBacklog: TryClaim+Ack of one job at the head of a backlog
+// of jobs put before the timer starts, on a server compacted after the
+// puts.
+func BenchmarkQueueBacklog(b *testing.B) {
+	for _, backlog := range []int{500, 50000} {
+		b.Run(fmt.Sprint(backlog), func(b *testing.B) {
+			ctx := context.Background()
+			e := newBenchEnv(b)
+			q, err := e.be.Queue(ctx, "backlog")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer q.Close()
+			specs := make([]baton.JobSpec, 250)
+			for i := range specs {
+				specs[i] = baton.JobSpec{Payload: []byte("job")}
+			}
+			for put := 0; put < backlog+b.N; put += len(specs) {
+				if _, err := q.PutBatch(ctx, specs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			r, err := e.cl.Get(ctx, "compact")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := e.cl.Compact(ctx, r.Header.Revision); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				j, err := q.TryClaim(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := j.Ack(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

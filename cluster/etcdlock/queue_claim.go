@@ -66,11 +66,20 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool) ([]driver.Claim, int64, int64, error) {
 	limit := n + int(d.calls.width.Load())
 	limit += d.marks() // read past the jobs other claimants here are trying
+	whole := false     // read every ready job, not the windows (queue_window.go)
 	for {
 		now := time.Now().UnixNano()
+		upto, ends := now+1, [2]int64{now + 1, now + 1}
+		if !whole {
+			ends = d.calls.win.ends(upto)
+		}
+		cut := min(ends[0], ends[1])
+		if cut < upto {
+			windowedReads.Add(1)
+		}
 		reads := []clientv3.Op{clientv3.OpGet(d.dir+"c/", clientv3.WithPrefix(), clientv3.WithKeysOnly())}
-		for _, f := range []string{"r/", "j/"} {
-			reads = append(reads, clientv3.OpGet(d.dir+f, clientv3.WithRange(fmt.Sprintf("%s%s%016x", d.dir, f, now+1)), clientv3.WithLimit(int64(limit))))
+		for i, f := range []string{"r/", "j/"} {
+			reads = append(reads, clientv3.OpGet(d.dir+f, clientv3.WithRange(fmt.Sprintf("%s%s%016x", d.dir, f, ends[i])), clientv3.WithLimit(int64(limit))))
 		}
 		if wait {
 			for _, f := range []string{"r/", "j/"} {
@@ -89,10 +98,14 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 			claimed[parseID(kv.Key)] = true
 		}
 		d.calls.width.Store(int64(len(claimed)))
-		ready, more := d.oldest(resp.Responses[1].GetResponseRange(), resp.Responses[2].GetResponseRange(), limit)
+		rr, jr := resp.Responses[1].GetResponseRange(), resp.Responses[2].GetResponseRange()
+		d.calls.win.observe(ends, upto, [2]*etcdserverpb.RangeResponse{rr, jr}, limit, d.readyAt)
+		ready, more := d.oldest(rr, jr, limit)
 		var unclaimed []record
 		for _, r := range ready {
-			if !claimed[r.id] {
+			// Past the nearer window's end, a record of the other form
+			// may be younger than one not read.
+			if !claimed[r.id] && r.at < cut {
 				unclaimed = append(unclaimed, r)
 			}
 		}
@@ -112,6 +125,10 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 		}
 		if len(picks) == 0 {
 			d.settle(order[:m], nil)
+		}
+		if len(picks) == 0 && cut < upto {
+			whole = true // none to take in the windows: read everything
+			continue
 		}
 		if len(picks) == 0 && more && limit < n+len(claimed) {
 			limit = n + len(claimed) // every job read was claimed: read past them

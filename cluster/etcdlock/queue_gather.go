@@ -38,6 +38,7 @@ type queueCalls struct {
 	claims batch.Gather[claimCall]
 	ends   batch.Gather[endCall]
 	width  atomic.Int64 // in-flight claims at the last read
+	win    windows      // where reads of ready jobs end (queue_window.go)
 }
 
 // endCall ends claim c with ops if the claim still holds its key, and
