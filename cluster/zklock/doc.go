@@ -102,7 +102,10 @@
 // zxid. Claimants sleep on child watches. Limits: one request carries at
 // most the server's jute.maxbuffer (1 MiB by default): a payload is at
 // most 960 KiB and a PutBatch, one multi-op, must fit in one request
-// (refused before any write).
+// (refused before any write). ZooKeeper reads a directory only whole, so
+// a claim lists every job of the queue: its cost grows with the backlog,
+// and a queue that holds many thousands of jobs at once is better served
+// by a backend that reads by range.
 //
 // # Inspection
 //
