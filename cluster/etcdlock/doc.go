@@ -130,7 +130,11 @@
 // so a claim does not read all ready jobs of a large backlog: the handles
 // of a queue in a Backend read a window of the oldest ones, sized from
 // what the last read counted, and the whole range only when the window
-// holds no job they can take. Claims still take the oldest job first.
+// holds no job they can take. Claims still take the oldest job first,
+// with one exception: claimants of several processes that keep finding
+// their job taken by another's claim choose among a few of the oldest
+// (fewer as the conflicts stop), so that they take different jobs, as
+// claimants of a SQL server skipping each other's locked rows do.
 //
 // A claim reads the queue's first ready jobs and its claims by range, and
 // etcd walks every key deleted in a range since its last compaction: each

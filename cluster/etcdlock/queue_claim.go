@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,7 +65,8 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 // for it, and reading it is range reads more in the claim's first
 // request).
 func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool) ([]driver.Claim, int64, int64, error) {
-	limit := n + int(d.calls.width.Load())
+	spread := int(d.calls.spread.Load())
+	limit := n + int(d.calls.width.Load()) + spread
 	limit += d.marks() // read past the jobs other claimants here are trying
 	whole := false     // read every ready job, not the windows (queue_window.go)
 	for {
@@ -109,6 +111,12 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 				unclaimed = append(unclaimed, r)
 			}
 		}
+		if k := min(spread+1, len(unclaimed)); k > 1 {
+			// Other processes' claimants came between lately: start at
+			// one of the first few, as they do.
+			off := rand.IntN(k)
+			unclaimed = append(unclaimed[off:], unclaimed[:off]...)
+		}
 		order, m := d.reserve(unclaimed, n)
 		var picks []record
 		budget := maxQueueRequest
@@ -151,6 +159,9 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 		d.settle(order[:m], cs)
 		if err == nil && len(cs) == 0 {
 			claimConflicts.Add(1)
+			d.calls.spread.Store(int64(min(spread+4, spreadMost)))
+		} else if err == nil && spread > 0 {
+			d.calls.spread.Store(int64(spread - 1))
 		}
 		return cs, 0, 0, err
 	}

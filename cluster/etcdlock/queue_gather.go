@@ -39,7 +39,15 @@ type queueCalls struct {
 	ends   batch.Gather[endCall]
 	width  atomic.Int64 // in-flight claims at the last read
 	win    windows      // where reads of ready jobs end (queue_window.go)
+	// How many of the oldest unclaimed jobs a claim chooses among, less
+	// one: four more for each claim that found its job taken by another
+	// process's claimant, one fewer for each that did not, so that
+	// claimants of several processes mostly take different jobs.
+	spread atomic.Int64
 }
+
+// spreadMost bounds spread.
+const spreadMost = 16
 
 // endCall ends claim c with ops if the claim still holds its key, and
 // reports whether it did.

@@ -75,3 +75,65 @@ func TestQueueClaimantsOfOneBackendTryDifferentJobs(t *testing.T) {
 		t.Errorf("%d records still marked after every claim ended", left2)
 	}
 }
+
+// TestQueueClaimantsOfManyBackendsSpread: claimants of several Backends
+// (as of several processes, which do not see each other's marks) draining
+// one backlog mostly take different jobs: when all tried the oldest, all
+// but one found it taken and read the queue again, several times a job.
+func TestQueueClaimantsOfManyBackendsSpread(t *testing.T) {
+	const workers, jobs = 8, 1000
+	c := startCluster(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	qs := make([]baton.Queue, workers)
+	for i := range qs {
+		b, _ := fast(t, c, "qspread/")
+		q, err := b.Queue(ctx, "jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		qs[i] = q
+	}
+	specs := make([]baton.JobSpec, jobs/4)
+	for i := range specs {
+		specs[i] = baton.JobSpec{Payload: []byte("job")}
+	}
+	for range 4 {
+		if _, err := qs[0].PutBatch(ctx, specs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := claimConflicts.Load()
+	var left atomic.Int64
+	left.Store(jobs)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for _, q := range qs {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				j, err := q.Claim(ctx)
+				if err == nil {
+					err = j.Ack(ctx)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n := claimConflicts.Load() - before
+	t.Logf("%d claims found another claimant had come between, for %d jobs", n, jobs)
+	if n >= jobs {
+		t.Errorf("%d claims of %d jobs found another claimant had come between", n, jobs)
+	}
+	if s, err := qs[0].Stats(ctx); err != nil || s != (baton.QueueStats{}) {
+		t.Errorf("Stats = %+v, %v; want an empty queue", s, err)
+	}
+}
