@@ -29,44 +29,8 @@ func TestQueueClaimantsOfOneBackendTryDifferentJobs(t *testing.T) {
 		defer q.Close()
 		qs[i] = q
 	}
-	specs := make([]baton.JobSpec, jobs/4)
-	for i := range specs {
-		specs[i] = baton.JobSpec{Payload: []byte("job")}
-	}
-	for range 4 {
-		if _, err := qs[0].PutBatch(ctx, specs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := claimConflicts.Load()
-	var left atomic.Int64
-	left.Store(jobs)
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for _, q := range qs {
-		wg.Go(func() {
-			for left.Add(-1) >= 0 {
-				j, err := q.Claim(ctx)
-				if err == nil {
-					err = j.Ack(ctx)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if n := claimConflicts.Load() - before; n > jobs/2 {
+	if n := drainTogether(t, ctx, qs, jobs); n > jobs/2 {
 		t.Errorf("%d claims of %d found another claimant had come between", n, jobs)
-	}
-	if s, err := qs[0].Stats(ctx); err != nil || s != (baton.QueueStats{}) {
-		t.Errorf("Stats = %+v, %v; want an empty queue", s, err)
 	}
 	trying.mu.Lock()
 	left2 := len(trying.m)
@@ -95,6 +59,18 @@ func TestQueueClaimantsOfManyBackendsSpread(t *testing.T) {
 		defer q.Close()
 		qs[i] = q
 	}
+	n := drainTogether(t, ctx, qs, jobs)
+	t.Logf("%d claims found another claimant had come between, for %d jobs", n, jobs)
+	if n >= jobs {
+		t.Errorf("%d claims of %d jobs found another claimant had come between", n, jobs)
+	}
+}
+
+// drainTogether puts jobs on qs[0] and has every handle of qs claim and
+// ack them until none is left; it returns how many claims found another
+// claimant had come between, and checks the queue is empty after.
+func drainTogether(t *testing.T, ctx context.Context, qs []baton.Queue, jobs int) int64 {
+	t.Helper()
 	specs := make([]baton.JobSpec, jobs/4)
 	for i := range specs {
 		specs[i] = baton.JobSpec{Payload: []byte("job")}
@@ -106,9 +82,9 @@ func TestQueueClaimantsOfManyBackendsSpread(t *testing.T) {
 	}
 	before := claimConflicts.Load()
 	var left atomic.Int64
-	left.Store(jobs)
+	left.Store(int64(jobs))
 	var wg sync.WaitGroup
-	errs := make(chan error, workers)
+	errs := make(chan error, len(qs))
 	for _, q := range qs {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
@@ -129,11 +105,8 @@ func TestQueueClaimantsOfManyBackendsSpread(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := claimConflicts.Load() - before
-	t.Logf("%d claims found another claimant had come between, for %d jobs", n, jobs)
-	if n >= jobs {
-		t.Errorf("%d claims of %d jobs found another claimant had come between", n, jobs)
-	}
 	if s, err := qs[0].Stats(ctx); err != nil || s != (baton.QueueStats{}) {
 		t.Errorf("Stats = %+v, %v; want an empty queue", s, err)
 	}
+	return n
 }

@@ -3,11 +3,11 @@ package pglock
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 	"github.com/batonlock/baton/cluster/lease"
 )
 
@@ -64,38 +64,12 @@ func BenchmarkQueueWorkers16(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	var (
-		mu   sync.Mutex
-		left = b.N // guarded by mu: jobs not yet taken by a worker
-		wg   sync.WaitGroup
-	)
-	b.ResetTimer()
-	for range 16 {
-		q, err := bk.Queue(ctx, name)
-		if err != nil {
+	hs := make([]baton.Queue, 16)
+	for i := range hs {
+		if hs[i], err = bk.Queue(ctx, name); err != nil {
 			b.Fatal(err)
 		}
-		defer q.Close()
-		wg.Go(func() {
-			for {
-				mu.Lock()
-				if left == 0 {
-					mu.Unlock()
-					return
-				}
-				left--
-				mu.Unlock()
-				j, err := q.Claim(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if err := j.Ack(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+		defer hs[i].Close()
 	}
-	wg.Wait()
+	queuecheck.Drain(b, hs, b.N)
 }
