@@ -246,13 +246,14 @@ func (d *queueDriver) claim(ctx context.Context, s *session, picks []record) ([]
 func (d *queueDriver) adopt(ctx context.Context, cs []driver.Claim) ([]driver.Claim, error) {
 	d.mu.Lock()
 	closed := d.closed
-	if !closed && ctx.Err() == nil {
+	keep := !closed && ctx.Err() == nil
+	if keep {
 		for _, c := range cs {
 			d.claims[c.Data.(*qclaim)] = struct{}{}
 		}
 	}
 	d.mu.Unlock()
-	if !closed && ctx.Err() == nil {
+	if keep {
 		return cs, nil
 	}
 	for _, dc := range cs {
