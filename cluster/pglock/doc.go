@@ -50,11 +50,9 @@
 // background on the handle's claimant session: when that session ends
 // (pg_terminate_backend, a failover), the claim's Loss fires at its next
 // renewal, before the lease passes and the job can be claimed again.
-// Waiting claimants are woken by NOTIFY, which a Put, or a PutBatch of
-// jobs without keys, sends only while a claimant of the queue counts
-// itself waiting (a column of its row of baton_queues), so that a busy
-// queue pays no notification per job or batch (a PutBatch with keys, and
-// PutTx, notify at their commit). PutTx and AckTx (and PutSQLTx,
+// Waiting claimants are woken by NOTIFY, which a Put sends only while a
+// claimant of the queue counts itself waiting (a column of its row of
+// baton_queues), so that a busy queue pays no notification per job. PutTx and AckTx (and PutSQLTx,
 // AckSQLTx for database/sql) put and ack jobs in the caller's own
 // transaction, so that a job commits with the data that caused it and its
 // effect commits with its Ack. Payloads are at most MaxQueuePayload bytes,

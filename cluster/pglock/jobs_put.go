@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,14 +13,11 @@ import (
 	"github.com/batonlock/baton/driver"
 )
 
-// Puts of jobs: one, many without keys, or any batch in a transaction.
+// Puts of jobs: one in one round trip, a batch in a transaction of its own.
 
 func (q *queueDriver) Put(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
 	if len(jobs) == 1 {
 		return q.putOne(ctx, jobs[0])
-	}
-	if !slices.ContainsFunc(jobs, func(j driver.PutJob) bool { return j.Key != "" }) {
-		return q.putMany(ctx, jobs)
 	}
 	var ids []uint64
 	err := pgx.BeginFunc(ctx, q.b.pool, func(tx pgx.Tx) error {
@@ -70,50 +66,6 @@ func (q *queueDriver) putOne(ctx context.Context, j driver.PutJob) ([]uint64, er
 		return []uint64{uint64(id)}, nil
 	}
 	return nil, fmt.Errorf("the pending job of key %q kept ending while put", j.Key)
-}
-
-// putMany puts jobs without keys as putOne puts one: in one round trip,
-// their transaction then the notification if a claimant waits, so that a
-// feeder putting batches to busy claimants sends no NOTIFY. Jobs without
-// keys never meet a pending job of their key, so one statement puts them
-// all.
-func (q *queueDriver) putMany(ctx context.Context, jobs []driver.PutJob) ([]uint64, error) {
-	if err := batchSize(jobs); err != nil {
-		return nil, err
-	}
-	todo := make([]int, len(jobs))
-	for i := range todo {
-		todo[i] = i
-	}
-	ids := make([]uint64, len(jobs))
-	var bt pgx.Batch
-	bt.Queue("BEGIN")
-	bt.Queue(q.b.q(jobsPutManySQL), putManyArgs(q.name, jobs, todo)...)
-	bt.Queue("COMMIT")
-	bt.Queue(q.b.q(jobsWakeSQL), q.name)
-	br := q.b.pool.SendBatch(ctx, &bt)
-	_, err := br.Exec()
-	if err == nil {
-		var again []int
-		again, err = putResults(br, todo, ids)
-		if err == nil && len(again) > 0 {
-			err = fmt.Errorf("put: no id for job %d, which has no key", again[0])
-		}
-	}
-	if err == nil {
-		for range 2 {
-			if _, err = br.Exec(); err != nil {
-				break
-			}
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, lease.CtxErr(ctx, err)
-	}
-	return ids, nil
 }
 
 // batchSize refuses a batch of more than maxBatchBytes of payloads.

@@ -20,10 +20,9 @@ func openWakeQueue(t *testing.T, name string) baton.Queue {
 	return q
 }
 
-// TestQueueNotifiesWaitersOnly: Puts and PutBatches (of jobs without
-// keys) to a queue nobody waits on send no notification; a Put, and a
-// PutBatch, to a queue with a waiting claimant wakes it, and the claimant
-// counts itself off when it returns.
+// TestQueueNotifiesWaitersOnly: Puts to a queue nobody waits on send no
+// notification; a Put to a queue with a waiting claimant wakes it, and
+// the claimant counts itself off when it returns.
 func TestQueueNotifiesWaitersOnly(t *testing.T) {
 	ctx := context.Background()
 	name := fmt.Sprint("wake-", time.Now().UnixNano())
@@ -58,16 +57,7 @@ func TestQueueNotifiesWaitersOnly(t *testing.T) {
 	if n := notified(300 * time.Millisecond); n != 0 {
 		t.Fatalf("20 Puts with no claimant waiting sent %d notifications, want 0", n)
 	}
-	batch := []baton.JobSpec{{Payload: []byte("b1")}, {Payload: []byte("b2")}}
-	for range 5 {
-		if _, err := q.PutBatch(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := notified(300 * time.Millisecond); n != 0 {
-		t.Fatalf("5 PutBatches with no claimant waiting sent %d notifications, want 0", n)
-	}
-	for range 30 {
+	for range 20 {
 		j, err := q.TryClaim(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -83,59 +73,41 @@ func TestQueueNotifiesWaitersOnly(t *testing.T) {
 		}
 		return w
 	}
-	for _, put := range []struct {
-		what string
-		put  func() error
-	}{
-		{"Put", func() error { _, err := q.Put(ctx, []byte("y")); return err }},
-		{"PutBatch", func() error {
-			if _, err := q.PutBatch(ctx, batch); err != nil {
-				return err
-			}
-			j, err := q.TryClaim(ctx) // the job the claimant left
-			if err == nil {
-				err = j.Ack(ctx)
-			}
-			return err
-		}},
-	} {
-		got := make(chan error, 1)
-		go func() {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			j, err := q.Claim(cctx)
-			if err == nil {
-				err = j.Ack(ctx)
-			}
-			got <- err
-		}()
-		for deadline := time.Now().Add(5 * time.Second); waiting() != 1; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the blocked claimant did not count itself waiting")
-			}
+	got := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		j, err := q.Claim(cctx)
+		if err == nil {
+			err = j.Ack(ctx)
 		}
-		t0 := time.Now()
-		if err := put.put(); err != nil {
-			t.Fatal(err)
+		got <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); waiting() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the blocked claimant did not count itself waiting")
 		}
-		if err := <-got; err != nil {
-			t.Fatalf("the claimant waiting for a %s: %v", put.what, err)
-		}
-		if el := time.Since(t0); el > 5*time.Second {
-			t.Errorf("the claimant waiting for a %s took %v to wake", put.what, el)
-		}
-		if n := notified(time.Second); n != 1 {
-			t.Errorf("a %s to a queue with a waiting claimant sent %d notifications, want 1", put.what, n)
-		}
-		if w := waiting(); w != 0 {
-			t.Errorf("waiting = %d after the claimant returned, want 0", w)
-		}
+	}
+	t0 := time.Now()
+	if _, err := q.Put(ctx, []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiting claimant: %v", err)
+	}
+	if el := time.Since(t0); el > 5*time.Second {
+		t.Errorf("the waiting claimant took %v to wake", el)
+	}
+	if n := notified(time.Second); n != 1 {
+		t.Errorf("a Put to a queue with a waiting claimant sent %d notifications, want 1", n)
+	}
+	if w := waiting(); w != 0 {
+		t.Errorf("waiting = %d after the claimant returned, want 0", w)
 	}
 }
 
-// TestQueueWakeRace: a Put (every other round a PutBatch of two jobs, the
-// second of which the test takes after) at a random moment around a
-// claimant's going to sleep always wakes it (a lost notification would leave it asleep
+// TestQueueWakeRace: a Put at a random moment around a claimant's going
+// to sleep always wakes it (a lost notification would leave it asleep
 // until the backstop, far past each round's limit).
 func TestQueueWakeRace(t *testing.T) {
 	ctx := context.Background()
@@ -152,26 +124,11 @@ func TestQueueWakeRace(t *testing.T) {
 			got <- err
 		}()
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
-		var err error
-		if round%2 == 0 {
-			_, err = q.Put(ctx, []byte("job"))
-		} else {
-			_, err = q.PutBatch(ctx, []baton.JobSpec{{Payload: []byte("job")}, {Payload: []byte("job")}})
-		}
-		if err != nil {
+		if _, err := q.Put(ctx, []byte("job")); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-got; err != nil {
 			t.Fatalf("round %d: %v", round, err)
-		}
-		if round%2 == 1 {
-			j, err := q.TryClaim(ctx)
-			if err == nil {
-				err = j.Ack(ctx)
-			}
-			if err != nil {
-				t.Fatalf("round %d, the batch's other job: %v", round, err)
-			}
 		}
 	}
 }
