@@ -74,12 +74,10 @@ func (w *windows) observe(ends [2]int64, upto int64, rs [2]*etcdserverpb.RangeRe
 		switch {
 		case end >= upto && n <= most:
 			w.horizon[i] = 0 // cheap enough to read whole
-		case end >= upto:
+		case end >= upto || n > most:
 			w.horizon[i] = part(most / 4)
 		case n < least:
 			w.horizon[i] = first + 2*(end-first) + 1 // too few: grow
-		case n > most:
-			w.horizon[i] = part(most / 4)
 		}
 	}
 }
