@@ -17,16 +17,16 @@ import (
 	"github.com/batonlock/baton/driver"
 )
 
-// TestQueueGatheredClaims: claims of handles of one Backend that come
+// testQueueGatheredClaims: claims of handles of one Backend that come
 // while a claim's requests run wait for the next claim, which takes the
 // oldest jobs for all of them in one transaction, the oldest to the first
 // to come. A caller whose context ended while it waited takes no part (no
 // job is claimed for it); one whose context ends while the shared claim
 // runs gets nothing either, and the job claimed for it is ready again at
 // once (its attempt counted, as for any claim given back).
-func TestQueueGatheredClaims(t *testing.T) {
+func testQueueGatheredClaims(t *testing.T, c *cluster) {
 	const n = 8
-	sc := newStalling(t, startCluster(t, 1), "qgather/")
+	sc := newStalling(t, c, "qgather/")
 	d, b := sc.d, sc.b
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -189,14 +189,14 @@ func (s *stalling) release() {
 	s.at = 0
 }
 
-// TestQueueGatheredEnds: the ends of claims of several handles that come
+// testQueueGatheredEnds: the ends of claims of several handles that come
 // while one runs are made by one request, each ending its claim only if
 // the claim still holds its key (an end of a claim that lost it reports
 // ErrLost and changes nothing), and two ends that write one key (a lost
 // claim of a job and the job's claim since) each in a request of its own.
-func TestQueueGatheredEnds(t *testing.T) {
+func testQueueGatheredEnds(t *testing.T, c *cluster) {
 	const n = 4
-	sc := newStalling(t, startCluster(t, 1), "qends/")
+	sc := newStalling(t, c, "qends/")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	q, err := sc.b.Queue(ctx, "jobs")

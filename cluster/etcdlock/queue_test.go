@@ -10,7 +10,8 @@ import (
 	"github.com/batonlock/baton/cluster/internal/queuecheck"
 )
 
-// Server faults and limits of etcd's queues, on a server of their own.
+// Server faults, limits and claim paths of etcd's queues, on one server of
+// their own.
 func TestQueue(t *testing.T) {
 	c := startCluster(t, 1)
 	t.Run("RevokedClaimant", func(t *testing.T) { testQueueRevokedClaimant(t, c) })
@@ -18,6 +19,12 @@ func TestQueue(t *testing.T) {
 	t.Run("ForeignCleanup", func(t *testing.T) { testQueueForeignCleanup(t, c) })
 	t.Run("PutRoundTrips", func(t *testing.T) { testQueuePutRoundTrips(t, c) })
 	t.Run("MixedVersions", func(t *testing.T) { testQueueMixedVersions(t, c) })
+	t.Run("GatheredClaims", func(t *testing.T) { testQueueGatheredClaims(t, c) })
+	t.Run("GatheredEnds", func(t *testing.T) { testQueueGatheredEnds(t, c) })
+	t.Run("WindowOrder", func(t *testing.T) { testQueueWindowOrder(t, c) })
+	t.Run("WindowCut", func(t *testing.T) { testQueueWindowCut(t, c) })
+	t.Run("ClaimantsOfOneBackendTryDifferentJobs", func(t *testing.T) { testQueueClaimantsOfOneBackendTryDifferentJobs(t, c) })
+	t.Run("ClaimantsOfManyBackendsSpread", func(t *testing.T) { testQueueClaimantsOfManyBackendsSpread(t, c) })
 	t.Run("Inspector", func(t *testing.T) {
 		b, _ := fast(t, c, "qinspect/")
 		queuecheck.Inspector(t, b, "a/jobs")

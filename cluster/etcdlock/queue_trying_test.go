@@ -10,13 +10,12 @@ import (
 	"github.com/batonlock/baton"
 )
 
-// TestQueueClaimantsOfOneBackendTryDifferentJobs: workers on handles of
+// testQueueClaimantsOfOneBackendTryDifferentJobs: workers on handles of
 // one Backend, claiming from a backlog together, each take a different
 // job rather than all the oldest (when all tried the oldest, one got it
 // and every other read the queue again, most claims being conflicts).
-func TestQueueClaimantsOfOneBackendTryDifferentJobs(t *testing.T) {
+func testQueueClaimantsOfOneBackendTryDifferentJobs(t *testing.T, c *cluster) {
 	const workers, jobs = 8, 160
-	c := startCluster(t, 1)
 	b, _ := fast(t, c, "qtrying/")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -40,13 +39,12 @@ func TestQueueClaimantsOfOneBackendTryDifferentJobs(t *testing.T) {
 	}
 }
 
-// TestQueueClaimantsOfManyBackendsSpread: claimants of several Backends
+// testQueueClaimantsOfManyBackendsSpread: claimants of several Backends
 // (as of several processes, which do not see each other's marks) draining
 // one backlog mostly take different jobs: when all tried the oldest, all
 // but one found it taken and read the queue again, several times a job.
-func TestQueueClaimantsOfManyBackendsSpread(t *testing.T) {
+func testQueueClaimantsOfManyBackendsSpread(t *testing.T, c *cluster) {
 	const workers, jobs = 8, 1000
-	c := startCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	qs := make([]baton.Queue, workers)

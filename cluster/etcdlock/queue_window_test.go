@@ -9,13 +9,12 @@ import (
 	"github.com/batonlock/baton"
 )
 
-// TestQueueWindowOrder: one claimant drains a backlog large enough that
+// testQueueWindowOrder: one claimant drains a backlog large enough that
 // its reads look at windows, with jobs given back (Retry) along the way:
 // every job is claimed once, the backlog in the order it was put, and a
 // job given back only after every job ready before it.
-func TestQueueWindowOrder(t *testing.T) {
+func testQueueWindowOrder(t *testing.T, c *cluster) {
 	const batches, per = 25, 100
-	c := startCluster(t, 1)
 	b, _ := fast(t, c, "qwindow/")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -69,13 +68,12 @@ func TestQueueWindowOrder(t *testing.T) {
 	}
 }
 
-// TestQueueWindowCut: a window of the earlier record form ends before a
+// testQueueWindowCut: a window of the earlier record form ends before a
 // job given back (a record of the other form, ready now) is ready; with
 // every job in the window claimed, the claim takes the oldest job past
 // the window, not the younger job given back.
-func TestQueueWindowCut(t *testing.T) {
+func testQueueWindowCut(t *testing.T, c *cluster) {
 	const per = 20
-	c := startCluster(t, 1)
 	b, d := fast(t, c, "qcut/")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
