@@ -4,6 +4,7 @@ package filelock
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 
@@ -24,7 +25,7 @@ func readHolders(fd int, out chan<- []int, w *ipc.Waiter) {
 	if unix.Fstat(fd, &st) == nil {
 		if locks, err := os.ReadFile("/proc/locks"); err == nil {
 			self := os.Getpid()
-			forEachHolder(locks, st.Ino, func(pid int) {
+			forEachHolder(locks, uint64(st.Dev), st.Ino, func(pid int, _ bool) {
 				if pid != self {
 					pids = append(pids, pid)
 				}
@@ -48,11 +49,12 @@ func watchHolders(pids []int, w *ipc.Waiter) (dead bool) {
 	return false
 }
 
-// forEachHolder calls fn with the pid of every flock held (not waited for)
-// on inode ino in the text of /proc/locks, whose lines read
-// "1: FLOCK  ADVISORY  WRITE 4242 00:1a:1234 0 EOF", a waiter's with
-// "->" after the number.
-func forEachHolder(locks []byte, ino uint64, fn func(pid int)) {
+// forEachHolder calls fn with the pid and mode of every flock held (not
+// waited for) on the file dev/ino in the text of /proc/locks, whose lines
+// read "1: FLOCK  ADVISORY  WRITE 4242 00:1a:1234 0 EOF" (device major
+// and minor in hex), a waiter's with "->" after the number.
+func forEachHolder(locks []byte, dev, ino uint64, fn func(pid int, write bool)) {
+	want := []byte(fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino))
 	for len(locks) > 0 {
 		line := locks
 		if i := bytes.IndexByte(locks, '\n'); i >= 0 {
@@ -61,19 +63,11 @@ func forEachHolder(locks []byte, ino uint64, fn func(pid int)) {
 			locks = nil
 		}
 		f := bytes.Fields(line)
-		if len(f) < 6 || string(f[1]) != "FLOCK" {
-			continue
-		}
-		id := f[5]
-		i := bytes.LastIndexByte(id, ':')
-		if i < 0 {
-			continue
-		}
-		if n, err := strconv.ParseUint(string(id[i+1:]), 10, 64); err != nil || n != ino {
+		if len(f) < 6 || string(f[1]) != "FLOCK" || !bytes.Equal(f[5], want) {
 			continue
 		}
 		if pid, err := strconv.Atoi(string(f[4])); err == nil && pid > 0 {
-			fn(pid)
+			fn(pid, string(f[3]) == "WRITE")
 		}
 	}
 }

@@ -15,14 +15,19 @@ import (
 
 func TestForEachHolder(t *testing.T) {
 	locks := []byte("1: FLOCK  ADVISORY  WRITE 4242 00:1a:77 0 EOF\n" +
+		"1: FLOCK  ADVISORY  WRITE 4141 00:1b:77 0 EOF\n" +
 		"1: -> FLOCK  ADVISORY  WRITE 4343 00:1a:77 0 EOF\n" +
 		"2: FLOCK  ADVISORY  READ 4444 00:1a:77 0 EOF\n" +
 		"3: POSIX  ADVISORY  WRITE 4545 00:1a:77 0 EOF\n" +
 		"4: FLOCK  ADVISORY  WRITE 4646 00:1a:78 0 EOF\n" +
 		"5: OFDLCK ADVISORY  READ  -1 00:1a:77 0 EOF")
 	var got []int
-	forEachHolder(locks, 77, func(pid int) { got = append(got, pid) })
-	if want := []int{4242, 4444}; !slices.Equal(got, want) {
+	var modes []bool
+	forEachHolder(locks, unix.Mkdev(0, 0x1a), 77, func(pid int, write bool) {
+		got = append(got, pid)
+		modes = append(modes, write)
+	})
+	if want := []int{4242, 4444}; !slices.Equal(got, want) || !slices.Equal(modes, []bool{true, false}) {
 		t.Fatalf("holders %v; want %v", got, want)
 	}
 }
@@ -48,7 +53,7 @@ func TestProcLocksListsOwnFlock(t *testing.T) {
 		t.Skipf("no /proc/locks: %v", err)
 	}
 	var got []int
-	forEachHolder(locks, st.Ino, func(pid int) { got = append(got, pid) })
+	forEachHolder(locks, uint64(st.Dev), st.Ino, func(pid int, _ bool) { got = append(got, pid) })
 	if !slices.Contains(got, os.Getpid()) {
 		t.Fatalf("holders of the inode %v; want this process, %d", got, os.Getpid())
 	}

@@ -3,12 +3,10 @@
 package filelock
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -62,32 +60,32 @@ func Inspect(path string) (State, error) {
 	return s, nil
 }
 
-// flockHolders lists the granted flock locks on the file dev/ino.
+// flockHolders lists the granted flock locks on the file dev/ino. The
+// kernel hands /proc/locks out a page per read, and locks taken or dropped
+// between two pages shift its lines, so a read of a long list can show a
+// line twice or miss one. The answer is the union of a few reads, a
+// process listed once per mode: one that holds the file twice in a mode
+// (two descriptors) cannot be told from a line read twice.
 func flockHolders(dev, ino uint64) ([]baton.Holder, error) {
-	f, err := os.Open("/proc/locks")
-	if err != nil {
-		return nil, fmt.Errorf("filelock: %w", err)
-	}
-	defer f.Close()
-	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino)
 	var hs []baton.Holder
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF"; blocked
-		// requests have "->" after the number and are not holders.
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 6 || fs[1] != "FLOCK" || fs[5] != want {
-			continue
-		}
-		pid, err := strconv.Atoi(fs[4])
+	for range procLocksReads {
+		locks, err := os.ReadFile("/proc/locks")
 		if err != nil {
-			continue
+			return nil, fmt.Errorf("filelock: %w", err)
 		}
-		mode := driver.Shared.String()
-		if fs[3] == "WRITE" {
-			mode = driver.Exclusive.String()
-		}
-		hs = append(hs, baton.Holder{PID: pid, Mode: mode})
+		forEachHolder(locks, dev, ino, func(pid int, write bool) {
+			mode := driver.Shared.String()
+			if write {
+				mode = driver.Exclusive.String()
+			}
+			if h := (baton.Holder{PID: pid, Mode: mode}); !slices.Contains(hs, h) {
+				hs = append(hs, h)
+			}
+		})
 	}
-	return hs, sc.Err()
+	return hs, nil
 }
+
+// procLocksReads is the number of reads of /proc/locks whose union
+// answers: a holder missed by one torn read is seen by another.
+const procLocksReads = 3
