@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -23,13 +24,12 @@ func readHolders(fd int, out chan<- []int, w *ipc.Waiter) {
 	var pids []int
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) == nil {
-		if locks, err := os.ReadFile("/proc/locks"); err == nil {
-			self := os.Getpid()
-			forEachHolder(locks, uint64(st.Dev), st.Ino, func(pid int, _ bool) {
-				if pid != self {
-					pids = append(pids, pid)
-				}
-			})
+		hs, _ := flockHolders(uint64(st.Dev), st.Ino)
+		self := os.Getpid()
+		for _, h := range hs {
+			if h.PID != self && !slices.Contains(pids, h.PID) {
+				pids = append(pids, h.PID)
+			}
 		}
 	}
 	out <- pids
