@@ -249,11 +249,16 @@ func testQueueKillClaimants(t *testing.T, e *env) {
 	// that takes longer to start than the kill interval (a slow connect
 	// on a loaded machine) would otherwise never get to work.
 	kills, doneAtKill, step := 0, 0, max(1, killJobs/1000)
+	lastLog := time.Now()
 	for {
 		putSome()
 		s, err := q.Stats(ctx)
 		ok(t, "Stats", err)
 		done := put - s.Ready - s.Delayed - s.InFlight - s.Dead
+		if time.Since(lastLog) > 10*time.Second {
+			lastLog = time.Now() // progress of a long run (-v)
+			t.Logf("%d of %d jobs done, %d kills; %+v", done, killJobs, kills, s)
+		}
 		if put == killJobs && s == (baton.QueueStats{}) {
 			break
 		}
