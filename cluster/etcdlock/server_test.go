@@ -28,6 +28,9 @@ const envMember = "ETCDLOCK_TEST_MEMBER" // JSON of memberConfig
 
 type memberConfig struct {
 	Name, Dir, Peer, Client, Initial string
+	// Retention, when set, is the history the member keeps: it compacts
+	// what is older as often (etcd's periodic auto-compaction).
+	Retention string
 }
 
 // runMember serves one member until its standard input closes (the test
@@ -57,6 +60,9 @@ func runMember(js string) int {
 	// A queue's PutBatch of baton.MaxBatch jobs with keys is one
 	// transaction of 2000 operations (queue.go).
 	cfg.MaxTxnOps = 4096
+	if mc.Retention != "" {
+		cfg.AutoCompactionMode, cfg.AutoCompactionRetention = embed.CompactorModePeriodic, mc.Retention
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start etcd:", err)
@@ -111,6 +117,13 @@ func tempBase() string {
 // their data goes, when the test ends.
 func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
+	return startClusterKeeping(t, n, "")
+}
+
+// startClusterKeeping starts n members that compact history older than
+// retention (none: keep it all).
+func startClusterKeeping(t testing.TB, n int, retention string) *cluster {
+	t.Helper()
 	dir, err := os.MkdirTemp(tempBase(), "etcdlock-test-")
 	if err != nil {
 		t.Fatalf("temp dir: %v", err)
@@ -126,10 +139,11 @@ func startCluster(t testing.TB, n int) *cluster {
 	var cfgs []memberConfig
 	for i := range n {
 		mc := memberConfig{
-			Name:   fmt.Sprintf("m%d", i),
-			Dir:    fmt.Sprintf("%s/m%d", dir, i),
-			Peer:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
-			Client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+			Name:      fmt.Sprintf("m%d", i),
+			Dir:       fmt.Sprintf("%s/m%d", dir, i),
+			Peer:      fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+			Client:    fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+			Retention: retention,
 		}
 		initial = append(initial, mc.Name+"="+mc.Peer)
 		cfgs = append(cfgs, mc)
