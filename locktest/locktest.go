@@ -51,6 +51,10 @@ type Caps struct {
 	Lease bool
 	// CancelBound: a cancelled waiter returns within this (0: 50 ms).
 	CancelBound time.Duration
+	// QueueWaiting: the queue's kill test keeps at most this many jobs
+	// waiting, putting more as they are done (0: it puts them all first),
+	// for a backend whose claims pay for every waiting job.
+	QueueWaiting int
 }
 
 // Suite describes one backend to the conformance suite.

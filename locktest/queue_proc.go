@@ -2,6 +2,7 @@ package locktest
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -209,10 +210,18 @@ func testQueueKillClaimants(t *testing.T, e *env) {
 	dir := t.TempDir()
 	killJobs, workers, maxKills := killSize()
 	// Jobs go in as the queue has room for them (a backend's capacity may
-	// be below killJobs).
-	put := 0
+	// be below killJobs), and at most QueueWaiting at a time where that is
+	// set: the jobs then flow through as they are done.
+	put, done := 0, 0
 	putSome := func() {
 		for put < killJobs {
+			room := killJobs - put
+			if w := e.s.Caps.QueueWaiting; w > 0 {
+				room = min(room, w-(put-done))
+			}
+			if room < min(baton.MaxBatch/4, killJobs-put) && put > 0 {
+				return
+			}
 			specs := make([]baton.JobSpec, min(baton.MaxBatch/4, killJobs-put))
 			for k := range specs {
 				specs[k].Payload = []byte(strconv.Itoa(put + k))
@@ -254,7 +263,7 @@ func testQueueKillClaimants(t *testing.T, e *env) {
 		putSome()
 		s, err := q.Stats(ctx)
 		ok(t, "Stats", err)
-		done := put - s.Ready - s.Delayed - s.InFlight - s.Dead
+		done = put - s.Ready - s.Delayed - s.InFlight - s.Dead
 		if time.Since(lastLog) > 10*time.Second {
 			lastLog = time.Now() // progress of a long run (-v)
 			t.Logf("%d of %d jobs done, %d kills; %+v", done, killJobs, kills, s)
@@ -281,7 +290,7 @@ func testQueueKillClaimants(t *testing.T, e *env) {
 	if ds, err := q.Dead(ctx, 10); err != nil || len(ds) != 0 {
 		t.Errorf("dead letters %v, %v", ds, err)
 	}
-	t.Logf("%d jobs, %d claimant processes (%d at a time), %d SIGKILLed", killJobs, spawned, workers, kills)
+	t.Logf("%d jobs (at most %d waiting), %d claimant processes (%d at a time), %d SIGKILLed", killJobs, cmp.Or(e.s.Caps.QueueWaiting, killJobs), spawned, workers, kills)
 }
 
 type claimRec struct {

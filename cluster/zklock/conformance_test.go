@@ -83,6 +83,10 @@ var caps = locktest.Caps{
 	Lease:        true,
 	// A cancelled waiter returns at once; its node is deleted after.
 	CancelBound: 200 * time.Millisecond,
+	// A claim lists every waiting job (ZooKeeper reads a directory only
+	// whole; see the package doc): the kill test's jobs flow through a
+	// backlog of this many rather than all waiting from the start.
+	QueueWaiting: 2000,
 }
 
 var suite = locktest.Suite{Name: "zk", Open: openSuite, Caps: caps, Objects: suiteObjects,
