@@ -99,13 +99,19 @@
 // node made with a versioned rewrite of the record in one multi-op, so a
 // claim ends with its session, and its Loss fires when its epoch ends,
 // before the server can expire the session. The token is the claim's
-// zxid. Claimants sleep on child watches. Limits: one request carries at
-// most the server's jute.maxbuffer (1 MiB by default): a payload is at
-// most 960 KiB and a PutBatch, one multi-op, must fit in one request
-// (refused before any write). ZooKeeper reads a directory only whole, so
-// a claim lists every job of the queue: its cost grows with the backlog,
-// and a queue that holds many thousands of jobs at once is better served
-// by a backend that reads by range.
+// zxid. Claimants sleep on child watches. Claims take the oldest ready
+// job first, with one exception: claimants of several processes that
+// keep finding their job taken by another's claim choose among a few of
+// the oldest (fewer as the conflicts stop), so that they take different
+// jobs, as claimants of a SQL server skipping each other's locked rows
+// do.
+//
+// Limits: one request carries at most the server's jute.maxbuffer (1 MiB
+// by default): a payload is at most 960 KiB and a PutBatch, one multi-op,
+// must fit in one request (refused before any write). ZooKeeper reads a
+// directory only whole, so a claim lists every job of the queue: its cost
+// grows with the backlog, and a queue that holds many thousands of jobs at
+// once is better served by a backend that reads by range.
 //
 // # Inspection
 //

@@ -47,9 +47,12 @@ func (d *queueDriver) Claim(ctx context.Context, n int, wait bool) ([]driver.Cla
 			}
 		}
 		if len(picks) > 0 {
-			picks, m := d.reserve(picks, n)
+			picks, m := d.reserve(d.spreadOut(picks), n)
 			cs, err := d.claim(ctx, e, picks, n)
 			d.settle(picks[:m], cs)
+			if err == nil {
+				d.conflicted(len(cs) == 0)
+			}
 			if err != nil || len(cs) > 0 {
 				return cs, err
 			}

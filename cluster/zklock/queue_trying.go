@@ -1,6 +1,8 @@
 package zklock
 
 import (
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -14,20 +16,31 @@ import (
 // and the others would read the queue again and try the next together. A
 // record stays marked while its claim is held, as a claimant whose read
 // came before the claim would see it unclaimed. A lone claimant still
-// takes the oldest; claimants of other processes are not seen, and a
-// conflict with them is read again as before.
+// takes the oldest; claimants of other processes are not seen: a
+// conflict with them is read again, and widens the queue's spread.
 //
 // gone keeps the last goneKept records this process saw deleted (acked,
 // retried, buried, or found missing), oldest first in ring: a claimant's
 // read names jobs done since, and under a steady flow the jobs done while
 // it walked such a list one read at a time would outrun it.
+//
+// spread is, by queue (behind its Backend's id), how many of the oldest
+// unclaimed jobs a claim chooses among, less one: four more for each
+// claim that found its job taken by a claimant of another process, one
+// fewer for each that did not, so that claimants of several processes
+// mostly take different jobs and a lone claimant soon takes the oldest
+// again.
 var trying = struct {
-	mu   sync.Mutex
-	m    map[string]int
-	gone map[string]bool
-	ring []string
-	next int // the oldest entry of ring once it is full
-}{m: map[string]int{}, gone: map[string]bool{}}
+	mu     sync.Mutex
+	m      map[string]int
+	gone   map[string]bool
+	ring   []string
+	next   int // the oldest entry of ring once it is full
+	spread map[string]int
+}{m: map[string]int{}, gone: map[string]bool{}, spread: map[string]int{}}
+
+// spreadMost bounds a queue's spread.
+const spreadMost = 16
 
 const goneKept = 4096
 
@@ -106,4 +119,34 @@ func (d *queueDriver) gone(name string) {
 	delete(trying.gone, trying.ring[trying.next])
 	trying.ring[trying.next] = k
 	trying.next = (trying.next + 1) % goneKept
+}
+
+// spreadOut rotates the unclaimed ready records picks, oldest first, so
+// that they start at one of the first few, as many as the queue's spread
+// allows (see trying).
+func (d *queueDriver) spreadOut(picks []string) []string {
+	trying.mu.Lock()
+	k := min(trying.spread[d.b.bid+d.dir]+1, len(picks))
+	trying.mu.Unlock()
+	if k < 2 {
+		return picks
+	}
+	off := rand.IntN(k)
+	return slices.Concat(picks[off:], picks[:off])
+}
+
+// conflicted moves the queue's spread after a claim: up when another
+// claimant had come between, down when not.
+func (d *queueDriver) conflicted(yes bool) {
+	k := d.b.bid + d.dir
+	trying.mu.Lock()
+	defer trying.mu.Unlock()
+	switch s := trying.spread[k]; {
+	case yes:
+		trying.spread[k] = min(s+4, spreadMost)
+	case s > 1:
+		trying.spread[k] = s - 1
+	case s == 1:
+		delete(trying.spread, k)
+	}
 }

@@ -145,3 +145,44 @@ func claimAckAll(t *testing.T, ctx context.Context, qs []baton.Queue, jobs int64
 		t.Fatal(err)
 	}
 }
+
+// TestQueueClaimantsOfManyBackendsSpread: claimants of several Backends
+// (as of several processes, which do not see each other's marks) draining
+// one backlog mostly take different jobs: when all tried the oldest, all
+// but one found it taken and listed the queue again, several times a job.
+func TestQueueClaimantsOfManyBackendsSpread(t *testing.T) {
+	const workers, jobs = 8, 400
+	url := "zk://" + standalone(t) + "/qspread"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("spread-%d", time.Now().UnixNano())
+	qs := make([]baton.Queue, workers)
+	for i := range qs {
+		q, err := open(t, url).Queue(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		qs[i] = q
+	}
+	specs := make([]baton.JobSpec, jobs/4)
+	for i := range specs {
+		specs[i] = baton.JobSpec{Payload: []byte("job")}
+	}
+	for range 4 {
+		if _, err := qs[0].PutBatch(ctx, specs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := claimConflicts.Load()
+	start := time.Now()
+	claimAckAll(t, ctx, qs, jobs, nil)
+	n := claimConflicts.Load() - before
+	t.Logf("%d claims found another claimant had come between, for %d jobs (%v)", n, jobs, time.Since(start).Round(time.Millisecond))
+	if n >= jobs {
+		t.Errorf("%d claims of %d jobs found another claimant had come between", n, jobs)
+	}
+	if s, err := qs[0].Stats(ctx); err != nil || s != (baton.QueueStats{}) {
+		t.Errorf("Stats = %+v, %v; want an empty queue", s, err)
+	}
+}
