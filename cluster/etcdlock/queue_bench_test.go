@@ -192,15 +192,7 @@ func BenchmarkQueueBacklog(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer q.Close()
-			specs := make([]baton.JobSpec, 250)
-			for i := range specs {
-				specs[i] = baton.JobSpec{Payload: []byte("job")}
-			}
-			for put := 0; put < backlog+b.N; put += len(specs) {
-				if _, err := q.PutBatch(ctx, specs); err != nil {
-					b.Fatal(err)
-				}
-			}
+			putJobs(b, q, backlog+b.N)
 			r, err := e.cl.Get(ctx, "compact")
 			if err != nil {
 				b.Fatal(err)
@@ -238,41 +230,25 @@ func BenchmarkQueueEnded(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer q.Close()
-			specs := make([]baton.JobSpec, 250)
-			for i := range specs {
-				specs[i] = baton.JobSpec{Payload: []byte("job")}
-			}
-			var ids []baton.JobID
-			for put := 0; put < ended; put += len(specs) {
-				got, err := q.PutBatch(ctx, specs)
-				if err != nil {
-					b.Fatal(err)
-				}
-				ids = append(ids, got...)
-			}
-			for i := 0; i < len(ids); i += 1000 {
+			if ended > 0 {
+				ids := putJobs(b, q, ended)
 				dir := queueDir(b, e.cl, "/ended/")
-				var ops []clientv3.Op
-				for _, id := range ids[i:min(i+1000, len(ids))] {
-					ops = append(ops, clientv3.OpPut(fmt.Sprintf("%sc/%016x", dir, uint64(id)), ""))
+				for i := 0; i < len(ids); i += 1000 {
+					var ops []clientv3.Op
+					for _, id := range ids[i:min(i+1000, len(ids))] {
+						ops = append(ops, clientv3.OpPut(fmt.Sprintf("%sc/%016x", dir, uint64(id)), ""))
+					}
+					if _, err := e.cl.Txn(ctx).Then(ops...).Commit(); err != nil {
+						b.Fatal(err)
+					}
 				}
-				if _, err := e.cl.Txn(ctx).Then(ops...).Commit(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			for _, f := range []string{"j/", "c/"} {
-				if ended == 0 {
-					break
-				}
-				if _, err := e.cl.Delete(ctx, queueDir(b, e.cl, "/ended/")+f, clientv3.WithPrefix()); err != nil {
-					b.Fatal(err)
-				}
-			}
-			for put := 0; put < 500+b.N; put += len(specs) {
-				if _, err := q.PutBatch(ctx, specs); err != nil {
-					b.Fatal(err)
+				for _, f := range []string{"j/", "c/"} {
+					if _, err := e.cl.Delete(ctx, dir+f, clientv3.WithPrefix()); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
+			putJobs(b, q, 500+b.N)
 			b.ResetTimer()
 			for range b.N {
 				j, err := q.TryClaim(ctx)
@@ -285,6 +261,24 @@ func BenchmarkQueueEnded(b *testing.B) {
 			}
 		})
 	}
+}
+
+// putJobs puts at least n jobs on q, in batches of 250, and returns
+// their ids.
+func putJobs(b *testing.B, q baton.Queue, n int) []baton.JobID {
+	specs := make([]baton.JobSpec, 250)
+	for i := range specs {
+		specs[i] = baton.JobSpec{Payload: []byte("job")}
+	}
+	var ids []baton.JobID
+	for len(ids) < n {
+		got, err := q.PutBatch(context.Background(), specs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, got...)
+	}
+	return ids
 }
 
 // queueDir returns the directory of the queue whose keys contain part.

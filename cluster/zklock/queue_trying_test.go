@@ -30,22 +30,8 @@ func TestQueueClaimantsOfOneBackendTryDifferentJobs(t *testing.T) {
 		defer q.Close()
 		qs[i] = q
 	}
-	specs := make([]baton.JobSpec, jobs/4)
-	for i := range specs {
-		specs[i] = baton.JobSpec{Payload: []byte("job")}
-	}
-	for range 4 {
-		if _, err := qs[0].PutBatch(ctx, specs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := claimConflicts.Load()
-	claimAckAll(t, ctx, qs, jobs, nil)
-	if n := claimConflicts.Load() - before; n > jobs/2 {
+	if n := drainTogether(t, ctx, qs, jobs); n > jobs/2 {
 		t.Errorf("%d claims of %d found another claimant had come between", n, jobs)
-	}
-	if s, err := qs[0].Stats(ctx); err != nil || s != (baton.QueueStats{}) {
-		t.Errorf("Stats = %+v, %v; want an empty queue", s, err)
 	}
 	trying.mu.Lock()
 	marked := len(trying.m)
@@ -165,6 +151,19 @@ func TestQueueClaimantsOfManyBackendsSpread(t *testing.T) {
 		defer q.Close()
 		qs[i] = q
 	}
+	start := time.Now()
+	n := drainTogether(t, ctx, qs, jobs)
+	t.Logf("%d claims found another claimant had come between, for %d jobs (%v)", n, jobs, time.Since(start).Round(time.Millisecond))
+	if n >= jobs {
+		t.Errorf("%d claims of %d jobs found another claimant had come between", n, jobs)
+	}
+}
+
+// drainTogether puts jobs on qs[0] in four batches and has one worker per
+// handle claim and ack them all; it returns how many claims found another
+// claimant had come between, and checks that the queue is empty after.
+func drainTogether(t *testing.T, ctx context.Context, qs []baton.Queue, jobs int64) int64 {
+	t.Helper()
 	specs := make([]baton.JobSpec, jobs/4)
 	for i := range specs {
 		specs[i] = baton.JobSpec{Payload: []byte("job")}
@@ -175,14 +174,10 @@ func TestQueueClaimantsOfManyBackendsSpread(t *testing.T) {
 		}
 	}
 	before := claimConflicts.Load()
-	start := time.Now()
 	claimAckAll(t, ctx, qs, jobs, nil)
 	n := claimConflicts.Load() - before
-	t.Logf("%d claims found another claimant had come between, for %d jobs (%v)", n, jobs, time.Since(start).Round(time.Millisecond))
-	if n >= jobs {
-		t.Errorf("%d claims of %d jobs found another claimant had come between", n, jobs)
-	}
 	if s, err := qs[0].Stats(ctx); err != nil || s != (baton.QueueStats{}) {
 		t.Errorf("Stats = %+v, %v; want an empty queue", s, err)
 	}
+	return n
 }
