@@ -136,14 +136,24 @@
 // (fewer as the conflicts stop), so that they take different jobs, as
 // claimants of a SQL server skipping each other's locked rows do.
 //
-// A claim reads the queue's first ready jobs and its claims by range, and
-// etcd walks every key deleted in a range since its last compaction: each
-// job done leaves two such keys (its record and its claim), so claims slow
-// down in proportion to the jobs done since then. Run the server with
-// automatic compaction (--auto-compaction-mode and
-// --auto-compaction-retention) under a queue that does many jobs; baton
-// does not compact, which would take history from every other client of
-// the server.
+// etcd also walks, in a range it reads, every key deleted there since its
+// last compaction, and each job done leaves two (its record and its
+// claim). So a claim's read starts at a floor, 20 ms before the oldest job
+// the last read found, and reads the claims from the lowest id that read
+// found, rather than ranging over all jobs and claims: a claim walks the
+// jobs done that were put in those 20 ms before the oldest waiting one,
+// not every job done. The floor makes a second exception to oldest-first:
+// a job put by a producer whose clock is more than 20 ms behind the
+// claimants' (or whose Put took longer to land) may sort below the floor;
+// a claimant waiting on the queue sees it put and takes it, and otherwise
+// a claim finds it at the next read from the first job, which comes once a
+// second, or less often when such a read is slow (at most 2% of the time);
+// a TryClaim may find the queue empty meanwhile. Stats and the Inspector
+// still count whole ranges. Run the server with automatic compaction
+// (--auto-compaction-mode and --auto-compaction-retention) under a queue
+// that does many jobs: etcd's database grows with its history until then,
+// up to its space quota; baton does not compact, which would take history
+// from every other client of the server.
 //
 // Versions before this one took ids from a sequence key that every Put
 // compared and wrote, and named every record by its id. Processes of such

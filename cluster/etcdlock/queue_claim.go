@@ -75,13 +75,18 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 		if !whole {
 			ends = d.calls.win.ends(upto)
 		}
+		st := d.calls.win.starts()
 		cut := min(ends[0], ends[1])
 		if cut < upto {
 			windowedReads.Add(1)
 		}
-		reads := []clientv3.Op{clientv3.OpGet(d.dir+"c/", clientv3.WithPrefix(), clientv3.WithKeysOnly())}
+		var reads []clientv3.Op
 		for i, f := range []string{"r/", "j/"} {
-			reads = append(reads, clientv3.OpGet(d.dir+f, clientv3.WithRange(fmt.Sprintf("%s%s%016x", d.dir, f, ends[i])), clientv3.WithLimit(int64(limit))))
+			from := d.dir + f
+			if st.at[i] > 0 {
+				from = fmt.Sprintf("%s%s%016x", d.dir, f, st.at[i])
+			}
+			reads = append(reads, clientv3.OpGet(from, clientv3.WithRange(fmt.Sprintf("%s%s%016x", d.dir, f, ends[i])), clientv3.WithLimit(int64(limit))))
 		}
 		if wait {
 			for _, f := range []string{"r/", "j/"} {
@@ -89,20 +94,23 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 					clientv3.WithLimit(1), clientv3.WithKeysOnly()))
 			}
 		}
+		nr := len(reads)
+		from, below := d.calls.hint.get()
+		reads = append(reads, d.claimReads(from, below)...)
 		rctx, cancel := d.b.rctx(ctx)
+		sent := time.Now()
 		resp, err := d.b.c.Txn(rctx).Then(reads...).Commit()
+		took := time.Since(sent)
 		cancel()
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		claimed := map[uint64]bool{}
-		for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-			claimed[parseID(kv.Key)] = true
-		}
+		claimed := claimedOf(below, resp.Responses[nr:])
 		d.calls.width.Store(int64(len(claimed)))
-		rr, jr := resp.Responses[1].GetResponseRange(), resp.Responses[2].GetResponseRange()
-		d.calls.win.observe(ends, upto, [2]*etcdserverpb.RangeResponse{rr, jr}, limit, d.readyAt)
+		rr, jr := resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange()
+		d.calls.win.observe(st, ends, upto, [2]*etcdserverpb.RangeResponse{rr, jr}, limit, d.readyAt, resp.Header.Revision, took)
 		ready, more := d.oldest(rr, jr, limit)
+		d.calls.hint.set(ready)
 		var unclaimed []record
 		for _, r := range ready {
 			// Past the nearer window's end, a record of the other form
@@ -135,7 +143,7 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 			d.settle(order[:m], nil)
 		}
 		if len(picks) == 0 && cut < upto {
-			whole = true // none to take in the windows: read everything
+			whole = true // none to take in the windows: read to now
 			continue
 		}
 		if len(picks) == 0 && more && limit < n+len(claimed) {
@@ -145,7 +153,7 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 		if len(picks) == 0 {
 			var next int64
 			if wait {
-				for _, r := range resp.Responses[3:] {
+				for _, r := range resp.Responses[2:nr] {
 					if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
 						if at := d.readyAt(kvs[0].Key); next == 0 || at < next {
 							next = at
@@ -157,10 +165,15 @@ func (d *queueDriver) tryClaim(ctx context.Context, s *session, n int, wait bool
 		}
 		cs, err := d.claim(ctx, s, picks)
 		d.settle(order[:m], cs)
-		if err == nil && len(cs) == 0 {
+		switch {
+		case err == nil && len(cs) == 0 && guessed(from, below, picks):
+			// A pick whose claim was not read may have been claimed
+			// all along: the next read, which reads it, tells; the
+			// choice does not widen for it.
+		case err == nil && len(cs) == 0:
 			claimConflicts.Add(1)
 			d.calls.spread.Store(int64(min(spread+4, spreadMost)))
-		} else if err == nil && spread > 0 {
+		case err == nil && spread > 0:
 			d.calls.spread.Store(int64(spread - 1))
 		}
 		return cs, 0, 0, err
@@ -273,8 +286,15 @@ func (d *queueDriver) adopt(ctx context.Context, cs []driver.Claim) ([]driver.Cl
 // wait sleeps until the queue may have a job ready after revision rev: a
 // job put, a claim given back (deleted without its job), or next (a
 // delayed job's time, Unix ns; 0 for none). It returns nil to read again.
+//
+// The watch starts after the last read from the first record, so that it
+// also sees the records put below the floors since (queue_window.go).
 func (d *queueDriver) wait(ctx context.Context, rev, next int64) error {
-	w := d.b.watch(ctx, d.dir, clientv3.WithPrefix())
+	from := rev
+	if f := d.calls.win.fullRevision(); f > 0 {
+		from = min(from, f)
+	}
+	w := d.b.watch(ctx, d.dir, clientv3.WithPrefix(), clientv3.WithRev(from+1))
 	defer w.stop()
 	tctx := ctx
 	if next > 0 {
@@ -288,13 +308,13 @@ func (d *queueDriver) wait(ctx context.Context, rev, next int64) error {
 			if ctx.Err() == nil && tctx.Err() != nil {
 				return nil // the delayed job is ready
 			}
+			if wr.CompactRevision > 0 {
+				d.calls.win.forceFull() // what the watch would replay is gone
+			}
 			return err
 		}
 		if wr.Created {
-			if wr.Header.Revision > rev {
-				return nil // something happened between the read and the watch
-			}
-			continue
+			continue // the events from the revision asked for follow
 		}
 		if d.wakes(wr.Events, rev) {
 			return nil
@@ -302,17 +322,29 @@ func (d *queueDriver) wait(ctx context.Context, rev, next int64) error {
 	}
 }
 
-// wakes reports whether events after rev may have made a job ready: a
-// new job record, or a claim key deleted in a revision that did not delete
-// its job (an Ack).
+// wakes reports whether events may have made a job ready: a new job
+// record, or a claim key deleted in a revision that did not delete its job
+// (an Ack), after rev; or a new record below a floor, at any revision.
 func (d *queueDriver) wakes(evs []*clientv3.Event, rev int64) bool {
-	acked := map[int64]bool{}
+	acked, below := map[int64]bool{}, false
 	rp, jp, cp := d.dir+"r/", d.dir+"j/", d.dir+"c/"
 	isRecord := func(k string) bool { return strings.HasPrefix(k, rp) || strings.HasPrefix(k, jp) }
 	for _, ev := range evs {
-		if ev.Type == mvccpb.DELETE && isRecord(string(ev.Kv.Key)) {
+		k := string(ev.Kv.Key)
+		switch {
+		case ev.Type == mvccpb.DELETE && isRecord(k):
 			acked[ev.Kv.ModRevision] = true
+		case ev.Type == mvccpb.PUT && ev.Kv.Version == 1 && isRecord(k):
+			// A record below its form's floor (a producer's clock
+			// behind), even one put before the read: the next reads
+			// start at it.
+			if d.calls.win.lower(boolIndex(strings.HasPrefix(k, jp)), d.readyAt(ev.Kv.Key)) {
+				below = true
+			}
 		}
+	}
+	if below {
+		return true
 	}
 	for _, ev := range evs {
 		k := string(ev.Kv.Key)
@@ -325,6 +357,14 @@ func (d *queueDriver) wakes(evs []*clientv3.Event, rev int64) bool {
 		}
 	}
 	return false
+}
+
+// boolIndex is 1 for true, 0 for false.
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Stats counts in one read: jobs ready by now, those later (of both

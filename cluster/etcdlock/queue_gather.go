@@ -38,7 +38,8 @@ type queueCalls struct {
 	claims batch.Gather[claimCall]
 	ends   batch.Gather[endCall]
 	width  atomic.Int64 // in-flight claims at the last read
-	win    windows      // where reads of ready jobs end (queue_window.go)
+	win    windows      // where reads of ready jobs start and end (queue_window.go)
+	hint   claimHint    // the records the last read chose among (queue_hint.go)
 	// How many of the oldest unclaimed jobs a claim chooses among, less
 	// one: four more for each claim that found its job taken by another
 	// process's claimant, one fewer for each that did not, so that

@@ -23,6 +23,8 @@ func TestQueue(t *testing.T) {
 	t.Run("GatheredEnds", func(t *testing.T) { testQueueGatheredEnds(t, c) })
 	t.Run("WindowOrder", func(t *testing.T) { testQueueWindowOrder(t, c) })
 	t.Run("WindowCut", func(t *testing.T) { testQueueWindowCut(t, c) })
+	t.Run("ReadsSkipEnded", func(t *testing.T) { testQueueReadsSkipEnded(t, c) })
+	t.Run("BelowFloor", func(t *testing.T) { testQueueBelowFloor(t, c) })
 	t.Run("ClaimantsOfOneBackendTryDifferentJobs", func(t *testing.T) { testQueueClaimantsOfOneBackendTryDifferentJobs(t, c) })
 	t.Run("ClaimantsOfManyBackendsSpread", func(t *testing.T) { testQueueClaimantsOfManyBackendsSpread(t, c) })
 	t.Run("Inspector", func(t *testing.T) {
