@@ -201,15 +201,7 @@ func BenchmarkQueueBacklog(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
-			for range b.N {
-				j, err := q.TryClaim(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := j.Ack(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			claimAck(b, q)
 		})
 	}
 }
@@ -252,15 +244,7 @@ func BenchmarkQueueEnded(b *testing.B) {
 			}
 			putJobs(b, q, 500+b.N)
 			b.ResetTimer()
-			for range b.N {
-				j, err := q.TryClaim(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := j.Ack(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			claimAck(b, q)
 		})
 	}
 }
@@ -281,6 +265,20 @@ func putJobs(b *testing.B, q baton.Queue, n int) []baton.JobID {
 		ids = append(ids, got...)
 	}
 	return ids
+}
+
+// claimAck claims and acks b.N jobs of q, one at a time.
+func claimAck(b *testing.B, q baton.Queue) {
+	ctx := context.Background()
+	for range b.N {
+		j, err := q.TryClaim(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := j.Ack(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // queueDir returns the directory of the queue whose keys contain part.

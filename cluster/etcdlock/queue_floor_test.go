@@ -10,12 +10,9 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/batonlock/baton"
-	"github.com/batonlock/baton/cluster/lease"
 )
 
 // floorTimes sets floorSlack and fullEvery for a test (no claim of
@@ -44,17 +41,7 @@ func readsBackend(t *testing.T, c *cluster, prefix string) (baton.Backend, func(
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(record)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	b, err := New(cl, lease.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := interceptedBackend(t, c, prefix, record)
 	take := func() [][2]string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -75,25 +62,23 @@ func testQueueReadsSkipEnded(t *testing.T, c *cluster) {
 	defer cancel()
 	b, reads := readsBackend(t, c, "qfloor/")
 	q := must(b.Queue(ctx, "jobs")).get(t)
-	drain := func(n int) {
+	put := func(n int) []baton.JobID {
 		t.Helper()
 		specs := make([]baton.JobSpec, n)
 		for i := range specs {
 			specs[i] = baton.JobSpec{Payload: []byte("job")}
 		}
-		if _, err := q.PutBatch(ctx, specs); err != nil {
-			t.Fatal(err)
-		}
+		return must(q.PutBatch(ctx, specs)).get(t)
+	}
+	ack := func(n int) {
+		t.Helper()
 		for range n {
-			j, err := q.TryClaim(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := j.Ack(ctx); err != nil {
+			if err := must(q.TryClaim(ctx)).get(t).Ack(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
+	drain := func(n int) { put(n); ack(n) }
 	drain(200)
 	time.Sleep(50 * time.Millisecond) // past the slack
 	if rs := reads(); len(rs) == 0 {
@@ -117,13 +102,6 @@ func testQueueReadsSkipEnded(t *testing.T, c *cluster) {
 
 	// A job given back keeps its older id: its claim is read by key, not
 	// by a range from its id over the claims of the jobs done since.
-	put := func(n int) []baton.JobID {
-		specs := make([]baton.JobSpec, n)
-		for i := range specs {
-			specs[i] = baton.JobSpec{Payload: []byte("job")}
-		}
-		return must(q.PutBatch(ctx, specs)).get(t)
-	}
 	put(200)
 	j := must(q.TryClaim(ctx)).get(t)
 	if err := j.Retry(ctx, 0); err != nil {
@@ -131,22 +109,12 @@ func testQueueReadsSkipEnded(t *testing.T, c *cluster) {
 	}
 	time.Sleep(50 * time.Millisecond) // the next jobs are ready after it
 	later := put(100)
-	for range 199 {
-		j := must(q.TryClaim(ctx)).get(t)
-		if err := j.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ack(199)
 	// The job given back is held, and stays first among the records read.
 	held := must(q.TryClaim(ctx)).get(t)
 	defer held.Ack(ctx)
 	reads()
-	for range 100 {
-		j := must(q.TryClaim(ctx)).get(t)
-		if err := j.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ack(100)
 	check(fmt.Sprintf("/c/%016x", uint64(later[0])))
 }
 

@@ -24,8 +24,14 @@ func countingBackend(t *testing.T, c *cluster, prefix string) (baton.Backend, *a
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
+	return interceptedBackend(t, c, prefix, count), &n
+}
+
+// interceptedBackend opens a backend whose client's calls go through ic.
+func interceptedBackend(t *testing.T, c *cluster, prefix string, ic grpc.UnaryClientInterceptor) baton.Backend {
+	t.Helper()
 	cl, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(count)}})
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(ic)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +41,7 @@ func countingBackend(t *testing.T, c *cluster, prefix string) (baton.Backend, *a
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	return b, &n
+	return b
 }
 
 // testQueuePutRoundTrips: a Put is one request, after a Put of another
