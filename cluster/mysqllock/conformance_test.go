@@ -53,6 +53,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envHold) != "" {
 		os.Exit(runHold())
 	}
+	if os.Getenv(envTry) != "" {
+		os.Exit(runTry())
+	}
 	if os.Getenv("BATON_LOCKTEST_HELPER") == "" {
 		srv, sharedErr = startShared()
 	}

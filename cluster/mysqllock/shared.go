@@ -96,24 +96,8 @@ func (s *state) attemptOnce(ctx context.Context, owner string, mode int, n int64
 		}
 		return t, false, err
 	}
-	if _, err := tx.ExecContext(bctx, `DELETE FROM `+s.b.t.hold+` WHERE name = ? AND expires <= UTC_TIMESTAMP(6)`, s.key); err != nil {
-		return t, false, err
-	}
-	rows, err := tx.QueryContext(bctx, `SELECT owner, mode, n, token FROM `+s.b.t.hold+` WHERE name = ?`, s.key)
+	hs, err := s.readRows(bctx, tx)
 	if err != nil {
-		return t, false, err
-	}
-	var hs []holdRow
-	for rows.Next() {
-		var h holdRow
-		if err := rows.Scan(&h.owner, &h.mode, &h.n, &h.token); err != nil {
-			rows.Close()
-			return t, false, err
-		}
-		hs = append(hs, h)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return t, false, err
 	}
 	var place uint64 // this request's place in the queue; 0: none
@@ -153,6 +137,51 @@ func (s *state) attemptOnce(ctx context.Context, owner string, mode int, n int64
 		return t, false, err
 	}
 	return t, false, nil
+}
+
+// readRows reads the name's rows in tx, which holds the name's row of the
+// lock table, and deletes those whose lease has passed.
+//
+// The read locks nothing, and the rows are deleted one by one by their
+// key: a delete of the name's range, or any locking read of it, would
+// lock every row of the name until the commit, and a transaction stalled
+// there (its client paused, swapped out or cut off) would hold back the
+// holders' renewals and releases until their leases ran out. A row that
+// the delete no longer finds expired was renewed after the read (which
+// sees the rows as of its start): it is kept.
+func (s *state) readRows(ctx context.Context, tx *sql.Tx) ([]holdRow, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT owner, mode, n, token, expires <= UTC_TIMESTAMP(6) FROM `+s.b.t.hold+` WHERE name = ?`, s.key)
+	if err != nil {
+		return nil, err
+	}
+	var hs, expired []holdRow
+	for rows.Next() {
+		var h holdRow
+		var gone bool
+		if err := rows.Scan(&h.owner, &h.mode, &h.n, &h.token, &gone); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if gone {
+			expired = append(expired, h)
+		} else {
+			hs = append(hs, h)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, h := range expired {
+		res, err := tx.ExecContext(ctx, `DELETE FROM `+s.b.t.hold+` WHERE name = ? AND owner = ? AND expires <= UTC_TIMESTAMP(6)`, s.key, h.owner)
+		if err != nil {
+			return nil, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			hs = append(hs, h)
+		}
+	}
+	return hs, nil
 }
 
 // grantable decides a request on the rows of the name. Writers are
