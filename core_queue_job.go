@@ -133,6 +133,10 @@ func (j *Job) end(ctx context.Context, op string, do func(driver.Queue) error) e
 		return nil
 	case isAny(err, ErrLost):
 		return lost(err)
+	case isAny(err, ErrNotHeld):
+		// An earlier end whose outcome was unknown took effect.
+		j.state.Store(2)
+		return q.fail(op, err)
 	}
 	// The outcome is unknown (a network error): the claim may be ended
 	// again.

@@ -55,7 +55,13 @@ type JobID uint64
 //     guarded by package fence refuses the effect of a stale claimant,
 //     and a job's effect recorded with its id is applied exactly once.
 //   - Ack, Retry and Fail of a lost claim return ErrLost and change
-//     nothing.
+//     nothing. One whose request failed (an error that is neither nil nor
+//     ErrLost) may have been applied, and may be called again. On etcd,
+//     the later call reads the server's history: nil when the earlier one
+//     took effect and did what it does, ErrNotHeld when it did another
+//     end, ErrLost only when the claim was lost. Elsewhere, ErrLost after
+//     such an error means that the claim ended: lost, or by the earlier
+//     call.
 //   - Ready jobs are claimed oldest first: in the order they became ready
 //     (put, their delay ended, or given back). A backend states any
 //     exception in its documentation.

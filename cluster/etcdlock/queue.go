@@ -111,6 +111,10 @@ type qclaim struct {
 	rev        int64  // the claim key's create revision
 	loss       *driver.Loss
 	hw         *holdWatch
+	// unsure are the ends of the claim whose request failed: any one of
+	// them may have been applied (queue_unsure.go). Only the call that
+	// ends the claim uses it, one at a time.
+	unsure []endTry
 }
 
 // OpenQueue opens a work queue (driver.QueueOpener). Nothing is written
@@ -291,7 +295,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func (d *queueDriver) Ack(ctx context.Context, dc driver.Claim) error {
 	c := dc.Data.(*qclaim)
 	ops := append([]clientv3.Op{clientv3.OpDelete(c.ckey), clientv3.OpDelete(c.rkey)}, d.dropKey(c.job)...)
-	return d.end(ctx, c, ops)
+	return d.end(ctx, c, endTry{}, ops)
 }
 
 // Retry puts the job back at at (now if zero or past), or makes it a dead
@@ -300,27 +304,38 @@ func (d *queueDriver) Retry(ctx context.Context, dc driver.Claim, at time.Time, 
 	c := dc.Data.(*qclaim)
 	ops := []clientv3.Op{clientv3.OpDelete(c.ckey), clientv3.OpDelete(c.rkey)}
 	if c.job.attempts >= c.job.max {
-		ops = append(ops, clientv3.OpPut(d.dkey(c.job.id), string(deadRecord(c.job, reason, time.Now()))))
+		dk := d.dkey(c.job.id)
+		ops = append(ops, clientv3.OpPut(dk, string(deadRecord(c.job, reason, time.Now()))))
 		ops = append(ops, d.dropKey(c.job)...)
-		return d.end(ctx, c, ops)
+		return d.end(ctx, c, endTry{put: dk}, ops)
 	}
 	j := c.job
 	j.at = time.Now().UnixNano()
 	if !at.IsZero() {
 		j.at = max(j.at, at.UnixNano())
 	}
-	ops = append(ops, clientv3.OpPut(d.rkey(j.at, j.id), string(j.encode())))
-	return d.end(ctx, c, ops)
+	rk := d.rkey(j.at, j.id)
+	ops = append(ops, clientv3.OpPut(rk, string(j.encode())))
+	return d.end(ctx, c, endTry{put: rk}, ops)
 }
 
-// end runs ops if the claim key is still the claim's; otherwise the claim
-// was lost (its lease ended, or the key was deleted) and nothing changes.
-func (d *queueDriver) end(ctx context.Context, c *qclaim, ops []clientv3.Op) error {
+// end runs ops, the end e, if the claim key is still the claim's;
+// otherwise the claim was lost (its lease ended, or the key was deleted)
+// and nothing changes, unless an earlier end whose outcome was unknown
+// took effect (settleEnd).
+func (d *queueDriver) end(ctx context.Context, c *qclaim, e endTry, ops []clientv3.Op) error {
 	// The watch must not take the claim's own delete for a loss.
 	c.hw.release()
 	ok, err := d.gatheredEnd(ctx, c, ops)
 	if err != nil {
+		c.unsure = append(c.unsure, e)
 		return lease.CtxErr(ctx, err) // the outcome is unknown: the core lets it be tried again
+	}
+	if !ok && len(c.unsure) > 0 {
+		if done, err := d.settleEnd(ctx, c, e); done || err != nil {
+			d.forget(c)
+			return err
+		}
 	}
 	if !ok {
 		c.loss.Fire(errClaimGone)

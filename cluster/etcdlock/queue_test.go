@@ -25,6 +25,7 @@ func TestQueue(t *testing.T) {
 	t.Run("WindowCut", func(t *testing.T) { testQueueWindowCut(t, c) })
 	t.Run("ReadsSkipEnded", func(t *testing.T) { testQueueReadsSkipEnded(t, c) })
 	t.Run("BelowFloor", func(t *testing.T) { testQueueBelowFloor(t, c) })
+	t.Run("UnsureEnds", func(t *testing.T) { testQueueUnsureEnds(t, c) })
 	t.Run("ClaimantsOfOneBackendTryDifferentJobs", func(t *testing.T) { testQueueClaimantsOfOneBackendTryDifferentJobs(t, c) })
 	t.Run("ClaimantsOfManyBackendsSpread", func(t *testing.T) { testQueueClaimantsOfManyBackendsSpread(t, c) })
 	t.Run("Inspector", func(t *testing.T) {
