@@ -48,14 +48,16 @@ func testQueueLeaderKill(t *testing.T, c *cluster) {
 		effects [jobs]int
 		live    = map[baton.JobID]*baton.Job{}  // guarded by mu: claims neither ended nor known lost
 		tokens  = map[baton.JobID]baton.Token{} // guarded by mu: the last token of each job
+		claims  = map[baton.JobID]int{}         // guarded by mu: how many times each job was claimed
+		lostAck = map[baton.JobID]bool{}        // guarded by mu: jobs an Ack of found lost
 		acked   atomic.Int64
 		again   atomic.Int64 // jobs claimed again after a lost claim
 		errs    atomic.Int64
 		wg      sync.WaitGroup
 	)
 	// The workers stop when the queue is empty, not at the count of Acks
-	// that returned nil: an Ack whose first try committed as the leader
-	// died, and whose retry found its claim key gone, returns ErrLost.
+	// that returned nil: an Ack of a claim lost to the leader's death
+	// returns ErrLost, and its job is acked by another claimant.
 	var finished atomic.Bool
 	work := func(q baton.Queue, w int) {
 		for !finished.Load() && ctx.Err() == nil {
@@ -86,6 +88,7 @@ func testQueueLeaderKill(t *testing.T, c *cluster) {
 				}
 			}
 			live[j.ID()], tokens[j.ID()] = j, j.Token()
+			claims[j.ID()]++
 			mu.Unlock()
 			err = guards[idx].Do(j.Token(), func() error {
 				mu.Lock()
@@ -116,6 +119,9 @@ func testQueueLeaderKill(t *testing.T, c *cluster) {
 				acked.Add(1)
 			case errors.Is(err, baton.ErrLost):
 				t.Logf("worker %d: job %d: claim lost: %v", w, j.ID(), err)
+				mu.Lock()
+				lostAck[j.ID()] = true
+				mu.Unlock()
 			default:
 				errs.Add(1)
 				t.Logf("worker %d: job %d: ack: %v", w, j.ID(), err)
@@ -148,6 +154,15 @@ func testQueueLeaderKill(t *testing.T, c *cluster) {
 	for i, n := range effects {
 		if n != 1 {
 			t.Errorf("job %d's effect applied %d times", i, n)
+		}
+	}
+	// A lost claim's job is claimed again before the queue is empty: an
+	// Ack that reported its claim lost when nobody claimed the job again
+	// had in fact taken effect (an earlier try of it, whose answer the
+	// leader's death cut off).
+	for id := range lostAck {
+		if claims[id] == 1 {
+			t.Errorf("job %d: its Ack returned ErrLost, yet nobody claimed it again", id)
 		}
 	}
 	s := must(producer.Stats(ctx)).get(t)
