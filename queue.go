@@ -56,12 +56,13 @@ type JobID uint64
 //     and a job's effect recorded with its id is applied exactly once.
 //   - Ack, Retry and Fail of a lost claim return ErrLost and change
 //     nothing. One whose request failed (an error that is neither nil nor
-//     ErrLost) may have been applied, and may be called again. On etcd,
-//     the later call reads the server's history: nil when the earlier one
-//     took effect and did what it does, ErrNotHeld when it did another
-//     end, ErrLost only when the claim was lost. Elsewhere, ErrLost after
-//     such an error means that the claim ended: lost, or by the earlier
-//     call.
+//     ErrLost) may have been applied, and may be called again. On etcd
+//     and ZooKeeper the later call finds out from the server: nil when the
+//     earlier one took effect and did what it does, ErrNotHeld when it
+//     did another end, ErrLost only when the claim was lost (or an error
+//     when the server cannot tell: see the backend's documentation).
+//     Elsewhere, ErrLost after such an error means that the claim ended:
+//     lost, or by the earlier call.
 //   - Ready jobs are claimed oldest first: in the order they became ready
 //     (put, their delay ended, or given back). A backend states any
 //     exception in its documentation.

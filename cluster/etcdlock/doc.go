@@ -119,7 +119,11 @@
 // to the first to come; such a transaction stays within the server's
 // default --max-txn-ops, and a batch Claim too large for that runs alone.
 // Their Acks and Retries are gathered too, each a transaction of its own
-// nested in one request.
+// nested in one request. An Ack, Retry or Fail whose request failed may
+// have been applied; one called after it that finds the claim key gone
+// reads the server's history to report what the earlier one did, and
+// says that the outcome is unknown when that history is compacted.
+//
 // Limits: etcd's request size (--max-request-bytes, 1.5 MiB by default)
 // bounds a payload to 1 MiB and a PutBatch, which is one request, to that
 // size as a whole (refused before any write); a PutBatch of n jobs is

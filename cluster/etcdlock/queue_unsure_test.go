@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 )
 
 // Modes of the reply-losing interceptor of testQueueUnsureEnds.
@@ -70,19 +71,13 @@ func testQueueUnsureEnds(t *testing.T, c *cluster) {
 			t.Fatalf("an end whose answer was lost: %v, want an error of unknown outcome", err)
 		}
 	}
-	stats := func(t *testing.T, q baton.Queue, want baton.QueueStats) {
-		t.Helper()
-		if s, err := q.Stats(ctx); err != nil || s != want {
-			t.Errorf("stats %+v (%v), want %+v", s, err, want)
-		}
-	}
 	t.Run("AckApplied", func(t *testing.T) {
 		q, j := claim(t)
 		unsure(t, replyLostApplied, func() error { return j.Ack(ctx) })
 		if err := j.Ack(ctx); err != nil {
 			t.Fatalf("the Ack again, after one that was applied: %v", err)
 		}
-		stats(t, q, baton.QueueStats{})
+		queuecheck.Stats(t, ctx, q, baton.QueueStats{})
 	})
 	t.Run("RetryApplied", func(t *testing.T) {
 		q, j := claim(t)
@@ -90,7 +85,7 @@ func testQueueUnsureEnds(t *testing.T, c *cluster) {
 		if err := j.Retry(ctx, 0); err != nil {
 			t.Fatalf("the Retry again, after one that was applied: %v", err)
 		}
-		stats(t, q, baton.QueueStats{Ready: 1})
+		queuecheck.Stats(t, ctx, q, baton.QueueStats{Ready: 1})
 		j2, err := q.Claim(ctx)
 		if err != nil || j2.Attempt() != 2 {
 			t.Fatalf("the job put back: %v, %v", j2, err)
@@ -105,7 +100,7 @@ func testQueueUnsureEnds(t *testing.T, c *cluster) {
 		if err := j.Retry(ctx, 0); !errors.Is(err, baton.ErrNotHeld) {
 			t.Fatalf("a Retry after an Ack that was applied: %v, want ErrNotHeld", err)
 		}
-		stats(t, q, baton.QueueStats{})
+		queuecheck.Stats(t, ctx, q, baton.QueueStats{})
 	})
 	t.Run("RetryNotAppliedThenFailApplied", func(t *testing.T) {
 		q, j := claim(t, baton.MaxAttempts(1))
@@ -114,7 +109,7 @@ func testQueueUnsureEnds(t *testing.T, c *cluster) {
 		if err := j.Fail(ctx, "broken"); err != nil {
 			t.Fatalf("the Fail again, after one that was applied: %v", err)
 		}
-		stats(t, q, baton.QueueStats{Dead: 1})
+		queuecheck.Stats(t, ctx, q, baton.QueueStats{Dead: 1})
 	})
 	t.Run("NotAppliedThenLost", func(t *testing.T) {
 		q, j := claim(t)
@@ -139,7 +134,7 @@ func testQueueUnsureEnds(t *testing.T, c *cluster) {
 		if err := j.Ack(ctx); !errors.Is(err, baton.ErrLost) {
 			t.Fatalf("the Ack of a claim lost after an Ack that was not applied: %v, want ErrLost", err)
 		}
-		stats(t, q, baton.QueueStats{Ready: 1})
+		queuecheck.Stats(t, ctx, q, baton.QueueStats{Ready: 1})
 	})
 	t.Run("HistoryCompacted", func(t *testing.T) {
 		q, j := claim(t)
@@ -154,6 +149,6 @@ func testQueueUnsureEnds(t *testing.T, c *cluster) {
 		if err := j.Ack(ctx); err == nil || errors.Is(err, baton.ErrLost) {
 			t.Fatalf("the Ack again, with the history compacted: %v, want an error of unknown outcome", err)
 		}
-		stats(t, q, baton.QueueStats{})
+		queuecheck.Stats(t, ctx, q, baton.QueueStats{})
 	})
 }

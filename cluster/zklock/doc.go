@@ -106,6 +106,13 @@
 // jobs, as claimants of a SQL server skipping each other's locked rows
 // do.
 //
+// An Ack, Retry or Fail whose request failed may have been applied; one
+// called after it that finds the claim's node gone, while the claim's
+// session lives, knows that an end took it (only ends delete a claim's
+// node then) and reports what it did. Which one is unknown, and said so,
+// only when both an Ack and a Retry were tried and the job put back has
+// been claimed and ended since.
+//
 // Limits: one request carries at most the server's jute.maxbuffer (1 MiB
 // by default): a payload is at most 960 KiB and a PutBatch, one multi-op,
 // must fit in one request (refused before any write). ZooKeeper reads a

@@ -86,6 +86,10 @@ type qclaim struct {
 	rver   int32  // the record's version the claim wrote
 	loss   *driver.Loss
 	holder string // the claim node's data, unique to the claim
+	// unsure are the ends of the claim whose request failed: any one of
+	// them may have been applied (queue_unsure.go). Only the call that
+	// ends the claim uses it, one at a time.
+	unsure []endTry
 }
 
 // OpenQueue opens a work queue (driver.QueueOpener). Its nodes are made by
@@ -337,7 +341,7 @@ func (d *queueDriver) Ack(ctx context.Context, dc driver.Claim) error {
 	if err != nil {
 		return err
 	}
-	return d.end(ctx, c, ops)
+	return d.end(ctx, c, endTry{}, ops)
 }
 
 // Retry puts the job back at at (now if zero or past), or makes it a dead
@@ -349,29 +353,42 @@ func (d *queueDriver) Retry(ctx context.Context, dc driver.Claim, at time.Time, 
 		if err != nil {
 			return err
 		}
-		ops = append(ops, &zk.CreateRequest{Path: d.dead(c.job.id), Data: deadRecord(c.job, reason, time.Now()), Acl: d.b.acl})
-		return d.end(ctx, c, ops)
+		dp := d.dead(c.job.id)
+		ops = append(ops, &zk.CreateRequest{Path: dp, Data: deadRecord(c.job, reason, time.Now()), Acl: d.b.acl})
+		return d.end(ctx, c, endTry{put: dp}, ops)
 	}
 	j := c.job
 	j.at = time.Now().UnixNano()
 	if !at.IsZero() {
 		j.at = max(j.at, at.UnixNano())
 	}
-	return d.end(ctx, c, []any{&zk.CreateRequest{Path: d.r(rname(j.at, j.id)), Data: j.encode(), Acl: d.b.acl}})
+	rp := d.r(rname(j.at, j.id))
+	return d.end(ctx, c, endTry{put: rp}, []any{&zk.CreateRequest{Path: rp, Data: j.encode(), Acl: d.b.acl}})
 }
 
 // end deletes the claim node and the record at the version the claim
-// wrote, then runs ops, in one multi-op; when the claim is gone nothing
-// changes and the claim is lost.
-func (d *queueDriver) end(ctx context.Context, c *qclaim, ops []any) error {
+// wrote, then runs ops, the end e, in one multi-op; when the claim is gone
+// nothing changes and the claim is lost, unless an earlier end whose
+// outcome was unknown took effect (settleEnd).
+func (d *queueDriver) end(ctx context.Context, c *qclaim, e endTry, ops []any) error {
 	all := append([]any{&zk.DeleteRequest{Path: d.c(c.job.id), Version: 0}, &zk.DeleteRequest{Path: d.r(c.rname), Version: c.rver}}, ops...)
 	_, err := d.multi(ctx, all...)
+	if conflict(err) && len(c.unsure) > 0 {
+		if done, serr := d.settleEnd(ctx, c, e); done || serr != nil {
+			if done {
+				d.gone(c.rname)
+			}
+			d.forget(c)
+			return serr
+		}
+	}
 	if conflict(err) {
 		c.loss.Fire(errClaimGone)
 		d.forget(c)
 		return fmt.Errorf("%w: job %d: %w", baton.ErrLost, c.job.id, errClaimGone)
 	}
 	if err != nil {
+		c.unsure = append(c.unsure, e)
 		return err // the outcome is unknown: the core lets it be tried again
 	}
 	d.gone(c.rname)

@@ -89,3 +89,11 @@ func Inspector(t *testing.T, b baton.Backend, name string) {
 		t.Errorf("Inspect after Remove: %+v, %v, want fs.ErrNotExist or an empty queue", info, err)
 	}
 }
+
+// Stats checks that q's counts are want.
+func Stats(t *testing.T, ctx context.Context, q baton.Queue, want baton.QueueStats) {
+	t.Helper()
+	if s, err := q.Stats(ctx); err != nil || s != want {
+		t.Errorf("stats %+v (%v), want %+v", s, err, want)
+	}
+}
