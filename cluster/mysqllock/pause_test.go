@@ -26,6 +26,36 @@ const (
 	pauseTable  = "fenced_pause"
 )
 
+// startHelper runs this test binary as a helper process with env added
+// to its environment, its stdin and stdout piped to the test. When the
+// test ends it is resumed (if stopped), its stdin closed, and killed if
+// it has not exited within 5 s.
+func startHelper(t *testing.T, env ...string) (*exec.Cmd, io.WriteCloser, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		stdin.Close()
+		kill := time.AfterFunc(5*time.Second, func() { _ = cmd.Process.Kill() })
+		_ = cmd.Wait()
+		kill.Stop()
+	})
+	return cmd, stdin, out
+}
+
 // runHold is the paused holder: it locks, writes the row of pauseTable
 // with its token (FencedUpdate), says so, and once told (after it was
 // resumed) reports whether its hold still looks valid, whether a second
@@ -99,25 +129,7 @@ func TestPausedHolder(t *testing.T) {
 		}
 	}
 	name := testName(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envHold+"=1", envHoldURL+"="+s.url(testQuery), envHoldName+"="+name)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		stdin.Close()
-		_ = cmd.Wait()
-	}()
+	cmd, stdin, out := startHelper(t, envHold+"=1", envHoldURL+"="+s.url(testQuery), envHoldName+"="+name)
 	lines := make(chan string, 8)
 	go func() {
 		r := bufio.NewReader(out)

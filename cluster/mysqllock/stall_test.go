@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -21,8 +21,13 @@ const envTry = "BATON_MYSQLLOCK_TRY"
 
 // runTry asks for the one permit of the semaphore named by envHoldName
 // over and over, with TryAcquire, so that it is mostly inside an
-// attempt's transaction; it says "trying" first.
+// attempt's transaction; it says "trying" first, and ends when its stdin
+// closes.
 func runTry() int {
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
 	ctx := context.Background()
 	b, err := OpenURL(ctx, os.Getenv(envHoldURL))
 	if err != nil {
@@ -67,20 +72,7 @@ func TestStalledAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envTry+"=1", envHoldURL+"="+url, envHoldName+"="+name)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
+	cmd, _, out := startHelper(t, envTry+"=1", envHoldURL+"="+url, envHoldName+"="+name)
 	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "trying\n" {
 		t.Fatalf("requester: %q, %v", l, err)
 	}
