@@ -97,6 +97,16 @@
 // sooner when a delayed job or a claim's lease is due). PutTx and AckTx
 // put and ack inside the caller's transaction.
 //
+// A claim of several jobs (ClaimBatch, or claims of many handles made
+// together) takes two requests, its transaction open between them, and
+// its pick keeps locked, until the commit, the claimed rows it passed on
+// the way to the ones it takes (InnoDB keeps a locking read's locks on
+// rows that do not match, under READ COMMITTED too). A claimant stalled
+// between the two requests (paused, swapped out, cut off) for about a
+// lease therefore makes those claims lose their leases, as their renewals
+// wait for it. Renewals find their rows by key, so rows a claimant has
+// picked hold back no one else's.
+//
 // # Helpers
 //
 // LockRow locks a named row inside the caller's own transaction (released

@@ -273,17 +273,18 @@ func (d *queueDriver) renewals() {
 		if len(cs) == 0 {
 			continue
 		}
-		args := []any{d.b.ttlMicros(), d.name}
-		for o := range owners {
-			args = append(args, o)
-		}
+		// The rows are found by their key, the job ids: a search by owner
+		// would pass (and lock) every pending row of the queue, and wait
+		// for any that a claimant has picked and not yet committed.
+		where := d.claimedWhere(cs, owners)
+		args := append([]any{d.b.ttlMicros()}, where.args...)
 		ctx, cancel := context.WithTimeout(context.Background(), d.b.c.RequestTimeout)
 		sent := time.Now()
 		_, err := d.b.db.ExecContext(ctx, `UPDATE `+d.job+` SET expires = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND`+
-			` WHERE queue = ? AND state = 0 AND expires > UTC_TIMESTAMP(6) AND owner IN (`+inList(len(owners))+`)`, args...)
+			` WHERE `+where.sql, args...)
 		var live map[string]bool
 		if err == nil {
-			live, err = d.owned(ctx, args[2:])
+			live, err = d.owned(ctx, where)
 		}
 		cancel()
 		if err != nil {
@@ -302,10 +303,30 @@ func (d *queueDriver) renewals() {
 	}
 }
 
-// owned returns the claims of owners whose leases are live.
-func (d *queueDriver) owned(ctx context.Context, owners []any) (map[string]bool, error) {
-	rows, err := d.b.db.QueryContext(ctx, `SELECT owner, id FROM `+d.job+` WHERE queue = ? AND state = 0 AND expires > UTC_TIMESTAMP(6) AND owner IN (`+
-		inList(len(owners))+`)`, append([]any{d.name}, owners...)...)
+// sqlPart is a condition and its arguments.
+type sqlPart struct {
+	sql  string
+	args []any
+}
+
+// claimedWhere is the condition of the rows of claims cs (of owners)
+// whose leases are live.
+func (d *queueDriver) claimedWhere(cs []*qclaim, owners map[string]bool) sqlPart {
+	args := make([]any, 0, 1+len(cs)+len(owners))
+	args = append(args, d.name)
+	for _, c := range cs {
+		args = append(args, c.id)
+	}
+	for o := range owners {
+		args = append(args, o)
+	}
+	return sqlPart{`queue = ? AND id IN (` + inList(len(cs)) + `) AND state = 0 AND expires > UTC_TIMESTAMP(6) AND owner IN (` +
+		inList(len(owners)) + `)`, args}
+}
+
+// owned returns the claims among where's rows whose leases are live.
+func (d *queueDriver) owned(ctx context.Context, where sqlPart) (map[string]bool, error) {
+	rows, err := d.b.db.QueryContext(ctx, `SELECT owner, id FROM `+d.job+` WHERE `+where.sql, where.args...)
 	if err != nil {
 		return nil, err
 	}
