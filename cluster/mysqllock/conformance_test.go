@@ -56,6 +56,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envTry) != "" {
 		os.Exit(runTry())
 	}
+	if os.Getenv(envClaim) != "" {
+		os.Exit(runClaim())
+	}
 	if os.Getenv("BATON_LOCKTEST_HELPER") == "" {
 		srv, sharedErr = startShared()
 	}

@@ -101,11 +101,15 @@
 // together) takes two requests, its transaction open between them, and
 // its pick keeps locked, until the commit, the claimed rows it passed on
 // the way to the ones it takes (InnoDB keeps a locking read's locks on
-// rows that do not match, under READ COMMITTED too). A claimant stalled
-// between the two requests (paused, swapped out, cut off) for about a
-// lease therefore makes those claims lose their leases, as their renewals
-// wait for it. Renewals find their rows by key, so rows a claimant has
-// picked hold back no one else's.
+// rows that do not match, under READ COMMITTED too), whose renewals wait
+// for it. On MariaDB the claim's session has an idle_transaction_timeout
+// of half a renewal period (at least 1 s): a claimant stalled between
+// the two requests (paused, swapped out, cut off) longer has its session
+// ended and its claim rolled back, and the others' renewals go on; with
+// leases of 3 s or more they do in time. MySQL has no such setting:
+// there a claimant stalled that way for about a lease makes those claims
+// lose their leases. Renewals find their rows by key, so rows a claimant
+// has picked hold back no one else's.
 //
 // # Helpers
 //

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -58,6 +59,9 @@ type queueDriver struct {
 	renewStop        chan struct{}
 
 	multi bool // the connections run requests of several statements (queue_multi.go)
+	// guard starts the first request of a claim that spans two (see
+	// txGuard); empty when the server has no such setting.
+	guard string
 	calls *queueCalls
 
 	mu     sync.Mutex
@@ -87,6 +91,23 @@ func serverSupportsQueues(v string) bool {
 		return maj > 10 || maj == 10 && mnr >= 6
 	}
 	return maj >= 8
+}
+
+// txGuard is what bounds, on MariaDB, how long a claim's transaction can
+// stay open while its client does not answer: a claim of several jobs
+// takes two requests, and its pick keeps locked until the commit the
+// claimed rows it passed (InnoDB keeps a locking read's locks on rows
+// that do not match, under READ COMMITTED too), whose renewals then wait
+// for it. The server ends a session idle inside a transaction that long,
+// which rolls the claim back: half a renewal period in whole seconds, at
+// least 1 s. MySQL has no such setting (""): there a claimant stalled
+// between the requests for about a lease makes those claims lose their
+// leases.
+func txGuard(version string, renewEvery time.Duration) string {
+	if !strings.Contains(strings.ToLower(version), "mariadb") {
+		return ""
+	}
+	return fmt.Sprintf("SET SESSION idle_transaction_timeout = %d; ", max(1, int(renewEvery/2/time.Second)))
 }
 
 // OpenQueue checks the server, creates the job table when it is missing
@@ -134,6 +155,7 @@ func (b *backend) OpenQueue(ctx context.Context, name string) (driver.Queue, err
 		return nil, err
 	}
 	d.multi = probeMulti(ctx, b.db)
+	d.guard = txGuard(v, b.c.RenewEvery)
 	if err := b.track(d, func() { d.Close() }); err != nil {
 		return nil, err
 	}

@@ -144,7 +144,7 @@ func (d *queueDriver) tryClaimMulti(ctx context.Context, n int) (cl taken, due t
 		}
 	}()
 	var got, dead []pick
-	err = multi(ctx, conn, "START TRANSACTION; "+d.pickSQL(), []any{d.name, n}, func(r *sql.Rows) error {
+	err = multi(ctx, conn, d.guard+"START TRANSACTION; "+d.pickSQL(), []any{d.name, n}, func(r *sql.Rows) error {
 		var err error
 		got, dead, err = scanPick(r, got, dead)
 		return err

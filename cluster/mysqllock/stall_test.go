@@ -20,6 +20,9 @@ import (
 // middle of an attempt's transaction.
 const envTry = "BATON_MYSQLLOCK_TRY"
 
+// envClaim makes the helper a claimant of a queue (runClaim).
+const envClaim = "BATON_MYSQLLOCK_CLAIM"
+
 // runTry asks for the one permit of the semaphore named by envHoldName
 // over and over, with TryAcquire, so that it is mostly inside an
 // attempt's transaction; it says "trying" first, and ends when its stdin
@@ -52,6 +55,43 @@ func runTry() int {
 	}
 }
 
+// runClaim claims jobs of the queue named by envHoldName two at a time
+// (a claim of several jobs takes two requests, with its transaction open
+// between them), acks them and puts them again, over and over, going on
+// after errors (its session ended by the server while it was stopped);
+// it says "claiming" first, and ends when its stdin closes.
+func runClaim() int {
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	ctx := context.Background()
+	b, err := OpenURL(ctx, os.Getenv(envHoldURL))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer b.Close()
+	q, err := b.Queue(ctx, os.Getenv(envHoldName))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("claiming")
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		js, _ := q.ClaimBatch(cctx, 2)
+		cancel()
+		// Each job done is put again, so that there is always one to
+		// claim (a job given back would run out of attempts).
+		for _, j := range js {
+			if j.Ack(ctx) == nil {
+				_, _ = q.Put(ctx, []byte("free"))
+			}
+		}
+	}
+}
+
 // TestStalledAttempt: a requester of a Semaphore is stopped while its
 // attempt's transaction is open, for several leases. The holder's renewals
 // and its release must not wait for that transaction: a client that stalls
@@ -76,7 +116,41 @@ func TestStalledAttempt(t *testing.T) {
 	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "trying\n" {
 		t.Fatalf("requester: %q, %v", l, err)
 	}
-	stalls(t, s, cmd, h.Err, func() error { return sem.Release(ctx, 1) })
+	stalls(t, s, cmd, time.Second, 3, h.Err, func() error { return sem.Release(ctx, 1) })
+}
+
+// TestStalledClaim: a claimant of a queue is stopped while a claim of
+// several jobs has its transaction open between its two requests, the
+// claimed job of another client among the rows its pick passed. The
+// server ends the stalled session after the claim's idle limit, so the
+// other client's claim keeps its lease (3 s here, which that limit, 1 s,
+// fits in) and its Ack goes through.
+func TestStalledClaim(t *testing.T) {
+	s := sharedServer(t)
+	createDB(t, s, "baton")
+	ctx := context.Background()
+	url := s.url("ttl=3s")
+	name := testName(t)
+	b := openT(t, url)
+	q, err := b.Queue(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Put(ctx, []byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	j, err := q.Claim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Put(ctx, []byte("free")); err != nil {
+		t.Fatal(err)
+	}
+	cmd, _, out := startHelper(t, envClaim+"=1", envHoldURL+"="+url, envHoldName+"="+name)
+	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "claiming\n" {
+		t.Fatalf("claimant: %q, %v", l, err)
+	}
+	stalls(t, s, cmd, 3*time.Second, 1, j.Err, func() error { return j.Ack(ctx) })
 }
 
 // TestRenewalPassesPickedRows: a claim's renewal finds its row by its key,
@@ -131,12 +205,11 @@ func TestRenewalPassesPickedRows(t *testing.T) {
 // stalls stops the helper cmd inside a transaction that holds row locks
 // (seen in two reads of information_schema.innodb_trx 100 ms apart: the
 // test's own statements are single, short transactions), wherever in it
-// that is, three times for a lease and a half (of the tests' 1 s leases)
-// each, checking lost after each; then once more, for end, which must
-// succeed at once.
-func stalls(t *testing.T, s *server, cmd *exec.Cmd, lost func() error, end func() error) {
+// that is, rounds times for a lease (ttl) and a half each, checking lost
+// after each; then once more, for end, which must succeed within half a
+// lease.
+func stalls(t *testing.T, s *server, cmd *exec.Cmd, ttl time.Duration, rounds int, lost func() error, end func() error) {
 	t.Helper()
-	const ttl = time.Second
 	adm := s.admin(t)
 	open := func() bool {
 		var first, second string
@@ -165,7 +238,7 @@ func stalls(t *testing.T, s *server, cmd *exec.Cmd, lost func() error, end func(
 		}
 		t.Fatal("the helper was never stopped inside a transaction")
 	}
-	for round := 0; round < 3; round++ {
+	for round := 0; round < rounds; round++ {
 		stall()
 		time.Sleep(ttl * 3 / 2)
 		if err := lost(); err != nil {
