@@ -23,73 +23,69 @@ const envTry = "BATON_MYSQLLOCK_TRY"
 // envClaim makes the helper a claimant of a queue (runClaim).
 const envClaim = "BATON_MYSQLLOCK_CLAIM"
 
-// runTry asks for the one permit of the semaphore named by envHoldName
-// over and over, with TryAcquire, so that it is mostly inside an
-// attempt's transaction; it says "trying" first, and ends when its stdin
-// closes.
-func runTry() int {
+// runLooping runs a helper that loops until it is killed or its stdin
+// closes: it opens the backend of envHoldURL and calls loop with it and
+// the name in envHoldName, reporting an error as "error ...".
+func runLooping(loop func(ctx context.Context, b baton.Backend, name string) error) int {
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}()
 	ctx := context.Background()
 	b, err := OpenURL(ctx, os.Getenv(envHoldURL))
-	if err != nil {
-		fmt.Println("error", err)
-		return 1
+	if err == nil {
+		defer b.Close()
+		err = loop(ctx, b, os.Getenv(envHoldName))
 	}
-	defer b.Close()
-	s, err := b.Semaphore(ctx, os.Getenv(envHoldName), 1)
-	if err != nil {
-		fmt.Println("error", err)
-		return 1
-	}
-	fmt.Println("trying")
-	for {
-		if _, err := s.TryAcquire(ctx, 1); err == nil {
-			_ = s.Release(ctx, 1)
-		} else if !errors.Is(err, baton.ErrLocked) {
-			fmt.Println("error", err)
-			return 1
-		}
-	}
+	fmt.Println("error", err)
+	return 1
 }
 
-// runClaim claims jobs of the queue named by envHoldName two at a time
-// (a claim of several jobs takes two requests, with its transaction open
-// between them), acks them and puts them again, over and over, going on
-// after errors (its session ended by the server while it was stopped);
-// it says "claiming" first, and ends when its stdin closes.
-func runClaim() int {
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
-	ctx := context.Background()
-	b, err := OpenURL(ctx, os.Getenv(envHoldURL))
-	if err != nil {
-		fmt.Println("error", err)
-		return 1
-	}
-	defer b.Close()
-	q, err := b.Queue(ctx, os.Getenv(envHoldName))
-	if err != nil {
-		fmt.Println("error", err)
-		return 1
-	}
-	fmt.Println("claiming")
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		js, _ := q.ClaimBatch(cctx, 2)
-		cancel()
-		// Each job done is put again, so that there is always one to
-		// claim (a job given back would run out of attempts).
-		for _, j := range js {
-			if j.Ack(ctx) == nil {
-				_, _ = q.Put(ctx, []byte("free"))
+// runTry asks for the one permit of the semaphore over and over, with
+// TryAcquire, so that it is mostly inside an attempt's transaction; it
+// says "trying" first.
+func runTry() int {
+	return runLooping(func(ctx context.Context, b baton.Backend, name string) error {
+		s, err := b.Semaphore(ctx, name, 1)
+		if err != nil {
+			return err
+		}
+		fmt.Println("trying")
+		for {
+			if _, err := s.TryAcquire(ctx, 1); err == nil {
+				_ = s.Release(ctx, 1)
+			} else if !errors.Is(err, baton.ErrLocked) {
+				return err
 			}
 		}
-	}
+	})
+}
+
+// runClaim claims jobs of the queue two at a time (a claim of several
+// jobs takes two requests, with its transaction open between them), acks
+// them and puts them again, over and over, going on after errors (its
+// session ended by the server while it was stopped); it says "claiming"
+// first.
+func runClaim() int {
+	return runLooping(func(ctx context.Context, b baton.Backend, name string) error {
+		q, err := b.Queue(ctx, name)
+		if err != nil {
+			return err
+		}
+		fmt.Println("claiming")
+		for {
+			cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			js, _ := q.ClaimBatch(cctx, 2)
+			cancel()
+			// Each job done is put again, so that there is always one to
+			// claim (a job given back would run out of attempts).
+			for _, j := range js {
+				if j.Ack(ctx) == nil {
+					_, _ = q.Put(ctx, []byte("free"))
+				}
+			}
+		}
+	})
 }
 
 // TestStalledAttempt: a requester of a Semaphore is stopped while its
