@@ -127,21 +127,7 @@ func TestStalledClaim(t *testing.T) {
 	ctx := context.Background()
 	url := s.url("ttl=3s")
 	name := testName(t)
-	b := openT(t, url)
-	q, err := b.Queue(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.Put(ctx, []byte("held")); err != nil {
-		t.Fatal(err)
-	}
-	j, err := q.Claim(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.Put(ctx, []byte("free")); err != nil {
-		t.Fatal(err)
-	}
+	j, _ := claimedAndPending(t, openT(t, url), name)
 	cmd, _, out := startHelper(t, envClaim+"=1", envHoldURL+"="+url, envHoldName+"="+name)
 	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "claiming\n" {
 		t.Fatalf("claimant: %q, %v", l, err)
@@ -152,31 +138,15 @@ func TestStalledClaim(t *testing.T) {
 // TestRenewalPassesPickedRows: a claim's renewal finds its row by its key,
 // so a pending row of the queue that another client's claim has locked
 // and not yet committed (here a transaction of the test's, held for a
-// lease and a half) does not hold it back. (A claimant stalled inside a
-// claim still holds back the claims whose rows its pick passed: see the
-// package doc.)
+// lease and a half) does not hold it back. (The rows a claim's pick
+// passes are another matter: see TestStalledClaim.)
 func TestRenewalPassesPickedRows(t *testing.T) {
 	s := sharedServer(t)
 	createDB(t, s, "baton")
 	ctx := context.Background()
 	const ttl = time.Second
 	name := testName(t)
-	b := openT(t, s.url("ttl=1s"))
-	q, err := b.Queue(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.Put(ctx, []byte("held")); err != nil {
-		t.Fatal(err)
-	}
-	j, err := q.Claim(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	picked, err := q.Put(ctx, []byte("picked"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, picked := claimedAndPending(t, openT(t, s.url("ttl=1s")), name)
 	tx, err := s.admin(t).BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +166,29 @@ func TestRenewalPassesPickedRows(t *testing.T) {
 	if err := j.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// claimedAndPending puts two jobs on the queue name of b and claims the
+// first: it returns the claim and the id of the pending job.
+func claimedAndPending(t *testing.T, b baton.Backend, name string) (*baton.Job, baton.JobID) {
+	t.Helper()
+	ctx := context.Background()
+	q, err := b.Queue(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Put(ctx, []byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	j, err := q.Claim(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := q.Put(ctx, []byte("pending"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, pending
 }
 
 // stalls stops the helper cmd inside a transaction that holds row locks
