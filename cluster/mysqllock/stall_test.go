@@ -200,6 +200,9 @@ func claimedAndPending(t *testing.T, b baton.Backend, name string) (*baton.Job, 
 func stalls(t *testing.T, s *server, cmd *exec.Cmd, ttl time.Duration, rounds int, lost func() error, end func() error) {
 	t.Helper()
 	adm := s.admin(t)
+	// A transaction holding row locks, seen in two reads 100 ms apart
+	// (the server refreshes innodb_trx at most every 100 ms, so the first
+	// read may show a moment before the stop).
 	open := func() bool {
 		var first, second string
 		const q = `SELECT COALESCE(MIN(trx_id), '') FROM information_schema.innodb_trx WHERE trx_rows_locked > 0`
@@ -212,8 +215,11 @@ func stalls(t *testing.T, s *server, cmd *exec.Cmd, ttl time.Duration, rounds in
 		}
 		return first != "" && first == second
 	}
+	// The helper is inside a transaction for a small part of its loop
+	// (less on a loaded machine): it is stopped at many moments, for up
+	// to a minute, until one is inside.
 	stall := func() {
-		for try := 0; try < 100; try++ {
+		for try, deadline := 0, time.Now().Add(time.Minute); time.Now().Before(deadline); try++ {
 			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
