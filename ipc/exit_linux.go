@@ -43,7 +43,7 @@ func NotifyExit(pid int, tag, mask uint32, fn func()) (w *ExitWatch, dead bool, 
 	// The watch is keyed by the whole tag, so that this watch shares the
 	// pidfd of the process with its Waiters' group watches.
 	w = &ExitWatch{fn: fn, done: make(chan struct{})}
-	e, dead, err := subscribe(procKey{pid: pid, tag: p.Tag(), group: true}, w)
+	e, dead, err := subscribe(procKey{pid: pid, tag: p.Tag(), mask: fullTag, group: true}, w)
 	if err != nil || dead {
 		return nil, dead, err
 	}

@@ -23,8 +23,15 @@ import (
 type procKey struct {
 	pid   int
 	tag   uint32
+	mask  uint32 // the bits of the start time that tag holds
 	group bool
 }
+
+// fullTag is the mask of a tag that holds the start time's low 32 bits.
+const fullTag = ^uint32(0)
+
+// is reports whether a process started at start is the one k names.
+func (k procKey) is(start uint64) bool { return uint32(start)&k.mask == k.tag&k.mask }
 
 // A ringer is told of the exit by a call of ring, once, from the watch's
 // goroutine; ring must not block (a Waiter's wakes a futex).
@@ -243,7 +250,7 @@ func openPidfd(k procKey) (*os.File, bool, error) {
 		// last one has gone.
 		gone = st == 0
 	}
-	if gone || uint32(start) != k.tag || pidfdExited(fd) {
+	if gone || !k.is(start) || pidfdExited(fd) {
 		unix.Close(fd)
 		return nil, true, nil
 	}

@@ -76,22 +76,22 @@ func TokenFloor(ns *Namespace) (*atomic.Uint64, error) { return tokenFloor(ns) }
 func RaiseFloor(f *atomic.Uint64, v uint64) { raise(f, v) }
 
 // RemoveFenced is RemoveKind for a kind whose file keeps a token counter
-// at offset fence: the namespace's token floor is raised to the counter
-// before the file goes, so that a later file of the name counts on from
-// the tokens this one gave.
-func RemoveFenced(ns *Namespace, kind, name, what string, fence int) error {
+// (lay.Fence, lay.Last): the namespace's token floor is raised to the
+// last token given before the file goes, so that a later file of the name
+// counts on from the tokens this one gave.
+func RemoveFenced(ns *Namespace, kind, name, what string, lay *Layout) error {
 	path, err := ns.Path(kind, name)
 	if err != nil {
 		return err
 	}
 	if fd, err := openNoEINTR(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
 		var st unix.Stat_t
-		if unix.Fstat(fd, &st) == nil && st.Size >= int64(fence+8) {
-			if addr, err := unix.MmapPtr(fd, 0, nil, uintptr(fence+8), unix.PROT_READ, unix.MAP_SHARED); err == nil {
+		if unix.Fstat(fd, &st) == nil && st.Size >= int64(lay.Size) {
+			if addr, err := unix.MmapPtr(fd, 0, nil, uintptr(lay.Size), unix.PROT_READ, unix.MAP_SHARED); err == nil {
 				if f, err := tokenFloor(ns); err == nil {
-					raise(f, atomic.LoadUint64((*uint64)(unsafe.Add(addr, fence))))
+					raise(f, lay.last(unsafe.Slice((*byte)(addr), lay.Size)))
 				}
-				unix.MunmapPtr(addr, uintptr(fence+8))
+				unix.MunmapPtr(addr, uintptr(lay.Size))
 			}
 		}
 		unix.Close(fd)

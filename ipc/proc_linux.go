@@ -208,13 +208,18 @@ func leadingUint(b []byte) (uint64, error) {
 type ProcWatch struct {
 	pid int
 	fd  int
-	tag uint32
+	key procKey
 }
 
 // WatchProc starts watching the process that has pid and whose start time
 // has the low 32 bits tag. dead is true (and w nil) when there is no such
 // process, or it is exiting already (see Dead).
 func WatchProc(pid int, tag uint32) (w *ProcWatch, dead bool, err error) {
+	return watchProc(procKey{pid: pid, tag: tag, mask: fullTag})
+}
+
+func watchProc(k procKey) (w *ProcWatch, dead bool, err error) {
+	pid := k.pid
 	if pid <= 0 {
 		return nil, true, nil
 	}
@@ -229,7 +234,7 @@ func WatchProc(pid int, tag uint32) (w *ProcWatch, dead bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("ipc: %s: %w", path, err)
 	}
-	w = &ProcWatch{pid: pid, fd: fd, tag: tag}
+	w = &ProcWatch{pid: pid, fd: fd, key: k}
 	dead, err = w.Dead()
 	if dead || err != nil {
 		w.Close()
@@ -258,7 +263,7 @@ func (w *ProcWatch) Dead() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return dying(st, flags) || uint32(start) != w.tag, nil
+	return dying(st, flags) || !w.key.is(start), nil
 }
 
 // Close stops watching.
@@ -295,13 +300,19 @@ func preadFull(fd int, buf []byte) (int, error) {
 // tag is an earlier process with that pid. Errors count as alive, since
 // taking a live holder's share is worse than waiting.
 func (self Proc) Outlived(pid int, tag uint32) bool {
+	return self.OutlivedTag(pid, tag, fullTag)
+}
+
+// OutlivedTag is Outlived for a tag that holds only the bits mask of the
+// start time's low 32 bits.
+func (self Proc) OutlivedTag(pid int, tag, mask uint32) bool {
 	if pid == 0 {
 		return false
 	}
 	if pid == self.PID {
-		return tag != self.Tag()
+		return tag&mask != self.Tag()&mask
 	}
-	w, dead, err := WatchProc(pid, tag)
+	w, dead, err := watchProc(procKey{pid: pid, tag: tag & mask, mask: mask})
 	if err != nil {
 		return false
 	}

@@ -25,3 +25,6 @@ func AliveTag(pid int, tag uint32) (bool, error) { return false, errNoProc }
 
 // Outlived reports false on this system: no process can be seen dead.
 func (self Proc) Outlived(pid int, tag uint32) bool { return false }
+
+// OutlivedTag reports false on this system, as Outlived does.
+func (self Proc) OutlivedTag(pid int, tag, mask uint32) bool { return false }

@@ -24,12 +24,25 @@ type Layout struct {
 	// which every reclaimed file raises to its own counter, so that
 	// tokens keep increasing per name across reclaims.
 	Fence int
+	// Last, when not nil, returns the last token the object gave, read
+	// from its file's bytes, for an object whose counter at Fence is not
+	// the whole of it; nil: the counter is.
+	Last func(b []byte) uint64
 	// Idle reports whether the object keeps nothing a later opener must
 	// find, so that its file may go. It is called at the last close of
 	// the file in the host, with the file locked against every opener:
 	// no other handle is open, and waiter counts or slots it reads are
 	// those of dead processes. Nil: the file is never reclaimed.
 	Idle func(b []byte) bool
+}
+
+// last returns the last token given by the object in b, the bytes of its
+// file.
+func (lay *Layout) last(b []byte) uint64 {
+	if lay.Last != nil {
+		return lay.Last(b)
+	}
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[lay.Fence])))
 }
 
 // shared is the mapping of one file, shared by the handles of the process
@@ -230,7 +243,7 @@ func (sh *shared) reclaim() {
 	}
 	if sh.lay.Fence > 0 {
 		if f, err := tokenFloor(sh.ns); err == nil {
-			raise(f, atomic.LoadUint64((*uint64)(unsafe.Add(sh.addr, sh.lay.Fence))))
+			raise(f, sh.lay.last(unsafe.Slice((*byte)(sh.addr), sh.lay.Size)))
 		} else {
 			return // the tokens would start again: keep the file
 		}

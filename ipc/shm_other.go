@@ -50,6 +50,7 @@ type Layout struct {
 	Size  int
 	Magic uint32
 	Fence int
+	Last  func(b []byte) uint64
 	Idle  func(b []byte) bool
 }
 
@@ -93,7 +94,7 @@ func RaiseFloor(f *atomic.Uint64, v uint64) {
 }
 
 // RemoveFenced is RemoveKind on this system.
-func RemoveFenced(ns *Namespace, kind, name, what string, fence int) error {
+func RemoveFenced(ns *Namespace, kind, name, what string, lay *Layout) error {
 	return RemoveKind(ns, kind, name, what)
 }
 

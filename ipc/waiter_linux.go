@@ -66,13 +66,19 @@ var noWaitv atomic.Bool // futex_waitv returned ENOSYS
 // The watches of a Sleep are those of the processes watched since the one
 // before: the caller watches, at each look, every process it waits on.
 func (w *Waiter) Watch(pid int, tag uint32) (dead bool) {
+	return w.WatchTag(pid, tag, fullTag)
+}
+
+// WatchTag is Watch for a tag that holds only the bits mask of the start
+// time's low 32 bits.
+func (w *Waiter) WatchTag(pid int, tag, mask uint32) (dead bool) {
 	if pid <= 0 {
 		return false
 	}
 	if self, err := Self(); err == nil && pid == self.PID {
-		return tag != self.Tag()
+		return tag&mask != self.Tag()&mask
 	}
-	k := procKey{pid: pid, tag: tag}
+	k := procKey{pid: pid, tag: tag & mask, mask: mask}
 	if watched, dead := w.known(k); watched {
 		return dead
 	}
@@ -94,7 +100,7 @@ func (w *Waiter) WatchExit(pid int) (exited bool) {
 	case !ok:
 		return true
 	}
-	k := procKey{pid: pid, tag: p.Tag(), group: true}
+	k := procKey{pid: pid, tag: p.Tag(), mask: fullTag, group: true}
 	if watched, exited := w.known(k); watched {
 		return exited
 	}
@@ -128,7 +134,7 @@ func (w *Waiter) watch(k procKey) (dead bool) {
 		}
 		return dead
 	}
-	p, dead, err := WatchProc(k.pid, k.tag)
+	p, dead, err := watchProc(k)
 	if err != nil || dead {
 		return dead && !k.group
 	}

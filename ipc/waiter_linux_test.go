@@ -103,7 +103,7 @@ func TestWaiterSharesPidfd(t *testing.T) {
 	var a, b Waiter
 	a.Watch(p.PID, p.Tag())
 	b.Watch(p.PID, p.Tag())
-	k := procKey{pid: p.PID, tag: p.Tag()}
+	k := procKey{pid: p.PID, tag: p.Tag(), mask: fullTag}
 	exits.mu.Lock()
 	e := exits.m[k]
 	n := 0

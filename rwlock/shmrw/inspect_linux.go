@@ -75,5 +75,5 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // one's (the removal raises the namespace's token floor first). It
 // returns an error matching fs.ErrNotExist when there is no such lock.
 func Remove(ns *ipc.Namespace, name string) error {
-	return ipc.RemoveFenced(ns, kind, name, "shmrw", offFence)
+	return ipc.RemoveFenced(ns, kind, name, "shmrw", &layout)
 }
