@@ -15,22 +15,39 @@ import "sync/atomic"
 // from 1.
 const Driver = ^uint64(0)
 
+// The state word carries, in its top TokenBits bits, the low bits of the
+// lock's tokens, free or held: a hold's token is the base (the 64-bit word
+// at fence) plus those bits plus one, and the release that ends the hold
+// writes them one higher. So the compare-and-swaps that take and give back
+// the word also draw the token, and no other atomic is needed. Past the
+// last value the bits start again at 0, and whoever ends that hold moves
+// the base up by TokenRound first (Next).
+const (
+	TokenBits  = 8
+	TokenShift = 64 - TokenBits
+	TokenMask  = (1<<TokenBits - 1) << TokenShift
+	TokenOne   = 1 << TokenShift
+	TokenRound = 1 << TokenBits // what the base moves by when the bits start again
+	tokenLast  = 1<<TokenBits - 1
+)
+
 // Lock is one handle's view of a lock word.
 //
-// The state word is 0 when the lock is free and nobody waits; while this
-// handle holds it, state&mask == me (me differs between handles of one
-// process, so no handle can release another's hold). Other bits (waiters,
-// handoff) mean the release must go through the driver.
+// The state word, less its token bits, is 0 when the lock is free and
+// nobody waits; while this handle holds it, state&mask == me (me differs
+// between handles of one process, so no handle can release another's
+// hold). Other bits (waiters, handoff) mean the release must go through
+// the driver.
 //
-// fence is the last token given and slot the owner of the hold within the
-// handle (0 for none, Driver for a driver grant), both in the shared
-// mapping beside the state. The fence only grows, by atomic adds (see
-// TryLock). Only the holder writes the slot: the compare-and-swap that took
-// the word orders that plain store before any other handle's or process's
-// access; it is written only when it changes (see TryLock).
+// base is the base of the tokens and slot the owner of the hold within
+// the handle (0 for none, Driver for a driver grant), both in the shared
+// mapping beside the state. The base only grows. Only the holder writes
+// the slot: the compare-and-swap that took the word orders that plain
+// store before any other handle's or process's access; it is written only
+// when it changes (see TryLock).
 type Lock struct {
 	state *Uint64
-	fence *uint64
+	base  *uint64
 	slot  *uint64
 	gone  *atomic.Bool
 	sync  *atomic.Uint64
@@ -45,22 +62,24 @@ type Lock struct {
 // process, which builds with the race detector use as the edge that the
 // word gives the hardware (the detector does not see memory outside the Go
 // heap).
-func Make(state *Uint64, fence, slot *uint64, gone *atomic.Bool, sync *atomic.Uint64, mask, me uint64) Lock {
-	return Lock{state: state, fence: fence, slot: slot, gone: gone, sync: sync, mask: mask, me: me}
+func Make(state *Uint64, base, slot *uint64, gone *atomic.Bool, sync *atomic.Uint64, mask, me uint64) Lock {
+	return Lock{state: state, base: base, slot: slot, gone: gone, sync: sync, mask: mask, me: me}
 }
 
 // TryLock takes the word for owner if it is free and nobody waits, and
 // returns the new token.
+//
+// The base is read after the compare-and-swap, and the caller must check
+// that its handle is not being closed after this returns: a Close that
+// gives back the hold first (and another holder after it) could otherwise
+// have been followed by a move of the base that this late read would see,
+// putting this token above a later holder's.
 func (w *Lock) TryLock(owner uint64) (uint64, bool) {
-	if !w.state.CompareAndSwap(0, w.me) {
+	s := w.state.Load()
+	if s&^TokenMask != 0 || !w.state.CompareAndSwap(s, s|w.me) {
 		return 0, false
 	}
-	// An add, not a store of the token read plus one: Close (or an Unlock
-	// that lost a race with it) may give back a hold of this handle before
-	// its TryLock gets here, and a late store would put an old token over
-	// those of later holders. A hold taken from under a TryLock costs a
-	// token that nobody holds.
-	t := atomic.AddUint64(w.fence, 1)
+	t := atomic.LoadUint64(w.base) + s>>TokenShift + 1
 	// Stored only when it changes: a store to the word's line just before
 	// the next locked instruction (the release) has that instruction wait
 	// for it, and an owner mostly takes its lock again. Writing the value
@@ -84,8 +103,10 @@ func (w *Lock) HeldOnWord() bool {
 	return w.state.Load()&w.mask == w.me && atomic.LoadUint64(w.slot) != Driver
 }
 
-// Token returns the last token given; the holder's own.
-func (w *Lock) Token() uint64 { return atomic.LoadUint64(w.fence) }
+// Token returns the token of the hold this handle has on the word.
+func (w *Lock) Token() uint64 {
+	return atomic.LoadUint64(w.base) + w.state.Load()>>TokenShift + 1
+}
 
 // Granted records that the driver gave this handle the lock; the holder
 // calls it right after the driver's acquisition returned.
@@ -103,5 +124,18 @@ func (w *Lock) Releasing() { raceRelease(w.sync) }
 // is due, or the word is no longer shared); the hold is then still held.
 func (w *Lock) TryUnlock() bool {
 	raceRelease(w.sync)
-	return !w.gone.Load() && w.state.CompareAndSwap(w.me, 0)
+	s := w.state.Load()
+	return s&^TokenMask == w.me && !w.gone.Load() && w.state.CompareAndSwap(s, Next(w.base, s))
+}
+
+// Next returns the token bits of the state that follows the hold in state
+// s: one more than the hold's. After the last value it moves the base at
+// base up by TokenRound and returns 0 (if the caller's compare-and-swap
+// then fails, the move costs a round of tokens nobody was given).
+func Next(base *uint64, s uint64) uint64 {
+	if s>>TokenShift == tokenLast {
+		atomic.AddUint64(base, TokenRound)
+		return 0
+	}
+	return s&TokenMask + TokenOne
 }

@@ -87,6 +87,33 @@ func TestCloseKeepsTokensIncreasing(t *testing.T) {
 	}
 }
 
+// TestTokensFollowOn: the tokens drawn by the word's compare-and-swaps are
+// one more each time, also where the token bits start again and the base
+// moves up; a base raised meanwhile (a new opener lifting it to the
+// namespace's floor) raises them all.
+func TestTokensFollowOn(t *testing.T) {
+	state, base, slot := shared(t)
+	var gone atomic.Bool
+	var sync1 atomic.Uint64
+	wv := Make(state, base, slot, &gone, &sync1, 0xff, 1)
+	w := &wv
+	want := uint64(1)
+	for i := range 3*TokenRound + 7 {
+		if i == 2*TokenRound+3 {
+			atomic.AddUint64(base, 1000)
+			want += 1000
+		}
+		tok, ok := w.TryLock(0)
+		if !ok || tok != want || w.Token() != want {
+			t.Fatalf("hold %d: token %d (%v), Token() %d, want %d", i, tok, ok, w.Token(), want)
+		}
+		if !w.TryUnlock() {
+			t.Fatalf("hold %d not given back", i)
+		}
+		want++
+	}
+}
+
 // TestOwnerSlot: the owner slot, written by TryLock only when it changes,
 // names the owner of each hold, whoever held before (the same owner, another
 // owner of the handle, a driver grant of another handle).
@@ -116,22 +143,24 @@ func TestOwnerSlot(t *testing.T) {
 	hold(5, 0)
 	hold(5, 0)
 	// A driver grant of y, then x's word path again.
-	if !state.CompareAndSwap(0, 2) {
+	if s := state.Load(); s&^TokenMask != 0 || !state.CompareAndSwap(s, s|2) {
 		t.Fatal("word not free")
 	}
 	y.Granted()
 	if y.HeldOnWord() || x.HeldBy(5) {
 		t.Fatal("a driver grant counts as a word hold")
 	}
-	state.Store(0)
+	state.Store(Next(fence, state.Load()))
 	hold(5, Driver)
 	hold(0, 5)
 }
 
 // BenchmarkParts measures the parts of an uncontended Lock+Unlock on the
 // word, each against sync.Mutex in the same run: the two compare-and-swaps
-// that any lock on a shared word pays, the token's atomic add, and the
-// word protocol as the core runs it (TryLock, HeldBy, TryUnlock). The
+// that any lock on a shared word pays, the same with a token drawn by an
+// atomic add between them (what the word did before its state carried the
+// token's bits), and the word protocol as the core runs it (TryLock,
+// HeldBy, TryUnlock). The
 // core's Lock and Unlock add their calls and checks to the last
 // (BenchmarkUncontended in package local).
 func BenchmarkParts(b *testing.B) {

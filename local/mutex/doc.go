@@ -14,10 +14,11 @@
 // 7 bits naming the handle among the process's handles of the file, so
 // that one handle cannot release another's hold; past 127 live handles of
 // one name in a process, a new handle gets none and is served without the
-// word path) and, in the high half, the low 32 bits of the
-// owner's start time (/proc/PID/stat field 22). There is no moment in which
-// the lock is taken but its owner unknown: a process killed right after the
-// swap is recorded as the owner.
+// word path) and, in the high half, the low 24 bits of the owner's start
+// time (/proc/PID/stat field 22). There is no moment in which the lock is
+// taken but its owner unknown: a process killed right after the swap is
+// recorded as the owner. The top 8 bits of the high half are the low bits
+// of the lock's tokens (see Fencing).
 //
 // A waiter watches the owner recorded in the state before it sleeps
 // (ipc.Waiter: a pidfd of the owner, parked in Go's poller) and sleeps in
@@ -25,7 +26,11 @@
 // It then checks that owner: the process must exist, have the recorded
 // start time and not be a zombie or exiting (kill(pid, 0) succeeds on a
 // zombie, which never runs again). A process that got the dead owner's pid
-// later has another start time, so PID reuse cannot keep a lock held. A
+// later has another start time, so PID reuse cannot keep a lock held (two
+// start times with the same low 24 bits are 2^24 clock ticks apart, 46
+// hours at 100 Hz: a process that got the pid that long after the owner
+// died, with nobody having tried the lock meanwhile, keeps it held until
+// it exits, with a chance of one in 2^24). A
 // waiter that finds the owner dead takes the lock over with a
 // compare-and-swap against the exact state it inspected, and its grant
 // reports Recovered: the protected state may be half-updated. A waiting
@@ -61,12 +66,18 @@
 //
 // # Fencing
 //
-// Beside the state word a 64-bit counter holds the last token given. The
-// holder increments it after each acquisition; it lives in the file and
-// keeps increasing across restarts of every process, and across reclaims
-// of the file: a reclaim raises the namespace's token floor to the
-// counter before the file goes, and a new file's counter starts at the
-// floor (and is lifted to it again by every process that maps it).
+// A hold's token is a 64-bit base in the file plus the token bits of the
+// state plus one. The compare-and-swap that takes the lock keeps the bits
+// it found, and the one that gives it back (or takes over a dead owner's
+// hold) writes them one higher, so drawing a token costs no atomic of its
+// own. When the bits have gone round, whoever ends that hold first moves
+// the base up by their range: tokens follow on one by one. The base is
+// read after the acquiring compare-and-swap, and only grows. It lives in
+// the file, so tokens keep increasing across restarts of every process,
+// and across reclaims of the file: a reclaim raises the namespace's token
+// floor to the last token given before the file goes, and a new file's
+// base starts at the floor (and is lifted to it again by every process
+// that maps it).
 //
 // # Handles and reclaim
 //
@@ -100,6 +111,7 @@ package mutex
 import (
 	"time"
 
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -111,21 +123,22 @@ const what = "futex mutex"
 
 const (
 	mutexSize    = 64
-	mutexMagic   = 0x62746d31 // "btm1"
+	mutexMagic   = 0x62746d32 // "btm2"
 	offMagic     = 0          // uint32
 	offState     = 8          // uint64; its low half is the futex word
-	offFence     = 16         // uint64: the last token given
+	offFence     = 16         // uint64: the base of the tokens (see word.TokenBits)
 	offWaiters   = 24         // int32: handles in the slow path of Acquire (approximate)
 	offSlot      = 32         // uint64: the word's owner slot (internal/word), the owner of a hold within its handle
 	offHandoffAt = 40         // int64: CLOCK_MONOTONIC ns of the last handoff
 	pidBits      = 22
 	pidMask      = 1<<pidBits - 1
-	fWaiters     = 1 << 22      // a waiter may sleep in FUTEX_WAIT: unlock must wake one
-	fHandoff     = 1 << 23      // free, but only for a waiter that has slept
-	fStarving    = 1 << 24      // a waiter waited more than starveAfter: hand off at unlock
-	handleShift  = 25           // bits 25..31: which handle of the owner process holds
-	handleMax    = ipc.MaxField // the field is the region's (ipc.Region.TakeField)
-	ownerMask    = 0xffffffff_00000000 | handleMax<<handleShift | pidMask
+	fWaiters     = 1 << 22                    // a waiter may sleep in FUTEX_WAIT: unlock must wake one
+	fHandoff     = 1 << 23                    // free, but only for a waiter that has slept
+	fStarving    = 1 << 24                    // a waiter waited more than starveAfter: hand off at unlock
+	handleShift  = 25                         // bits 25..31: which handle of the owner process holds
+	handleMax    = ipc.MaxField               // the field is the region's (ipc.Region.TakeField)
+	tagMask      = 1<<(32-word.TokenBits) - 1 // the bits of the owner's start time the state keeps
+	ownerMask    = tagMask<<32 | handleMax<<handleShift | pidMask
 	lowHalf      = 0xffffffff
 	starveAfter  = time.Millisecond
 	// handoffGrace is how long a handoff stays reserved for the waiters

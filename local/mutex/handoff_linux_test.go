@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/word"
 )
 
 // TestMutexStaleHandoff: a handoff whose waiter was killed between its
@@ -76,8 +77,8 @@ func TestMutexHandoffToNobody(t *testing.T) {
 	if err := m.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	if s := m.state().Load(); s != 0 {
-		t.Fatalf("state after a handoff to nobody = %#x, want 0", s)
+	if s := m.state().Load(); s != 1<<word.TokenShift {
+		t.Fatalf("state after a handoff to nobody = %#x, want free with the next token's bits (%#x)", s, uint64(1)<<word.TokenShift)
 	}
 	m.wait().Store(0)
 }

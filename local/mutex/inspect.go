@@ -18,5 +18,5 @@ func List(ns *ipc.Namespace) ([]baton.Info, error) {
 // namespace's token floor first, as a reclaim does). It returns an error
 // matching fs.ErrNotExist when there is no such mutex.
 func Remove(ns *ipc.Namespace, name string) error {
-	return ipc.RemoveFenced(ns, Kind, name, "futex mutex", offFence)
+	return ipc.RemoveFenced(ns, Kind, name, "futex mutex", &layout)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/internal/host/shm"
@@ -14,7 +15,7 @@ import (
 )
 
 // Inspect describes the futex mutex name without changing it: its
-// holder (pid and the last token given, which is the holder's), whether the
+// holder (pid and its token), the last token given, whether the
 // holder is dead (Detail "owner dead": the next waiter recovers it), and the
 // number of handles waiting, which is approximate (a waiter killed while
 // waiting is still counted). It returns an error matching fs.ErrNotExist
@@ -30,7 +31,7 @@ func Inspect(ns *ipc.Namespace, name string) (baton.Info, error) {
 		m.me = uint64(self.Tag())<<32 | uint64(self.PID)
 	}
 	s := m.state().Load()
-	last := atomic.LoadUint64(m.fence())
+	last := lastToken(unsafe.Slice((*byte)(m.r.Base()), mutexSize))
 	info := baton.Info{
 		Name:      name,
 		Kind:      baton.KindMutex,

@@ -62,7 +62,7 @@ func OpenEntry(e ipc.Entry) (*Mutex, error) {
 	}
 	m := &Mutex{r: r}
 	bits := r.TakeField()
-	m.me = uint64(self.Tag())<<32 | bits<<handleShift | uint64(self.PID)
+	m.me = uint64(self.Tag()&tagMask)<<32 | bits<<handleShift | uint64(self.PID)
 	// A handle whose file is removed or replaced (Remove, baton rm)
 	// keeps a mapping that no new opener shares: its holds are not
 	// exclusive any more, then or later. The watcher fires the handle's
@@ -87,14 +87,6 @@ type handleCleanup struct {
 	r    *ipc.Region
 	bits uint64
 }
-
-// layout is the file of a futex mutex: idle, so reclaimed at the last
-// close in the host, when no process owns it (a dead owner's hold stays
-// for a waiter to recover, with its grant reporting Recovered).
-var layout = ipc.Layout{Kind: Kind, Size: mutexSize, Magic: mutexMagic, Fence: offFence, Idle: func(b []byte) bool {
-	s := (*word.Uint64)(unsafe.Pointer(&b[offState])).Load()
-	return uint32(s)&pidMask == 0
-}}
 
 // The words of the mapping. The futex word is the low half of the state.
 func (m *Mutex) state() *word.Uint64 { return (*word.Uint64)(unsafe.Add(m.r.Base(), offState)) }
@@ -141,8 +133,8 @@ func (m *Mutex) Acquire(ctx context.Context, mode driver.Mode) (driver.Grant, er
 	if err := m.check(mode); err != nil {
 		return driver.Grant{}, err
 	}
-	if m.state().CompareAndSwap(0, m.me) {
-		return m.granted(false), nil
+	if s := m.state().Load(); s&^word.TokenMask == 0 && m.state().CompareAndSwap(s, s|m.me) {
+		return m.granted(s, false), nil
 	}
 	return m.lockSlow(ctx)
 }
@@ -155,8 +147,8 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant,
 	if err := m.check(mode); err != nil {
 		return driver.Grant{}, err
 	}
-	if m.state().CompareAndSwap(0, m.me) {
-		return m.granted(false), nil
+	if s := m.state().Load(); s&^word.TokenMask == 0 && m.state().CompareAndSwap(s, s|m.me) {
+		return m.granted(s, false), nil
 	}
 	for range maxTryAgain {
 		s := m.state().Load()
@@ -166,16 +158,16 @@ func (m *Mutex) TryAcquire(ctx context.Context, mode driver.Mode) (driver.Grant,
 			return driver.Grant{}, baton.ErrLocked
 		case lo&fHandoff != 0:
 			// Nobody waits any more, or the handoff is stale: it is void.
-			if m.state().CompareAndSwap(s, m.me|fWaiters) {
-				return m.granted(false), nil
+			if m.state().CompareAndSwap(s, s&word.TokenMask|m.me|fWaiters) {
+				return m.granted(s, false), nil
 			}
 		case lo&pidMask == 0:
-			if m.state().CompareAndSwap(s, m.me|uint64(lo&fWaiters)) {
-				return m.granted(false), nil
+			if m.state().CompareAndSwap(s, s&word.TokenMask|m.me|uint64(lo&fWaiters)) {
+				return m.granted(s, false), nil
 			}
 		case m.ownerGone(s):
-			if m.state().CompareAndSwap(s, m.me|fWaiters) {
-				return m.granted(true), nil
+			if next := m.next(s) | m.me | fWaiters; m.state().CompareAndSwap(s, next) {
+				return m.granted(next, true), nil
 			}
 		default:
 			return driver.Grant{}, baton.ErrLocked
@@ -194,13 +186,18 @@ func (m *Mutex) check(mode driver.Mode) error {
 	return nil
 }
 
-// granted completes an acquisition. The fence moves by an add, as on the
-// word (word.Lock.TryLock), so it only grows.
-func (m *Mutex) granted(recovered bool) driver.Grant {
-	t := atomic.AddUint64(m.fence(), 1)
+// granted completes an acquisition that wrote state s: its token is the
+// base plus the token bits of s plus one (see word.TokenBits), the base
+// read after the compare-and-swap.
+func (m *Mutex) granted(s uint64, recovered bool) driver.Grant {
+	t := atomic.LoadUint64(m.fence()) + s>>word.TokenShift + 1
 	m.tok = t
-	return driver.Grant{Token: uint64(t), Recovered: recovered, Loss: m.loss}
+	return driver.Grant{Token: t, Recovered: recovered, Loss: m.loss}
 }
+
+// next returns the token bits that follow those of the hold in s (a
+// dead owner's, taken over, or this handle's, given back).
+func (m *Mutex) next(s uint64) uint64 { return word.Next(m.fence(), s) }
 
 func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 	m.wait().Add(1)
@@ -234,12 +231,12 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 		lo := uint32(s)
 		switch {
 		case lo&(pidMask|fHandoff) == 0: // free
-			next := m.me | uint64(lo&fWaiters)
+			next := s&word.TokenMask | m.me | uint64(lo&fWaiters)
 			if slept {
 				next |= fWaiters // others may sleep too
 			}
 			if m.state().CompareAndSwap(s, next) {
-				return m.granted(false), nil
+				return m.granted(s, false), nil
 			}
 			continue
 		case lo&fHandoff != 0:
@@ -248,8 +245,8 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 				grace = max(m.handoffWait(), 0)
 			}
 			if grace == 0 {
-				if m.state().CompareAndSwap(s, m.me|fWaiters) {
-					return m.granted(false), nil
+				if m.state().CompareAndSwap(s, s&word.TokenMask|m.me|fWaiters) {
+					return m.granted(s, false), nil
 				}
 				continue
 			}
@@ -277,8 +274,8 @@ func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 			s, lo = ns, want
 		}
 		if lo&pidMask != 0 && m.ownerDead(s) {
-			if m.state().CompareAndSwap(s, m.me|fWaiters) {
-				return m.granted(true), nil
+			if next := m.next(s) | m.me | fWaiters; m.state().CompareAndSwap(s, next) {
+				return m.granted(next, true), nil
 			}
 			continue
 		}
@@ -310,7 +307,7 @@ func (m *Mutex) abandon(ctx context.Context, slept bool) error {
 		var next uint64
 		switch {
 		case lo&fHandoff != 0 && slept:
-			next = fWaiters // a handoff this waiter may have been meant for
+			next = s&word.TokenMask | fWaiters // a handoff this waiter may have been meant for
 		case lo&fStarving != 0 && alone:
 			next = s &^ fStarving // no starving waiter is left
 		default:
@@ -336,16 +333,16 @@ func (m *Mutex) abandon(ctx context.Context, slept bool) error {
 func (m *Mutex) ownerDead(s uint64) bool {
 	pid := int(uint32(s) & pidMask)
 	if pid == int(uint32(m.me)&pidMask) {
-		return uint32(s>>32) != uint32(m.me>>32) // a process that had our pid before us
+		return uint32(s>>32)&tagMask != uint32(m.me>>32) // a process that had our pid before us
 	}
-	return m.waiter.Watch(pid, uint32(s>>32))
+	return m.waiter.WatchTag(pid, uint32(s>>32), tagMask)
 }
 
 // ownerGone is ownerDead for a caller that will not sleep: it watches
 // nothing.
 func (m *Mutex) ownerGone(s uint64) bool {
 	self := ipc.Proc{PID: int(uint32(m.me) & pidMask), Start: m.me >> 32}
-	return self.Outlived(int(uint32(s)&pidMask), uint32(s>>32))
+	return self.OutlivedTag(int(uint32(s)&pidMask), uint32(s>>32), tagMask)
 }
 
 // Release unlocks the grant g. If the lock is no longer g's (another handle
@@ -362,7 +359,7 @@ func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
 		return fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 	}
 	var err error
-	if !m.state().CompareAndSwap(m.me, 0) {
+	if s := m.state().Load(); s&^word.TokenMask != m.me || !m.state().CompareAndSwap(s, m.next(s)) {
 		err = m.unlockSlow(g)
 	}
 	if err == nil && !m.onWord {
@@ -376,23 +373,30 @@ func (m *Mutex) Release(ctx context.Context, g driver.Grant) error {
 }
 
 func (m *Mutex) unlockSlow(g driver.Grant) error {
+	var (
+		bits  uint64 // the token bits after the hold
+		moved bool   // bits is set (the base may have moved for it)
+	)
 	for {
 		s := m.state().Load()
 		lo := uint32(s)
 		if s&ownerMask != m.me {
 			return fmt.Errorf("token %d: %w", g.Token, baton.ErrLost)
 		}
-		var next uint64
+		if !moved {
+			bits, moved = m.next(s), true
+		}
+		next := bits
 		switch {
 		case lo&fStarving != 0:
-			next = fHandoff | fWaiters
+			next |= fHandoff | fWaiters
 			m.handoffAt().Store(monoNow())
 		case lo&fWaiters != 0 && m.wait().Load() > 1:
 			// More than the waiter woken below sleep: the flag stays, so
 			// that the next unlock wakes one too, whoever takes the lock
 			// meanwhile. Sleepers wake only so (they have no timeout), and
 			// one that has waited long must run to ask for a handoff.
-			next = fWaiters
+			next |= fWaiters
 		}
 		if m.state().CompareAndSwap(s, next) {
 			if lo&fWaiters != 0 {
@@ -400,12 +404,12 @@ func (m *Mutex) unlockSlow(g driver.Grant) error {
 				if err != nil {
 					return err
 				}
-				if n == 0 && next != 0 {
+				if n == 0 && next != bits {
 					// Nobody sleeps (the count is approximate: a waiter
 					// killed in its wait stays counted): the flag would
 					// only take the word path away, and a handoff would
 					// be for nobody.
-					m.state().CompareAndSwap(next, 0)
+					m.state().CompareAndSwap(next, bits)
 				}
 			}
 			return nil

@@ -22,6 +22,7 @@ import (
 
 	"github.com/batonlock/baton"
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/word"
 	"github.com/batonlock/baton/ipc"
 )
 
@@ -320,6 +321,55 @@ func TestMutexTokensPersist(t *testing.T) {
 	m.Release(ctx, g)
 }
 
+// TestMutexTokensFollowOn: tokens are one more each time, through the
+// driver's releases (waiters flagged or not) and the takeover of a dead
+// owner, also where the state's token bits go round and the base moves up.
+func TestMutexTokensFollowOn(t *testing.T) {
+	ns := testNS(t)
+	ctx := context.Background()
+	m := openM(t, ns, "seq")
+	want := uint64(1)
+	for i := range 3*word.TokenRound + 5 {
+		g, err := m.Acquire(ctx, driver.Exclusive)
+		if err != nil || g.Token != want {
+			t.Fatalf("hold %d: %+v %v, want token %d", i, g, err, want)
+		}
+		if i%3 == 0 {
+			// A waiter flag sends the release down the slow path.
+			m.state().Store(m.state().Load() | fWaiters)
+		}
+		if err := m.Release(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		want++
+	}
+	// A dead owner (no such pid) holding the last token of a round: its
+	// token is want, the taker's the one after.
+	base := *m.fence()
+	forge(m, pidMaxLinux-1, 1)
+	m.state().Store(m.state().Load()&^word.TokenMask | uint64(want-base-1)<<word.TokenShift)
+	for range word.TokenRound - int(want-base-1) - 1 {
+		want++
+		m.state().Store(m.state().Load() + 1<<word.TokenShift)
+	}
+	if got := m.state().Load() >> word.TokenShift; got != word.TokenRound-1 {
+		t.Fatalf("forged token bits %d", got)
+	}
+	g, err := m.TryAcquire(ctx, driver.Exclusive)
+	if err != nil || !g.Recovered || g.Token != want+1 {
+		t.Fatalf("takeover: %+v %v, want token %d", g, err, want+1)
+	}
+	if info, err := Inspect(ns, "seq"); err != nil || info.LastToken != baton.Token(g.Token) || info.Holders[0].Token != baton.Token(g.Token) {
+		t.Fatalf("Inspect: %+v %v, want token %d", info, err, g.Token)
+	}
+	m.Release(ctx, g)
+	if g, err := m.Acquire(ctx, driver.Exclusive); err != nil || g.Token != want+2 {
+		t.Fatalf("after the takeover: %+v %v, want token %d", g, err, want+2)
+	} else {
+		m.Release(ctx, g)
+	}
+}
+
 // TestMutexGoroutines: handles in one process exclude each other.
 func TestMutexGoroutines(t *testing.T) {
 	ns := testNS(t)
@@ -391,6 +441,11 @@ func TestMutexPIDReuse(t *testing.T) {
 	forge(m, 1, p1.Tag())
 	if _, err := m.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
 		t.Fatalf("live owner: TryAcquire = %v", err)
+	}
+	// The top bits of the high half are token bits, not the start time's.
+	forge(m, 1, p1.Tag()^0xff000000)
+	if _, err := m.TryAcquire(ctx, driver.Exclusive); !errors.Is(err, baton.ErrLocked) {
+		t.Fatalf("live owner, other token bits: TryAcquire = %v", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()

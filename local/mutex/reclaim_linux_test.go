@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonlock/baton/driver"
+	"github.com/batonlock/baton/internal/word"
 )
 
 // TestReclaimAtLastClose: the file of a free mutex goes with the last
@@ -97,4 +98,33 @@ func TestRemoveKeepsTokens(t *testing.T) {
 	if g.Token <= last+1 {
 		t.Fatalf("token %d after a removal, the removed file gave up to %d", g.Token, last+1)
 	}
+}
+
+// TestReclaimKeepsTokens: a name reclaimed at its last close counts on from
+// its last token, also past a round of the state's token bits: the floor
+// gets the base and the bits, not the base alone.
+func TestReclaimKeepsTokens(t *testing.T) {
+	ns := testNS(t)
+	ctx := context.Background()
+	path := ns.Resolve(Kind, "rt").Path()
+	a := openM(t, ns, "rt")
+	var last uint64
+	for range word.TokenRound + 44 {
+		g, err := a.Acquire(ctx, driver.Exclusive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = g.Token
+		a.Release(ctx, g)
+	}
+	a.Close()
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("not reclaimed at the last close: %v", err)
+	}
+	b := openM(t, ns, "rt")
+	g, err := b.Acquire(ctx, driver.Exclusive)
+	if err != nil || g.Token != last+1 {
+		t.Fatalf("after the reclaim: %+v %v, want token %d", g, err, last+1)
+	}
+	b.Release(ctx, g)
 }
