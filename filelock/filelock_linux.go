@@ -267,15 +267,27 @@ type grantData struct {
 
 func newGrant(lf *lockFile, mode driver.Mode, token uint64) driver.Grant {
 	loss := driver.NewLoss()
-	path, dev, ino := lf.path, lf.dev, lf.ino
-	stop := ipc.WatchFileLoss(path, func() error {
-		if !ipc.Named(path, dev, ino) {
-			return errFileGone
-		}
-		return nil
-	}, loss)
-	return driver.Grant{Token: token, Loss: loss, Data: &grantData{loss: loss, mode: mode, stop: stop}}
+	w := new(ipc.Watch)
+	w.Start(nameCheck{path: lf.path, dev: lf.dev, ino: lf.ino}, loss)
+	return driver.Grant{Token: token, Loss: loss, Data: &grantData{loss: loss, mode: mode, stop: w.Stop}}
 }
+
+// nameCheck is a grant's watch: the lock is lost when its path no longer
+// names the file locked. It follows the file's inode, which the handle's
+// mark follows already, so a grant's watch costs no system call.
+type nameCheck struct {
+	path     string
+	dev, ino uint64
+}
+
+func (c nameCheck) CheckLoss() error {
+	if !ipc.Named(c.path, c.dev, c.ino) {
+		return errFileGone
+	}
+	return nil
+}
+func (c nameCheck) WatchedPath() string             { return c.path }
+func (c nameCheck) WatchedInode() (dev, ino uint64) { return c.dev, c.ino }
 
 // release ends grant g of lf: it unlocks the file and, for a writer of an
 // RWMutex (gate >= 0), the gate, then wakes the waiters. A grant this

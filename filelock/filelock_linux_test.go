@@ -263,19 +263,22 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// Removing the lock file while it is held fires the hold's loss, Release
-// then reports ErrLost, and the handle's next acquisition uses the new file.
+// Removing the lock file while it is held (or renaming another file over
+// it) fires the hold's loss, Release then reports ErrLost, and the handle's
+// next acquisition uses the new file.
 func TestRemoveWhileHeld(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
-		kind string
-		open func() driver.Lock
-		path string
-		mode driver.Mode
+		kind    string
+		open    func() driver.Lock
+		path    string
+		mode    driver.Mode
+		replace bool
 	}{
-		{"mutex", func() driver.Lock { return openMutex(t, filepath.Join(dir, "m")) }, filepath.Join(dir, "m"), driver.Exclusive},
-		{"rw-write", func() driver.Lock { return openRW(t, dir) }, filepath.Join(dir, "data"), driver.Exclusive},
-		{"rw-read", func() driver.Lock { return openRW(t, dir) }, filepath.Join(dir, "data"), driver.Shared},
+		{"mutex", func() driver.Lock { return openMutex(t, filepath.Join(dir, "m")) }, filepath.Join(dir, "m"), driver.Exclusive, false},
+		{"mutex-replaced", func() driver.Lock { return openMutex(t, filepath.Join(dir, "r")) }, filepath.Join(dir, "r"), driver.Exclusive, true},
+		{"rw-write", func() driver.Lock { return openRW(t, dir) }, filepath.Join(dir, "data"), driver.Exclusive, false},
+		{"rw-read", func() driver.Lock { return openRW(t, dir) }, filepath.Join(dir, "data"), driver.Shared, false},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			l := tc.open()
@@ -283,7 +286,14 @@ func TestRemoveWhileHeld(t *testing.T) {
 			if g.Loss == nil || g.Loss.Err() != nil {
 				t.Fatalf("grant loss %v", g.Loss)
 			}
-			if err := os.Remove(tc.path); err != nil {
+			if tc.replace {
+				if err := os.WriteFile(tc.path+".new", nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(tc.path+".new", tc.path); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Remove(tc.path); err != nil {
 				t.Fatal(err)
 			}
 			select {
