@@ -148,13 +148,10 @@ func released(pg *page) {
 }
 
 // flockWait takes flock(how) on fd, sleeping on pg's release generation
-// between tries, with no timeout: a release bumps the generation, and
-// (mk not nil) w wakes whenever a description of the file is released,
-// which is how a holder that exits or closes the file lets go of it
-// without a bump. Where inotify does not follow the file, w watches the
-// processes that hold it (read from /proc/locks at each wait, which costs
-// more than the rest of the wait) instead. With block false it makes one
-// try.
+// between tries, with no timeout: a release bumps the generation, and w
+// watches the processes that hold the file, whose exit drops their lock
+// without a bump, and (mk not nil) wakes whenever a description of the
+// file is released. With block false it makes one try.
 func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ipc.Waiter, mk *mark) error {
 	var stop func() bool
 	var stopClose func()
@@ -166,11 +163,7 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 			stopClose()
 		}
 	}()
-	var (
-		holders    chan []int // a read of the holders in progress, or nil
-		triedClose bool       // WakeOnClose was asked
-		closes     bool       // and rings w at every close of the file
-	)
+	var holders chan []int // a read of the holders in progress, or nil
 	for watched := false; ; {
 		gen := atomic.LoadUint32(&pg.gen)
 		err := unix.Flock(fd, how|unix.LOCK_NB)
@@ -191,21 +184,14 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 			// Cancellation rings this waiter alone.
 			stop = context.AfterFunc(ctx, w.Ring)
 		}
-		if !triedClose && mk != nil && closeWakes {
+		if stopClose == nil && mk != nil {
 			// A holder's flock goes when it closes the file (or exits):
-			// every release of a description of it rings w. Then try once
-			// more: a holder that closed before this had released.
-			triedClose = true
-			if stopClose, closes = mk.w.WakeOnClose(w); closes {
-				continue
-			}
+			// every release of a description of it rings w.
+			stopClose, _ = mk.w.WakeOnClose(w)
 		}
-		switch {
-		case closes:
-			// The closes say what the holders' exits would, and sooner.
-		case watched:
+		if watched {
 			watched = false
-		default:
+		} else {
 			if holders == nil {
 				holders = make(chan []int, 1)
 				go readHolders(fd, holders, w)
@@ -233,9 +219,6 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 		pg.waiters.Add(^uint32(0))
 	}
 }
-
-// closeWakes is false only in tests of the waits without close wakes.
-var closeWakes = true
 
 func unlock(fd int) error { return ipc.Flock(fd, unix.LOCK_UN) }
 
