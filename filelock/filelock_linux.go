@@ -191,6 +191,15 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 		}
 		if watched {
 			watched = false
+		} else if hp := pg.pid.Load(); holders == nil && hp != 0 && hp != pid && !w.WatchExit(int(hp)) {
+			// The page names the exclusive holder, alive and now watched:
+			// no need to read /proc/locks for it, which costs more than
+			// the rest of a wait. (A holder that has not written its pid
+			// yet leaves 0, and one that died holding leaves a dead pid:
+			// the read below finds who holds then.) Try once more, as
+			// after the read.
+			watched = true
+			continue
 		} else {
 			if holders == nil {
 				holders = make(chan []int, 1)
