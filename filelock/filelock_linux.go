@@ -193,11 +193,8 @@ func flockWait(ctx context.Context, fd int, how int, pg *page, block bool, w *ip
 			watched = false
 		} else if hp := pg.pid.Load(); holders == nil && hp != 0 && hp != pid && !w.WatchExit(int(hp)) {
 			// The page names the exclusive holder, alive and now watched:
-			// no need to read /proc/locks for it, which costs more than
-			// the rest of a wait. (A holder that has not written its pid
-			// yet leaves 0, and one that died holding leaves a dead pid:
-			// the read below finds who holds then.) Try once more, as
-			// after the read.
+			// skip the read of /proc/locks, the dearest part of a wait (0
+			// or a dead pid: the read finds who holds). Try once more.
 			watched = true
 			continue
 		} else {

@@ -186,19 +186,6 @@ func (m *Mutex) check(mode driver.Mode) error {
 	return nil
 }
 
-// granted completes an acquisition that wrote state s: its token is the
-// base plus the token bits of s plus one (see word.TokenBits), the base
-// read after the compare-and-swap.
-func (m *Mutex) granted(s uint64, recovered bool) driver.Grant {
-	t := atomic.LoadUint64(m.fence()) + s>>word.TokenShift + 1
-	m.tok = t
-	return driver.Grant{Token: t, Recovered: recovered, Loss: m.loss}
-}
-
-// next returns the token bits that follow those of the hold in s (a
-// dead owner's, taken over, or this handle's, given back).
-func (m *Mutex) next(s uint64) uint64 { return word.Next(m.fence(), s) }
-
 func (m *Mutex) lockSlow(ctx context.Context) (driver.Grant, error) {
 	m.wait().Add(1)
 	defer m.wait().Add(-1)
