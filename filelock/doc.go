@@ -14,9 +14,10 @@
 //
 // A holder that dies without unlocking does not bump the generation: the
 // kernel drops its flock when the process ends. So before it sleeps (with
-// no timeout) a waiter reads the holders of the file from /proc/locks and
-// watches their processes (ipc.Waiter: a pidfd each); an exit wakes it as
-// a release does. A cancelled waiter wakes itself at once. A program that
+// no timeout) a waiter watches the holders' processes (ipc.Waiter: a pidfd
+// each): the exclusive holder the page names when that process is alive,
+// else every holder of the file read from /proc/locks; an exit wakes it
+// as a release does. A cancelled waiter wakes itself at once. A program that
 // is not baton and unlocks the file while it keeps running wakes nobody:
 // waiters then take the lock at the next release or exit of a holder.
 //
