@@ -16,12 +16,13 @@ import "sync/atomic"
 const Driver = ^uint64(0)
 
 // The state word carries, in its top TokenBits bits, the low bits of the
-// lock's tokens, free or held: a hold's token is the base (the 64-bit word
-// at fence) plus those bits plus one, and the release that ends the hold
-// writes them one higher. So the compare-and-swaps that take and give back
-// the word also draw the token, and no other atomic is needed. Past the
-// last value the bits start again at 0, and whoever ends that hold moves
-// the base up by TokenRound first (Next).
+// lock's tokens, free or held: a hold's token is the base (a 64-bit word
+// beside the state, base in Make) plus those bits plus one, and the
+// release that ends the hold writes them one higher. So the
+// compare-and-swaps that take and give back the word also draw the token,
+// and no other atomic is needed. Past the last value the bits start again
+// at 0, and whoever ends that hold moves the base up by TokenRound first
+// (Next).
 const (
 	TokenBits  = 8
 	TokenShift = 64 - TokenBits
