@@ -206,9 +206,8 @@ func leadingUint(b []byte) (uint64, error) {
 // zero value is not usable; use WatchProc. A ProcWatch is not safe for
 // concurrent use.
 type ProcWatch struct {
-	pid int
 	fd  int
-	key procKey
+	key procKey // the process watched
 }
 
 // WatchProc starts watching the process that has pid and whose start time
@@ -234,7 +233,7 @@ func watchProc(k procKey) (w *ProcWatch, dead bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("ipc: %s: %w", path, err)
 	}
-	w = &ProcWatch{pid: pid, fd: fd, key: k}
+	w = &ProcWatch{fd: fd, key: k}
 	dead, err = w.Dead()
 	if dead || err != nil {
 		w.Close()
@@ -257,7 +256,7 @@ func (w *ProcWatch) Dead() (bool, error) {
 		return true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("ipc: /proc/%d/stat: %w", w.pid, err)
+		return false, fmt.Errorf("ipc: /proc/%d/stat: %w", w.key.pid, err)
 	}
 	st, flags, start, err := parseStatFlags(buf[:n])
 	if err != nil {

@@ -80,6 +80,8 @@ func (w *Lock) TryLock(owner uint64) (uint64, bool) {
 	if s&^TokenMask != 0 || !w.state.CompareAndSwap(s, s|w.me) {
 		return 0, false
 	}
+	// TokenOf spelled out: the call would take TryLock past the
+	// inliner's budget, and the core's Lock inlines it.
 	t := atomic.LoadUint64(w.base) + s>>TokenShift + 1
 	// Stored only when it changes: a store to the word's line just before
 	// the next locked instruction (the release) has that instruction wait
@@ -106,8 +108,12 @@ func (w *Lock) HeldOnWord() bool {
 
 // Token returns the token of the hold this handle has on the word.
 func (w *Lock) Token() uint64 {
-	return atomic.LoadUint64(w.base) + w.state.Load()>>TokenShift + 1
+	return TokenOf(atomic.LoadUint64(w.base), w.state.Load())
 }
+
+// TokenOf returns the token of the hold in state s, or of the next hold
+// when s is free, over base.
+func TokenOf(base, s uint64) uint64 { return base + s>>TokenShift + 1 }
 
 // Granted records that the driver gave this handle the lock; the holder
 // calls it right after the driver's acquisition returned.

@@ -20,9 +20,9 @@ var layout = ipc.Layout{Kind: Kind, Size: mutexSize, Magic: mutexMagic, Fence: o
 // the holder's, or the one before the next.
 func lastToken(b []byte) uint64 {
 	s := (*word.Uint64)(unsafe.Pointer(&b[offState])).Load()
-	t := atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[offFence]))) + s>>word.TokenShift
-	if uint32(s)&pidMask != 0 {
-		t++
+	t := word.TokenOf(atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[offFence]))), s)
+	if uint32(s)&pidMask == 0 {
+		t-- // free: the next token less one
 	}
 	return t
 }

@@ -13,7 +13,7 @@ import (
 // base plus the token bits of s plus one (see word.TokenBits), the base
 // read after the compare-and-swap.
 func (m *Mutex) granted(s uint64, recovered bool) driver.Grant {
-	t := atomic.LoadUint64(m.fence()) + s>>word.TokenShift + 1
+	t := word.TokenOf(atomic.LoadUint64(m.fence()), s)
 	m.tok = t
 	return driver.Grant{Token: t, Recovered: recovered, Loss: m.loss}
 }
