@@ -346,6 +346,8 @@ func openClusterEnv(ctx context.Context, poll time.Duration, withRedis, withEtcd
 				mutex: func(ctx context.Context, key string) (mutexH, error) {
 					return &rawRedis{c: c0, key: "rawredis:" + key, val: randToken(), poll: poll}, nil
 				}},
+			&subject{name: "raw fair BLPOP line", id: "rawline", kind: "redis",
+				mutex: func(ctx context.Context, key string) (mutexH, error) { return openRawLine(ctx, c0, key) }},
 			&subject{name: "bsm/redislock", id: "bsm", kind: "redis",
 				mutex: func(ctx context.Context, key string) (mutexH, error) {
 					return &bsmH{c: bc, key: "bsm:" + key, poll: poll}, nil
