@@ -242,3 +242,57 @@ func terminateWhenWaiting(t *testing.T, admin *pgx.Conn, wpid, pid int) {
 		t.Fatal(err)
 	}
 }
+
+// TestIdleTransactionKeepsNoXmin pins what a session kept in an open
+// transaction for its life (the sign of life TestDyingSessionOrder
+// finds sound) costs the rest of the database: at read committed, a
+// transaction that took only locks and wrote nothing holds back no vacuum
+// between its statements (no backend_xmin, no transaction id), while one
+// that wrote does (its transaction id holds the horizon until it ends).
+func TestIdleTransactionKeepsNoXmin(t *testing.T) {
+	url := need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	h, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(ctx)
+	var pid int
+	if err := h.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Exec(ctx, `BEGIN ISOLATION LEVEL READ COMMITTED`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Exec(ctx, `SELECT pg_advisory_xact_lock(7779001), pg_advisory_lock(7779002), count(*) FROM pg_class`); err != nil {
+		t.Fatal(err)
+	}
+	read := func() (state string, xid, xmin bool) {
+		t.Helper()
+		if err := admin.QueryRow(ctx, `SELECT state, backend_xid IS NOT NULL, backend_xmin IS NOT NULL FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&state, &xid, &xmin); err != nil {
+			t.Fatal(err)
+		}
+		return state, xid, xmin
+	}
+	if state, xid, xmin := read(); state != "idle in transaction" || xid || xmin {
+		t.Fatalf("a transaction that only locked and read: state %q, xid %v, xmin %v; want idle in transaction with neither", state, xid, xmin)
+	}
+	if _, err := h.Exec(ctx, `CREATE TEMP TABLE idle_xmin_probe (i int)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, xid, _ := read(); !xid {
+		t.Fatal("a transaction that wrote shows no backend_xid: the check above would not see one either")
+	}
+	if _, err := h.Exec(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Exec(ctx, `SELECT pg_advisory_unlock(7779002)`); err != nil {
+		t.Fatal(err)
+	}
+}
