@@ -3,7 +3,7 @@
 // Command bench measures baton's backends side by side with their peers in
 // one run: sync.Mutex, gofrs/flock, raw flock(2) and System V semop(2),
 // redsync, bsm/redislock, a raw SET NX + EVAL floor (and its Redlock over
-// 3 nodes), etcd's concurrency.Mutex, PostgreSQL's and MariaDB's own
+// 3 nodes, and a fair BLPOP line for 16 clients), etcd's concurrency.Mutex, PostgreSQL's and MariaDB's own
 // advisory locks, and ZooKeeper's zk.NewLock recipe. Every figure is measured several times, interleaved
 // with the peers (A B A B ...), and reported as the median with its range
 // and as a ratio to the peer.

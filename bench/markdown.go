@@ -110,6 +110,10 @@ produced it exited non-zero.
   "clients" table every acquisition is a handoff on the server: the
   release script makes the next in line the holder and publishes to it,
   and that client holds on the message, with no round trip of its own.
+  Its floor, the raw fair BLPOP line, is a list holding one element that
+  Lock pops by BLPOP and Unlock pushes back, the server handing it to the
+  client blocked longest: fair, one command each way, and no token, no
+  expiry and no recovery from a holder that dies.
 - Memory is the Go heap only; kernel objects (files, System V sets, shared
   pages) and server-side memory are not counted.
 
