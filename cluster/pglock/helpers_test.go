@@ -12,7 +12,7 @@ import (
 	"github.com/batonlock/baton"
 )
 
-func poolT(t *testing.T) *pgxpool.Pool {
+func poolT(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	p, err := pgxpool.New(context.Background(), need(t))
 	if err != nil {
