@@ -192,7 +192,7 @@ func BenchmarkQueueBacklog(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer q.Close()
-			putJobs(b, q, backlog+b.N)
+			queuecheck.PutJobs(b, q, backlog+b.N)
 			r, err := e.cl.Get(ctx, "compact")
 			if err != nil {
 				b.Fatal(err)
@@ -201,7 +201,7 @@ func BenchmarkQueueBacklog(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
-			claimAck(b, q)
+			queuecheck.ClaimAck(b, q)
 		})
 	}
 }
@@ -224,7 +224,7 @@ func BenchmarkQueueEnded(b *testing.B) {
 			}
 			defer q.Close()
 			if ended > 0 {
-				ids := putJobs(b, q, ended)
+				ids := queuecheck.PutJobs(b, q, ended)
 				dir := queueDir(b, e.cl, "/ended/")
 				for i := 0; i < len(ids); i += 1000 {
 					var ops []clientv3.Op
@@ -242,42 +242,10 @@ func BenchmarkQueueEnded(b *testing.B) {
 				}
 				time.Sleep(time.Duration(floorSlack) + 100*time.Millisecond)
 			}
-			putJobs(b, q, 500+b.N)
+			queuecheck.PutJobs(b, q, 500+b.N)
 			b.ResetTimer()
-			claimAck(b, q)
+			queuecheck.ClaimAck(b, q)
 		})
-	}
-}
-
-// putJobs puts at least n jobs on q, in batches of 250, and returns
-// their ids.
-func putJobs(b *testing.B, q baton.Queue, n int) []baton.JobID {
-	specs := make([]baton.JobSpec, 250)
-	for i := range specs {
-		specs[i] = baton.JobSpec{Payload: []byte("job")}
-	}
-	var ids []baton.JobID
-	for len(ids) < n {
-		got, err := q.PutBatch(context.Background(), specs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ids = append(ids, got...)
-	}
-	return ids
-}
-
-// claimAck claims and acks b.N jobs of q, one at a time.
-func claimAck(b *testing.B, q baton.Queue) {
-	ctx := context.Background()
-	for range b.N {
-		j, err := q.TryClaim(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := j.Ack(ctx); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
 

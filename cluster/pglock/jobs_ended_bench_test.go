@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonlock/baton"
+	"github.com/batonlock/baton/cluster/internal/queuecheck"
 	"github.com/batonlock/baton/cluster/lease"
 )
 
@@ -50,25 +50,9 @@ SELECT nextval('baton_job_seq'), $1, 'job', 0, clock_timestamp(), 0, 3 FROM gene
 					b.Fatal(err)
 				}
 			}
-			specs := make([]baton.JobSpec, 250)
-			for i := range specs {
-				specs[i].Payload = []byte("job")
-			}
-			for put := 0; put < 500+b.N; put += len(specs) {
-				if _, err := q.PutBatch(ctx, specs); err != nil {
-					b.Fatal(err)
-				}
-			}
+			queuecheck.PutJobs(b, q, 500+b.N)
 			b.ResetTimer()
-			for range b.N {
-				j, err := q.TryClaim(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := j.Ack(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			queuecheck.ClaimAck(b, q)
 		})
 	}
 }

@@ -46,3 +46,35 @@ func Drain(b *testing.B, hs []baton.Queue, n int) {
 		b.ReportMetric(float64(lo)/float64(hi), "fairness")
 	}
 }
+
+// PutJobs puts at least n jobs on q, in batches of 250, and returns their
+// ids.
+func PutJobs(b *testing.B, q baton.Queue, n int) []baton.JobID {
+	specs := make([]baton.JobSpec, 250)
+	for i := range specs {
+		specs[i] = baton.JobSpec{Payload: []byte("job")}
+	}
+	var ids []baton.JobID
+	for len(ids) < n {
+		got, err := q.PutBatch(context.Background(), specs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, got...)
+	}
+	return ids
+}
+
+// ClaimAck claims and acks b.N jobs of q, one at a time.
+func ClaimAck(b *testing.B, q baton.Queue) {
+	ctx := context.Background()
+	for range b.N {
+		j, err := q.TryClaim(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := j.Ack(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
