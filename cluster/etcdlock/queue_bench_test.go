@@ -201,7 +201,7 @@ func BenchmarkQueueBacklog(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
-			queuecheck.ClaimAck(b, q)
+			queuecheck.ClaimAck(b, q, b.N)
 		})
 	}
 }
@@ -244,7 +244,7 @@ func BenchmarkQueueEnded(b *testing.B) {
 			}
 			queuecheck.PutJobs(b, q, 500+b.N)
 			b.ResetTimer()
-			queuecheck.ClaimAck(b, q)
+			queuecheck.ClaimAck(b, q, b.N)
 		})
 	}
 }

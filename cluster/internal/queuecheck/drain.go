@@ -65,10 +65,10 @@ func PutJobs(b *testing.B, q baton.Queue, n int) []baton.JobID {
 	return ids
 }
 
-// ClaimAck claims and acks b.N jobs of q, one at a time.
-func ClaimAck(b *testing.B, q baton.Queue) {
+// ClaimAck claims and acks n jobs of q, one at a time.
+func ClaimAck(b *testing.B, q baton.Queue, n int) {
 	ctx := context.Background()
-	for range b.N {
+	for range n {
 		j, err := q.TryClaim(ctx)
 		if err != nil {
 			b.Fatal(err)
