@@ -42,8 +42,14 @@
 // A Queue keeps its jobs as rows of one table (baton_jobs), claimed FOR
 // UPDATE SKIP LOCKED in the order of their ready time (the server's clock
 // when put, or when their delay ends) and id; a job whose claim lapsed
-// keeps its place. Tokens come from the queue's row of baton_queues, which
-// is never deleted. The claims of a Backend's handles of one queue that
+// keeps its place. The exception: a Backend's claims of a queue read from
+// where its last claim stopped, rather than walk the rows ended since the
+// table was last vacuumed (jobs_head.go), so a job that becomes claimable
+// behind that point (put by a transaction that committed after younger
+// jobs were claimed, or given back by another Backend) is claimed within
+// a second, or once nothing younger is left, rather than in its place.
+// Tokens come from the queue's row of baton_queues, which is never
+// deleted. The claims of a Backend's handles of one queue that
 // come while a claim statement runs are made together by the next one,
 // and so are their Acks, so that a pool of workers in one process pays
 // a statement per batch rather than per job. A claim is a lease on its row, renewed in the

@@ -72,6 +72,7 @@ func (q *queueDriver) unref(s *session) {
 // jobClaim is the driver-private state of a claim (driver.Claim.Data).
 type jobClaim struct {
 	id, token int64
+	ready     time.Time // the row's ready_at, for the claim head
 	s         *session
 	loss      *driver.Loss
 	keeper    *lease.Keeper
@@ -280,6 +281,7 @@ func (q *queueDriver) Close() error {
 		if e := q.b.pool.QueryRow(ctx, q.b.q(jobsGiveBackSQL), ids, toks, q.name).Scan(&n, &notified); e != nil {
 			err = fmt.Errorf("giving back %d claims (they return when their lease passes): %w", len(held), e)
 		}
+		q.calls.head.clear()
 	}
 	return err
 }

@@ -198,6 +198,7 @@ func (q *queueDriver) giveBack(jcs []*jobClaim) {
 	if err := q.b.pool.QueryRow(ctx, q.b.q(jobsGiveBackSQL), ids, toks, q.name).Scan(&n, &notified); err != nil {
 		q.b.o.Logger.Warn("pglock: giving back claims failed; they return when their lease passes", "name", q.name, "err", err)
 	}
+	q.calls.head.clear()
 }
 
 // renew extends the claim's lease on its claimant session. A session that

@@ -30,6 +30,7 @@ const (
 type queueCalls struct {
 	claims batch.Gather[claimCall]
 	acks   batch.Gather[ackCall]
+	head   claimHead
 }
 
 // claimCall is a claim of up to n jobs for handle q on its session s, and
@@ -67,25 +68,18 @@ func (q *queueDriver) claimBatch(batch []*batch.Gathered[claimCall]) {
 	}
 	rctx, cancel := q.b.rctx()
 	defer cancel()
+	h := &q.calls.head
 	sent := time.Now()
-	var rows pgx.Rows
-	var err error
-	if total == 1 {
-		rows, err = q.b.pool.Query(rctx, q.b.q(jobsClaimOneSQL), q.name, q.b.o.TTL.Milliseconds(), pids[0])
-	} else {
-		rows, err = q.b.pool.Query(rctx, q.b.q(jobsClaimSQL), q.name, total, q.b.o.TTL.Milliseconds(), pids)
+	f := h.from(sent, false)
+	jcs, err := q.claimRows(rctx, total, pids, f)
+	if err == nil && len(jcs) == 0 && !f.first {
+		// Nothing past the head: a job behind it is the only one left.
+		sent = time.Now()
+		f = h.from(sent, true)
+		jcs, err = q.claimRows(rctx, total, pids, f)
 	}
-	var jcs []*jobClaim
-	if err == nil {
-		jcs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*jobClaim, error) {
-			jc := &jobClaim{loss: driver.NewLoss()}
-			var c driver.Claim
-			var attempts, maxA int32
-			err := r.Scan(&jc.id, &c.Payload, &attempts, &maxA, &jc.token)
-			c.ID, c.Attempt, c.MaxAttempts, c.Token, c.Loss, c.Data = uint64(jc.id), int(attempts), int(maxA), uint64(jc.token), jc.loss, jc
-			jc.claim = c
-			return jc, err
-		})
+	for _, jc := range jcs {
+		h.advance(f, jc.ready, jc.id)
 	}
 	slices.SortFunc(jcs, func(a, b *jobClaim) int { return int(a.token - b.token) })
 	for _, c := range batch {
@@ -99,6 +93,29 @@ func (q *queueDriver) claimBatch(batch []*batch.Gathered[claimCall]) {
 			jc.q, jc.s = c.V.q, c.V.s
 		}
 	}
+}
+
+// claimRows runs one claim statement for total jobs, reading from f.
+func (q *queueDriver) claimRows(ctx context.Context, total int, pids []int32, f claimFrom) ([]*jobClaim, error) {
+	var rows pgx.Rows
+	var err error
+	if total == 1 {
+		rows, err = q.b.pool.Query(ctx, q.b.q(jobsClaimOneSQL), q.name, q.b.o.TTL.Milliseconds(), pids[0], f.ready, f.id)
+	} else {
+		rows, err = q.b.pool.Query(ctx, q.b.q(jobsClaimSQL), q.name, total, q.b.o.TTL.Milliseconds(), pids, f.ready, f.id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*jobClaim, error) {
+		jc := &jobClaim{loss: driver.NewLoss()}
+		var c driver.Claim
+		var attempts, maxA int32
+		err := r.Scan(&jc.id, &c.Payload, &attempts, &maxA, &jc.token, &jc.ready)
+		c.ID, c.Attempt, c.MaxAttempts, c.Token, c.Loss, c.Data = uint64(jc.id), int(attempts), int(maxA), uint64(jc.token), jc.loss, jc
+		jc.claim = c
+		return jc, err
+	})
 }
 
 // ack ends claim jc by deleting its row, in a statement shared with the

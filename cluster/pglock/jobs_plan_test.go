@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -52,8 +53,8 @@ func TestQueueClaimReadsFewRows(t *testing.T) {
 		args      []any
 		most      float64
 	}{
-		{"one", jobsClaimOneSQL, []any{"claim-plan", 10000, 1}, 10},
-		{"five", jobsClaimSQL, []any{"claim-plan", 5, 10000, []int32{1, 2, 3, 4, 5}}, 20},
+		{"one", jobsClaimOneSQL, []any{"claim-plan", 10000, 1, time.Time{}, int64(0)}, 10},
+		{"five", jobsClaimSQL, []any{"claim-plan", 5, 10000, []int32{1, 2, 3, 4, 5}, time.Time{}, int64(0)}, 20},
 		{"ack five", jobsAckManySQL, []any{ids, toks}, 5},
 	} {
 		t.Run(c1.name, func(t *testing.T) { claimReadsFew(t, c, c1.sql, c1.args, c1.most, false) })
@@ -156,6 +157,10 @@ func literal(a any) string {
 		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
 	case int:
 		return strconv.Itoa(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case time.Time:
+		return "'" + v.UTC().Format("2006-01-02 15:04:05.999999") + "+00'"
 	case []int32:
 		s := make([]string, len(v))
 		for i, x := range v {

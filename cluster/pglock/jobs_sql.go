@@ -81,17 +81,20 @@ FROM j ORDER BY j.ord`
 	jobsNotifySQL = `SELECT pg_notify('` + channel + `', 'q/' || $1::text)`
 
 	// $1 queue, $2 n, $3 lease ms, $4 claimants (server pids, the k-th
-	// for the k-th job in claim order). The ready
+	// for the k-th job in claim order), $5 and $6 the (ready_at, id) the
+	// ready jobs are read from (the Backend's claim head, jobs_head.go; the
+	// year 1 reads from the first). The ready
 	// jobs and the lapsed claims are read apart, each by its own index in
 	// claim order, so that a claim reads about n rows of each, not the
 	// whole backlog (one scan of both would read and sort every row); the
 	// n oldest of both are claimed, and the others locked on the way are
 	// let go at the statement's end. The update finds its rows by their
 	// ids as an array: joined to r alone, the planner may hash r and scan
-	// the whole table for a few rows.
+	// the whole table for a few rows. A row's ready_at is returned for the
+	// claim head.
 	jobsClaimSQL = `WITH c0 AS (
 	SELECT id, ready_at FROM baton_jobs
-	WHERE queue = $1 AND state = 0 AND ready_at <= clock_timestamp()
+	WHERE queue = $1 AND state = 0 AND ready_at <= clock_timestamp() AND (ready_at, id) >= ($5::timestamptz, $6::bigint)
 	ORDER BY ready_at, id LIMIT $2 FOR UPDATE SKIP LOCKED),
 c1 AS (
 	SELECT id, ready_at FROM baton_jobs
@@ -104,14 +107,15 @@ t AS (UPDATE baton_queues SET token = token + (SELECT count(*) FROM c)
 UPDATE baton_jobs j SET state = 1, attempts = j.attempts + 1, token = t.token - r.n + r.k,
 	lease_until = clock_timestamp() + $3::bigint * interval '1 millisecond', claimant = ($4::integer[])[r.k]
 FROM r, t WHERE j.id = r.id AND j.id = ANY (ARRAY(SELECT id FROM r))
-RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.token`
+RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.token, j.ready_at`
 
-	// jobsClaimSQL for one job, with $2 the lease ms and $3 the claimant:
-	// the claimed rows need no numbering and counting, which a lone claim,
-	// the common one, would pay for nothing.
+	// jobsClaimSQL for one job, with $2 the lease ms, $3 the claimant, $4
+	// and $5 where the ready jobs are read from: the claimed rows need no
+	// numbering and counting, which a lone claim, the common one, would
+	// pay for nothing.
 	jobsClaimOneSQL = `WITH c0 AS (
 	SELECT id, ready_at FROM baton_jobs
-	WHERE queue = $1 AND state = 0 AND ready_at <= clock_timestamp()
+	WHERE queue = $1 AND state = 0 AND ready_at <= clock_timestamp() AND (ready_at, id) >= ($4::timestamptz, $5::bigint)
 	ORDER BY ready_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),
 c1 AS (
 	SELECT id, ready_at FROM baton_jobs
@@ -122,7 +126,7 @@ t AS (UPDATE baton_queues SET token = token + 1 WHERE queue = $1 AND EXISTS (SEL
 UPDATE baton_jobs j SET state = 1, attempts = j.attempts + 1, token = t.token,
 	lease_until = clock_timestamp() + $2::bigint * interval '1 millisecond', claimant = $3
 FROM c, t WHERE j.id = c.id
-RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.token`
+RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.token, j.ready_at`
 
 	// $1 queue. Buries the claims that lapsed on their last attempt, and
 	// returns the ms until the next job is ready or lease passes (NULL:
