@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -194,12 +195,26 @@ func helperLocker(b baton.Backend, a helperArgs) error {
 			}
 		}
 		end := Mono()
+		valid := hd.Err() == nil
 		hist.Add(Rec{Start: start, End: end, Exclusive: !read, Token: uint64(hd.Token()), N: 1, Who: who})
 		if read {
-			return m.(baton.RWMutex).RUnlock(ctx)
+			return lostAfter(valid, m.(baton.RWMutex).RUnlock(ctx))
 		}
-		return m.Unlock(ctx)
+		return lostAfter(valid, m.Unlock(ctx))
 	})
+}
+
+// lostAfter is the error of a release whose hold was still valid (valid:
+// its Err was nil when read after the interval the worker recorded). A
+// hold lost after that, as a lease that lapses during a slow release on a
+// loaded machine, leaves the interval sound: Err reports a loss before
+// anyone else can be granted the lock. A hold lost before it fails the
+// helper.
+func lostAfter(valid bool, err error) error {
+	if valid && errors.Is(err, baton.ErrLost) {
+		return nil
+	}
+	return err
 }
 
 // runWorkers opens a.Handles handles and runs a.Goroutines workers on
@@ -269,8 +284,9 @@ func helperSem(b baton.Backend, a helperArgs) error {
 		start := Mono()
 		time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
 		end := Mono()
+		valid := hd.Err() == nil
 		hist.Add(Rec{Start: start, End: end, Token: uint64(hd.Token()), N: n, Who: who})
-		return s.Release(ctx, n)
+		return lostAfter(valid, s.Release(ctx, n))
 	})
 }
 
