@@ -111,6 +111,18 @@ func (b *backend) jobsSchema(ctx context.Context) error {
 	if b.jobsOK {
 		return nil
 	}
+	// The DDL takes its tables' strongest locks even when everything
+	// exists, and so could deadlock with the claims of other processes
+	// (it holds the jobs table while it waits for the queues table that a
+	// claim holds while it waits for the jobs table): look first.
+	var done bool
+	if err := b.pool.QueryRow(ctx, b.q(jobsSchemaDoneSQL)).Scan(&done); err != nil {
+		return fmt.Errorf("create queue tables: %w", lease.CtxErr(ctx, err))
+	}
+	if done {
+		b.jobsOK = true
+		return nil
+	}
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, b.q(jobsSchemaSQL), pgx.QueryExecModeSimpleProtocol)
 		return err

@@ -28,6 +28,12 @@ CREATE TABLE IF NOT EXISTS baton_queues (queue text PRIMARY KEY, token bigint NO
 ALTER TABLE baton_queues ADD COLUMN IF NOT EXISTS waiting integer NOT NULL DEFAULT 0;
 `
 
+// jobsSchemaDoneSQL tells whether every object of jobsSchemaSQL exists.
+const jobsSchemaDoneSQL = `SELECT to_regclass('baton_jobs_ukey') IS NOT NULL AND to_regclass('baton_jobs_ready') IS NOT NULL
+	AND to_regclass('baton_jobs_claimed') IS NOT NULL AND to_regclass('baton_jobs_dead') IS NOT NULL
+	AND to_regclass('baton_job_seq') IS NOT NULL AND EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = to_regclass('baton_queues') AND attname = 'waiting' AND NOT attisdropped)`
+
 const (
 	// $1 queue.
 	jobsOpenSQL = `INSERT INTO baton_queues (queue, token)
@@ -203,7 +209,7 @@ SELECT count(*) FROM d`
 )
 
 func init() {
-	statements = append(statements, jobsSchemaSQL, jobsOpenSQL, jobsPutSQL, jobsPutManySQL, jobsWakeSQL, jobsWaitingSQL, jobsNotifySQL, jobsClaimSQL, jobsClaimOneSQL, jobsNextSQL,
+	statements = append(statements, jobsSchemaSQL, jobsSchemaDoneSQL, jobsOpenSQL, jobsPutSQL, jobsPutManySQL, jobsWakeSQL, jobsWaitingSQL, jobsNotifySQL, jobsClaimSQL, jobsClaimOneSQL, jobsNextSQL,
 		jobsRenewSQL, jobsExistsSQL, jobsAckSQL, jobsAckManySQL, jobsRetrySQL, jobsGiveBackSQL, jobsStatsSQL, jobsDeadSQL,
 		jobsRequeueSQL, jobsPurgeSQL)
 }
