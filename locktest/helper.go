@@ -87,14 +87,23 @@ func (p *proc) expect(t *testing.T, want string, timeout time.Duration) string {
 	select {
 	case r := <-ch:
 		if r.err != nil || !strings.HasPrefix(r.line, want) {
-			t.Fatalf("helper said %q (%v), want %q\n%s", r.line, r.err, want, p.stderr.String())
+			t.Fatalf("helper said %q (%v), want %q\n%s", r.line, r.err, want, p.stop())
 		}
 		return strings.TrimSpace(r.line)
 	case <-time.After(timeout):
-		_ = p.cmd.Process.Kill()
-		t.Fatalf("helper silent for %v, want %q\n%s", timeout, want, p.stderr.String())
+		t.Fatalf("helper silent for %v, want %q\n%s", timeout, want, p.stop())
 	}
 	return ""
+}
+
+// stop kills the helper and returns its stderr, once the copy of it has
+// ended (Wait waits for that).
+func (p *proc) stop() string {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	}
+	return p.stderr.String()
 }
 
 func runHelper(role string, suites []Suite) int {
