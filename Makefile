@@ -9,19 +9,16 @@ TIMEOUT ?= 15m
 
 # WORDPKGS also run without the race detector: on the futex mutex's word
 # path the race build adds synchronization of its own (race.go), so the
-# shipped build is tested as well. The ZooKeeper leader-fault tests run
-# without it only: the client library races on a field of its own when it
-# reconnects with watches set.
+# shipped build is tested as well.
 WORDPKGS ?= . ./local/mutex ./rwlock/shmrw ./semaphore/shmsem ./local
 
 # bench's own tests (a smoke pass of every table on its own servers) run
-# beside the plain run and the ensemble test; each prints its failures.
+# beside the plain run; each prints its failures.
 test: deps vet
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(PKGS)
 	@st=0; \
 	  (cd bench && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TIMEOUT) ./...) & bench=$$!; \
 	  $(GO) test -count=1 -timeout $(TIMEOUT) $(WORDPKGS) || st=1; \
-	  $(GO) test -count=1 -timeout $(TIMEOUT) -run '^TestEnsembleFaults$$' ./cluster/zklock || st=1; \
 	  wait $$bench || st=1; \
 	  exit $$st
 

@@ -167,14 +167,6 @@ func TestEnsembleFaults(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if raceBuild {
-				// Clients of the faulty server reconnect with watches
-				// set, and go-zookeeper v1.0.4 then reads the last zxid
-				// it saw while its receiving goroutine writes it
-				// (go-zookeeper/zk#35, unmerged). make test runs these
-				// without the race detector.
-				t.Skip("go-zookeeper races on its last zxid when it reconnects with watches; run without -race")
-			}
 			// One client on each server alone (the leader's cannot go
 			// elsewhere and loses its session) and one on all of them.
 			var bs []baton.Backend

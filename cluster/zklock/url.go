@@ -3,7 +3,6 @@ package zklock
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -159,11 +158,11 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 			c.Close()
 			return nil, net.ErrClosed
 		}
-		return &grantConn{Conn: c, got: func(ms int32) {
+		return newWireConn(c, &conns.armed, func(ms int32) {
 			if ms > 0 {
 				neg.Store(int64(time.Duration(ms) * time.Millisecond))
 			}
-		}}, nil
+		}), nil
 	}
 	c, _, err := zk.Connect(t.servers, o.TTL, zk.WithDialer(d), zk.WithLogInfo(false), zk.WithLogger(zkLogger{o.Logger}),
 		zk.WithEventCallback(func(ev zk.Event) {
@@ -181,8 +180,7 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 		return nil, fmt.Errorf("%w: %v", baton.ErrInvalidArgument, err)
 	}
 	mu.Lock()
-	b = newBackend(c, true, o, neg, t.acl())
-	b.conns = conns
+	b = newBackend(c, conns, o, neg, t.acl())
 	mu.Unlock()
 	// Wait for a session, so that a server that cannot be reached is an
 	// error here rather than at the first acquisition; the client retries
@@ -218,8 +216,9 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 // lastConn is the connection the client dialled last.
 type lastConn struct {
 	mu     sync.Mutex
-	c      net.Conn // guarded by mu
-	closed bool     // guarded by mu; no more connections
+	c      net.Conn     // guarded by mu
+	closed bool         // guarded by mu; no more connections
+	armed  atomic.Int64 // the session whose resume watch is set (wire.go)
 }
 
 // drop closes the last connection; it reports false once closed.
@@ -270,25 +269,4 @@ type zkLogger struct{ l *slog.Logger }
 
 func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Warn("baton: zookeeper client: " + fmt.Sprintf(format, args...))
-}
-
-// grantConn reads the session timeout the server grants out of the
-// connect response, the first message on a connection: length, protocol
-// version, timeout in ms.
-type grantConn struct {
-	net.Conn
-	head [12]byte
-	n    int
-	got  func(ms int32)
-}
-
-func (c *grantConn) Read(p []byte) (int, error) {
-	k, err := c.Conn.Read(p)
-	if c.n < len(c.head) {
-		c.n += copy(c.head[c.n:], p[:k])
-		if c.n == len(c.head) {
-			c.got(int32(binary.BigEndian.Uint32(c.head[8:12])))
-		}
-	}
-	return k, err
 }

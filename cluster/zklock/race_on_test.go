@@ -1,5 +1,0 @@
-//go:build race
-
-package zklock
-
-const raceBuild = true
