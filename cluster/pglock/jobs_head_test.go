@@ -65,13 +65,13 @@ func TestQueueClaimHeadSkipsEnded(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx)
-		var plan []struct{ Plan bufNode }
+		var plan []struct{ Plan planNode }
 		if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+jobsClaimOneSQL, name, 10000, 1, ready, id).Scan(&plan); err != nil {
 			t.Fatal(err)
 		}
 		sum, scans := 0.0, 0
-		var walk func(n bufNode)
-		walk = func(n bufNode) {
+		var walk func(n planNode)
+		walk = func(n planNode) {
 			if n.Index == "baton_jobs_ready" {
 				sum += n.Hit + n.Read
 				scans++
@@ -196,11 +196,4 @@ func TestQueueClaimHead(t *testing.T) {
 			t.Fatalf("after job 1 was given back, h2 claimed %q; want 1, in its place", j.Payload())
 		}
 	})
-}
-
-type bufNode struct {
-	Index string    `json:"Index Name"`
-	Hit   float64   `json:"Shared Hit Blocks"`
-	Read  float64   `json:"Shared Read Blocks"`
-	Plans []bufNode `json:"Plans"`
 }

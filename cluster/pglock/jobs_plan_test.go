@@ -142,11 +142,15 @@ func claimReadsFew(t *testing.T, c *pgx.Conn, sql string, args []any, bound floa
 	}
 }
 
+// planNode is a node of EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON).
 type planNode struct {
 	Type     string     `json:"Node Type"`
 	Relation string     `json:"Relation Name"`
+	Index    string     `json:"Index Name"`
 	Rows     float64    `json:"Actual Rows"`
 	Loops    float64    `json:"Actual Loops"`
+	Hit      float64    `json:"Shared Hit Blocks"`
+	Read     float64    `json:"Shared Read Blocks"`
 	Plans    []planNode `json:"Plans"`
 }
 
