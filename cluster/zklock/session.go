@@ -191,6 +191,15 @@ func (b *backend) armResume() (<-chan zk.Event, int64) {
 	return ch, sid
 }
 
+// kickResume has heartbeats set the resume watch now if the session has
+// none.
+func (b *backend) kickResume() {
+	select {
+	case b.rearm <- struct{}{}:
+	default:
+	}
+}
+
 // epoch returns the current epoch, beginning a new one with a heartbeat
 // when there is none or the last one ended.
 func (b *backend) epoch() (*epoch, error) {
@@ -234,10 +243,7 @@ func (b *backend) epoch() (*epoch, error) {
 // server could expire the session.
 func (b *backend) onEvent(ev zk.Event) {
 	if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
-		select {
-		case b.rearm <- struct{}{}: // set the resume watch in this session
-		default:
-		}
+		b.kickResume()
 	}
 	if ev.Type != zk.EventSession || ev.State != zk.StateExpired {
 		return

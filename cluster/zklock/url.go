@@ -189,6 +189,7 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 	defer cancel()
 	select {
 	case <-session:
+		b.kickResume() // the session may have come before b could hear of it
 	case <-wctx.Done():
 		_ = b.Close()
 		if ctx.Err() == nil {
