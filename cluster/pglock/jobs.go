@@ -286,14 +286,9 @@ func (q *queueDriver) Close() error {
 		for jc := range held {
 			ids, toks = append(ids, jc.id), append(toks, jc.token)
 		}
-		ctx, cancel := q.b.rctx()
-		defer cancel()
-		var n int64
-		var notified string
-		if e := q.b.pool.QueryRow(ctx, q.b.q(jobsGiveBackSQL), ids, toks, q.name).Scan(&n, &notified); e != nil {
+		if e := q.giveBackRows(ids, toks); e != nil {
 			err = fmt.Errorf("giving back %d claims (they return when their lease passes): %w", len(held), e)
 		}
-		q.calls.head.clear()
 	}
 	return err
 }

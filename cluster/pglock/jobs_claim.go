@@ -191,14 +191,21 @@ func (q *queueDriver) giveBack(jcs []*jobClaim) {
 	for i, jc := range jcs {
 		ids[i], toks[i] = jc.id, jc.token
 	}
+	if err := q.giveBackRows(ids, toks); err != nil {
+		q.b.o.Logger.Warn("pglock: giving back claims failed; they return when their lease passes", "name", q.name, "err", err)
+	}
+}
+
+// giveBackRows puts the claimed rows ids, at their claims' tokens, back in
+// their places, and has the next claim read from the first.
+func (q *queueDriver) giveBackRows(ids, toks []int64) error {
 	ctx, cancel := q.b.rctx()
 	defer cancel()
 	var n int64
 	var notified string
-	if err := q.b.pool.QueryRow(ctx, q.b.q(jobsGiveBackSQL), ids, toks, q.name).Scan(&n, &notified); err != nil {
-		q.b.o.Logger.Warn("pglock: giving back claims failed; they return when their lease passes", "name", q.name, "err", err)
-	}
+	err := q.b.pool.QueryRow(ctx, q.b.q(jobsGiveBackSQL), ids, toks, q.name).Scan(&n, &notified)
 	q.calls.head.clear()
+	return err
 }
 
 // renew extends the claim's lease on its claimant session. A session that
