@@ -45,7 +45,6 @@ type backend struct {
 	negotiated *atomic.Int64 // session timeout the server granted, ns; 0 unknown
 	acl        []zk.ACL      // of every node the backend creates
 	conns      *lastConn     // OpenURL's connections, closed with the backend; nil for New
-	rearm      chan struct{} // the client has a session: set the resume watch
 
 	epochMu sync.Mutex
 	cur     atomic.Pointer[epoch]
@@ -71,7 +70,7 @@ func New(conn *zk.Conn, opts ...lease.Option) (baton.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return baton.NewBackend(newBackend(conn, nil, o, new(atomic.Int64), zk.WorldACL(zk.PermAll))), nil
+	return baton.NewBackend(newBackend(conn, false, o, new(atomic.Int64), zk.WorldACL(zk.PermAll))), nil
 }
 
 func buildConfig(opts []lease.Option) (lease.Config, error) {
@@ -96,11 +95,10 @@ func buildConfig(opts []lease.Option) (lease.Config, error) {
 	return o, nil
 }
 
-// newBackend: conns is OpenURL's, nil when the connection is the caller's.
-func newBackend(c *zk.Conn, conns *lastConn, o lease.Config, neg *atomic.Int64, acl []zk.ACL) *backend {
+func newBackend(c *zk.Conn, own bool, o lease.Config, neg *atomic.Int64, acl []zk.ACL) *backend {
 	var r [8]byte
 	_, _ = rand.Read(r[:])
-	b := &backend{c: c, own: conns != nil, conns: conns, o: o, bid: hex.EncodeToString(r[:]), stop: make(chan struct{}), rearm: make(chan struct{}, 1), negotiated: neg, acl: acl}
+	b := &backend{c: c, own: own, o: o, bid: hex.EncodeToString(r[:]), stop: make(chan struct{}), negotiated: neg, acl: acl}
 	b.bg.Add(1)
 	go b.heartbeats()
 	return b

@@ -126,77 +126,32 @@ func (b *backend) every() time.Duration {
 
 // heartbeats runs until the backend closes: one heartbeat every renewal
 // period, which extends the current epoch or ends it when the session
-// changed; it also keeps the resume watch (wire.go) set.
+// changed.
 func (b *backend) heartbeats() {
 	defer b.bg.Done()
-	beat := time.NewTimer(b.every())
-	defer beat.Stop()
-	var rw <-chan zk.Event // the resume watch, once set
-	var rwSid int64        // its session
+	wait := b.every()
 	for {
-		if rw == nil {
-			rw, rwSid = b.armResume()
-		}
 		select {
 		case <-b.stop:
 			return
-		case <-b.rearm:
-			continue
-		case <-rw:
-			// It fired: the session expired, or someone made or deleted
-			// its node. Set it again in the session the client has.
-			b.conns.armed.CompareAndSwap(rwSid, 0)
-			rw = nil
-			continue
-		case <-beat.C:
+		case <-time.After(wait):
 		}
-		beat.Reset(b.beat())
-	}
-}
-
-// beat sends one heartbeat for the current epoch, if there is one, and
-// returns when to send the next.
-func (b *backend) beat() time.Duration {
-	e := b.cur.Load()
-	if e == nil || e.ended() != nil {
-		return b.every()
-	}
-	sid, dl, err := b.heartbeat()
-	switch {
-	case err == nil && sid == e.sid:
-		e.extend(dl)
-	case err == nil || errors.Is(err, errChanged) || errors.Is(err, zk.ErrSessionExpired):
-		e.end(errChanged)
-	default:
-		// Not answered: try again soon; the epoch's timer ends it
-		// if no heartbeat gets through before its deadline.
-		return max(b.every()/8, 10*time.Millisecond)
-	}
-	return b.every()
-}
-
-// armResume sets the resume watch (wire.go) in the client's session, for
-// a backend of OpenURL's, and returns it and the session; nil when it
-// was not set.
-func (b *backend) armResume() (<-chan zk.Event, int64) {
-	sid := b.c.SessionID()
-	if b.conns == nil || sid == 0 || b.c.State() != zk.StateHasSession {
-		return nil, 0
-	}
-	_, _, ch, err := b.c.ExistsW(resumeWatchPath(b.o.Prefix))
-	if err != nil || b.c.SessionID() != sid {
-		return nil, 0
-	}
-	b.conns.armed.Store(sid)
-	return ch, sid
-}
-
-// kickResume has heartbeats set the resume watch now if the session has
-// none.
-func (b *backend) kickResume() {
-	select {
-	case b.rearm <- struct{}{}:
-	default:
+		wait = b.every()
+		e := b.cur.Load()
+		if e == nil || e.ended() != nil {
+			continue
+		}
+		sid, dl, err := b.heartbeat()
+		switch {
+		case err == nil && sid == e.sid:
+			e.extend(dl)
+		case err == nil || errors.Is(err, errChanged) || errors.Is(err, zk.ErrSessionExpired):
+			e.end(errChanged)
+		default:
+			// Not answered: try again soon; the epoch's timer ends it
+			// if no heartbeat gets through before its deadline.
+			wait = max(b.every()/8, 10*time.Millisecond)
+		}
 	}
 }
 
@@ -242,9 +197,6 @@ func (b *backend) epoch() (*epoch, error) {
 // deadline, counted from the last heartbeat, ends the epoch before the
 // server could expire the session.
 func (b *backend) onEvent(ev zk.Event) {
-	if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
-		b.kickResume()
-	}
 	if ev.Type != zk.EventSession || ev.State != zk.StateExpired {
 		return
 	}

@@ -158,7 +158,7 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 			c.Close()
 			return nil, net.ErrClosed
 		}
-		return newWireConn(c, &conns.armed, func(ms int32) {
+		return newWireConn(c, &conns.zxid, func(ms int32) {
 			if ms > 0 {
 				neg.Store(int64(time.Duration(ms) * time.Millisecond))
 			}
@@ -180,7 +180,8 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 		return nil, fmt.Errorf("%w: %v", baton.ErrInvalidArgument, err)
 	}
 	mu.Lock()
-	b = newBackend(c, conns, o, neg, t.acl())
+	b = newBackend(c, true, o, neg, t.acl())
+	b.conns = conns
 	mu.Unlock()
 	// Wait for a session, so that a server that cannot be reached is an
 	// error here rather than at the first acquisition; the client retries
@@ -189,7 +190,6 @@ func dial(ctx context.Context, raw string, opts []lease.Option) (*backend, error
 	defer cancel()
 	select {
 	case <-session:
-		b.kickResume() // the session may have come before b could hear of it
 	case <-wctx.Done():
 		_ = b.Close()
 		if ctx.Err() == nil {
@@ -219,7 +219,7 @@ type lastConn struct {
 	mu     sync.Mutex
 	c      net.Conn     // guarded by mu
 	closed bool         // guarded by mu; no more connections
-	armed  atomic.Int64 // the session whose resume watch is set (wire.go)
+	zxid   atomic.Int64 // the newest zxid a reply carried in this session (wire.go)
 }
 
 // drop closes the last connection; it reports false once closed.

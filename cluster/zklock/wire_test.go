@@ -15,8 +15,8 @@ import (
 // while it has watches set and requests in flight resumes its session
 // every time (no hold or waiter is lost) and sets its watches again (the
 // waiter is granted once the holder lets go). Under the race detector it
-// is also the test of wire.go: without the gate, the client library's
-// read of its last zxid races with its receiving goroutine here.
+// is also the test of wire.go: with the client library's own record of
+// the last zxid, its read of it races with its receiving goroutine here.
 func TestResumeWithWatches(t *testing.T) {
 	a := standalone(t)
 	// With credentials, the client sends them first on every connection
